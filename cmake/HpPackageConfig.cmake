@@ -1,0 +1,15 @@
+# The exported CMake package of the core slice: a C++ user points CMAKE_PREFIX_PATH at
+# <payload>/hyper_parallel/core and calls find_package(HyperParallel), getting
+# HyperParallel::common and HyperParallel::platform.
+include(CMakePackageConfigHelpers)
+set(HP_CMAKE_DIR "${HP_LIB_DIR}/cmake/HyperParallel")
+install(EXPORT HyperParallelTargets NAMESPACE HyperParallel::
+  DESTINATION ${HP_CMAKE_DIR} COMPONENT ${HP_COMPONENT})
+configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/HyperParallelConfig.cmake.in"
+  "${PROJECT_BINARY_DIR}/HyperParallelConfig.cmake"
+  INSTALL_DESTINATION ${HP_CMAKE_DIR})
+write_basic_package_version_file("${PROJECT_BINARY_DIR}/HyperParallelConfigVersion.cmake"
+  COMPATIBILITY SameMinorVersion)
+install(FILES "${PROJECT_BINARY_DIR}/HyperParallelConfig.cmake"
+  "${PROJECT_BINARY_DIR}/HyperParallelConfigVersion.cmake"
+  DESTINATION ${HP_CMAKE_DIR} COMPONENT ${HP_COMPONENT})

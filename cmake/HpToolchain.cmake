@@ -1,0 +1,43 @@
+# Language level, warnings, sanitizers and the payload's install layout.
+set(CMAKE_CXX_STANDARD 20)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_CXX_EXTENSIONS OFF)
+set(CMAKE_POSITION_INDEPENDENT_CODE ON)
+set(CMAKE_CXX_VISIBILITY_PRESET hidden)
+set(CMAKE_VISIBILITY_INLINES_HIDDEN ON)
+if(NOT CMAKE_BUILD_TYPE)
+  set(CMAKE_BUILD_TYPE RelWithDebInfo CACHE STRING "" FORCE)
+endif()
+
+# GCC 12 warns on designated initializers that omit members with default initializers.
+add_compile_options(-Wall -Wextra -Wno-missing-field-initializers)
+if(HP_WERROR)
+  add_compile_options(-Werror)
+endif()
+
+if(HP_SANITIZE)
+  if(NOT HP_SANITIZE MATCHES "^(address|undefined|thread)$")
+    message(FATAL_ERROR "HP_SANITIZE=${HP_SANITIZE}: expected address, undefined or thread")
+  endif()
+  add_compile_options(-fsanitize=${HP_SANITIZE} -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${HP_SANITIZE})
+  if(HP_SANITIZE STREQUAL "undefined")
+    add_compile_options(-fno-sanitize-recover=all)
+  endif()
+endif()
+
+# RUNPATHs are set explicitly per target (all relative, $ORIGIN-based); never the build tree's.
+set(CMAKE_SKIP_BUILD_RPATH OFF)
+set(CMAKE_BUILD_WITH_INSTALL_RPATH OFF)
+set(CMAKE_INSTALL_RPATH_USE_LINK_PATH OFF)
+
+# Install layout, relative to CMAKE_INSTALL_PREFIX (= build/native/<component>/install):
+#   hyper_parallel/<component>/{lib,include,python,bin}   the payload slice
+#   tests/<component>/{bin,CTestTestfile.cmake}          test executables (never shipped)
+set(HP_SLICE_DIR "hyper_parallel/${HP_COMPONENT}")
+set(HP_LIB_DIR "${HP_SLICE_DIR}/lib")
+set(HP_INCLUDE_DIR "${HP_SLICE_DIR}/include")
+set(HP_PYTHON_DIR "${HP_SLICE_DIR}/python")
+set(HP_TEST_DIR "tests/${HP_COMPONENT}")
+# From a test executable in build/native/tests/<c>/bin to the merged payload's core libs.
+set(HP_TEST_RUNPATH "$ORIGIN/../../../payload/hyper_parallel/core/lib")

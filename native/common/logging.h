@@ -1,0 +1,34 @@
+// Native logging: formatted with fmt, written to stderr through spdlog (a private dependency),
+// filtered by HP_LOG_LEVEL. Lines look like
+//   [2026-11-29 10:00:00.123] [hp] [warning] [pid 4242] message
+#ifndef HYPER_PARALLEL_COMMON_LOGGING_H_
+#define HYPER_PARALLEL_COMMON_LOGGING_H_
+
+#include <string_view>
+#include <utility>
+
+#include <fmt/core.h>
+
+#include "api.h"
+#include "settings.h"
+
+namespace hp {
+
+HP_API bool log_enabled(LogLevel level) noexcept;
+HP_API void log_message(LogLevel level, std::string_view message) noexcept;
+// Overrides HP_LOG_LEVEL for this process (tests, `hp` verbosity flags).
+HP_API void set_log_level(LogLevel level) noexcept;
+
+template <typename... Args>
+void log(LogLevel level, fmt::format_string<Args...> format, Args&&... args) {
+  if (log_enabled(level)) log_message(level, fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace hp
+
+#define HP_LOG_DEBUG(...) ::hp::log(::hp::LogLevel::kDebug, __VA_ARGS__)
+#define HP_LOG_INFO(...) ::hp::log(::hp::LogLevel::kInfo, __VA_ARGS__)
+#define HP_LOG_WARN(...) ::hp::log(::hp::LogLevel::kWarn, __VA_ARGS__)
+#define HP_LOG_ERROR(...) ::hp::log(::hp::LogLevel::kError, __VA_ARGS__)
+
+#endif  // HYPER_PARALLEL_COMMON_LOGGING_H_

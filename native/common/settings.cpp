@@ -1,0 +1,237 @@
+#include "settings.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <mutex>
+
+namespace hp {
+namespace {
+
+using T = SettingType;
+using S = SettingScope;
+
+constexpr std::array kSpecs = {
+    SettingSpec{"HP_LOG_LEVEL", T::kEnum, S::kRuntime, "warn", "trace|debug|info|warn|error|off",
+                "least severe native log message printed to stderr"},
+    SettingSpec{"HP_WAIT_TIMEOUT_S", T::kDouble, S::kRuntime, "60", "",
+                "deadline in seconds of every cross-core wait (flags, barriers); a wait past it "
+                "fails with TIMEOUT naming what it waited on"},
+    SettingSpec{"HP_SPIN_BEFORE_BLOCK", T::kInt, S::kRuntime, "2000", "",
+                "pause-loop iterations a waiting core spins before it sleeps on a futex "
+                "(reduced automatically when cores outnumber CPUs)"},
+    SettingSpec{"HP_CHIP_CPUS", T::kCpuList, S::kRuntime, "", "",
+                "CPUs this rank's chip may use, as a cpulist (\"0-3,8\"); set per rank by "
+                "`hprun --bind`; empty: the process's affinity mask"},
+    SettingSpec{"HP_PIN_THREADS", T::kEnum, S::kRuntime, "auto", "auto|on|off",
+                "pin each chip core to one CPU of HP_CHIP_CPUS; auto: only when every core "
+                "gets a CPU of its own"},
+    SettingSpec{"HP_PAYLOAD_DIR", T::kPath, S::kPython, "", "",
+                "load native components from this payload (a build/native/payload/hyper_parallel "
+                "directory) instead of the installed or development one"},
+    SettingSpec{"HP_BUILD_DIR", T::kPath, S::kBuild, "<repo>/build", "",
+                "where build.sh, the component scripts and the tests put everything they make"},
+    SettingSpec{"HP_CACHE_DIR", T::kPath, S::kBuild, "<HP_BUILD_DIR>/native/cache", "",
+                "heavy component caches, keyed by sources, compiler, flags and targets"},
+    SettingSpec{"HP_SANITIZE", T::kEnum, S::kBuild, "", "|address|undefined|thread",
+                "build the native components with this sanitizer"},
+    SettingSpec{"HP_WERROR", T::kBool, S::kBuild, "0", "",
+                "build with -Werror (CI sets it)"},
+};
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
+  return s;
+}
+
+Status bad(const SettingSpec& spec, std::string_view value, std::string_view expected) {
+  return Status::error(ErrorCode::kInvalidSetting,
+                       "{}='{}' is invalid: expected {} (default '{}'); fix or unset it",
+                       spec.name, value, expected, spec.default_value);
+}
+
+Status parse_int(const SettingSpec& spec, std::string_view text, std::int64_t min,
+                 std::int64_t* out) {
+  std::int64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < min) {
+    return bad(spec, text, fmt::format("an integer >= {}", min));
+  }
+  *out = v;
+  return Status::ok();
+}
+
+Status parse_positive_double(const SettingSpec& spec, std::string_view text, double* out) {
+  std::string copy(text);
+  char* end = nullptr;
+  double v = std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end != copy.c_str() + copy.size() || !std::isfinite(v) || v <= 0) {
+    return bad(spec, text, "a number of seconds > 0");
+  }
+  *out = v;
+  return Status::ok();
+}
+
+// Index of `text` among spec.choices ("a|b|c").
+Status parse_choice(const SettingSpec& spec, std::string_view text, int* index) {
+  std::string_view rest = spec.choices;
+  for (int i = 0;; ++i) {
+    auto bar = rest.find('|');
+    if (rest.substr(0, bar) == text) {
+      *index = i;
+      return Status::ok();
+    }
+    if (bar == std::string_view::npos) break;
+    rest.remove_prefix(bar + 1);
+  }
+  return bad(spec, text, fmt::format("one of {}", spec.choices));
+}
+
+}  // namespace
+
+std::span<const SettingSpec> setting_specs() noexcept { return kSpecs; }
+
+const SettingSpec* find_setting(std::string_view name) noexcept {
+  for (const auto& spec : kSpecs) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+std::string_view to_string(SettingType type) noexcept {
+  switch (type) {
+    case T::kBool: return "bool";
+    case T::kInt: return "int";
+    case T::kDouble: return "double";
+    case T::kString: return "string";
+    case T::kEnum: return "enum";
+    case T::kCpuList: return "cpulist";
+    case T::kPath: return "path";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(SettingScope scope) noexcept {
+  switch (scope) {
+    case S::kRuntime: return "runtime";
+    case S::kPython: return "python";
+    case S::kBuild: return "build";
+  }
+  return "unknown";
+}
+
+Status parse_cpu_list(std::string_view text, std::vector<int>* cpus) {
+  cpus->clear();
+  text = trim(text);
+  if (text.empty()) return Status::ok();
+  constexpr int kMaxCpu = 1 << 16;
+  auto number = [&](std::string_view s, int* v) {
+    s = trim(s);
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+    return !s.empty() && ec == std::errc() && end == s.data() + s.size() && *v >= 0 &&
+           *v < kMaxCpu;
+  };
+  for (;;) {
+    auto comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    auto dash = item.find('-');
+    int lo = 0, hi = 0;
+    bool ok = dash == std::string_view::npos
+                  ? number(item, &lo) && (hi = lo, true)
+                  : number(item.substr(0, dash), &lo) && number(item.substr(dash + 1), &hi);
+    if (!ok || lo > hi) {
+      return Status::error(ErrorCode::kInvalidArgument,
+                           "bad cpulist item '{}': expected N or N-M with 0 <= N <= M < {}", item,
+                           kMaxCpu);
+    }
+    for (int c = lo; c <= hi; ++c) cpus->push_back(c);
+    if (comma == std::string_view::npos) break;
+    text = text.substr(comma + 1);  // an empty item after a trailing comma is an error
+  }
+  std::sort(cpus->begin(), cpus->end());
+  cpus->erase(std::unique(cpus->begin(), cpus->end()), cpus->end());
+  return Status::ok();
+}
+
+Status Settings::parse(const Lookup& lookup, Settings* out) {
+  *out = Settings();
+  Status first;
+  auto value_of = [&](std::string_view name) -> std::string {
+    const SettingSpec* spec = find_setting(name);
+    auto v = lookup(name);
+    return std::string(v ? trim(*v) : spec->default_value);
+  };
+  auto note = [&](Status s) {
+    if (first.is_ok() && !s.is_ok()) first = std::move(s);
+  };
+
+  int index = 0;
+  {
+    const auto& spec = *find_setting("HP_LOG_LEVEL");
+    Status s = parse_choice(spec, value_of(spec.name), &index);
+    if (s.is_ok()) out->log_level = static_cast<LogLevel>(index);
+    note(std::move(s));
+  }
+  {
+    const auto& spec = *find_setting("HP_WAIT_TIMEOUT_S");
+    double v = 0;
+    Status s = parse_positive_double(spec, value_of(spec.name), &v);
+    if (s.is_ok()) out->wait_timeout_s = v;
+    note(std::move(s));
+  }
+  {
+    const auto& spec = *find_setting("HP_SPIN_BEFORE_BLOCK");
+    std::int64_t v = 0;
+    Status s = parse_int(spec, value_of(spec.name), 0, &v);
+    if (s.is_ok()) out->spin_before_block = v;
+    note(std::move(s));
+  }
+  {
+    const auto& spec = *find_setting("HP_CHIP_CPUS");
+    std::string text = value_of(spec.name);
+    Status s = parse_cpu_list(text, &out->chip_cpus);
+    if (!s.is_ok()) {
+      out->chip_cpus.clear();
+      s = bad(spec, text, fmt::format("a cpulist ({})", s.message()));
+    }
+    note(std::move(s));
+  }
+  {
+    const auto& spec = *find_setting("HP_PIN_THREADS");
+    Status s = parse_choice(spec, value_of(spec.name), &index);
+    if (s.is_ok()) out->pin_threads = static_cast<PinMode>(index);
+    note(std::move(s));
+  }
+  return first;
+}
+
+namespace {
+
+struct GlobalSettings {
+  Settings values;
+  Status status;
+};
+
+const GlobalSettings& global_settings() {
+  static const GlobalSettings global = [] {
+    GlobalSettings g;
+    g.status = Settings::parse(
+        [](std::string_view name) -> std::optional<std::string> {
+          const char* v = std::getenv(std::string(name).c_str());
+          return v ? std::optional<std::string>(v) : std::nullopt;
+        },
+        &g.values);
+    return g;
+  }();
+  return global;
+}
+
+}  // namespace
+
+const Settings& settings() { return global_settings().values; }
+const Status& settings_status() { return global_settings().status; }
+
+}  // namespace hp

@@ -1,0 +1,67 @@
+// The one table of every HP_* environment variable: name, type, default, description, scope.
+//
+// Runtime settings are read from the environment once per process (settings()); a bad value
+// is reported by settings_status() as INVALID_SETTING, and every entry point that depends on
+// settings returns that status instead of running with a value the user did not ask for.
+// Python and build settings are read by the Python loader and the build scripts; they are
+// listed here so that `hp config` shows one complete table.
+#ifndef HYPER_PARALLEL_COMMON_SETTINGS_H_
+#define HYPER_PARALLEL_COMMON_SETTINGS_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api.h"
+#include "status.h"
+
+namespace hp {
+
+enum class SettingType { kBool, kInt, kDouble, kString, kEnum, kCpuList, kPath };
+enum class SettingScope { kRuntime, kPython, kBuild };
+
+struct SettingSpec {
+  std::string_view name;
+  SettingType type;
+  SettingScope scope;
+  std::string_view default_value;  // as the user would write it; "" means unset
+  std::string_view choices;        // kEnum only: "a|b|c"
+  std::string_view description;
+};
+
+HP_API std::span<const SettingSpec> setting_specs() noexcept;
+HP_API const SettingSpec* find_setting(std::string_view name) noexcept;
+HP_API std::string_view to_string(SettingType type) noexcept;
+HP_API std::string_view to_string(SettingScope scope) noexcept;
+
+enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
+enum class PinMode { kAuto, kOn, kOff };
+
+// Typed values of the runtime-scope settings.
+struct HP_API Settings {
+  LogLevel log_level = LogLevel::kWarn;       // HP_LOG_LEVEL
+  double wait_timeout_s = 60.0;               // HP_WAIT_TIMEOUT_S
+  std::int64_t spin_before_block = 2000;      // HP_SPIN_BEFORE_BLOCK
+  std::vector<int> chip_cpus;                 // HP_CHIP_CPUS (empty: the process's CPUs)
+  PinMode pin_threads = PinMode::kAuto;       // HP_PIN_THREADS
+
+  using Lookup = std::function<std::optional<std::string>(std::string_view name)>;
+  // Parses every runtime setting through `lookup`; unset names take their defaults. On error
+  // `out` holds defaults for the bad entries and the status names the first bad variable.
+  static Status parse(const Lookup& lookup, Settings* out);
+};
+
+// The process's settings, parsed from the environment on first use (thread-safe, once).
+HP_API const Settings& settings();
+HP_API const Status& settings_status();
+
+// "0-3,8,10-11" -> {0,1,2,3,8,10,11} (sorted, unique). Empty text -> empty list.
+HP_API Status parse_cpu_list(std::string_view text, std::vector<int>* cpus);
+
+}  // namespace hp
+
+#endif  // HYPER_PARALLEL_COMMON_SETTINGS_H_

@@ -1,0 +1,137 @@
+#include "tensor_view.h"
+
+#include <algorithm>
+
+#include <fmt/ranges.h>
+
+namespace hp {
+namespace {
+
+struct DTypeInfo {
+  std::string_view name;
+  std::size_t size;
+};
+
+constexpr std::array<DTypeInfo, static_cast<std::size_t>(DType::kCount)> kDTypes = {{
+    {"int8", 1},
+    {"uint8", 1},
+    {"int32", 4},
+    {"int64", 8},
+    {"bf16", 2},
+    {"fp16", 2},
+    {"fp32", 4},
+}};
+
+bool valid(DType dtype) { return static_cast<std::size_t>(dtype) < kDTypes.size(); }
+
+}  // namespace
+
+std::size_t dtype_size(DType dtype) noexcept { return valid(dtype) ? kDTypes[std::size_t(dtype)].size : 0; }
+
+std::string_view to_string(DType dtype) noexcept {
+  return valid(dtype) ? kDTypes[std::size_t(dtype)].name : std::string_view("invalid");
+}
+
+Status parse_dtype(std::string_view name, DType* dtype) {
+  for (std::size_t i = 0; i < kDTypes.size(); ++i) {
+    if (kDTypes[i].name == name) {
+      *dtype = static_cast<DType>(i);
+      return Status::ok();
+    }
+  }
+  return Status::error(ErrorCode::kInvalidArgument,
+                       "unknown dtype '{}': expected int8, uint8, int32, int64, bf16, fp16 or fp32",
+                       name);
+}
+
+TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> shape)
+    : data_(data), dtype_(dtype) {
+  if (shape.size() > kMaxDims) {
+    bad_rank_ = true;  // validate() reports it
+    return;
+  }
+  ndim_ = int(shape.size());
+  std::int64_t stride = 1;
+  for (int i = ndim_ - 1; i >= 0; --i) {
+    shape_[i] = shape[i];
+    strides_[i] = stride;
+    stride *= std::max<std::int64_t>(shape[i], 1);
+  }
+}
+
+TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> shape,
+                       std::span<const std::int64_t> strides)
+    : data_(data), dtype_(dtype) {
+  if (shape.size() > kMaxDims || strides.size() != shape.size()) {
+    bad_rank_ = true;  // validate() reports it
+    return;
+  }
+  ndim_ = int(shape.size());
+  std::copy(shape.begin(), shape.end(), shape_.begin());
+  std::copy(strides.begin(), strides.end(), strides_.begin());
+}
+
+std::int64_t TensorView::numel() const noexcept {
+  std::int64_t n = 1;
+  for (int i = 0; i < ndim_; ++i) n *= shape_[i];
+  return n;
+}
+
+bool TensorView::is_contiguous() const noexcept {
+  if (numel() == 0) return true;  // an empty tensor has no layout to violate
+  std::int64_t expected = 1;
+  for (int i = ndim_ - 1; i >= 0; --i) {
+    if (shape_[i] != 1 && strides_[i] != expected) return false;
+    expected *= shape_[i];
+  }
+  return true;
+}
+
+std::size_t TensorView::span_bytes() const noexcept {
+  if (numel() == 0) return 0;
+  std::int64_t last = 0;
+  for (int i = 0; i < ndim_; ++i) last += (shape_[i] - 1) * strides_[i];
+  return std::size_t(last + 1) * element_size();
+}
+
+Status TensorView::validate(std::string_view what) const {
+  HP_ENSURE(valid(dtype_), ErrorCode::kDTypeMismatch, "{}: invalid dtype {}", what, int(dtype_));
+  HP_ENSURE(!bad_rank_, ErrorCode::kInvalidArgument,
+            "{}: rank must be at most {} and strides must match the shape", what, kMaxDims);
+  for (int i = 0; i < ndim_; ++i) {
+    HP_ENSURE(shape_[i] >= 0, ErrorCode::kShapeMismatch, "{}: dim {} is negative ({})", what, i,
+              shape_[i]);
+    HP_ENSURE(strides_[i] >= 0, ErrorCode::kInvalidArgument, "{}: stride {} is negative ({})",
+              what, i, strides_[i]);
+  }
+  HP_ENSURE(data_ != nullptr || numel() == 0, ErrorCode::kInvalidArgument,
+            "{}: null data for a non-empty tensor", what);
+  return Status::ok();
+}
+
+Status TensorView::expect_shape(std::string_view what,
+                                std::initializer_list<std::int64_t> expected) const {
+  HP_RETURN_IF_ERROR(validate(what));
+  bool match = ndim_ == int(expected.size());
+  for (int i = 0; match && i < ndim_; ++i) {
+    const std::int64_t want = expected.begin()[i];
+    match = want < 0 || want == shape_[i];
+  }
+  HP_ENSURE(match, ErrorCode::kShapeMismatch, "{}: shape [{}] does not match expected [{}] (-1: any)",
+            what, fmt::join(shape(), ", "), fmt::join(expected, ", "));
+  return Status::ok();
+}
+
+Status TensorView::expect_dtype(std::string_view what, DType expected) const {
+  HP_ENSURE(dtype_ == expected, ErrorCode::kDTypeMismatch, "{}: dtype {} where {} is required",
+            what, hp::to_string(dtype_), hp::to_string(expected));
+  return Status::ok();
+}
+
+std::string TensorView::to_string() const {
+  if (bad_rank_) return "invalid tensor view";
+  return fmt::format("{}[{}] strides [{}]", hp::to_string(dtype_), fmt::join(shape(), ", "),
+                     fmt::join(strides(), ", "));
+}
+
+}  // namespace hp

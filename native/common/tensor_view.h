@@ -1,0 +1,85 @@
+// TensorView: a non-owning view of a strided tensor (dtype, shape, strides, data pointer).
+//
+// Layout: element (i0, ..., in-1) lives at data + sum(ik * strides[k]) * dtype_size(dtype);
+// strides are in elements (as in PyTorch), may be 0 (broadcast) but never negative.
+#ifndef HYPER_PARALLEL_COMMON_TENSOR_VIEW_H_
+#define HYPER_PARALLEL_COMMON_TENSOR_VIEW_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "api.h"
+#include "status.h"
+
+namespace hp {
+
+// Numbers are stable (they cross the C ABI and the dump files).
+enum class DType : std::uint8_t {
+  kInt8 = 0,
+  kUInt8 = 1,
+  kInt32 = 2,
+  kInt64 = 3,
+  kBF16 = 4,
+  kFP16 = 5,
+  kFP32 = 6,
+  kCount
+};
+
+HP_API std::size_t dtype_size(DType dtype) noexcept;  // bytes per element; 0 if invalid
+HP_API std::string_view to_string(DType dtype) noexcept;  // "int8", "bf16", ...
+HP_API Status parse_dtype(std::string_view name, DType* dtype);
+
+class HP_API TensorView {
+ public:
+  static constexpr int kMaxDims = 8;
+
+  TensorView() = default;
+  // A contiguous (row-major) view.
+  TensorView(void* data, DType dtype, std::span<const std::int64_t> shape);
+  TensorView(void* data, DType dtype, std::initializer_list<std::int64_t> shape)
+      : TensorView(data, dtype, std::span<const std::int64_t>(shape.begin(), shape.size())) {}
+  // A strided view; call validate() before trusting it.
+  TensorView(void* data, DType dtype, std::span<const std::int64_t> shape,
+             std::span<const std::int64_t> strides);
+
+  void* data() const noexcept { return data_; }
+  DType dtype() const noexcept { return dtype_; }
+  int ndim() const noexcept { return ndim_; }
+  std::int64_t dim(int i) const noexcept { return shape_[i]; }
+  std::int64_t stride(int i) const noexcept { return strides_[i]; }
+  std::span<const std::int64_t> shape() const noexcept { return {shape_.data(), std::size_t(ndim_)}; }
+  std::span<const std::int64_t> strides() const noexcept {
+    return {strides_.data(), std::size_t(ndim_)};
+  }
+
+  std::int64_t numel() const noexcept;
+  std::size_t element_size() const noexcept { return dtype_size(dtype_); }
+  bool is_contiguous() const noexcept;
+  // Bytes from the first to one past the last addressable element (0 when empty).
+  std::size_t span_bytes() const noexcept;
+
+  // Checks dtype, rank, non-negative sizes and strides. `what` names the tensor in errors.
+  Status validate(std::string_view what) const;
+  // validate() plus rank == ndim and, for each dim with expected >= 0, an exact size.
+  Status expect_shape(std::string_view what, std::initializer_list<std::int64_t> expected) const;
+  Status expect_dtype(std::string_view what, DType expected) const;
+
+  std::string to_string() const;  // "bf16[4, 7168] strides [7168, 1]"
+
+ private:
+  void* data_ = nullptr;
+  DType dtype_ = DType::kFP32;
+  int ndim_ = 0;
+  bool bad_rank_ = false;  // built with more than kMaxDims dims or mismatched strides
+  std::array<std::int64_t, kMaxDims> shape_{};
+  std::array<std::int64_t, kMaxDims> strides_{};
+};
+
+}  // namespace hp
+
+#endif  // HYPER_PARALLEL_COMMON_TENSOR_VIEW_H_

@@ -1,0 +1,7 @@
+#include "version.h"
+
+namespace hp {
+
+std::string_view version() noexcept { return HP_VERSION_STRING; }
+
+}  // namespace hp

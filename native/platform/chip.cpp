@@ -1,0 +1,355 @@
+#include "chip.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include <fmt/ranges.h>
+
+#include "../common/logging.h"
+#include "cpu_affinity.h"
+#include "cross_core_sync.h"
+#include "wait.h"
+
+namespace hp::platform {
+
+std::string_view to_string(CoreType type) noexcept {
+  return type == CoreType::kCube ? "cube" : "vector";
+}
+
+std::string_view to_string(LaunchMode mode) noexcept {
+  switch (mode) {
+    case LaunchMode::kCube: return "cube";
+    case LaunchMode::kVector: return "vector";
+    case LaunchMode::kMix: return "mix";
+  }
+  return "unknown";
+}
+
+// Everything one launch shares between its blocks.
+class LaunchState {
+ public:
+  LaunchState(const LaunchConfig& config, const Kernel& kernel, int ratio, int resident_blocks,
+              int total_blocks, double timeout_s, const WaitPolicy& policy)
+      : config_(config),
+        kernel_(kernel),
+        ratio_(ratio),
+        all_resident_(resident_blocks >= total_blocks),
+        timeout_s_(timeout_s),
+        policy_(policy),
+        flags_(config.num_flags),
+        barrier_(total_blocks) {}
+
+  void run_block(int block_idx, CoreType type, int sub_block_idx, int core_idx) {
+    if (aborted()) return;  // the launch already failed: do not start more work
+    BlockContext ctx(*this, block_idx, type, sub_block_idx, core_idx);
+    Status status;
+    try {
+      status = kernel_(ctx);
+    } catch (const std::exception& e) {
+      status = Status::error(ErrorCode::kKernelFailed, "threw an exception: {}", e.what());
+    } catch (...) {
+      status = Status::error(ErrorCode::kKernelFailed, "threw a non-std::exception");
+    }
+    if (!status.is_ok()) fail(std::move(status.with_context("kernel " + ctx.describe())));
+  }
+
+  Status result() {
+    std::lock_guard lock(error_mutex_);
+    return first_error_;
+  }
+
+ private:
+  friend class BlockContext;
+
+  bool aborted() const noexcept { return aborted_.load(std::memory_order_acquire); }
+
+  // Records the first error and cancels every pending wait. Later errors are consequences
+  // (ABORTED waits, or blocks racing to fail) and are dropped.
+  void fail(Status status) {
+    {
+      std::lock_guard lock(error_mutex_);
+      if (!first_error_.is_ok()) return;
+      first_error_ = std::move(status);
+    }
+    aborted_.store(true, std::memory_order_seq_cst);
+    flags_.wake_all();
+    barrier_.wake_all();
+  }
+
+  Clock::time_point deadline() const noexcept { return deadline_after(timeout_s_); }
+  std::function<bool()> cancelled() const {
+    return [this] { return aborted(); };
+  }
+
+  const LaunchConfig& config_;
+  const Kernel& kernel_;
+  const int ratio_;
+  const bool all_resident_;
+  const double timeout_s_;
+  const WaitPolicy policy_;
+  FlagTable flags_;
+  Barrier barrier_;
+  std::atomic<bool> aborted_{false};
+  std::mutex error_mutex_;
+  Status first_error_;
+};
+
+BlockContext::BlockContext(LaunchState& launch, int block_idx, CoreType type, int sub_block_idx,
+                           int core_idx)
+    : launch_(launch),
+      block_idx_(block_idx),
+      block_dim_(launch.config_.block_dim),
+      core_type_(type),
+      sub_block_idx_(sub_block_idx),
+      sub_block_dim_(launch.config_.mode == LaunchMode::kMix && type == CoreType::kVector
+                         ? launch.ratio_
+                         : 1),
+      core_idx_(core_idx) {}
+
+std::string BlockContext::describe() const {
+  if (sub_block_dim_ > 1) {
+    return fmt::format("block {} ({}, sub-block {} of {}, core {})", block_idx_,
+                       to_string(core_type_), sub_block_idx_, sub_block_dim_, core_idx_);
+  }
+  return fmt::format("block {} ({}, core {})", block_idx_, to_string(core_type_), core_idx_);
+}
+
+Status BlockContext::set_flag(int id, std::uint32_t delta) {
+  HP_ENSURE(id >= 0 && id < launch_.flags_.size(), ErrorCode::kOutOfRange,
+            "set_flag({}): flag ids are [0, {}) for this launch (LaunchConfig::num_flags)", id,
+            launch_.flags_.size());
+  launch_.flags_.add(id, delta);
+  return Status::ok();
+}
+
+Status BlockContext::wait_flag(int id, std::uint32_t target) {
+  HP_ENSURE(id >= 0 && id < launch_.flags_.size(), ErrorCode::kOutOfRange,
+            "wait_flag({}): flag ids are [0, {}) for this launch (LaunchConfig::num_flags)", id,
+            launch_.flags_.size());
+  std::uint32_t last = 0;
+  switch (launch_.flags_.wait_at_least(id, target, launch_.deadline(), launch_.policy_,
+                                       launch_.cancelled(), &last)) {
+    case WaitResult::kReady:
+      return Status::ok();
+    case WaitResult::kCancelled:
+      return Status::error(ErrorCode::kAborted, "wait_flag(flag {} >= {}) abandoned: another block failed",
+                           id, target);
+    case WaitResult::kTimedOut:
+      break;
+  }
+  return Status::error(ErrorCode::kTimeout,
+                       "wait_flag(flag {} >= {}) timed out after {} s with the flag at {}: no block "
+                       "set it far enough (HP_WAIT_TIMEOUT_S sets the deadline)",
+                       id, target, launch_.timeout_s_, last);
+}
+
+std::uint32_t BlockContext::flag_value(int id) const {
+  return id >= 0 && id < launch_.flags_.size() ? launch_.flags_.value(id) : 0;
+}
+
+Status BlockContext::sync_all() {
+  HP_ENSURE(launch_.all_resident_, ErrorCode::kFailedPrecondition,
+            "sync_all needs every block resident at once, but {} blocks of this {} launch run in "
+            "waves; lower block_dim to the number of {} cores",
+            launch_.barrier_.parties(), to_string(launch_.config_.mode),
+            to_string(launch_.config_.mode));
+  int arrived = 0;
+  switch (launch_.barrier_.arrive_and_wait(launch_.deadline(), launch_.policy_,
+                                           launch_.cancelled(), &arrived)) {
+    case WaitResult::kReady:
+      return Status::ok();
+    case WaitResult::kCancelled:
+      return Status::error(ErrorCode::kAborted, "sync_all abandoned: another block failed");
+    case WaitResult::kTimedOut:
+      break;
+  }
+  return Status::error(ErrorCode::kTimeout,
+                       "sync_all timed out after {} s: {} of {} blocks arrived (HP_WAIT_TIMEOUT_S "
+                       "sets the deadline)",
+                       launch_.timeout_s_, arrived, launch_.barrier_.parties());
+}
+
+struct Chip::Impl {
+  int num_cube = 0;
+  int num_vector = 0;
+  std::vector<int> cpus;
+  bool pinned = false;
+  double wait_timeout_s = 0;
+  WaitPolicy policy;
+
+  std::mutex launch_mutex;            // one launch at a time
+  WaitWord launch_generation;         // bumped to start a launch (and to stop)
+  WaitWord cores_done;                // cores finished with the current launch
+  LaunchState* current = nullptr;     // valid while a launch runs
+  const LaunchConfig* current_config = nullptr;
+  bool stopping = false;
+  std::vector<std::thread> threads;
+
+  int num_cores() const { return num_cube + num_vector; }
+
+  void core_loop(int core) {
+    std::uint32_t seen = 0;
+    const WaitPolicy idle_policy{.spin = policy.spin, .yields = policy.yields};
+    for (;;) {
+      std::uint32_t generation = 0;
+      wait_word(launch_generation, [seen](std::uint32_t v) { return v != seen; },
+                Clock::time_point::max(), idle_policy, nullptr, &generation);
+      seen = generation;
+      if (stopping) return;
+      run_blocks(core);
+      add_and_wake(cores_done, 1, false);
+    }
+  }
+
+  void run_blocks(int core) {
+    const LaunchConfig& config = *current_config;
+    const bool is_cube = core < num_cube;
+    const int index = is_cube ? core : core - num_cube;  // index among cores of its kind
+    const int ratio = num_vector / num_cube;
+    switch (config.mode) {
+      case LaunchMode::kMix:
+        if (is_cube && index < config.block_dim) {
+          current->run_block(index, CoreType::kCube, 0, core);
+        } else if (!is_cube && index / ratio < config.block_dim) {
+          current->run_block(index / ratio, CoreType::kVector, index % ratio, core);
+        }
+        break;
+      case LaunchMode::kCube:
+      case LaunchMode::kVector: {
+        const bool mine = is_cube == (config.mode == LaunchMode::kCube);
+        const int cores_of_kind = is_cube ? num_cube : num_vector;
+        const CoreType type = is_cube ? CoreType::kCube : CoreType::kVector;
+        for (int block = index; mine && block < config.block_dim; block += cores_of_kind) {
+          current->run_block(block, type, 0, core);
+        }
+        break;
+      }
+    }
+  }
+};
+
+Chip::Chip(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Chip::~Chip() noexcept {
+  {
+    std::lock_guard lock(impl_->launch_mutex);
+    impl_->stopping = true;
+    add_and_wake(impl_->launch_generation, 1, false);
+  }
+  for (auto& t : impl_->threads) t.join();
+}
+
+Status Chip::create(const ChipConfig& config, std::unique_ptr<Chip>* chip) {
+  HP_RETURN_IF_ERROR(settings_status());
+  const Settings& env = settings();
+  HP_ENSURE(config.num_cube >= 1 && config.num_cube <= 1024, ErrorCode::kInvalidArgument,
+            "ChipConfig.num_cube={} must be in [1, 1024]", config.num_cube);
+  HP_ENSURE(config.num_vector == config.num_cube || config.num_vector == 2 * config.num_cube,
+            ErrorCode::kInvalidArgument,
+            "ChipConfig.num_vector={} must be num_cube ({}, ratio 1:1) or 2*num_cube ({}, ratio "
+            "1:2)",
+            config.num_vector, config.num_cube, 2 * config.num_cube);
+
+  auto impl = std::make_unique<Impl>();
+  impl->num_cube = config.num_cube;
+  impl->num_vector = config.num_vector;
+
+  std::vector<int> allowed;
+  HP_RETURN_IF_ERROR(allowed_cpus(&allowed));
+  const bool explicit_cpus = !config.cpus.empty() || !env.chip_cpus.empty();
+  impl->cpus = !config.cpus.empty() ? config.cpus : !env.chip_cpus.empty() ? env.chip_cpus : allowed;
+  std::sort(impl->cpus.begin(), impl->cpus.end());
+  impl->cpus.erase(std::unique(impl->cpus.begin(), impl->cpus.end()), impl->cpus.end());
+  for (int c : impl->cpus) {
+    HP_ENSURE(std::binary_search(allowed.begin(), allowed.end(), c), ErrorCode::kInvalidArgument,
+              "the chip's CPUs [{}] include CPU {}, which this process may not use (allowed: "
+              "[{}]); fix HP_CHIP_CPUS or ChipConfig.cpus",
+              fmt::join(impl->cpus, ","), c, fmt::join(allowed, ","));
+  }
+
+  const double timeout = config.wait_timeout_s.value_or(env.wait_timeout_s);
+  HP_ENSURE(timeout > 0, ErrorCode::kInvalidArgument, "wait_timeout_s={} must be > 0", timeout);
+  impl->wait_timeout_s = timeout;
+
+  const std::int64_t spin = config.spin_before_block.value_or(env.spin_before_block);
+  HP_ENSURE(spin >= 0, ErrorCode::kInvalidArgument, "spin_before_block={} must be >= 0", spin);
+  const bool oversubscribed = impl->num_cores() > int(impl->cpus.size());
+  // Oversubscribed, a spinning waiter burns the time slice of the thread it waits for.
+  impl->policy.spin = oversubscribed ? std::min<std::int64_t>(spin, 64) : spin;
+  impl->policy.yields = 16;
+
+  const PinMode pin = config.pin.value_or(env.pin_threads);
+  impl->pinned = pin == PinMode::kOn || (pin == PinMode::kAuto && !oversubscribed);
+
+  Impl* raw = impl.get();
+  for (int core = 0; core < impl->num_cores(); ++core) {
+    raw->threads.emplace_back([raw, core] { raw->core_loop(core); });
+    Status pinned;
+    if (raw->pinned) {
+      const int cpu = raw->cpus[core % raw->cpus.size()];
+      pinned = set_thread_affinity(raw->threads.back().native_handle(), std::span(&cpu, 1));
+    } else if (explicit_cpus) {
+      pinned = set_thread_affinity(raw->threads.back().native_handle(), raw->cpus);
+    }
+    if (!pinned.is_ok()) {
+      chip->reset(new Chip(std::move(impl)));  // joins the threads started so far
+      chip->reset();
+      return pinned.with_context("pinning chip core " + std::to_string(core));
+    }
+  }
+  HP_LOG_DEBUG("chip: {} cube + {} vector cores on CPUs [{}], {}{}", raw->num_cube,
+               raw->num_vector, fmt::join(raw->cpus, ","), raw->pinned ? "pinned" : "not pinned",
+               oversubscribed ? ", oversubscribed" : "");
+  chip->reset(new Chip(std::move(impl)));
+  return Status::ok();
+}
+
+int Chip::num_cube() const noexcept { return impl_->num_cube; }
+int Chip::num_vector() const noexcept { return impl_->num_vector; }
+int Chip::ratio() const noexcept { return impl_->num_vector / impl_->num_cube; }
+std::span<const int> Chip::cpus() const noexcept { return impl_->cpus; }
+bool Chip::pinned() const noexcept { return impl_->pinned; }
+bool Chip::oversubscribed() const noexcept { return impl_->num_cores() > int(impl_->cpus.size()); }
+
+Status Chip::launch(const LaunchConfig& config, const Kernel& kernel) {
+  HP_ENSURE(bool(kernel), ErrorCode::kInvalidArgument, "launch: the kernel is empty");
+  HP_ENSURE(config.block_dim >= 1, ErrorCode::kInvalidArgument,
+            "launch: block_dim={} must be >= 1", config.block_dim);
+  HP_ENSURE(config.num_flags >= 0 && config.num_flags <= (1 << 16), ErrorCode::kInvalidArgument,
+            "launch: num_flags={} must be in [0, 65536]", config.num_flags);
+  HP_ENSURE(config.mode != LaunchMode::kMix || config.block_dim <= impl_->num_cube,
+            ErrorCode::kInvalidArgument,
+            "launch: a mix launch runs each group's cube and vector blocks at once, so block_dim "
+            "({}) must be <= num_cube ({})",
+            config.block_dim, impl_->num_cube);
+  const double timeout = config.wait_timeout_s.value_or(impl_->wait_timeout_s);
+  HP_ENSURE(timeout > 0, ErrorCode::kInvalidArgument, "launch: wait_timeout_s={} must be > 0",
+            timeout);
+
+  int total = config.block_dim, resident = config.block_dim;
+  switch (config.mode) {
+    case LaunchMode::kMix: total = config.block_dim * (1 + ratio()); resident = total; break;
+    case LaunchMode::kCube: resident = std::min(total, impl_->num_cube); break;
+    case LaunchMode::kVector: resident = std::min(total, impl_->num_vector); break;
+  }
+
+  std::lock_guard lock(impl_->launch_mutex);
+  LaunchState state(config, kernel, ratio(), resident, total, timeout, impl_->policy);
+  impl_->current = &state;
+  impl_->current_config = &config;
+  impl_->cores_done.value.store(0, std::memory_order_relaxed);
+  add_and_wake(impl_->launch_generation, 1, false);
+  const std::uint32_t cores = std::uint32_t(impl_->num_cores());
+  std::uint32_t done = 0;
+  // No deadline here: every wait inside a block has one, so the blocks always finish.
+  wait_word(impl_->cores_done, [cores](std::uint32_t v) { return v == cores; },
+            Clock::time_point::max(), impl_->policy, nullptr, &done);
+  impl_->current = nullptr;
+  impl_->current_config = nullptr;
+  return state.result();
+}
+
+}  // namespace hp::platform

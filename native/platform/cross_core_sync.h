@@ -1,0 +1,59 @@
+// Cross-core synchronization of one launch: flag counters and an all-block barrier.
+//
+// Flags have the seed's soft-sync semantics: each flag is a monotonically increasing 32-bit
+// counter; set_flag adds to it with release ordering, wait_flag(target) returns once the
+// counter reaches `target` with acquire ordering (it does not consume). Everything a block
+// wrote before set_flag is visible to a block whose wait_flag saw that set. Counters start at
+// 0 for every launch; they must not wrap within a launch (2^32 sets).
+#ifndef HYPER_PARALLEL_PLATFORM_CROSS_CORE_SYNC_H_
+#define HYPER_PARALLEL_PLATFORM_CROSS_CORE_SYNC_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "wait.h"
+
+namespace hp::platform {
+
+class FlagTable {
+ public:
+  explicit FlagTable(int count);
+
+  int size() const noexcept { return count_; }
+  std::uint32_t value(int id) const noexcept;
+  void add(int id, std::uint32_t delta) noexcept;
+  WaitResult wait_at_least(int id, std::uint32_t target, Clock::time_point deadline,
+                           const WaitPolicy& policy, const std::function<bool()>& cancelled,
+                           std::uint32_t* last);
+  void wake_all() noexcept;  // after a cancellation
+
+ private:
+  struct alignas(64) Slot {  // one cache line per flag: no false sharing between flags
+    WaitWord word;
+  };
+  int count_;
+  std::unique_ptr<Slot[]> slots_;
+};
+
+// A reusable barrier for a fixed number of parties (generation counting).
+class Barrier {
+ public:
+  explicit Barrier(int parties) : parties_(parties) {}
+
+  // `arrived` receives how many parties had arrived when the wait ended.
+  WaitResult arrive_and_wait(Clock::time_point deadline, const WaitPolicy& policy,
+                             const std::function<bool()>& cancelled, int* arrived);
+  void wake_all() noexcept;
+  int parties() const noexcept { return parties_; }
+
+ private:
+  alignas(64) WaitWord generation_;
+  alignas(64) std::atomic<std::uint32_t> count_{0};
+  int parties_;
+};
+
+}  // namespace hp::platform
+
+#endif  // HYPER_PARALLEL_PLATFORM_CROSS_CORE_SYNC_H_

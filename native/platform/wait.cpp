@@ -1,0 +1,82 @@
+#include "wait.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <immintrin.h>
+
+namespace hp::platform {
+namespace {
+
+// Longest single futex sleep when a cancellation can happen: bounds how late it is noticed
+// (a cancellation does not wake sleepers reliably: it may race with the sleep).
+constexpr auto kMaxSleepSlice = std::chrono::milliseconds(20);
+
+void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+                std::chrono::nanoseconds timeout, bool process_shared) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
+  ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
+  const int op = process_shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE;
+  // EAGAIN (value changed), EINTR and ETIMEDOUT all mean "look again".
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), op, expected, &ts, nullptr, 0);
+}
+
+}  // namespace
+
+Clock::time_point deadline_after(double seconds) noexcept {
+  const auto span = std::chrono::duration<double>(seconds);
+  // Clamp absurd values instead of overflowing the clock.
+  if (span > std::chrono::hours(24 * 365)) return Clock::time_point::max();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(span);
+}
+
+WaitResult wait_word(WaitWord& word, const std::function<bool(std::uint32_t)>& ready,
+                     Clock::time_point deadline, const WaitPolicy& policy,
+                     const std::function<bool()>& cancelled, std::uint32_t* last) {
+  std::uint32_t v = word.value.load(std::memory_order_acquire);
+  for (std::int64_t i = 0; i < policy.spin; ++i) {
+    if (ready(v)) return *last = v, WaitResult::kReady;
+    _mm_pause();
+    v = word.value.load(std::memory_order_acquire);
+  }
+  for (int i = 0; i < policy.yields; ++i) {
+    if (ready(v)) return *last = v, WaitResult::kReady;
+    if (cancelled && cancelled()) return *last = v, WaitResult::kCancelled;
+    sched_yield();
+    v = word.value.load(std::memory_order_acquire);
+  }
+  for (;;) {
+    if (ready(v)) return *last = v, WaitResult::kReady;
+    if (cancelled && cancelled()) return *last = v, WaitResult::kCancelled;
+    const auto now = Clock::now();
+    if (now >= deadline) return *last = v, WaitResult::kTimedOut;
+    // Without a cancellation to notice, sleep until the deadline (in day-long steps).
+    const auto slice = std::min<Clock::duration>(
+        deadline - now, cancelled ? Clock::duration(kMaxSleepSlice) : std::chrono::hours(24));
+    word.waiters.fetch_add(1, std::memory_order_seq_cst);
+    v = word.value.load(std::memory_order_seq_cst);
+    if (!ready(v)) futex_wait(&word.value, v, slice, policy.process_shared);
+    word.waiters.fetch_sub(1, std::memory_order_seq_cst);
+    v = word.value.load(std::memory_order_acquire);
+  }
+}
+
+void wake_all(WaitWord& word, bool process_shared) noexcept {
+  if (word.waiters.load(std::memory_order_seq_cst) == 0) return;
+  const int op = process_shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE;
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word.value), op, INT32_MAX, nullptr,
+          nullptr, 0);
+}
+
+std::uint32_t add_and_wake(WaitWord& word, std::uint32_t delta, bool process_shared) noexcept {
+  const std::uint32_t now = word.value.fetch_add(delta, std::memory_order_seq_cst) + delta;
+  wake_all(word, process_shared);
+  return now;
+}
+
+}  // namespace hp::platform

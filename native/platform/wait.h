@@ -1,0 +1,57 @@
+// Waiting on a 32-bit atomic word: spin briefly, yield, then sleep on a futex, always with a
+// deadline. Oversubscription-safe (4 or 8 waiting threads on 2 CPUs do not starve the thread
+// that will wake them) and usable across processes for words in shared memory.
+//
+// Wake-up protocol (no lost wake-ups): a waiter registers in `waiters` and re-reads the word
+// before it sleeps, and FUTEX_WAIT itself re-checks the word. A setter changes the word, then
+// wakes only when `waiters` is non-zero. Both sides use seq_cst, so either the setter sees the
+// waiter registered, or the waiter sees the new value.
+#ifndef HYPER_PARALLEL_PLATFORM_WAIT_H_
+#define HYPER_PARALLEL_PLATFORM_WAIT_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+
+#include "../common/api.h"
+#include "../common/status.h"
+
+namespace hp::platform {
+
+using Clock = std::chrono::steady_clock;
+
+// A word that can be waited on, with its count of sleeping waiters. 8 bytes; callers that
+// care about false sharing align it themselves.
+struct WaitWord {
+  std::atomic<std::uint32_t> value{0};
+  std::atomic<std::uint32_t> waiters{0};
+};
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+struct WaitPolicy {
+  std::int64_t spin = 2000;   // pause iterations before yielding
+  int yields = 16;            // sched_yield calls before sleeping
+  bool process_shared = false;  // the word lives in memory shared between processes
+};
+
+enum class WaitResult { kReady, kTimedOut, kCancelled };
+
+// Waits until ready(value) holds, `cancelled()` (checked between sleeps; may be empty) holds,
+// or the deadline passes. Sleeps are bounded slices, so a cancellation is seen promptly even
+// when nobody wakes the word. Returns the last value read through `last`.
+HP_API WaitResult wait_word(WaitWord& word, const std::function<bool(std::uint32_t)>& ready,
+                            Clock::time_point deadline, const WaitPolicy& policy,
+                            const std::function<bool()>& cancelled, std::uint32_t* last);
+
+// Wakes every thread sleeping on the word (call after changing the word).
+HP_API void wake_all(WaitWord& word, bool process_shared) noexcept;
+
+// Adds `delta` to the word (release + seq_cst) and wakes sleepers. Returns the new value.
+HP_API std::uint32_t add_and_wake(WaitWord& word, std::uint32_t delta, bool process_shared) noexcept;
+
+HP_API Clock::time_point deadline_after(double seconds) noexcept;
+
+}  // namespace hp::platform
+
+#endif  // HYPER_PARALLEL_PLATFORM_WAIT_H_

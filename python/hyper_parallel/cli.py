@@ -1,0 +1,114 @@
+"""`hp`: the command line of HyperParallel.
+
+    hp doctor    where everything is, what the payload holds, whether this host can run it
+    hp config    every HP_* environment variable: value, default, type, scope, meaning
+    hp version
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import textwrap
+
+from . import __version__, native
+from .errors import HpError, NativeLoadError
+
+
+def _print_table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    for row in [header] + rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+def cmd_version(_args) -> int:
+    print(f"hyper_parallel {__version__}")
+    return 0
+
+
+def cmd_config(_args) -> int:
+    core = native.core()
+    rows = []
+    for spec in core.setting_specs():
+        value = os.environ.get(spec["name"])
+        rows.append((spec["name"], value if value is not None else "(unset)", spec["default"] or "-",
+                     spec["type"], spec["scope"]))
+    _print_table(rows, ("variable", "value", "default", "type", "scope"))
+    print()
+    for spec in core.setting_specs():
+        choices = f" [{spec['choices']}]" if spec["choices"] else ""
+        print(textwrap.fill(f"{spec['name']}{choices}: {spec['description']}", width=100,
+                            subsequent_indent="    "))
+    error = core.settings_error()
+    if error:
+        print(f"\nERROR: {error}")
+        return 1
+    return 0
+
+
+def cmd_doctor(_args) -> int:
+    ok = True
+    print(f"hyper_parallel {__version__} at {native.PACKAGE_DIR}")
+    print(f"python         {sys.executable} ({sys.version.split()[0]})")
+    payload, how = native.locate_payload()
+    print(f"payload        {payload} ({how})")
+    try:
+        info = native.manifest()
+    except NativeLoadError as e:
+        print(f"\n{e}")
+        return 2
+    print(f"built          {info.get('built')} for {info.get('python', {}).get('soabi')}, "
+          f"selection: {info.get('selection')}")
+    print(f"soc targets    {', '.join(info.get('soc_list', [])) or 'none'}")
+    print("\ncomponents")
+    rows = [(p["part"], p["status"], p["reason"]) for p in info.get("parts", [])]
+    _print_table(rows, ("part", "status", "reason"))
+    for p in info.get("parts", []):
+        if p["status"] == "failed" and p.get("recovery", "-") != "-":
+            print(f"  {p['part']}: {p['message']}\n    recover: {p['recovery']}")
+    print()
+    try:
+        core = native.core()
+        print(f"native core    {core.version()} loaded")
+        features = core.cpu_features()
+        print(f"cpu features   {','.join(k for k, v in features.items() if v) or 'none'}")
+        runnable = native.runnable_socs(features)
+        print(f"runnable socs  {', '.join(runnable) or 'none of the payload targets'}")
+        error = core.settings_error()
+        if error:
+            print(f"settings       ERROR {error}")
+            ok = False
+        else:
+            chip = core.platform_selftest(1, 2)
+            print(f"platform       ok: {chip['num_cube']} cube + {chip['num_vector']} vector cores "
+                  f"on CPUs {chip['cpus']}, {'pinned' if chip['pinned'] else 'not pinned'}"
+                  f"{', oversubscribed' if chip['oversubscribed'] else ''}; "
+                  f"mix launch {chip['launch_us']:.0f} us")
+    except (NativeLoadError, HpError) as e:
+        print(f"ERROR {e}")
+        ok = False
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `hp config | head` ends quietly
+    parser = argparse.ArgumentParser(prog="hp", description="HyperParallel command line")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+    sub.add_parser("doctor", help="check the installation, the payload and this host").set_defaults(
+        func=cmd_doctor)
+    sub.add_parser("config", help="list every HP_* environment variable").set_defaults(func=cmd_config)
+    sub.add_parser("version", help="print the version").set_defaults(func=cmd_version)
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except NativeLoadError as e:
+        print(f"hp: {e}", file=sys.stderr)
+        return 2
+    except HpError as e:
+        print(f"hp: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

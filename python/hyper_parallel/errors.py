@@ -1,0 +1,47 @@
+"""Exceptions of hyper_parallel.
+
+HpError carries a native hp::Status: its stable number and name (`code`, `name`).
+NativeLoadError carries an HP-NATIVE-* reason code and the exact command that recovers.
+"""
+from __future__ import annotations
+
+# Reason codes of the native loader (DESIGN.md §3). Stable: never renamed or reused.
+REASONS = {
+    "HP-NATIVE-PAYLOAD-MISSING":
+        "the native payload, or the component asked for, is not where the loader looks",
+    "HP-NATIVE-NOT-ACTIVATED":
+        "a custom kernel vendor is needed but hyper_parallel_multicore_set_env.bash was not "
+        "sourced before the framework started",
+    "HP-NATIVE-ACTIVATION-TOO-LATE":
+        "the activation script ran after the framework (torch) was imported",
+    "HP-NATIVE-FRAMEWORK-TARGET-UNAVAILABLE":
+        "the payload has no adapter for this framework",
+    "HP-NATIVE-VENDOR-LOAD-FAILED":
+        "a native library of the payload failed to load",
+    "HP-NATIVE-ADAPTER-LOAD-FAILED":
+        "a CPython extension module of the payload failed to import",
+    "HP-NATIVE-ISA-UNSUPPORTED":
+        "none of the payload's kernel targets runs on this CPU",
+}
+
+
+class HpError(RuntimeError):
+    """A native call failed with a stable error code (hp::ErrorCode)."""
+
+    def __init__(self, code: int, name: str, message: str):
+        super().__init__(f"{name} ({code}): {message}")
+        self.code = code
+        self.name = name
+        self.message = message
+
+
+class NativeLoadError(ImportError):
+    """The native side could not be loaded; `reason` is an HP-NATIVE-* code."""
+
+    def __init__(self, reason: str, message: str, recovery: str):
+        if reason not in REASONS:
+            raise ValueError(f"unknown reason code {reason}")
+        super().__init__(f"[{reason}] {message}\n  recover: {recovery}")
+        self.reason = reason
+        self.detail = message
+        self.recovery = recovery

@@ -1,0 +1,163 @@
+"""The native loader: where the payload is, what it holds, and loading from it.
+
+The payload (build/native/payload/hyper_parallel, assembled by ./build.sh) is found in this
+order:
+  1. $HP_PAYLOAD_DIR, when set;
+  2. the installed package itself (a wheel puts the payload beside these modules);
+  3. in a source checkout on PYTHONPATH, <repo>/build/native/payload/hyper_parallel
+     (or $HP_BUILD_DIR/native/payload/hyper_parallel).
+Every failure raises NativeLoadError with an HP-NATIVE-* reason code and the exact command
+that recovers.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import sysconfig
+from pathlib import Path
+
+from .errors import NativeLoadError
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+_SOURCE_CHECKOUT = PACKAGE_DIR.parent.name == "python" and (PACKAGE_DIR.parents[1] / "build.sh").is_file()
+REPO_ROOT = PACKAGE_DIR.parents[1] if _SOURCE_CHECKOUT else None
+
+# CPU features each kernel target needs (names as in hp::CpuFeatures).
+SOC_REQUIREMENTS = {
+    "x86_64_v3": ("avx2", "fma"),
+    "x86_64_v4": ("avx512f", "avx512bw", "avx512vl", "avx512_vnni"),
+    "x86_64_amx": ("amx_tile", "amx_int8", "amx_bf16"),
+    "sm_90": ("cuda_sm_90",),  # never a CPU feature: always unsupported here
+}
+
+
+def _rebuild_command() -> str:
+    if REPO_ROOT is not None:
+        return f"cd {REPO_ROOT} && ./build.sh"
+    return ("reinstall a wheel built by ./build.sh: "
+            "pip install --force-reinstall <repo>/build/dist/hyper_parallel-*.whl")
+
+
+def locate_payload() -> tuple[Path | None, str]:
+    """(payload dir or None, how it was found: override|installed|development)."""
+    override = os.environ.get("HP_PAYLOAD_DIR")
+    if override:
+        return Path(override), "override"
+    if (PACKAGE_DIR / "manifest.json").is_file():
+        return PACKAGE_DIR, "installed"
+    if REPO_ROOT is not None:
+        build = Path(os.environ.get("HP_BUILD_DIR") or REPO_ROOT / "build")
+        return build / "native" / "payload" / "hyper_parallel", "development"
+    return None, "installed"
+
+
+@functools.lru_cache(maxsize=None)
+def manifest() -> dict:
+    payload, how = locate_payload()
+    if payload is None or not (payload / "manifest.json").is_file():
+        where = payload if payload is not None else PACKAGE_DIR
+        raise NativeLoadError("HP-NATIVE-PAYLOAD-MISSING",
+                              f"no native payload at {where} (found by: {how})", _rebuild_command())
+    try:
+        return json.loads((payload / "manifest.json").read_text())
+    except (OSError, ValueError) as e:
+        raise NativeLoadError("HP-NATIVE-PAYLOAD-MISSING",
+                              f"the payload manifest {payload / 'manifest.json'} is unreadable: {e}",
+                              _rebuild_command()) from e
+
+
+def payload_dir() -> Path:
+    manifest()  # raises when there is none
+    return locate_payload()[0]
+
+
+def component_dir(component: str) -> Path:
+    """The payload slice of `component`; explains from the manifest why it is missing."""
+    info = manifest()
+    path = payload_dir() / component
+    if component in info.get("components", []) and path.is_dir():
+        return path
+    parts = [p for p in info.get("parts", []) if p["part"] == component]
+    if parts and parts[0]["status"] == "failed":
+        p = parts[0]
+        raise NativeLoadError("HP-NATIVE-PAYLOAD-MISSING",
+                              f"the payload has no {component}: its build failed with {p['reason']}: "
+                              f"{p['message']} (log: {p['log']})", p["recovery"])
+    raise NativeLoadError("HP-NATIVE-PAYLOAD-MISSING",
+                          f"the payload at {payload_dir()} has no {component} (built: "
+                          f"{', '.join(info.get('components', [])) or 'nothing'}; selection: "
+                          f"{info.get('selection', '?')})", _rebuild_command())
+
+
+def _check_python_abi() -> None:
+    built = manifest().get("python", {}).get("soabi")
+    running = sysconfig.get_config_var("SOABI")
+    if built and built != running:
+        raise NativeLoadError("HP-NATIVE-ADAPTER-LOAD-FAILED",
+                              f"the payload was built for {built} ({manifest()['python'].get('executable')}), "
+                              f"this interpreter is {running} ({sys.executable})",
+                              f"PYTHON={sys.executable} ./build.sh")
+
+
+def load_extension(component: str, name: str):
+    """Imports the CPython extension hyper_parallel.<name> from the component's python/ dir."""
+    full_name = f"hyper_parallel.{name}"
+    if full_name in sys.modules:
+        return sys.modules[full_name]
+    directory = component_dir(component) / "python"
+    _check_python_abi()
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    path = directory / f"{name}{suffix}"
+    if not path.is_file():
+        raise NativeLoadError("HP-NATIVE-ADAPTER-LOAD-FAILED", f"{path} does not exist",
+                              _rebuild_command())
+    spec = importlib.util.spec_from_file_location(full_name, path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as e:
+        raise NativeLoadError("HP-NATIVE-ADAPTER-LOAD-FAILED", f"importing {path} failed: {e}",
+                              _rebuild_command()) from e
+    sys.modules[full_name] = module
+    return module
+
+
+def load_library(component: str, filename: str):
+    """dlopen()s a native library of a component's lib/ dir (ctypes.CDLL)."""
+    import ctypes
+    path = component_dir(component) / "lib" / filename
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError as e:
+        raise NativeLoadError("HP-NATIVE-VENDOR-LOAD-FAILED", f"loading {path} failed: {e}",
+                              _rebuild_command()) from e
+
+
+def core():
+    """The native core module (hyper_parallel._hp_core)."""
+    return load_extension("core", "_hp_core")
+
+
+def runnable_socs(features: dict[str, bool]) -> list[str]:
+    """The payload's kernel targets that this CPU can run, best first."""
+    socs = manifest().get("soc_list", [])
+    ok = [s for s in socs if all(features.get(f, False) for f in SOC_REQUIREMENTS.get(s, ("?",)))]
+    order = ["x86_64_amx", "x86_64_v4", "x86_64_v3"]
+    return sorted(ok, key=lambda s: order.index(s) if s in order else len(order))
+
+
+def require_runnable_soc() -> str:
+    """The best payload kernel target for this CPU, or HP-NATIVE-ISA-UNSUPPORTED."""
+    features = core().cpu_features()
+    ok = runnable_socs(features)
+    if not ok:
+        have = ",".join(k for k, v in features.items() if v) or "none"
+        raise NativeLoadError("HP-NATIVE-ISA-UNSUPPORTED",
+                              f"the payload's kernel targets {manifest().get('soc_list')} all need "
+                              f"features this CPU lacks (it has: {have})",
+                              "./build.sh --soc-list x86_64_v3,x86_64_v4,x86_64_amx")
+    return ok[0]

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the core component (native/common, native/platform, the Python extension module and
+# their tests). Not optional: every other component links against it. See
+# scripts/lib/component.sh for the arguments and the status protocol.
+set -euo pipefail
+HP_COMPONENT=core
+source "$(dirname "${BASH_SOURCE[0]}")/lib/component.sh"
+hp_component_parse_args "$@"
+hp_component_begin
+hp_default_cmake_args
+
+key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform python/bindings \
+    tests/common tests/platform)"
+rc=0
+hp_cmake_build_cached "$key" || rc=$?
+if ((rc == 0)); then
+    how="built"; ((HP_CACHE_HIT)) && how="restored from cache $HP_CACHE_DIR/core/$key"
+    hp_status core ok - "$how"
+    hp_info "core: $how"
+else
+    hp_status core failed HP-BUILD-COMPILE-FAILED "configure/build/install step failed (rc $rc)" \
+        "scripts/build_core.sh --jobs $HP_JOBS"
+    tail -n 30 "$HP_LOG" >&2
+fi
+hp_component_end

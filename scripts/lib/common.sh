@@ -1,0 +1,29 @@
+# Shared by every build and test script (sourced, never executed).
+# Sets HP_REPO_ROOT, HP_BUILD_DIR (HP_BUILD_DIR overrides <repo>/build), HP_NATIVE_DIR,
+# HP_CACHE_DIR and HP_PAYLOAD_DIR, and the message helpers.
+
+HP_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+HP_BUILD_DIR="${HP_BUILD_DIR:-$HP_REPO_ROOT/build}"
+mkdir -p "$HP_BUILD_DIR"
+HP_BUILD_DIR="$(cd "$HP_BUILD_DIR" && pwd)"
+HP_NATIVE_DIR="$HP_BUILD_DIR/native"
+# Heavy component caches live outside the build dir's per-run state so that a second build
+# dir (a test's scratch build, a sanitizer build) reuses what matches.
+HP_CACHE_DIR="${HP_CACHE_DIR:-$HP_NATIVE_DIR/cache}"
+HP_PAYLOAD_DIR="$HP_NATIVE_DIR/payload/hyper_parallel"
+HP_TESTS_DIR="$HP_NATIVE_DIR/tests"
+
+hp_info() { printf '[hp] %s\n' "$*"; }
+hp_warn() { printf '[hp] WARNING: %s\n' "$*" >&2; }
+
+# hp_die <exit code> <reason code> <message> [recovery command]
+hp_die() {
+    local rc="$1" reason="$2" msg="$3" recovery="${4:-}"
+    printf '[hp] ERROR %s: %s\n' "$reason" "$msg" >&2
+    [[ -n "$recovery" ]] && printf '[hp]   recover: %s\n' "$recovery" >&2
+    exit "$rc"
+}
+
+hp_is_root() { [[ "$(id -u)" == 0 ]]; }
+
+hp_nproc() { nproc 2>/dev/null || echo 1; }

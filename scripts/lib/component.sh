@@ -1,0 +1,204 @@
+# The machinery every component script shares (sourced, never executed).
+#
+# A component script builds one component into build/native/<component>/{work,install,log},
+# records one status line per part (the component itself, its framework adapters, its SoC
+# targets) in build/native/<component>/status.tsv, and, unless --no-payload, refreshes its
+# own slice of the payload. Status lines are tab-separated:
+#   <part> <ok|failed|skipped> <reason code or -> <log or -> <message> <recovery command or ->
+# Exit status: 0 when the component's native part built, 1 when it failed (an optional
+# failure: build.sh decides what that means), 2 for bad usage.
+
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$HP_REPO_ROOT/scripts/lib/python.sh"
+
+HP_ALL_FRAMEWORKS=(torch mindspore)
+HP_ALL_SOCS=(x86_64_v3 x86_64_v4 x86_64_amx sm_90)
+
+hp_component_usage() {
+    cat <<EOF
+usage: $(basename "$0") [--frameworks LIST|none] [--soc-list LIST] [--jobs N] [--clean] [--no-payload]
+  Builds the $HP_COMPONENT component into $HP_NATIVE_DIR/$HP_COMPONENT/{work,install,log}
+  and refreshes its slice of the payload ($HP_PAYLOAD_DIR/$HP_COMPONENT).
+  --frameworks  framework adapters to build: comma list of torch, mindspore; or none (default none)
+  --soc-list    kernel targets (default: x86_64_v3,x86_64_v4,x86_64_amx)
+  --jobs N      parallel compile jobs (default: nproc)
+  --clean       remove this component's work and install dirs first (caches stay)
+  --no-payload  leave the payload alone (build.sh assembles it)
+EOF
+}
+
+# Parses the common component arguments into HP_FRAMEWORKS (array), HP_SOCS (array), HP_JOBS,
+# HP_CLEAN, HP_NO_PAYLOAD.
+hp_component_parse_args() {
+    HP_FRAMEWORKS=() HP_SOCS=(x86_64_v3 x86_64_v4 x86_64_amx) HP_JOBS="$(hp_nproc)"
+    HP_CLEAN=0 HP_NO_PAYLOAD=0
+    local value
+    while (($#)); do
+        case "$1" in
+            --frameworks|--soc-list|--jobs) value="${2:-}"; [[ $# -ge 2 ]] || { hp_component_usage >&2; exit 2; }
+                                            set -- "$1=$value" "${@:3}"; continue ;;
+            --frameworks=*) value="${1#*=}"; HP_FRAMEWORKS=()
+                [[ "$value" == none ]] || IFS=, read -ra HP_FRAMEWORKS <<<"$value" ;;
+            --soc-list=*) IFS=, read -ra HP_SOCS <<<"${1#*=}" ;;
+            --jobs=*) HP_JOBS="${1#*=}"
+                [[ "$HP_JOBS" =~ ^[1-9][0-9]*$ ]] || hp_die 2 HP-BUILD-USAGE "--jobs '$HP_JOBS': expected a positive integer" ;;
+            --clean) HP_CLEAN=1 ;;
+            --no-payload) HP_NO_PAYLOAD=1 ;;
+            -h|--help) hp_component_usage; exit 0 ;;
+            *) hp_component_usage >&2; hp_die 2 HP-BUILD-USAGE "unknown argument '$1'" ;;
+        esac
+        shift
+    done
+    local f
+    for f in "${HP_FRAMEWORKS[@]}"; do
+        [[ " ${HP_ALL_FRAMEWORKS[*]} " == *" $f "* ]] ||
+            hp_die 2 HP-BUILD-USAGE "--frameworks: '$f' is not one of: ${HP_ALL_FRAMEWORKS[*]} (or none)"
+    done
+    for f in "${HP_SOCS[@]}"; do
+        [[ " ${HP_ALL_SOCS[*]} " == *" $f "* ]] ||
+            hp_die 2 HP-BUILD-USAGE "--soc-list: '$f' is not one of: ${HP_ALL_SOCS[*]}"
+    done
+}
+
+# Sets up the component's directories and status file; call after parsing.
+hp_component_begin() {
+    HP_COMPONENT_DIR="$HP_NATIVE_DIR/$HP_COMPONENT"
+    HP_WORK_DIR="$HP_COMPONENT_DIR/work"
+    HP_INSTALL_DIR="$HP_COMPONENT_DIR/install"
+    HP_LOG_DIR="$HP_COMPONENT_DIR/log"
+    HP_LOG="$HP_LOG_DIR/build.log"
+    HP_STATUS_FILE="$HP_COMPONENT_DIR/status.tsv"
+    if ((HP_CLEAN)); then
+        hp_info "$HP_COMPONENT: --clean: removing work and install (caches are kept)"
+        rm -rf "$HP_WORK_DIR" "$HP_INSTALL_DIR"
+    fi
+    mkdir -p "$HP_WORK_DIR" "$HP_LOG_DIR"
+    : >"$HP_STATUS_FILE"
+    : >"$HP_LOG"
+    hp_select_python >>"$HP_LOG" 2>&1
+}
+
+# hp_status <part> <ok|failed|skipped> <reason|-> <message> [recovery]
+hp_status() {
+    local part="$1" state="$2" reason="$3" message="$4" recovery="${5:--}"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$part" "$state" "$reason" "$HP_LOG" "$message" "$recovery" \
+        >>"$HP_STATUS_FILE"
+    if [[ "$state" == failed ]]; then
+        hp_warn "$part failed: $reason: $message"
+        hp_warn "  log: $HP_LOG"
+        [[ "$recovery" != - ]] && hp_warn "  recover: $recovery"
+    fi
+    return 0
+}
+
+# Checks whether framework $1 can be imported by the chosen interpreter; on failure records
+# the adapter part as failed and returns 1.
+hp_check_framework() {
+    local fw="$1" part="$HP_COMPONENT.$1" module err
+    case "$fw" in torch) module=torch ;; mindspore) module=mindspore ;; esac
+    if err="$("$HP_PYTHON" -c "import $module" 2>&1)"; then
+        return 0
+    fi
+    err="$(tail -n1 <<<"$err")"
+    local hint
+    case "$fw" in
+        torch) hint="apt-get install -y python3-torch libtorch-dev (PyTorch 1.13 for /usr/bin/python3), then ./build.sh --multicore torch --shmem torch --strict on" ;;
+        mindspore) hint="install MindSpore >= 2.10 for $HP_PYTHON (it is not packaged for Debian 12), then ./build.sh --multicore mindspore --shmem mindspore --strict on; or leave it out: ./build.sh --multicore torch --shmem torch" ;;
+    esac
+    echo "$fw: $err" >>"$HP_LOG"
+    hp_status "$part" failed HP-BUILD-FRAMEWORK-UNAVAILABLE "$fw is not importable by $HP_PYTHON ($err)" "$hint"
+    return 1
+}
+
+# The identity of a build: a SHA-256 over the listed source paths (file names and contents),
+# the compiler, the CMake arguments and the Python interpreter.
+hp_build_key() {
+    local -a paths=("$@")
+    {
+        (cd "$HP_REPO_ROOT" && find "${paths[@]}" -type f ! -name '*.pyc' -print0 | sort -z |
+            xargs -0 sha256sum)
+        g++ --version | head -n1
+        cmake --version | head -n1
+        printf '%s\n' "${HP_CMAKE_ARGS[@]}"
+        "$HP_PYTHON" -c 'import sys, sysconfig; print(sys.version, sysconfig.get_config_var("SOABI"))'
+    } | sha256sum | cut -c1-32
+}
+
+# hp_cmake_build_cached <key> : configure/build/install $HP_COMPONENT, or restore it from the
+# cache when an install with the same key exists. Output goes to the log.
+hp_cmake_build_cached() {
+    local key="$1" cache="$HP_CACHE_DIR/$HP_COMPONENT/$1"
+    if [[ -f "$cache/.complete" ]]; then
+        echo "cache hit: $cache" >>"$HP_LOG"
+        rm -rf "$HP_INSTALL_DIR"
+        cp -a "$cache/install" "$HP_INSTALL_DIR"
+        HP_CACHE_HIT=1
+        return 0
+    fi
+    HP_CACHE_HIT=0
+    {
+        echo "== configure ($(date -Is))"
+        cmake -S "$HP_REPO_ROOT" -B "$HP_WORK_DIR" -G Ninja "${HP_CMAKE_ARGS[@]}" || return 10
+        echo "== build"
+        cmake --build "$HP_WORK_DIR" --parallel "$HP_JOBS" || return 11
+        echo "== install"
+        rm -rf "$HP_INSTALL_DIR"
+        cmake --install "$HP_WORK_DIR" --prefix "$HP_INSTALL_DIR" || return 12
+    } >>"$HP_LOG" 2>&1 || return $?
+    # Store, then prune to the newest few entries of this component.
+    local tmp="$HP_CACHE_DIR/$HP_COMPONENT/.tmp.$$"
+    rm -rf "$tmp" && mkdir -p "$tmp"
+    cp -a "$HP_INSTALL_DIR" "$tmp/install" && touch "$tmp/.complete"
+    rm -rf "$cache" && mv "$tmp" "$cache"
+    (cd "$HP_CACHE_DIR/$HP_COMPONENT" && ls -1t | tail -n +5 | xargs -r rm -rf)
+    return 0
+}
+
+# The standard CMake arguments for this component.
+hp_default_cmake_args() {
+    HP_CMAKE_ARGS=(
+        -DHP_COMPONENT="$HP_COMPONENT"
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo
+        -DHP_PYTHON="$HP_PYTHON"
+        -DHP_SANITIZE="${HP_SANITIZE:-}"
+        -DHP_WERROR="$([[ "${HP_WERROR:-0}" =~ ^(1|on|ON|true|yes)$ ]] && echo ON || echo OFF)"
+        -DHP_SOC_LIST="$(IFS=,; echo "${HP_SOCS[*]}")"
+    )
+}
+
+# Copies this component's slice and tests from its install dir into the payload (replacing
+# only this slice) and records its status in the payload manifest.
+hp_refresh_payload_slice() {
+    local slice="$HP_INSTALL_DIR/hyper_parallel/$HP_COMPONENT"
+    [[ -d "$slice" ]] || return 0
+    mkdir -p "$HP_PAYLOAD_DIR" "$HP_TESTS_DIR"
+    rm -rf "$HP_PAYLOAD_DIR/.$HP_COMPONENT.new" "$HP_PAYLOAD_DIR/.$HP_COMPONENT.old"
+    cp -a "$slice" "$HP_PAYLOAD_DIR/.$HP_COMPONENT.new"
+    [[ -e "$HP_PAYLOAD_DIR/$HP_COMPONENT" ]] && mv "$HP_PAYLOAD_DIR/$HP_COMPONENT" "$HP_PAYLOAD_DIR/.$HP_COMPONENT.old"
+    mv "$HP_PAYLOAD_DIR/.$HP_COMPONENT.new" "$HP_PAYLOAD_DIR/$HP_COMPONENT"
+    rm -rf "$HP_PAYLOAD_DIR/.$HP_COMPONENT.old" "$HP_TESTS_DIR/$HP_COMPONENT"
+    [[ -d "$HP_INSTALL_DIR/tests/$HP_COMPONENT" ]] && cp -a "$HP_INSTALL_DIR/tests/$HP_COMPONENT" "$HP_TESTS_DIR/"
+    "$HP_PYTHON" "$HP_REPO_ROOT/scripts/assemble_payload.py" update-manifest \
+        --native-dir "$HP_NATIVE_DIR" --python "$HP_PYTHON" \
+        --soc-list "$(IFS=,; echo "${HP_SOCS[*]}")" "$HP_STATUS_FILE"
+    hp_info "$HP_COMPONENT: payload slice refreshed: $HP_PAYLOAD_DIR/$HP_COMPONENT"
+}
+
+# Ends the script: refreshes the payload slice unless --no-payload, exits 0 when the native
+# part of the component built.
+hp_component_end() {
+    local native_state
+    native_state="$(awk -F'\t' -v p="$HP_COMPONENT" '$1 == p {print $2}' "$HP_STATUS_FILE")"
+    if [[ "$native_state" == ok ]] && ((!HP_NO_PAYLOAD)); then
+        hp_refresh_payload_slice
+    fi
+    [[ "$native_state" == ok ]]
+}
+
+# A component whose sources are not in this checkout: every part fails optionally.
+hp_sources_missing() {
+    local dir="$1"
+    hp_status "$HP_COMPONENT" failed HP-BUILD-SOURCES-MISSING \
+        "the $HP_COMPONENT sources ($dir) are not in this checkout yet" \
+        "./build.sh $2"
+}

@@ -1,0 +1,72 @@
+"""Packages HyperParallel: the Python sources (python/hyper_parallel) plus the native payload
+that ./build.sh assembled (build/native/payload/hyper_parallel, or $HP_PAYLOAD_DIR).
+
+It only packages. It never compiles and never downloads: `build_ext` refuses, and without a
+payload the wheel is core-only (the Python package alone). The wheel is tagged for the
+running CPython ABI and host arch, because the payload holds a CPython extension module.
+"""
+import os
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+
+from setuptools import find_packages, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+from wheel.bdist_wheel import bdist_wheel
+
+ROOT = Path(__file__).resolve().parent
+PAYLOAD = Path(os.environ.get("HP_PAYLOAD_DIR") or ROOT / "build" / "native" / "payload" / "hyper_parallel")
+VERSION = (ROOT / "VERSION").read_text().strip()
+
+
+class RefuseToCompile(build_ext):
+    def run(self):
+        raise SystemExit("HP-SETUP-NO-COMPILE: setup.py only packages the payload that ./build.sh "
+                         "assembled; it never compiles. Run ./build.sh instead.")
+
+
+class BuildPyWithPayload(build_py):
+    """Copies the payload beside the Python modules: hyper_parallel/<component>/..."""
+
+    def run(self):
+        super().run()
+        target = Path(self.build_lib) / "hyper_parallel"
+        if (PAYLOAD / "manifest.json").is_file():
+            print(f"packaging the native payload {PAYLOAD}")
+            for entry in PAYLOAD.iterdir():
+                dest = target / entry.name
+                if entry.is_dir():
+                    shutil.copytree(entry, dest, dirs_exist_ok=True)
+                else:
+                    shutil.copy2(entry, dest)
+        else:
+            print(f"no native payload at {PAYLOAD}: building a core-only wheel "
+                  "(run ./build.sh for the native components)")
+
+
+class PlatformWheel(bdist_wheel):
+    def finalize_options(self):
+        super().finalize_options()
+        self.root_is_pure = False
+
+    def get_tag(self):
+        abi = f"cp{sys.version_info.major}{sys.version_info.minor}"
+        return abi, abi, sysconfig.get_platform().replace("-", "_").replace(".", "_")
+
+
+setup(
+    name="hyper_parallel",
+    version=VERSION,
+    description="Expert-parallel Mixture-of-Experts on CPUs: symmetric memory, MoE "
+                "dispatch/combine, a fused MoE layer and a task runtime",
+    package_dir={"": "python"},
+    packages=find_packages("python", include=["hyper_parallel", "hyper_parallel.*"]),
+    python_requires=">=3.10",
+    install_requires=["numpy>=1.24"],
+    entry_points={"console_scripts": ["hp = hyper_parallel.cli:main"]},
+    cmdclass={"build_ext": RefuseToCompile, "build_py": BuildPyWithPayload,
+              "bdist_wheel": PlatformWheel},
+    zip_safe=False,
+)

@@ -1,0 +1,105 @@
+// wait_word: spin-then-futex waits with deadlines, cancellation and cross-process wake-ups.
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "platform/wait.h"
+
+namespace hp::platform {
+namespace {
+
+constexpr WaitPolicy kSleepAtOnce{.spin = 0, .yields = 0};
+
+TEST(Wait, ReadyValueReturnsAtOnce) {
+  WaitWord w;
+  w.value = 5;
+  std::uint32_t last = 0;
+  EXPECT_EQ(wait_word(w, [](std::uint32_t v) { return v == 5; }, deadline_after(10), {}, nullptr,
+                      &last),
+            WaitResult::kReady);
+  EXPECT_EQ(last, 5u);
+}
+
+TEST(Wait, PassesTheDeadlineWithTheLastValue) {
+  WaitWord w;
+  w.value = 1;
+  std::uint32_t last = 0;
+  EXPECT_EQ(wait_word(w, [](std::uint32_t v) { return v >= 2; }, deadline_after(0.05), kSleepAtOnce,
+                      nullptr, &last),
+            WaitResult::kTimedOut);
+  EXPECT_EQ(last, 1u);
+}
+
+TEST(Wait, CancellationIsSeenWithoutAWake) {
+  WaitWord w;
+  std::atomic<bool> cancel{false};
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    cancel = true;  // deliberately no wake_all: the bounded sleep slice must notice
+  });
+  std::uint32_t last = 0;
+  EXPECT_EQ(wait_word(w, [](std::uint32_t v) { return v != 0; }, deadline_after(30), kSleepAtOnce,
+                      [&] { return cancel.load(); }, &last),
+            WaitResult::kCancelled);
+  t.join();
+}
+
+// Two threads ping-pong through two words, always sleeping on the futex: a lost wake-up would
+// leave one side asleep until its (long) deadline, failing the test.
+TEST(Wait, PingPongThroughTheFutexLosesNoWakeUps) {
+  WaitWord ping, pong;
+  constexpr std::uint32_t kRounds = 20000;
+  std::thread other([&] {
+    for (std::uint32_t i = 1; i <= kRounds; ++i) {
+      std::uint32_t last = 0;
+      ASSERT_EQ(wait_word(ping, [i](std::uint32_t v) { return v >= i; }, deadline_after(20),
+                          kSleepAtOnce, nullptr, &last),
+                WaitResult::kReady);
+      add_and_wake(pong, 1, false);
+    }
+  });
+  for (std::uint32_t i = 1; i <= kRounds; ++i) {
+    add_and_wake(ping, 1, false);
+    std::uint32_t last = 0;
+    ASSERT_EQ(wait_word(pong, [i](std::uint32_t v) { return v >= i; }, deadline_after(20),
+                        kSleepAtOnce, nullptr, &last),
+              WaitResult::kReady);
+  }
+  other.join();
+}
+
+TEST(Wait, WakesAWaiterInAnotherProcess) {
+  void* mem = mmap(nullptr, sizeof(WaitWord), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* word = new (mem) WaitWord();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    usleep(20000);
+    add_and_wake(*word, 7, /*process_shared=*/true);
+    _exit(0);
+  }
+  std::uint32_t last = 0;
+  const WaitPolicy shared{.spin = 0, .yields = 0, .process_shared = true};
+  EXPECT_EQ(wait_word(*word, [](std::uint32_t v) { return v == 7; }, deadline_after(20), shared,
+                      nullptr, &last),
+            WaitResult::kReady);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  munmap(mem, sizeof(WaitWord));
+}
+
+TEST(Wait, HugeDeadlinesDoNotOverflow) {
+  const auto d = deadline_after(1e30);
+  EXPECT_GT(d, Clock::now() + std::chrono::hours(24 * 300));
+}
+
+}  // namespace
+}  // namespace hp::platform
