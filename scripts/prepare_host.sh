@@ -19,7 +19,7 @@ while (($#)); do
     case "$1" in
         --lock) lock="${2:?--lock needs a file}"; shift 2 ;;
         --lock=*) lock="${1#--lock=}"; shift ;;
-        --check) check_only=1; shift ;;
+        --check) check_only=1; export hp_prepare_check_only=1; shift ;;
         -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) hp_die 2 HP-PREPARE-USAGE "unknown argument '$1'" "$0 --help" ;;
     esac

@@ -154,7 +154,8 @@ hp_cmake_build_cached() {
     return 0
 }
 
-# The standard CMake arguments for this component.
+# The standard CMake arguments for this component (components with kernels add
+# -DHP_SOC_LIST themselves: the core's cache key must not depend on the SoC list).
 hp_default_cmake_args() {
     HP_CMAKE_ARGS=(
         -DHP_COMPONENT="$HP_COMPONENT"
@@ -162,7 +163,6 @@ hp_default_cmake_args() {
         -DHP_PYTHON="$HP_PYTHON"
         -DHP_SANITIZE="${HP_SANITIZE:-}"
         -DHP_WERROR="$([[ "${HP_WERROR:-0}" =~ ^(1|on|ON|true|yes)$ ]] && echo ON || echo OFF)"
-        -DHP_SOC_LIST="$(IFS=,; echo "${HP_SOCS[*]}")"
     )
 }
 

@@ -3,7 +3,8 @@
 # hp_select_python sets HP_PYTHON (absolute path) and HP_PYTHON_VERSION.
 #   - $PYTHON when set: it must have the required modules. For Debian's /usr/bin/python3 a
 #     missing module names its Debian package; for any other interpreter the missing modules
-#     are installed from deps/python-packages.lock (pinned, --require-hashes) when root.
+#     are installed from deps/python-packages.lock (pinned, --require-hashes) when root and
+#     hp_prepare_check_only is not 1 (prepare_host.sh --check sets it).
 #   - else the first of /usr/bin/python3, python3 that has every required module.
 
 # module -> Debian package that provides it for /usr/bin/python3
@@ -37,7 +38,7 @@ hp_select_python() {
                     "apt-get install -y ${pkgs[*]}"
             fi
             local pip_cmd="$candidate -m pip install --require-hashes --only-binary=:all: -r $HP_REPO_ROOT/deps/python-packages.lock"
-            if [[ "$missing" == *venv* ]] || ! hp_is_root; then
+            if [[ "$missing" == *venv* || "${hp_prepare_check_only:-0}" == 1 ]] || ! hp_is_root; then
                 hp_die 5 HP-PREPARE-PYTHON-MODULES "$candidate lacks modules: $missing" "$pip_cmd"
             fi
             hp_info "installing locked PyPI tooling into $candidate (missing: $(echo $missing))"

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# All of HyperParallel's tests, against what ./build.sh produced (tests never compile):
+#   1. ./build.sh (default selection; incremental) with warnings as errors
+#   2. the core again with ThreadSanitizer (scripts/build_core.sh, its own build dir)
+#   3. ctest over build/native/tests (labels unit, multirank, slow), then the TSan payload's
+#      unit tests
+#   4. pytest: tests/python and tests/build
+# Arguments are passed to pytest (e.g. -k wheel). .ci/run runs exactly this.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+export HP_WERROR="${HP_WERROR:-1}"
+failed=()
+
+"$HP_REPO_ROOT/build.sh"
+source "$HP_REPO_ROOT/scripts/lib/python.sh"
+hp_select_python
+
+hp_info "building the core with ThreadSanitizer"
+tsan_dir="$HP_BUILD_DIR/sanitize-thread"
+HP_SANITIZE=thread HP_BUILD_DIR="$tsan_dir" HP_CACHE_DIR="$tsan_dir/native/cache" \
+    "$HP_REPO_ROOT/scripts/build_core.sh" --jobs "$(hp_nproc)"
+
+hp_info "ctest: $HP_TESTS_DIR"
+ctest --test-dir "$HP_TESTS_DIR" --output-on-failure --no-tests=error || failed+=(ctest)
+
+hp_info "ctest under ThreadSanitizer: $tsan_dir/native/tests"
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    ctest --test-dir "$tsan_dir/native/tests" --output-on-failure --no-tests=error -L unit ||
+    failed+=(ctest-tsan)
+
+hp_info "pytest with $HP_PYTHON"
+PYTHONPATH="$HP_REPO_ROOT/python" "$HP_PYTHON" -m pytest -p no:cacheprovider -q \
+    "$HP_REPO_ROOT/tests/python" "$HP_REPO_ROOT/tests/build" "$@" || failed+=(pytest)
+
+if ((${#failed[@]})); then
+    hp_die 1 HP-TESTS-FAILED "failed: ${failed[*]}"
+fi
+hp_info "all tests passed"
