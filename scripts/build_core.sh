@@ -10,7 +10,15 @@ hp_component_begin
 hp_default_cmake_args
 
 key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform python/bindings \
-    tests/common tests/platform)"
+    tests/common tests/platform examples/cpp_consumer)"
+# A C++ user's view of the install: find_package(HyperParallel) from the core slice.
+hp_check_install() {
+    local consumer="$HP_WORK_DIR/cpp_consumer"
+    cmake -S "$HP_REPO_ROOT/examples/cpp_consumer" -B "$consumer" -G Ninja \
+        -DCMAKE_PREFIX_PATH="$HP_INSTALL_DIR/hyper_parallel/core" &&
+        cmake --build "$consumer" && "$consumer/hp_consumer"
+}
+
 rc=0
 hp_cmake_build_cached "$key" || rc=$?
 if ((rc == 0)); then

@@ -125,7 +125,8 @@ hp_build_key() {
 }
 
 # hp_cmake_build_cached <key> : configure/build/install $HP_COMPONENT, or restore it from the
-# cache when an install with the same key exists. Output goes to the log.
+# cache when an install with the same key exists. Output goes to the log. A component script
+# may define hp_check_install, run on a fresh install before it is cached.
 hp_cmake_build_cached() {
     local key="$1" cache="$HP_CACHE_DIR/$HP_COMPONENT/$1"
     if [[ -f "$cache/.complete" ]]; then
@@ -144,6 +145,10 @@ hp_cmake_build_cached() {
         echo "== install"
         rm -rf "$HP_INSTALL_DIR"
         cmake --install "$HP_WORK_DIR" --prefix "$HP_INSTALL_DIR" || return 12
+        if declare -F hp_check_install >/dev/null; then
+            echo "== check the install"
+            hp_check_install || return 13
+        fi
     } >>"$HP_LOG" 2>&1 || return $?
     # Store, then prune to the newest few entries of this component.
     local tmp="$HP_CACHE_DIR/$HP_COMPONENT/.tmp.$$"
