@@ -18,9 +18,5 @@ for soc in "${HP_SOCS[@]}"; do
             "./build.sh --soc-list x86_64_v3,x86_64_v4,x86_64_amx"
     fi
 done
-for fw in "${HP_FRAMEWORKS[@]}"; do
-    hp_check_framework "$fw" || continue
-    hp_status "$HP_COMPONENT.$fw" failed HP-BUILD-SOURCES-MISSING \
-        "the $fw adapter of multicore is not in this checkout yet" "./build.sh --multicore off"
-done
+buildable_adapters=($(hp_framework_adapters native/moe/adapters "./build.sh --multicore off"))
 hp_component_end

@@ -11,9 +11,5 @@ if [[ ! -f "$HP_REPO_ROOT/native/shmem/CMakeLists.txt" ]]; then
     hp_sources_missing native/shmem "--shmem off --multicore off"
 fi
 
-for fw in "${HP_FRAMEWORKS[@]}"; do
-    hp_check_framework "$fw" || continue
-    hp_status "$HP_COMPONENT.$fw" failed HP-BUILD-SOURCES-MISSING \
-        "the $fw adapter of symmetric memory is not in this checkout yet" "./build.sh --shmem off --multicore off"
-done
+buildable_adapters=($(hp_framework_adapters native/shmem/adapters "./build.sh --shmem off --multicore off"))
 hp_component_end

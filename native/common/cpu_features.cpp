@@ -46,26 +46,31 @@ CpuFeatures detect() {
 
 }  // namespace
 
+constexpr CpuFeatureField kFields[] = {
+    {"avx2", &CpuFeatures::avx2},
+    {"fma", &CpuFeatures::fma},
+    {"f16c", &CpuFeatures::f16c},
+    {"avx512f", &CpuFeatures::avx512f},
+    {"avx512bw", &CpuFeatures::avx512bw},
+    {"avx512vl", &CpuFeatures::avx512vl},
+    {"avx512dq", &CpuFeatures::avx512dq},
+    {"avx512_vnni", &CpuFeatures::avx512_vnni},
+    {"avx512_bf16", &CpuFeatures::avx512_bf16},
+    {"avx512_fp16", &CpuFeatures::avx512_fp16},
+    {"amx_tile", &CpuFeatures::amx_tile},
+    {"amx_int8", &CpuFeatures::amx_int8},
+    {"amx_bf16", &CpuFeatures::amx_bf16},
+};
+
+std::span<const CpuFeatureField> cpu_feature_fields() noexcept { return kFields; }
+
 std::string CpuFeatures::to_string() const {
   std::string out;
-  auto add = [&](bool present, const char* name) {
-    if (!present) return;
+  for (const auto& field : kFields) {
+    if (!(this->*field.member)) continue;
     if (!out.empty()) out += ',';
-    out += name;
-  };
-  add(avx2, "avx2");
-  add(fma, "fma");
-  add(f16c, "f16c");
-  add(avx512f, "avx512f");
-  add(avx512bw, "avx512bw");
-  add(avx512vl, "avx512vl");
-  add(avx512dq, "avx512dq");
-  add(avx512_vnni, "avx512_vnni");
-  add(avx512_bf16, "avx512_bf16");
-  add(avx512_fp16, "avx512_fp16");
-  add(amx_tile, "amx_tile");
-  add(amx_int8, "amx_int8");
-  add(amx_bf16, "amx_bf16");
+    out += field.name;
+  }
   return out;
 }
 

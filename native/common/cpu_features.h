@@ -4,7 +4,9 @@
 #ifndef HYPER_PARALLEL_COMMON_CPU_FEATURES_H_
 #define HYPER_PARALLEL_COMMON_CPU_FEATURES_H_
 
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "api.h"
 
@@ -28,6 +30,13 @@ struct HP_API CpuFeatures {
   // The comma-separated names of the features present, e.g. "avx2,fma,...".
   std::string to_string() const;
 };
+
+// Every feature by name ("avx512_vnni" ...), in a fixed order.
+struct CpuFeatureField {
+  std::string_view name;
+  bool CpuFeatures::*member;
+};
+HP_API std::span<const CpuFeatureField> cpu_feature_fields() noexcept;
 
 HP_API const CpuFeatures& cpu_features() noexcept;
 

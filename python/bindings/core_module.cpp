@@ -56,21 +56,10 @@ py::list setting_specs() {
 }
 
 py::dict cpu_features() {
-  const hp::CpuFeatures& f = hp::cpu_features();
   py::dict d;
-  d["avx2"] = f.avx2;
-  d["fma"] = f.fma;
-  d["f16c"] = f.f16c;
-  d["avx512f"] = f.avx512f;
-  d["avx512bw"] = f.avx512bw;
-  d["avx512vl"] = f.avx512vl;
-  d["avx512dq"] = f.avx512dq;
-  d["avx512_vnni"] = f.avx512_vnni;
-  d["avx512_bf16"] = f.avx512_bf16;
-  d["avx512_fp16"] = f.avx512_fp16;
-  d["amx_tile"] = f.amx_tile;
-  d["amx_int8"] = f.amx_int8;
-  d["amx_bf16"] = f.amx_bf16;
+  for (const auto& field : hp::cpu_feature_fields()) {
+    d[py::str(std::string(field.name))] = hp::cpu_features().*field.member;
+  }
   return d;
 }
 

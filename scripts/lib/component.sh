@@ -110,6 +110,22 @@ hp_check_framework() {
     return 1
 }
 
+# hp_framework_adapters <adapter sources dir> <recovery>: checks each selected framework, then
+# records its adapter as missing when the adapter sources (<dir>/<framework>) do not exist yet.
+# Prints the frameworks whose adapters can be built.
+hp_framework_adapters() {
+    local dir="$1" recovery="$2" fw
+    for fw in "${HP_FRAMEWORKS[@]}"; do
+        hp_check_framework "$fw" || continue
+        if [[ ! -d "$HP_REPO_ROOT/$dir/$fw" ]]; then
+            hp_status "$HP_COMPONENT.$fw" failed HP-BUILD-SOURCES-MISSING \
+                "the $fw adapter of $HP_COMPONENT ($dir/$fw) is not in this checkout yet" "$recovery"
+            continue
+        fi
+        echo "$fw"
+    done
+}
+
 # The identity of a build: a SHA-256 over the listed source paths (file names and contents),
 # the compiler, the CMake arguments and the Python interpreter.
 hp_build_key() {
