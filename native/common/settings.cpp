@@ -20,8 +20,8 @@ constexpr std::array kSpecs = {
                 "deadline in seconds of every cross-core wait (flags, barriers); a wait past it "
                 "fails with TIMEOUT naming what it waited on"},
     SettingSpec{"HP_SPIN_BEFORE_BLOCK", T::kInt, S::kRuntime, "2000", "",
-                "pause-loop iterations a waiting core spins before it sleeps on a futex "
-                "(reduced automatically when cores outnumber CPUs)"},
+                "pause-loop iterations a waiting core spins before it yields and sleeps on a "
+                "futex (0 when the chip's cores and the launching thread outnumber its CPUs)"},
     SettingSpec{"HP_CHIP_CPUS", T::kCpuList, S::kRuntime, "", "",
                 "CPUs this rank's chip may use, as a cpulist (\"0-3,8\"); set per rank by "
                 "`hprun --bind`; empty: the process's affinity mask"},

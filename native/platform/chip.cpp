@@ -277,8 +277,12 @@ Status Chip::create(const ChipConfig& config, std::unique_ptr<Chip>* chip) {
   const std::int64_t spin = config.spin_before_block.value_or(env.spin_before_block);
   HP_ENSURE(spin >= 0, ErrorCode::kInvalidArgument, "spin_before_block={} must be >= 0", spin);
   const bool oversubscribed = impl->num_cores() > int(impl->cpus.size());
-  // Oversubscribed, a spinning waiter burns the time slice of the thread it waits for.
-  impl->policy.spin = oversubscribed ? std::min<std::int64_t>(spin, 64) : spin;
+  // A spinning waiter burns the time slice of the thread it waits for when they share a CPU.
+  // The host thread that calls launch() shares the chip's CPUs too, so spinning pays only when
+  // every core and the host have a CPU of their own (bench/platform/bench_chip.cpp: on 2 CPUs,
+  // 1 cube + 1 vector, spinning 2000 pauses made an empty launch 18x slower than yielding).
+  const bool host_shares_cpus = impl->num_cores() + 1 > int(impl->cpus.size());
+  impl->policy.spin = host_shares_cpus ? 0 : spin;
   impl->policy.yields = 16;
 
   const PinMode pin = config.pin.value_or(env.pin_threads);
@@ -344,9 +348,10 @@ Status Chip::launch(const LaunchConfig& config, const Kernel& kernel) {
   add_and_wake(impl_->launch_generation, 1, false);
   const std::uint32_t cores = std::uint32_t(impl_->num_cores());
   std::uint32_t done = 0;
-  // No deadline here: every wait inside a block has one, so the blocks always finish.
+  // No deadline here: every wait inside a block has one, so the blocks always finish. The host
+  // never spins: it may share a CPU with the cores it waits for.
   wait_word(impl_->cores_done, [cores](std::uint32_t v) { return v == cores; },
-            Clock::time_point::max(), impl_->policy, nullptr, &done);
+            Clock::time_point::max(), WaitPolicy{.spin = 0, .yields = 16}, nullptr, &done);
   impl_->current = nullptr;
   impl_->current_config = nullptr;
   return state.result();
