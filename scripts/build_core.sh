@@ -14,7 +14,9 @@ key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform p
 # A C++ user's view of the install: find_package(HyperParallel) from the core slice.
 hp_check_install() {
     local consumer="$HP_WORK_DIR/cpp_consumer"
-    cmake -S "$HP_REPO_ROOT/examples/cpp_consumer" -B "$consumer" -G Ninja \
+    local flags=()
+    [[ -n "${HP_SANITIZE:-}" ]] && flags=(-DCMAKE_CXX_FLAGS="-fsanitize=$HP_SANITIZE")
+    cmake -S "$HP_REPO_ROOT/examples/cpp_consumer" -B "$consumer" -G Ninja "${flags[@]}" \
         -DCMAKE_PREFIX_PATH="$HP_INSTALL_DIR/hyper_parallel/core" &&
         cmake --build "$consumer" && "$consumer/hp_consumer"
 }
