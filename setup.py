@@ -14,6 +14,7 @@ from pathlib import Path
 from setuptools import find_packages, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
+from setuptools.command.install import install
 from wheel.bdist_wheel import bdist_wheel
 
 ROOT = Path(__file__).resolve().parent
@@ -46,6 +47,16 @@ class BuildPyWithPayload(build_py):
                   "(run ./build.sh for the native components)")
 
 
+class InstallPlatlib(install):
+    """Installs into platlib (the wheel's root), as a package with native code must be; without
+    ext_modules setuptools would pick purelib and the wheel would carry everything under
+    .data/purelib, which breaks where purelib and platlib differ (lib vs lib64)."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        self.install_lib = self.install_platlib
+
+
 class PlatformWheel(bdist_wheel):
     def finalize_options(self):
         super().finalize_options()
@@ -67,6 +78,6 @@ setup(
     install_requires=["numpy>=1.24"],
     entry_points={"console_scripts": ["hp = hyper_parallel.cli:main"]},
     cmdclass={"build_ext": RefuseToCompile, "build_py": BuildPyWithPayload,
-              "bdist_wheel": PlatformWheel},
+              "install": InstallPlatlib, "bdist_wheel": PlatformWheel},
     zip_safe=False,
 )

@@ -13,11 +13,11 @@ rm -rf "$work"
 mkdir -p "$dist" "$work"
 rm -f "$dist"/hyper_parallel-*.whl
 cd "$HP_REPO_ROOT"
-HP_PAYLOAD_DIR="$HP_PAYLOAD_DIR" "$HP_PYTHON" setup.py \
+HP_PAYLOAD_DIR="$HP_BUILD_PAYLOAD" "$HP_PYTHON" setup.py \
     egg_info --egg-base "$work" \
     build --build-base "$work/build" \
     bdist_wheel --bdist-dir "$work/bdist" --dist-dir "$dist" >"$log" 2>&1 ||
     hp_die 1 HP-BUILD-WHEEL-FAILED "setup.py bdist_wheel failed (log: $log)"
 wheel="$(ls "$dist"/hyper_parallel-*.whl)"
-hp_info "payload: $HP_PAYLOAD_DIR"
+hp_info "payload: $HP_BUILD_PAYLOAD"
 hp_info "wheel: $wheel"

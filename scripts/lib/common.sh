@@ -1,6 +1,6 @@
 # Shared by every build and test script (sourced, never executed).
 # Sets HP_REPO_ROOT, HP_BUILD_DIR (HP_BUILD_DIR overrides <repo>/build), HP_NATIVE_DIR,
-# HP_CACHE_DIR and HP_PAYLOAD_DIR, and the message helpers.
+# HP_CACHE_DIR and HP_BUILD_PAYLOAD (this build dir's payload), and the message helpers.
 
 HP_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 HP_BUILD_DIR="${HP_BUILD_DIR:-$HP_REPO_ROOT/build}"
@@ -10,7 +10,8 @@ HP_NATIVE_DIR="$HP_BUILD_DIR/native"
 # Heavy component caches live outside the build dir's per-run state so that a second build
 # dir (a test's scratch build, a sanitizer build) reuses what matches.
 HP_CACHE_DIR="${HP_CACHE_DIR:-$HP_NATIVE_DIR/cache}"
-HP_PAYLOAD_DIR="$HP_NATIVE_DIR/payload/hyper_parallel"
+# (HP_PAYLOAD_DIR is the loader's override: never set it here.)
+HP_BUILD_PAYLOAD="$HP_NATIVE_DIR/payload/hyper_parallel"
 HP_TESTS_DIR="$HP_NATIVE_DIR/tests"
 
 hp_info() { printf '[hp] %s\n' "$*"; }

@@ -18,7 +18,7 @@ hp_component_usage() {
     cat <<EOF
 usage: $(basename "$0") [--frameworks LIST|none] [--soc-list LIST] [--jobs N] [--clean] [--no-payload]
   Builds the $HP_COMPONENT component into $HP_NATIVE_DIR/$HP_COMPONENT/{work,install,log}
-  and refreshes its slice of the payload ($HP_PAYLOAD_DIR/$HP_COMPONENT).
+  and refreshes its slice of the payload ($HP_BUILD_PAYLOAD/$HP_COMPONENT).
   --frameworks  framework adapters to build: comma list of torch, mindspore; or none (default none)
   --soc-list    kernel targets (default: x86_64_v3,x86_64_v4,x86_64_amx)
   --jobs N      parallel compile jobs (default: nproc)
@@ -192,17 +192,17 @@ hp_default_cmake_args() {
 hp_refresh_payload_slice() {
     local slice="$HP_INSTALL_DIR/hyper_parallel/$HP_COMPONENT"
     [[ -d "$slice" ]] || return 0
-    mkdir -p "$HP_PAYLOAD_DIR" "$HP_TESTS_DIR"
-    rm -rf "$HP_PAYLOAD_DIR/.$HP_COMPONENT.new" "$HP_PAYLOAD_DIR/.$HP_COMPONENT.old"
-    cp -a "$slice" "$HP_PAYLOAD_DIR/.$HP_COMPONENT.new"
-    [[ -e "$HP_PAYLOAD_DIR/$HP_COMPONENT" ]] && mv "$HP_PAYLOAD_DIR/$HP_COMPONENT" "$HP_PAYLOAD_DIR/.$HP_COMPONENT.old"
-    mv "$HP_PAYLOAD_DIR/.$HP_COMPONENT.new" "$HP_PAYLOAD_DIR/$HP_COMPONENT"
-    rm -rf "$HP_PAYLOAD_DIR/.$HP_COMPONENT.old" "$HP_TESTS_DIR/$HP_COMPONENT"
+    mkdir -p "$HP_BUILD_PAYLOAD" "$HP_TESTS_DIR"
+    rm -rf "$HP_BUILD_PAYLOAD/.$HP_COMPONENT.new" "$HP_BUILD_PAYLOAD/.$HP_COMPONENT.old"
+    cp -a "$slice" "$HP_BUILD_PAYLOAD/.$HP_COMPONENT.new"
+    [[ -e "$HP_BUILD_PAYLOAD/$HP_COMPONENT" ]] && mv "$HP_BUILD_PAYLOAD/$HP_COMPONENT" "$HP_BUILD_PAYLOAD/.$HP_COMPONENT.old"
+    mv "$HP_BUILD_PAYLOAD/.$HP_COMPONENT.new" "$HP_BUILD_PAYLOAD/$HP_COMPONENT"
+    rm -rf "$HP_BUILD_PAYLOAD/.$HP_COMPONENT.old" "$HP_TESTS_DIR/$HP_COMPONENT"
     [[ -d "$HP_INSTALL_DIR/tests/$HP_COMPONENT" ]] && cp -a "$HP_INSTALL_DIR/tests/$HP_COMPONENT" "$HP_TESTS_DIR/"
     "$HP_PYTHON" "$HP_REPO_ROOT/scripts/assemble_payload.py" update-manifest \
         --native-dir "$HP_NATIVE_DIR" --python "$HP_PYTHON" \
         --soc-list "$(IFS=,; echo "${HP_SOCS[*]}")" "$HP_STATUS_FILE"
-    hp_info "$HP_COMPONENT: payload slice refreshed: $HP_PAYLOAD_DIR/$HP_COMPONENT"
+    hp_info "$HP_COMPONENT: payload slice refreshed: $HP_BUILD_PAYLOAD/$HP_COMPONENT"
 }
 
 # Ends the script: refreshes the payload slice unless --no-payload, exits 0 when the native

@@ -29,7 +29,8 @@ hp_select_python() {
     if [[ -n "${PYTHON:-}" ]]; then
         candidate="$(command -v "$PYTHON" || true)"
         [[ -n "$candidate" ]] || hp_die 5 HP-PREPARE-PYTHON-NOT-FOUND "PYTHON=$PYTHON is not an executable"
-        missing="$(hp_python_missing_modules "$candidate")"
+        missing="$(hp_python_missing_modules "$candidate" | tr '\n' ' ')"
+        missing="${missing% }"
         if [[ -n "$missing" ]]; then
             if [[ "$(readlink -f "$candidate")" == "$(readlink -f /usr/bin/python3)" ]]; then
                 local pkgs=() m
@@ -41,7 +42,7 @@ hp_select_python() {
             if [[ "$missing" == *venv* || "${hp_prepare_check_only:-0}" == 1 ]] || ! hp_is_root; then
                 hp_die 5 HP-PREPARE-PYTHON-MODULES "$candidate lacks modules: $missing" "$pip_cmd"
             fi
-            hp_info "installing locked PyPI tooling into $candidate (missing: $(echo $missing))"
+            hp_info "installing locked PyPI tooling into $candidate (missing: $missing)"
             $pip_cmd -q || hp_die 5 HP-PREPARE-PYTHON-MODULES "pip install from the lock failed" "$pip_cmd"
         fi
     else
