@@ -39,7 +39,7 @@ spdlog::logger& logger() {
 
 }  // namespace
 
-bool log_enabled(LogLevel level) noexcept {
+bool log_enabled(LogLevel level) {
   int override_level = level_override().load(std::memory_order_relaxed);
   LogLevel threshold = override_level >= 0 ? static_cast<LogLevel>(override_level)
                                            : settings().log_level;

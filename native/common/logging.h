@@ -14,21 +14,21 @@
 
 namespace hp {
 
-HP_API bool log_enabled(LogLevel level) noexcept;
+HP_API bool log_enabled(LogLevel level);
 HP_API void log_message(LogLevel level, std::string_view message) noexcept;
 // Overrides HP_LOG_LEVEL for this process (tests, `hp` verbosity flags).
 HP_API void set_log_level(LogLevel level) noexcept;
 
 template <typename... Args>
-void log(LogLevel level, fmt::format_string<Args...> format, Args&&... args) {
+void write_log(LogLevel level, fmt::format_string<Args...> format, Args&&... args) {
   if (log_enabled(level)) log_message(level, fmt::format(format, std::forward<Args>(args)...));
 }
 
 }  // namespace hp
 
-#define HP_LOG_DEBUG(...) ::hp::log(::hp::LogLevel::kDebug, __VA_ARGS__)
-#define HP_LOG_INFO(...) ::hp::log(::hp::LogLevel::kInfo, __VA_ARGS__)
-#define HP_LOG_WARN(...) ::hp::log(::hp::LogLevel::kWarn, __VA_ARGS__)
-#define HP_LOG_ERROR(...) ::hp::log(::hp::LogLevel::kError, __VA_ARGS__)
+#define HP_LOG_DEBUG(...) ::hp::write_log(::hp::LogLevel::kDebug, __VA_ARGS__)
+#define HP_LOG_INFO(...) ::hp::write_log(::hp::LogLevel::kInfo, __VA_ARGS__)
+#define HP_LOG_WARN(...) ::hp::write_log(::hp::LogLevel::kWarn, __VA_ARGS__)
+#define HP_LOG_ERROR(...) ::hp::write_log(::hp::LogLevel::kError, __VA_ARGS__)
 
 #endif  // HYPER_PARALLEL_COMMON_LOGGING_H_

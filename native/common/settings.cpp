@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace hp {
@@ -54,22 +55,23 @@ Status bad(const SettingSpec& spec, std::string_view value, std::string_view exp
 }
 
 Status parse_int(const SettingSpec& spec, std::string_view text, std::int64_t min,
-                 std::int64_t* out) {
+                 std::int64_t max, std::int64_t* out) {
   std::int64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < min) {
-    return bad(spec, text, fmt::format("an integer >= {}", min));
+  if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) {
+    return bad(spec, text, fmt::format("an integer in [{}, {}]", min, max));
   }
   *out = v;
   return Status::ok();
 }
 
-Status parse_positive_double(const SettingSpec& spec, std::string_view text, double* out) {
-  std::string copy(text);
-  char* end = nullptr;
-  double v = std::strtod(copy.c_str(), &end);
-  if (copy.empty() || end != copy.c_str() + copy.size() || !std::isfinite(v) || v <= 0) {
-    return bad(spec, text, "a number of seconds > 0");
+// Locale-independent (std::from_chars), bounded to [1 us, ~31 years].
+Status parse_seconds(const SettingSpec& spec, std::string_view text, double* out) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) || v < 1e-6 ||
+      v > 1e9) {
+    return bad(spec, text, "a number of seconds in [1e-6, 1e9]");
   }
   *out = v;
   return Status::ok();
@@ -178,14 +180,14 @@ Status Settings::parse(const Lookup& lookup, Settings* out) {
   {
     const auto& spec = *find_setting("HP_WAIT_TIMEOUT_S");
     double v = 0;
-    Status s = parse_positive_double(spec, value_of(spec.name), &v);
+    Status s = parse_seconds(spec, value_of(spec.name), &v);
     if (s.is_ok()) out->wait_timeout_s = v;
     note(std::move(s));
   }
   {
     const auto& spec = *find_setting("HP_SPIN_BEFORE_BLOCK");
     std::int64_t v = 0;
-    Status s = parse_int(spec, value_of(spec.name), 0, &v);
+    Status s = parse_int(spec, value_of(spec.name), 0, 1'000'000, &v);
     if (s.is_ok()) out->spin_before_block = v;
     note(std::move(s));
   }

@@ -2,9 +2,7 @@
 
 #include <openssl/evp.h>
 
-#include <cstdlib>
-
-#include "logging.h"
+#include <new>
 
 namespace hp {
 
@@ -12,27 +10,36 @@ struct Sha256::Impl {
   EVP_MD_CTX* ctx = nullptr;
 };
 
+namespace {
+
+// OpenSSL fails these only when it cannot allocate: report it as C++ does.
+void check(int ok) {
+  if (ok != 1) throw std::bad_alloc();
+}
+
+}  // namespace
+
 Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
   impl_->ctx = EVP_MD_CTX_new();
-  if (impl_->ctx == nullptr || EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr) != 1) {
-    // Only an exhausted heap or a broken libcrypto gets here; there is no digest to return.
-    HP_LOG_ERROR("OpenSSL EVP_DigestInit_ex(sha256) failed");
-    std::abort();
-  }
+  if (impl_->ctx == nullptr) throw std::bad_alloc();
+  check(EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr));
 }
 
 Sha256::~Sha256() noexcept { EVP_MD_CTX_free(impl_->ctx); }
 
 void Sha256::update(std::span<const std::byte> bytes) {
-  EVP_DigestUpdate(impl_->ctx, bytes.data(), bytes.size());
+  check(EVP_DigestUpdate(impl_->ctx, bytes.data(), bytes.size()));
 }
 
-void Sha256::update(std::string_view text) { EVP_DigestUpdate(impl_->ctx, text.data(), text.size()); }
+void Sha256::update(std::string_view text) {
+  check(EVP_DigestUpdate(impl_->ctx, text.data(), text.size()));
+}
 
 Sha256Digest Sha256::finish() {
   Sha256Digest digest{};
   unsigned int length = 0;
-  EVP_DigestFinal_ex(impl_->ctx, digest.data(), &length);
+  check(EVP_DigestFinal_ex(impl_->ctx, digest.data(), &length));
+  check(EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr));  // ready for a new message
   return digest;
 }
 

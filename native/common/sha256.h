@@ -18,7 +18,9 @@ namespace hp {
 
 using Sha256Digest = std::array<std::uint8_t, 32>;
 
-// Incremental hashing: update() any number of times, then finish() once.
+// Incremental hashing: update() any number of times, then finish(); finish() also starts a new
+// message, so the object can be reused. Throws std::bad_alloc only when OpenSSL cannot
+// allocate.
 class HP_API Sha256 {
  public:
   Sha256();

@@ -71,9 +71,32 @@ TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> sh
   std::copy(strides.begin(), strides.end(), strides_.begin());
 }
 
+namespace {
+
+// numel and the last element's offset (in elements), or false when either overflows int64.
+bool checked_extent(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                    std::int64_t* numel, std::int64_t* last) {
+  std::int64_t n = 1, off = 0;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (__builtin_mul_overflow(n, shape[i], &n)) return false;
+  }
+  for (std::size_t i = 0; n > 0 && i < shape.size(); ++i) {
+    std::int64_t term = 0;
+    if (__builtin_mul_overflow(shape[i] - 1, strides[i], &term) ||
+        __builtin_add_overflow(off, term, &off)) {
+      return false;
+    }
+  }
+  *numel = n;
+  *last = off;
+  return true;
+}
+
+}  // namespace
+
 std::int64_t TensorView::numel() const noexcept {
   std::int64_t n = 1;
-  for (int i = 0; i < ndim_; ++i) n *= shape_[i];
+  for (int i = 0; i < ndim_; ++i) n *= shape_[i];  // validate() rejects overflow
   return n;
 }
 
@@ -104,7 +127,13 @@ Status TensorView::validate(std::string_view what) const {
     HP_ENSURE(strides_[i] >= 0, ErrorCode::kInvalidArgument, "{}: stride {} is negative ({})",
               what, i, strides_[i]);
   }
-  HP_ENSURE(data_ != nullptr || numel() == 0, ErrorCode::kInvalidArgument,
+  std::int64_t n = 0, last = 0, bytes = 0;
+  HP_ENSURE(checked_extent(shape(), strides(), &n, &last) &&
+                !__builtin_mul_overflow(last + 1, std::int64_t(element_size()), &bytes),
+            ErrorCode::kInvalidArgument,
+            "{}: shape [{}] with strides [{}] spans more than 2^63 bytes", what,
+            fmt::join(shape(), ", "), fmt::join(strides(), ", "));
+  HP_ENSURE(data_ != nullptr || n == 0, ErrorCode::kInvalidArgument,
             "{}: null data for a non-empty tensor", what);
   return Status::ok();
 }

@@ -57,13 +57,16 @@ class HP_API TensorView {
     return {strides_.data(), std::size_t(ndim_)};
   }
 
+  // numel() and span_bytes() are exact for views that validate() accepts (which rejects
+  // shapes and strides whose extent overflows).
   std::int64_t numel() const noexcept;
   std::size_t element_size() const noexcept { return dtype_size(dtype_); }
   bool is_contiguous() const noexcept;
   // Bytes from the first to one past the last addressable element (0 when empty).
   std::size_t span_bytes() const noexcept;
 
-  // Checks dtype, rank, non-negative sizes and strides. `what` names the tensor in errors.
+  // Checks dtype, rank, non-negative sizes and strides, an extent that fits in int64 bytes,
+  // and data for a non-empty view. `what` names the tensor in errors.
   Status validate(std::string_view what) const;
   // validate() plus rank == ndim and, for each dim with expected >= 0, an exact size.
   Status expect_shape(std::string_view what, std::initializer_list<std::int64_t> expected) const;

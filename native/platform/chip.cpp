@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cxxabi.h>
+#include <unistd.h>
+
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include <fmt/ranges.h>
@@ -48,12 +52,17 @@ class LaunchState {
     Status status;
     try {
       status = kernel_(ctx);
+      if (!status.is_ok()) status.with_context("kernel " + ctx.describe());
+    } catch (const abi::__forced_unwind&) {
+      throw;  // thread cancellation must unwind
     } catch (const std::exception& e) {
-      status = Status::error(ErrorCode::kKernelFailed, "threw an exception: {}", e.what());
+      status = Status(ErrorCode::kKernelFailed,
+                      "kernel " + ctx.describe() + ": threw an exception: " + e.what());
     } catch (...) {
-      status = Status::error(ErrorCode::kKernelFailed, "threw a non-std::exception");
+      status = Status(ErrorCode::kKernelFailed,
+                      "kernel " + ctx.describe() + ": threw a non-std::exception");
     }
-    if (!status.is_ok()) fail(std::move(status.with_context("kernel " + ctx.describe())));
+    if (!status.is_ok()) fail(std::move(status));
   }
 
   Status result() {
@@ -61,10 +70,10 @@ class LaunchState {
     return first_error_;
   }
 
+  bool aborted() const noexcept { return aborted_.load(std::memory_order_acquire); }
+
  private:
   friend class BlockContext;
-
-  bool aborted() const noexcept { return aborted_.load(std::memory_order_acquire); }
 
   // Records the first error and cancels every pending wait. Later errors are consequences
   // (ABORTED waits, or blocks racing to fail) and are dropped.
@@ -76,7 +85,7 @@ class LaunchState {
     }
     aborted_.store(true, std::memory_order_seq_cst);
     flags_.wake_all();
-    barrier_.wake_all();
+    barrier_.break_all();
   }
 
   Clock::time_point deadline() const noexcept { return deadline_after(timeout_s_); }
@@ -121,7 +130,10 @@ Status BlockContext::set_flag(int id, std::uint32_t delta) {
   HP_ENSURE(id >= 0 && id < launch_.flags_.size(), ErrorCode::kOutOfRange,
             "set_flag({}): flag ids are [0, {}) for this launch (LaunchConfig::num_flags)", id,
             launch_.flags_.size());
-  launch_.flags_.add(id, delta);
+  HP_ENSURE(launch_.flags_.add(id, delta), ErrorCode::kOutOfRange,
+            "set_flag({}, {}): the flag's 32-bit counter wrapped (it was at {}); counters must "
+            "stay below 2^32 within a launch",
+            id, delta, launch_.flags_.value(id) - delta);
   return Status::ok();
 }
 
@@ -146,6 +158,8 @@ Status BlockContext::wait_flag(int id, std::uint32_t target) {
                        id, target, launch_.timeout_s_, last);
 }
 
+bool BlockContext::cancelled() const noexcept { return launch_.aborted(); }
+
 std::uint32_t BlockContext::flag_value(int id) const {
   return id >= 0 && id < launch_.flags_.size() ? launch_.flags_.value(id) : 0;
 }
@@ -162,7 +176,9 @@ Status BlockContext::sync_all() {
     case WaitResult::kReady:
       return Status::ok();
     case WaitResult::kCancelled:
-      return Status::error(ErrorCode::kAborted, "sync_all abandoned: another block failed");
+      return Status::error(ErrorCode::kAborted,
+                           "sync_all abandoned: another block failed or an earlier sync_all of "
+                           "this launch timed out");
     case WaitResult::kTimedOut:
       break;
   }
@@ -171,6 +187,12 @@ Status BlockContext::sync_all() {
                        "sets the deadline)",
                        launch_.timeout_s_, arrived, launch_.barrier_.parties());
 }
+
+namespace {
+// The chip whose core runs on this thread (null on other threads): a kernel that launches on
+// its own chip would wait for itself.
+thread_local const void* this_thread_core_of = nullptr;
+}  // namespace
 
 struct Chip::Impl {
   int num_cube = 0;
@@ -190,7 +212,10 @@ struct Chip::Impl {
 
   int num_cores() const { return num_cube + num_vector; }
 
+  pid_t owner_pid = ::getpid();  // worker threads exist only in this process, not in fork children
+
   void core_loop(int core) {
+    this_thread_core_of = this;
     std::uint32_t seen = 0;
     const WaitPolicy idle_policy{.spin = policy.spin, .yields = policy.yields};
     for (;;) {
@@ -222,8 +247,9 @@ struct Chip::Impl {
         const bool mine = is_cube == (config.mode == LaunchMode::kCube);
         const int cores_of_kind = is_cube ? num_cube : num_vector;
         const CoreType type = is_cube ? CoreType::kCube : CoreType::kVector;
-        for (int block = index; mine && block < config.block_dim; block += cores_of_kind) {
-          current->run_block(block, type, 0, core);
+        for (std::int64_t block = index; mine && block < config.block_dim && !current->aborted();
+             block += cores_of_kind) {
+          current->run_block(int(block), type, 0, core);
         }
         break;
       }
@@ -234,6 +260,12 @@ struct Chip::Impl {
 Chip::Chip(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Chip::~Chip() noexcept {
+  if (::getpid() != impl_->owner_pid) {
+    // A fork child: the worker threads were not copied, so there is nothing to stop or join
+    // (and joining would wait forever). The thread objects are leaked on purpose.
+    for (auto& t : impl_->threads) t.detach();
+    return;
+  }
   {
     std::lock_guard lock(impl_->launch_mutex);
     impl_->stopping = true;
@@ -259,7 +291,6 @@ Status Chip::create(const ChipConfig& config, std::unique_ptr<Chip>* chip) {
 
   std::vector<int> allowed;
   HP_RETURN_IF_ERROR(allowed_cpus(&allowed));
-  const bool explicit_cpus = !config.cpus.empty() || !env.chip_cpus.empty();
   impl->cpus = !config.cpus.empty() ? config.cpus : !env.chip_cpus.empty() ? env.chip_cpus : allowed;
   std::sort(impl->cpus.begin(), impl->cpus.end());
   impl->cpus.erase(std::unique(impl->cpus.begin(), impl->cpus.end()), impl->cpus.end());
@@ -289,25 +320,28 @@ Status Chip::create(const ChipConfig& config, std::unique_ptr<Chip>* chip) {
   impl->pinned = pin == PinMode::kOn || (pin == PinMode::kAuto && !oversubscribed);
 
   Impl* raw = impl.get();
-  for (int core = 0; core < impl->num_cores(); ++core) {
-    raw->threads.emplace_back([raw, core] { raw->core_loop(core); });
-    Status pinned;
-    if (raw->pinned) {
-      const int cpu = raw->cpus[core % raw->cpus.size()];
-      pinned = set_thread_affinity(raw->threads.back().native_handle(), std::span(&cpu, 1));
-    } else if (explicit_cpus) {
-      pinned = set_thread_affinity(raw->threads.back().native_handle(), raw->cpus);
+  // Owns the threads started so far: on any failure below its destructor stops and joins them.
+  std::unique_ptr<Chip> built(new Chip(std::move(impl)));
+  for (int core = 0; core < raw->num_cores(); ++core) {
+    try {
+      raw->threads.emplace_back([raw, core] { raw->core_loop(core); });
+    } catch (const std::system_error& e) {
+      return Status::error(ErrorCode::kSystemError,
+                           "cannot start chip core {} of {}: {}; ask for fewer cores", core,
+                           raw->num_cores(), e.what());
     }
-    if (!pinned.is_ok()) {
-      chip->reset(new Chip(std::move(impl)));  // joins the threads started so far
-      chip->reset();
-      return pinned.with_context("pinning chip core " + std::to_string(core));
-    }
+    // Pinned: one CPU per core. Otherwise every core may run on any of the chip's CPUs (and
+    // not merely on those of the thread that created the chip).
+    const int cpu = raw->cpus[core % raw->cpus.size()];
+    Status pinned = raw->pinned
+                        ? set_thread_affinity(raw->threads.back().native_handle(), std::span(&cpu, 1))
+                        : set_thread_affinity(raw->threads.back().native_handle(), raw->cpus);
+    if (!pinned.is_ok()) return pinned.with_context("setting the CPUs of chip core " + std::to_string(core));
   }
   HP_LOG_DEBUG("chip: {} cube + {} vector cores on CPUs [{}], {}{}", raw->num_cube,
                raw->num_vector, fmt::join(raw->cpus, ","), raw->pinned ? "pinned" : "not pinned",
                oversubscribed ? ", oversubscribed" : "");
-  chip->reset(new Chip(std::move(impl)));
+  *chip = std::move(built);
   return Status::ok();
 }
 
@@ -319,6 +353,13 @@ bool Chip::pinned() const noexcept { return impl_->pinned; }
 bool Chip::oversubscribed() const noexcept { return impl_->num_cores() > int(impl_->cpus.size()); }
 
 Status Chip::launch(const LaunchConfig& config, const Kernel& kernel) {
+  HP_ENSURE(this_thread_core_of != impl_.get(), ErrorCode::kFailedPrecondition,
+            "launch called from a kernel block running on the same chip: it would wait for "
+            "itself; launch from the host thread");
+  HP_ENSURE(::getpid() == impl_->owner_pid, ErrorCode::kFailedPrecondition,
+            "launch in a forked child process: the chip's cores stayed in the parent (pid {}); "
+            "create a new chip in the child",
+            impl_->owner_pid);
   HP_ENSURE(bool(kernel), ErrorCode::kInvalidArgument, "launch: the kernel is empty");
   HP_ENSURE(config.block_dim >= 1, ErrorCode::kInvalidArgument,
             "launch: block_dim={} must be >= 1", config.block_dim);

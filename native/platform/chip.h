@@ -16,7 +16,10 @@
 //
 // Failure: the first block that returns an error (or throws) fails the launch; every other
 // block's pending wait is cancelled (ABORTED) and blocks not yet started are skipped. launch()
-// returns that first error, with the block named. Every wait has a deadline.
+// returns that first error, with the block named. Every wait has a deadline; a kernel that
+// computes forever without waiting is its own hang (it can poll BlockContext::cancelled()).
+// launch() refuses (FAILED_PRECONDITION) when called from one of the chip's own blocks or in a
+// forked child process, where the cores do not exist.
 #ifndef HYPER_PARALLEL_PLATFORM_CHIP_H_
 #define HYPER_PARALLEL_PLATFORM_CHIP_H_
 
@@ -75,8 +78,12 @@ class HP_API BlockContext {
   // another block failed, OUT_OF_RANGE for a bad id.
   Status wait_flag(int id, std::uint32_t target);
   std::uint32_t flag_value(int id) const;
-  // Barrier of every block of the launch (all must be resident).
+  // Barrier of every block of the launch (all must be resident). A timed-out sync_all breaks
+  // the barrier for the rest of the launch.
   Status sync_all();
+  // True once another block failed: a long-running kernel polls this to stop early (waits in
+  // the launch notice it by themselves).
+  bool cancelled() const noexcept;
 
   std::string describe() const;  // "block 3 (vector, sub-block 1 of 2, core 7)"
 

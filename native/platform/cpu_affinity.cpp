@@ -2,9 +2,11 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include <fmt/ranges.h>
 
@@ -17,7 +19,10 @@ constexpr int kMaxCpus = 4096;
 struct CpuSet {
   cpu_set_t* set = CPU_ALLOC(kMaxCpus);
   std::size_t bytes = CPU_ALLOC_SIZE(kMaxCpus);
-  CpuSet() { CPU_ZERO_S(bytes, set); }
+  CpuSet() {
+    if (set == nullptr) throw std::bad_alloc();
+    CPU_ZERO_S(bytes, set);
+  }
   ~CpuSet() { CPU_FREE(set); }
   CpuSet(const CpuSet&) = delete;
   CpuSet& operator=(const CpuSet&) = delete;
@@ -35,7 +40,9 @@ struct CpuSet {
 
 Status allowed_cpus(std::vector<int>* cpus) {
   CpuSet s;
-  if (sched_getaffinity(0, s.bytes, s.set) != 0) {
+  // The process's mask is its main thread's (getpid() is the main thread's tid), not the mask
+  // of whichever thread asks.
+  if (sched_getaffinity(::getpid(), s.bytes, s.set) != 0) {
     return Status::error(ErrorCode::kSystemError, "sched_getaffinity failed: {}",
                          std::strerror(errno));
   }

@@ -8,8 +8,9 @@ std::uint32_t FlagTable::value(int id) const noexcept {
   return slots_[id].word.value.load(std::memory_order_acquire);
 }
 
-void FlagTable::add(int id, std::uint32_t delta) noexcept {
-  add_and_wake(slots_[id].word, delta, /*process_shared=*/false);
+bool FlagTable::add(int id, std::uint32_t delta) noexcept {
+  const std::uint32_t now = add_and_wake(slots_[id].word, delta, /*process_shared=*/false);
+  return now >= delta;  // unsigned wrap-around leaves the sum below the addend
 }
 
 WaitResult FlagTable::wait_at_least(int id, std::uint32_t target, Clock::time_point deadline,
@@ -26,6 +27,10 @@ void FlagTable::wake_all() noexcept {
 
 WaitResult Barrier::arrive_and_wait(Clock::time_point deadline, const WaitPolicy& policy,
                                     const std::function<bool()>& cancelled, int* arrived) {
+  if (broken_.load(std::memory_order_acquire)) {
+    *arrived = int(count_.load(std::memory_order_relaxed));
+    return WaitResult::kCancelled;
+  }
   const std::uint32_t generation = generation_.value.load(std::memory_order_acquire);
   const std::uint32_t count = count_.fetch_add(1, std::memory_order_acq_rel) + 1;
   if (count == std::uint32_t(parties_)) {
@@ -36,14 +41,19 @@ WaitResult Barrier::arrive_and_wait(Clock::time_point deadline, const WaitPolicy
     *arrived = parties_;
     return WaitResult::kReady;
   }
+  auto stop = [&] { return broken_.load(std::memory_order_acquire) || (cancelled && cancelled()); };
   std::uint32_t last = 0;
   WaitResult r = wait_word(
       generation_, [generation](std::uint32_t v) { return v != generation; }, deadline, policy,
-      cancelled, &last);
+      stop, &last);
   *arrived = r == WaitResult::kReady ? parties_ : int(count_.load(std::memory_order_relaxed));
+  if (r == WaitResult::kTimedOut) break_all();
   return r;
 }
 
-void Barrier::wake_all() noexcept { platform::wake_all(generation_, false); }
+void Barrier::break_all() noexcept {
+  broken_.store(true, std::memory_order_seq_cst);
+  platform::wake_all(generation_, false);
+}
 
 }  // namespace hp::platform

@@ -23,7 +23,8 @@ class FlagTable {
 
   int size() const noexcept { return count_; }
   std::uint32_t value(int id) const noexcept;
-  void add(int id, std::uint32_t delta) noexcept;
+  // False when the counter wrapped past 2^32 - 1 (the flag is then meaningless).
+  bool add(int id, std::uint32_t delta) noexcept;
   WaitResult wait_at_least(int id, std::uint32_t target, Clock::time_point deadline,
                            const WaitPolicy& policy, const std::function<bool()>& cancelled,
                            std::uint32_t* last);
@@ -37,7 +38,9 @@ class FlagTable {
   std::unique_ptr<Slot[]> slots_;
 };
 
-// A reusable barrier for a fixed number of parties (generation counting).
+// A reusable barrier for a fixed number of parties (generation counting). A party that times
+// out cannot withdraw its arrival, so a timeout breaks the barrier: every later or pending
+// arrive_and_wait returns kCancelled instead of passing with a party missing.
 class Barrier {
  public:
   explicit Barrier(int parties) : parties_(parties) {}
@@ -45,12 +48,14 @@ class Barrier {
   // `arrived` receives how many parties had arrived when the wait ended.
   WaitResult arrive_and_wait(Clock::time_point deadline, const WaitPolicy& policy,
                              const std::function<bool()>& cancelled, int* arrived);
-  void wake_all() noexcept;
+  // Breaks the barrier and wakes every waiter (after a failure elsewhere).
+  void break_all() noexcept;
   int parties() const noexcept { return parties_; }
 
  private:
   alignas(64) WaitWord generation_;
   alignas(64) std::atomic<std::uint32_t> count_{0};
+  std::atomic<bool> broken_{false};
   int parties_;
 };
 

@@ -41,6 +41,10 @@ WaitResult wait_word(WaitWord& word, const std::function<bool(std::uint32_t)>& r
   std::uint32_t v = word.value.load(std::memory_order_acquire);
   for (std::int64_t i = 0; i < policy.spin; ++i) {
     if (ready(v)) return *last = v, WaitResult::kReady;
+    if ((i & 1023) == 1023) {  // a long spin still honours the deadline and cancellation
+      if (cancelled && cancelled()) return *last = v, WaitResult::kCancelled;
+      if (Clock::now() >= deadline) return *last = v, WaitResult::kTimedOut;
+    }
     _mm_pause();
     v = word.value.load(std::memory_order_acquire);
   }

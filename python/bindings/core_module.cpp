@@ -74,9 +74,11 @@ py::dict platform_selftest(int num_cube, int num_vector) {
   std::vector<int> seen(num_vector, -1);
   const int ratio = chip->ratio();
   const auto start = std::chrono::steady_clock::now();
+  hp::Status launched;
   {
+    // No Python API (raising included) while the GIL is released: check() comes after.
     py::gil_scoped_release release;
-    check(chip->launch(
+    launched = chip->launch(
         {.mode = hp::platform::LaunchMode::kMix, .block_dim = num_cube},
         [&](hp::platform::BlockContext& ctx) -> hp::Status {
           if (ctx.core_type() == hp::platform::CoreType::kCube) {
@@ -87,8 +89,9 @@ py::dict platform_selftest(int num_cube, int num_vector) {
             seen[ctx.block_idx() * ratio + ctx.sub_block_idx()] = handed[ctx.block_idx()];
           }
           return ctx.sync_all();
-        }));
+        });
   }
+  check(launched);
   const double micros =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   for (int v = 0; v < num_vector; ++v) {

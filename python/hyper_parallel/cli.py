@@ -92,7 +92,10 @@ def cmd_doctor(_args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `hp config | head` ends quietly
+    try:
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `hp config | head` ends quietly
+    except ValueError:
+        pass  # not the main thread (main() called from a program): leave signals alone
     parser = argparse.ArgumentParser(prog="hp", description="HyperParallel command line")
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
     sub.add_parser("doctor", help="check the installation, the payload and this host").set_defaults(

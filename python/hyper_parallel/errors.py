@@ -34,6 +34,9 @@ class HpError(RuntimeError):
         self.name = name
         self.message = message
 
+    def __reduce__(self):  # picklable: errors cross process pools
+        return type(self), (self.code, self.name, self.message)
+
 
 class NativeLoadError(ImportError):
     """The native side could not be loaded; `reason` is an HP-NATIVE-* code."""
@@ -45,3 +48,6 @@ class NativeLoadError(ImportError):
         self.reason = reason
         self.detail = message
         self.recovery = recovery
+
+    def __reduce__(self):
+        return type(self), (self.reason, self.detail, self.recovery)

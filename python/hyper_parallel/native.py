@@ -116,8 +116,9 @@ def load_extension(component: str, name: str):
         raise NativeLoadError("HP-NATIVE-ADAPTER-LOAD-FAILED", f"{path} does not exist",
                               _rebuild_command())
     spec = importlib.util.spec_from_file_location(full_name, path)
-    module = importlib.util.module_from_spec(spec)
     try:
+        # dlopen() and PyInit run in module_from_spec: a missing dependency fails there.
+        module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     except ImportError as e:
         raise NativeLoadError("HP-NATIVE-ADAPTER-LOAD-FAILED", f"importing {path} failed: {e}",

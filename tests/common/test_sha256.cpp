@@ -80,6 +80,16 @@ TEST(Sha256, EmbeddedNulBytesAreHashed) {
   EXPECT_NE(sha256(with_nul), sha256(std::string("a\0c", 3)));
 }
 
+// finish() starts a new message: reusing the object hashes the next message alone.
+TEST(Sha256, ReuseAfterFinishHashesTheNextMessage) {
+  Sha256 h;
+  h.update("abc");
+  EXPECT_EQ(to_hex(h.finish()), kAbcHex);
+  h.update("abc");
+  EXPECT_EQ(to_hex(h.finish()), kAbcHex);
+  EXPECT_EQ(h.finish(), sha256(""));
+}
+
 TEST(Sha256, DifferentInputsDiffer) { EXPECT_NE(sha256("abc"), sha256("abd")); }
 
 // ---- hex and hashids ----

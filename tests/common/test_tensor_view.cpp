@@ -234,6 +234,20 @@ TEST(TensorView, ValidateRejectsStridesOfAnotherRank) {
   EXPECT_EQ(strided(DType::kFP32, {2, 3}, {1}).validate("t").code(), ErrorCode::kInvalidArgument);
 }
 
+// Extents whose element count or byte span overflows int64 are rejected, not wrapped.
+TEST(TensorView, ValidateRejectsOverflowingExtents) {
+  char byte = 0;
+  const std::int64_t big = std::int64_t(1) << 32;
+  const std::int64_t shape2[] = {big, big};
+  EXPECT_EQ(TensorView(nullptr, DType::kInt8, shape2).validate("t").code(),
+            ErrorCode::kInvalidArgument);
+  const std::int64_t shape[] = {4, 1024}, strides[] = {std::int64_t(1) << 62, 1};
+  EXPECT_EQ(TensorView(&byte, DType::kFP32, shape, strides).validate("t").code(),
+            ErrorCode::kInvalidArgument);
+  const std::int64_t fits[] = {1, 1024};
+  EXPECT_TRUE(TensorView(&byte, DType::kFP32, fits, strides).validate("t").is_ok());
+}
+
 TEST(TensorView, ValidateRejectsInvalidDType) {
   EXPECT_EQ(contiguous(DType::kCount, {2}).validate("t").code(), ErrorCode::kDTypeMismatch);
 }

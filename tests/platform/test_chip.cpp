@@ -2,7 +2,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <climits>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -324,6 +329,111 @@ TEST(Chip, AutoPinningLeavesOversubscribedCoresFree) {
   });
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   EXPECT_EQ(affinity, std::vector<int>{cpus[0]});  // confined to the chip's CPUs, not pinned per core
+}
+
+TEST(Chip, LaunchFromOneOfItsOwnBlocksIsRefused) {
+  auto chip = make_chip(1, 1);
+  Status inner;
+  Status s = chip->launch({.mode = LaunchMode::kCube, .block_dim = 1}, [&](BlockContext&) {
+    inner = chip->launch({.mode = LaunchMode::kVector, .block_dim = 1},
+                         [](BlockContext&) { return Status::ok(); });
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(inner.code(), ErrorCode::kFailedPrecondition);
+  EXPECT_THAT(inner.message(), HasSubstr("wait for itself"));
+}
+
+// After fork() the cores exist only in the parent: the child's launch must fail, not hang,
+// and the child's destructor must not wait for threads it does not have.
+TEST(Chip, LaunchInAForkedChildIsRefused) {
+  auto chip = make_chip(1, 1);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Status s = chip->launch({.mode = LaunchMode::kCube, .block_dim = 1},
+                            [](BlockContext&) { return Status::ok(); });
+    const bool refused = s.code() == ErrorCode::kFailedPrecondition;
+    chip.reset();
+    _exit(refused ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(chip->launch({.mode = LaunchMode::kCube, .block_dim = 1},
+                           [](BlockContext&) { return Status::ok(); })
+                  .is_ok());
+}
+
+// A timed-out sync_all cannot withdraw its arrival: retrying must not pass with a block missing.
+TEST(Chip, ATimedOutSyncAllBreaksTheBarrierForTheLaunch) {
+  auto chip = make_chip(2, 2);
+  Status retry;
+  Status s = chip->launch({.mode = LaunchMode::kVector, .block_dim = 2, .wait_timeout_s = 0.1},
+                          [&](BlockContext& ctx) -> Status {
+                            if (ctx.block_idx() == 1) return Status::ok();  // never arrives
+                            Status first = ctx.sync_all();
+                            EXPECT_EQ(first.code(), ErrorCode::kTimeout);
+                            retry = ctx.sync_all();
+                            return Status::ok();
+                          });
+  EXPECT_TRUE(s.is_ok()) << s.to_string();  // the kernel swallowed both errors
+  EXPECT_EQ(retry.code(), ErrorCode::kAborted);
+}
+
+// Blocks in waves up to INT_MAX: the wave loop must not overflow when a failure skips the rest.
+TEST(Chip, HugeBlockDimWithAnEarlyFailureEnds) {
+  auto chip = make_chip(1, 2);
+  Status s = chip->launch({.mode = LaunchMode::kVector, .block_dim = INT_MAX},
+                          [](BlockContext& ctx) -> Status {
+                            if (ctx.block_idx() == 0) return Status::error(ErrorCode::kInternal, "stop");
+                            return Status::ok();
+                          });
+  EXPECT_EQ(s.code(), ErrorCode::kInternal);
+}
+
+TEST(Chip, FlagCounterWrapIsAnError) {
+  auto chip = make_chip(1, 1);
+  Status s = chip->launch({.mode = LaunchMode::kCube, .block_dim = 1}, [](BlockContext& ctx) {
+    HP_RETURN_IF_ERROR(ctx.set_flag(0, 0xFFFFFFF0u));
+    return ctx.set_flag(0, 0x20);
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kOutOfRange);
+  EXPECT_THAT(s.message(), HasSubstr("wrapped"));
+}
+
+TEST(Chip, LongKernelsSeeCancellation) {
+  auto chip = make_chip(1, 1);
+  std::atomic<bool> saw_cancel{false};
+  Status s = chip->launch({.mode = LaunchMode::kMix, .block_dim = 1}, [&](BlockContext& ctx) -> Status {
+    if (ctx.core_type() == CoreType::kCube) {
+      HP_RETURN_IF_ERROR(ctx.wait_flag(0, 1));  // fail only once the vector block runs
+      return Status::error(ErrorCode::kInternal, "fail");
+    }
+    HP_RETURN_IF_ERROR(ctx.set_flag(0));
+    while (!ctx.cancelled()) std::this_thread::yield();  // a compute loop that polls
+    saw_cancel = true;
+    return Status::ok();
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kInternal);
+  EXPECT_TRUE(saw_cancel.load());
+}
+
+// Too many cores for the address space: a SYSTEM_ERROR, not std::terminate.
+TEST(ChipDeathTest, ThreadCreationFailureIsAnError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        rlimit limit{};
+        getrlimit(RLIMIT_AS, &limit);
+        limit.rlim_cur = 1ull << 30;  // 1 GiB: far fewer than 2048 thread stacks of 8 MiB
+        setrlimit(RLIMIT_AS, &limit);
+        std::unique_ptr<Chip> chip;
+        Status s = Chip::create({.num_cube = 1024, .num_vector = 1024}, &chip);
+        fprintf(stderr, "%s\n", s.to_string().c_str());
+        _exit(s.code() == ErrorCode::kSystemError && chip == nullptr ? 3 : 4);
+      },
+      ::testing::ExitedWithCode(3), "cannot start chip core");
 }
 
 // A bad HP_* value makes Chip::create fail with INVALID_SETTING (in a fresh process, since

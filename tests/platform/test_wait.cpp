@@ -96,6 +96,19 @@ TEST(Wait, WakesAWaiterInAnotherProcess) {
   munmap(mem, sizeof(WaitWord));
 }
 
+// A long spin phase still honours the deadline and cancellation.
+TEST(Wait, LongSpinsHonourDeadlineAndCancellation) {
+  WaitWord w;
+  std::uint32_t last = 0;
+  const WaitPolicy spin_long{.spin = 2'000'000'000, .yields = 0};
+  EXPECT_EQ(wait_word(w, [](std::uint32_t v) { return v != 0; }, deadline_after(0.05), spin_long,
+                      nullptr, &last),
+            WaitResult::kTimedOut);
+  EXPECT_EQ(wait_word(w, [](std::uint32_t v) { return v != 0; }, deadline_after(60), spin_long,
+                      [] { return true; }, &last),
+            WaitResult::kCancelled);
+}
+
 TEST(Wait, HugeDeadlinesDoNotOverflow) {
   const auto d = deadline_after(1e30);
   EXPECT_GT(d, Clock::now() + std::chrono::hours(24 * 300));

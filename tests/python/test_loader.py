@@ -333,3 +333,51 @@ def test_setting_specs_are_well_formed(core):
         assert s["description"].strip(), s
         if s["type"] == "enum":
             assert s["default"] in s["choices"].split("|"), s
+
+
+# --- regressions -----------------------------------------------------------------------------
+
+def test_a_payload_missing_a_native_library_is_adapter_load_failed(tmp_path, main_payload):
+    """dlopen fails inside module_from_spec: still a NativeLoadError, never a bare ImportError."""
+    payload = tmp_path / "payload" / "hyper_parallel"
+    payload.mkdir(parents=True)
+    (payload / "manifest.json").write_text((main_payload / "manifest.json").read_text())
+    (payload / "core" / "python").mkdir(parents=True)
+    (payload / "core" / "lib").mkdir()
+    for ext in (main_payload / "core" / "python").iterdir():
+        (payload / "core" / "python" / ext.name).symlink_to(ext)
+    (payload / "core" / "lib" / "libhyper_parallel_common.so").symlink_to(
+        main_payload / "core" / "lib" / "libhyper_parallel_common.so")  # platform is missing
+    out = scenario("n.core()", HP_PAYLOAD_DIR=str(payload))
+    assert out["ok"] is False, out
+    assert out["reason"] == "HP-NATIVE-ADAPTER-LOAD-FAILED", out
+    assert "libhyper_parallel_platform.so" in out["detail"], out
+
+
+def test_errors_survive_pickling():
+    import pickle
+    from hyper_parallel import HpError, NativeLoadError
+    e = pickle.loads(pickle.dumps(HpError(6, "TIMEOUT", "waited too long")))
+    assert (e.code, e.name, e.message) == (6, "TIMEOUT", "waited too long")
+    n = pickle.loads(pickle.dumps(NativeLoadError("HP-NATIVE-PAYLOAD-MISSING", "gone", "./build.sh")))
+    assert (n.reason, n.detail, n.recovery) == ("HP-NATIVE-PAYLOAD-MISSING", "gone", "./build.sh")
+
+
+def test_a_failing_selftest_launch_raises_instead_of_crashing():
+    """With a 1 us deadline the self-test's waits time out: the error is raised with the GIL
+    held (raising without it crashed the interpreter)."""
+    code = """
+import hyper_parallel.native as n
+from hyper_parallel import HpError
+raised = 0
+for _ in range(40):  # 24 cores on this host's CPUs: some waits outlast 1 us
+    try:
+        n.core().platform_selftest(8, 16)
+    except HpError as e:
+        assert e.name in ("TIMEOUT", "ABORTED"), e
+        raised += 1
+print("raised", raised)
+"""
+    result = python_code(code, env_overrides={"HP_WAIT_TIMEOUT_S": "1e-6"})
+    assert result.returncode == 0, describe(result)
+    assert "raised" in result.stdout and "raised 0" not in result.stdout, result.stdout
