@@ -37,6 +37,8 @@ class BuildPyWithPayload(build_py):
         if (PAYLOAD / "manifest.json").is_file():
             print(f"packaging the native payload {PAYLOAD}")
             for entry in PAYLOAD.iterdir():
+                if entry.name.startswith("."):
+                    continue  # a temporary of an interrupted refresh, never part of a payload
                 dest = target / entry.name
                 if entry.is_dir():
                     shutil.copytree(entry, dest, dirs_exist_ok=True)

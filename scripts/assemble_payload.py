@@ -34,18 +34,21 @@ COMPONENT_ORDER = ["core", "symmetric_memory", "multicore", "custom_ops"]
 
 
 def read_status(files: list[str]) -> list[dict]:
+    """Every part of every status file. A component whose file is missing, or has no line for
+    the component itself (its script died early), is a failed part HP-BUILD-NO-STATUS."""
     parts = []
     for f in files:
         path = Path(f)
-        if not path.is_file():
-            component = path.parent.name
-            parts.append(dict(part=component, status="failed", reason="HP-BUILD-NO-STATUS",
-                              log="-", message=f"{component} recorded no status ({path} missing)",
-                              recovery=f"scripts/build_{component}.sh"))
-            continue
-        for line in path.read_text().splitlines():
-            if line.strip():
-                parts.append(dict(zip(FIELDS, line.split("\t"))))
+        component = path.parent.name
+        lines = path.read_text().splitlines() if path.is_file() else []
+        own = [dict(zip(FIELDS, line.split("\t"))) for line in lines if line.strip()]
+        if not any(p["part"] == component for p in own):
+            own.insert(0, dict(part=component, status="failed", reason="HP-BUILD-NO-STATUS",
+                               log=str(path.parent / "log" / "build.log"),
+                               message=f"scripts/build_{component}.sh stopped before it recorded "
+                                       f"a status in {path} (see the lines above and its log)",
+                               recovery=f"scripts/build_{component}.sh"))
+        parts.extend(own)
     return parts
 
 
@@ -85,7 +88,9 @@ def write_manifest(payload: Path, parts: list[dict], python: str, soc_list: str,
                               if p["status"] == "ok" and (payload / component_of(p["part"])).is_dir()}),
         "parts": parts,
     }
-    (payload / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp = payload / ".manifest.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp.replace(payload / "manifest.json")  # readers see the old or the new manifest, whole
 
 
 def swap_in(staged: Path, final: Path) -> None:
@@ -172,8 +177,9 @@ def update_manifest(args: argparse.Namespace) -> int:
     parts = [p for p in old.get("parts", []) if component_of(p["part"]) not in components] + fresh
     parts.sort(key=lambda p: COMPONENT_ORDER.index(component_of(p["part"]))
                if component_of(p["part"]) in COMPONENT_ORDER else len(COMPONENT_ORDER))
-    write_manifest(payload, parts, args.python, ",".join(old.get("soc_list", [])) or args.soc_list,
-                   old.get("selection", "component scripts"))
+    # Only a component with kernels passes --soc-list; the others keep the payload's list.
+    soc_list = args.soc_list or ",".join(old.get("soc_list", []))
+    write_manifest(payload, parts, args.python, soc_list, old.get("selection", "component scripts"))
     tests = native / "tests"
     if tests.is_dir():
         write_ctest_root(tests)

@@ -19,5 +19,9 @@ HP_PAYLOAD_DIR="$HP_BUILD_PAYLOAD" "$HP_PYTHON" setup.py \
     bdist_wheel --bdist-dir "$work/bdist" --dist-dir "$dist" >"$log" 2>&1 ||
     hp_die 1 HP-BUILD-WHEEL-FAILED "setup.py bdist_wheel failed (log: $log)"
 wheel="$(ls "$dist"/hyper_parallel-*.whl)"
-hp_info "payload: $HP_BUILD_PAYLOAD"
+if [[ -f "$HP_BUILD_PAYLOAD/manifest.json" ]]; then
+    hp_info "payload: $HP_BUILD_PAYLOAD"
+else
+    hp_warn "no payload at $HP_BUILD_PAYLOAD: the wheel is core-only (Python alone); run ./build.sh"
+fi
 hp_info "wheel: $wheel"

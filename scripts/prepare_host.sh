@@ -34,7 +34,7 @@ done <"$lock"
 
 # Prints "<installed version>" or nothing when the package is not installed.
 installed_version() {
-    dpkg-query -W -f='${db:Status-Abbrev}|${Version}' "$1" 2>/dev/null |
+    { dpkg-query -W -f='${db:Status-Abbrev}|${Version}' "$1" 2>/dev/null || true; } |
         awk -F'|' '$1 ~ /^ii/ {print $2}'
 }
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "common/cpu_features.h"
 #include "common/settings.h"
@@ -66,7 +67,7 @@ py::dict cpu_features() {
 // Creates a chip and runs one mix launch in which every cube block hands a value to its
 // vector blocks through a flag, then all blocks meet at sync_all. Proves the platform works
 // on this host and reports where the cores ran.
-py::dict platform_selftest(int num_cube, int num_vector) {
+py::dict platform_selftest(int num_cube, int num_vector, std::optional<int> groups) {
   hp::platform::ChipConfig config{.num_cube = num_cube, .num_vector = num_vector};
   std::unique_ptr<hp::platform::Chip> chip;
   check(hp::platform::Chip::create(config, &chip));
@@ -79,7 +80,7 @@ py::dict platform_selftest(int num_cube, int num_vector) {
     // No Python API (raising included) while the GIL is released: check() comes after.
     py::gil_scoped_release release;
     launched = chip->launch(
-        {.mode = hp::platform::LaunchMode::kMix, .block_dim = num_cube},
+        {.mode = hp::platform::LaunchMode::kMix, .block_dim = groups.value_or(num_cube)},
         [&](hp::platform::BlockContext& ctx) -> hp::Status {
           if (ctx.core_type() == hp::platform::CoreType::kCube) {
             handed[ctx.block_idx()] = 1000 + ctx.block_idx();
@@ -128,5 +129,6 @@ PYBIND11_MODULE(_hp_core, m) {
   });
   m.def("cpu_features", &cpu_features);
   m.def("platform_selftest", &platform_selftest, py::arg("num_cube") = 1,
-        py::arg("num_vector") = 2);
+        py::arg("num_vector") = 2, py::arg("groups") = py::none(),
+        "one mix launch of `groups` (default num_cube) groups on a fresh chip");
 }

@@ -2,6 +2,8 @@
 # Sets HP_REPO_ROOT, HP_BUILD_DIR (HP_BUILD_DIR overrides <repo>/build), HP_NATIVE_DIR,
 # HP_CACHE_DIR and HP_BUILD_PAYLOAD (this build dir's payload), and the message helpers.
 
+# A failing command inside $(...) fails the assignment (and, under errexit, the script).
+shopt -s inherit_errexit
 HP_REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 HP_BUILD_DIR="${HP_BUILD_DIR:-$HP_REPO_ROOT/build}"
 mkdir -p "$HP_BUILD_DIR"
@@ -28,3 +30,11 @@ hp_die() {
 hp_is_root() { [[ "$(id -u)" == 0 ]]; }
 
 hp_nproc() { nproc 2>/dev/null || echo 1; }
+
+# hp_one_of <word> <allowed...>: exact membership.
+hp_one_of() {
+    local word="$1" w
+    shift
+    for w in "$@"; do [[ "$w" == "$word" ]] && return 0; done
+    return 1
+}

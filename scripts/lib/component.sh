@@ -10,6 +10,7 @@
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$HP_REPO_ROOT/scripts/lib/python.sh"
+source "$HP_REPO_ROOT/scripts/lib/cache.sh"
 
 HP_ALL_FRAMEWORKS=(torch mindspore)
 HP_ALL_SOCS=(x86_64_v3 x86_64_v4 x86_64_amx sm_90)
@@ -51,11 +52,11 @@ hp_component_parse_args() {
     done
     local f
     for f in "${HP_FRAMEWORKS[@]}"; do
-        [[ " ${HP_ALL_FRAMEWORKS[*]} " == *" $f "* ]] ||
+        hp_one_of "$f" "${HP_ALL_FRAMEWORKS[@]}" ||
             hp_die 2 HP-BUILD-USAGE "--frameworks: '$f' is not one of: ${HP_ALL_FRAMEWORKS[*]} (or none)"
     done
     for f in "${HP_SOCS[@]}"; do
-        [[ " ${HP_ALL_SOCS[*]} " == *" $f "* ]] ||
+        hp_one_of "$f" "${HP_ALL_SOCS[@]}" ||
             hp_die 2 HP-BUILD-USAGE "--soc-list: '$f' is not one of: ${HP_ALL_SOCS[*]}"
     done
 }
@@ -75,7 +76,9 @@ hp_component_begin() {
     mkdir -p "$HP_WORK_DIR" "$HP_LOG_DIR"
     : >"$HP_STATUS_FILE"
     : >"$HP_LOG"
-    hp_select_python >>"$HP_LOG" 2>&1
+    hp_select_python  # dies visibly (the empty status then reads as HP-BUILD-NO-STATUS)
+    HP_CXX="$(command -v "${CXX:-g++}")" ||
+        hp_die 1 HP-BUILD-NO-COMPILER "no C++ compiler '${CXX:-g++}' on PATH" "apt-get install -y build-essential"
 }
 
 # hp_status <part> <ok|failed|skipped> <reason|-> <message> [recovery]
@@ -126,53 +129,46 @@ hp_framework_adapters() {
     done
 }
 
-# The identity of a build: a SHA-256 over the listed source paths (file names and contents),
-# the compiler, the CMake arguments and the Python interpreter.
-hp_build_key() {
-    local -a paths=("$@")
-    {
-        (cd "$HP_REPO_ROOT" && find "${paths[@]}" -type f ! -name '*.pyc' -print0 | sort -z |
-            xargs -0 sha256sum)
-        g++ --version | head -n1
-        cmake --version | head -n1
-        printf '%s\n' "${HP_CMAKE_ARGS[@]}"
-        "$HP_PYTHON" -c 'import sys, sysconfig; print(sys.version, sysconfig.get_config_var("SOABI"))'
-    } | sha256sum | cut -c1-32
-}
-
 # hp_cmake_build_cached <key> : configure/build/install $HP_COMPONENT, or restore it from the
-# cache when an install with the same key exists. Output goes to the log. A component script
-# may define hp_check_install, run on a fresh install before it is cached.
+# cache (scripts/lib/cache.sh) when a verified install with the same key exists. Output goes to
+# the log. A component script may define hp_check_install, run on a fresh install before it is
+# cached. Returns non-zero on any failure (every step checks its own status: callers run this
+# under `||`, where errexit is off).
 hp_cmake_build_cached() {
-    local key="$1" cache="$HP_CACHE_DIR/$HP_COMPONENT/$1"
-    if [[ -f "$cache/.complete" ]]; then
-        echo "cache hit: $cache" >>"$HP_LOG"
-        rm -rf "$HP_INSTALL_DIR"
-        cp -a "$cache/install" "$HP_INSTALL_DIR"
+    local key="$1"
+    HP_CACHE_HIT=0
+    if hp_cache_restore "$key" "$HP_INSTALL_DIR" >>"$HP_LOG" 2>&1; then
         HP_CACHE_HIT=1
         return 0
     fi
-    HP_CACHE_HIT=0
+    hp_reset_work_dir_if_toolchain_changed
     {
         echo "== configure ($(date -Is))"
         cmake -S "$HP_REPO_ROOT" -B "$HP_WORK_DIR" -G Ninja "${HP_CMAKE_ARGS[@]}" || return 10
         echo "== build"
         cmake --build "$HP_WORK_DIR" --parallel "$HP_JOBS" || return 11
         echo "== install"
-        rm -rf "$HP_INSTALL_DIR"
+        rm -rf "$HP_INSTALL_DIR" || return 12
         cmake --install "$HP_WORK_DIR" --prefix "$HP_INSTALL_DIR" || return 12
         if declare -F hp_check_install >/dev/null; then
             echo "== check the install"
             hp_check_install || return 13
         fi
+        hp_cache_store "$key" "$HP_INSTALL_DIR" || return 14
     } >>"$HP_LOG" 2>&1 || return $?
-    # Store, then prune to the newest few entries of this component.
-    local tmp="$HP_CACHE_DIR/$HP_COMPONENT/.tmp.$$"
-    rm -rf "$tmp" && mkdir -p "$tmp"
-    cp -a "$HP_INSTALL_DIR" "$tmp/install" && touch "$tmp/.complete"
-    rm -rf "$cache" && mv "$tmp" "$cache"
-    (cd "$HP_CACHE_DIR/$HP_COMPONENT" && ls -1t | tail -n +5 | xargs -r rm -rf)
-    return 0
+}
+
+# CMake keeps the compiler and flags of the first configure: a work dir configured with another
+# toolchain identity is removed before it is reused.
+hp_reset_work_dir_if_toolchain_changed() {
+    local stamp="$HP_WORK_DIR/.hp-toolchain" id
+    id="$(hp_toolchain_identity | sha256sum)"
+    if [[ -f "$stamp" && "$(cat "$stamp")" != "$id" ]]; then
+        echo "toolchain changed: removing $HP_WORK_DIR" >>"$HP_LOG"
+        rm -rf "$HP_WORK_DIR"
+    fi
+    mkdir -p "$HP_WORK_DIR"
+    printf '%s' "$id" >"$stamp"
 }
 
 # The standard CMake arguments for this component (components with kernels add
@@ -184,6 +180,7 @@ hp_default_cmake_args() {
         -DHP_PYTHON="$HP_PYTHON"
         -DHP_SANITIZE="${HP_SANITIZE:-}"
         -DHP_WERROR="$([[ "${HP_WERROR:-0}" =~ ^(1|on|ON|true|yes)$ ]] && echo ON || echo OFF)"
+        -DCMAKE_CXX_COMPILER="$HP_CXX"
     )
 }
 
@@ -191,17 +188,19 @@ hp_default_cmake_args() {
 # only this slice) and records its status in the payload manifest.
 hp_refresh_payload_slice() {
     local slice="$HP_INSTALL_DIR/hyper_parallel/$HP_COMPONENT"
+    local staged="$HP_NATIVE_DIR/.slice.$HP_COMPONENT.new" old="$HP_NATIVE_DIR/.slice.$HP_COMPONENT.old"
     [[ -d "$slice" ]] || return 0
     mkdir -p "$HP_BUILD_PAYLOAD" "$HP_TESTS_DIR"
-    rm -rf "$HP_BUILD_PAYLOAD/.$HP_COMPONENT.new" "$HP_BUILD_PAYLOAD/.$HP_COMPONENT.old"
-    cp -a "$slice" "$HP_BUILD_PAYLOAD/.$HP_COMPONENT.new"
-    [[ -e "$HP_BUILD_PAYLOAD/$HP_COMPONENT" ]] && mv "$HP_BUILD_PAYLOAD/$HP_COMPONENT" "$HP_BUILD_PAYLOAD/.$HP_COMPONENT.old"
-    mv "$HP_BUILD_PAYLOAD/.$HP_COMPONENT.new" "$HP_BUILD_PAYLOAD/$HP_COMPONENT"
-    rm -rf "$HP_BUILD_PAYLOAD/.$HP_COMPONENT.old" "$HP_TESTS_DIR/$HP_COMPONENT"
+    rm -rf "$staged" "$old"
+    cp -a "$slice" "$staged"
+    [[ -e "$HP_BUILD_PAYLOAD/$HP_COMPONENT" ]] && mv "$HP_BUILD_PAYLOAD/$HP_COMPONENT" "$old"
+    mv "$staged" "$HP_BUILD_PAYLOAD/$HP_COMPONENT"
+    rm -rf "$old" "$HP_TESTS_DIR/$HP_COMPONENT"
     [[ -d "$HP_INSTALL_DIR/tests/$HP_COMPONENT" ]] && cp -a "$HP_INSTALL_DIR/tests/$HP_COMPONENT" "$HP_TESTS_DIR/"
+    local socs=()  # only a component with kernels changes the payload's SoC list
+    [[ "$HP_COMPONENT" == multicore ]] && socs=(--soc-list "$(IFS=,; echo "${HP_SOCS[*]}")")
     "$HP_PYTHON" "$HP_REPO_ROOT/scripts/assemble_payload.py" update-manifest \
-        --native-dir "$HP_NATIVE_DIR" --python "$HP_PYTHON" \
-        --soc-list "$(IFS=,; echo "${HP_SOCS[*]}")" "$HP_STATUS_FILE"
+        --native-dir "$HP_NATIVE_DIR" --python "$HP_PYTHON" "${socs[@]}" "$HP_STATUS_FILE"
     hp_info "$HP_COMPONENT: payload slice refreshed: $HP_BUILD_PAYLOAD/$HP_COMPONENT"
 }
 

@@ -38,12 +38,13 @@ hp_select_python() {
                 hp_die 5 HP-PREPARE-PYTHON-MODULES "$candidate lacks modules: $missing" \
                     "apt-get install -y ${pkgs[*]}"
             fi
-            local pip_cmd="$candidate -m pip install --require-hashes --only-binary=:all: -r $HP_REPO_ROOT/deps/python-packages.lock"
+            local pip=("$candidate" -m pip install --require-hashes --only-binary=:all:
+                       -r "$HP_REPO_ROOT/deps/python-packages.lock")
             if [[ "$missing" == *venv* || "${hp_prepare_check_only:-0}" == 1 ]] || ! hp_is_root; then
-                hp_die 5 HP-PREPARE-PYTHON-MODULES "$candidate lacks modules: $missing" "$pip_cmd"
+                hp_die 5 HP-PREPARE-PYTHON-MODULES "$candidate lacks modules: $missing" "${pip[*]}"
             fi
             hp_info "installing locked PyPI tooling into $candidate (missing: $missing)"
-            $pip_cmd -q || hp_die 5 HP-PREPARE-PYTHON-MODULES "pip install from the lock failed" "$pip_cmd"
+            "${pip[@]}" -q || hp_die 5 HP-PREPARE-PYTHON-MODULES "pip install from the lock failed" "${pip[*]}"
         fi
     else
         for c in /usr/bin/python3 "$(command -v python3 || true)"; do
