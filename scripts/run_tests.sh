@@ -20,6 +20,11 @@ tsan_dir="$HP_BUILD_DIR/sanitize-thread"
 HP_SANITIZE=thread HP_BUILD_DIR="$tsan_dir" HP_CACHE_DIR="$tsan_dir/native/cache" \
     "$HP_REPO_ROOT/scripts/build_core.sh" --jobs "$(hp_nproc)"
 
+# The sanitizer run proves nothing unless the payload it tests is instrumented.
+tsan_lib="$tsan_dir/native/payload/hyper_parallel/core/lib/libhyper_parallel_platform.so"
+[[ "$(nm -D "$tsan_lib" | grep -c __tsan_)" -gt 0 ]] ||
+    hp_die 1 HP-TESTS-NOT-SANITIZED "$tsan_lib is not built with ThreadSanitizer" "rm -rf $tsan_dir"
+
 hp_info "ctest: $HP_TESTS_DIR"
 ctest --test-dir "$HP_TESTS_DIR" --output-on-failure --no-tests=error || failed+=(ctest)
 
