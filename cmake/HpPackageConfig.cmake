@@ -1,10 +1,13 @@
-# The exported CMake package of the core slice: a C++ user points CMAKE_PREFIX_PATH at
-# <payload>/hyper_parallel/core and calls find_package(HyperParallel), getting
-# HyperParallel::common and HyperParallel::platform.
+# The exported CMake package: a C++ user points CMAKE_PREFIX_PATH at
+# <payload>/hyper_parallel/core and calls find_package(HyperParallel [COMPONENTS shmem]),
+# getting HyperParallel::common and ::platform, and ::shmem from the symmetric_memory slice.
 include(CMakePackageConfigHelpers)
 set(HP_CMAKE_DIR "${HP_LIB_DIR}/cmake/HyperParallel")
-install(EXPORT HyperParallelTargets NAMESPACE HyperParallel::
+install(EXPORT ${HP_EXPORT_SET} NAMESPACE HyperParallel::
   DESTINATION ${HP_CMAKE_DIR} COMPONENT ${HP_COMPONENT})
+if(NOT HP_COMPONENT STREQUAL "core")
+  return()  # the core's HyperParallelConfig.cmake finds the other slices' targets
+endif()
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/HyperParallelConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/HyperParallelConfig.cmake"
   INSTALL_DESTINATION ${HP_CMAKE_DIR})

@@ -39,5 +39,30 @@ set(HP_LIB_DIR "${HP_SLICE_DIR}/lib")
 set(HP_INCLUDE_DIR "${HP_SLICE_DIR}/include")
 set(HP_PYTHON_DIR "${HP_SLICE_DIR}/python")
 set(HP_TEST_DIR "tests/${HP_COMPONENT}")
-# From a test executable in build/native/tests/<c>/bin to the merged payload's core libs.
-set(HP_TEST_RUNPATH "$ORIGIN/../../../payload/hyper_parallel/core/lib")
+# RUNPATHs, all relative: a library finds its own slice's libraries and the core's; an
+# executable in <slice>/bin finds both; a test executable in build/native/tests/<c>/bin finds
+# them in the merged payload (tested == shipped).
+if(HP_COMPONENT STREQUAL "core")
+  set(HP_LIB_RUNPATH "$ORIGIN")
+  set(HP_TEST_RUNPATH "$ORIGIN/../../../payload/hyper_parallel/core/lib")
+else()
+  set(HP_LIB_RUNPATH "$ORIGIN:$ORIGIN/../../core/lib")
+  set(HP_TEST_RUNPATH
+    "$ORIGIN/../../../payload/hyper_parallel/core/lib:$ORIGIN/../../../payload/hyper_parallel/${HP_COMPONENT}/lib")
+endif()
+set(HP_BIN_RUNPATH "$ORIGIN/../lib:$ORIGIN/../../core/lib")
+set(HP_BIN_DIR "${HP_SLICE_DIR}/bin")
+# The exported CMake targets of this component (HyperParallel::<name>).
+if(HP_COMPONENT STREQUAL "core")
+  set(HP_EXPORT_SET HyperParallelTargets)
+else()
+  string(REPLACE "_" ";" words "${HP_COMPONENT}")
+  set(HP_EXPORT_SET HyperParallel)
+  foreach(w IN LISTS words)
+    string(SUBSTRING "${w}" 0 1 first)
+    string(TOUPPER "${first}" first)
+    string(SUBSTRING "${w}" 1 -1 rest)
+    string(APPEND HP_EXPORT_SET "${first}${rest}")
+  endforeach()
+  string(APPEND HP_EXPORT_SET "Targets")
+endif()

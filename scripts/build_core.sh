@@ -21,15 +21,5 @@ hp_check_install() {
         cmake --build "$consumer" && "$consumer/hp_consumer"
 }
 
-rc=0
-hp_cmake_build_cached "$key" || rc=$?
-if ((rc == 0)); then
-    how="built"; ((HP_CACHE_HIT)) && how="restored from cache $HP_CACHE_DIR/core/$key"
-    hp_status core ok - "$how"
-    hp_info "core: $how"
-else
-    hp_status core failed HP-BUILD-COMPILE-FAILED "configure/build/install step failed (rc $rc)" \
-        "scripts/build_core.sh --jobs $HP_JOBS"
-    tail -n 30 "$HP_LOG" >&2
-fi
+hp_native_build "$key"
 hp_component_end

@@ -7,9 +7,29 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/component.sh"
 hp_component_parse_args "$@"
 hp_component_begin
 
+core_config="$HP_NATIVE_DIR/core/install/hyper_parallel/core/lib/cmake/HyperParallel"
 if [[ ! -f "$HP_REPO_ROOT/native/shmem/CMakeLists.txt" ]]; then
     hp_sources_missing native/shmem "--shmem off --multicore off"
+elif [[ ! -f "$core_config/HyperParallelConfig.cmake" ]]; then
+    hp_status "$HP_COMPONENT" failed HP-BUILD-DEPENDENCY-MISSING \
+        "the core install it links ($core_config) does not exist" "scripts/build_core.sh && $0"
+else
+    hp_default_cmake_args
+    # The key covers the core's sources instead of its install path, which differs per build dir.
+    key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform native/shmem \
+        python/bindings tests/shmem bench/CMakeLists.txt bench/shmem)"
+    HP_CMAKE_ARGS+=(-DHyperParallel_DIR="$core_config")
+    hp_native_build "$key"
 fi
 
 buildable_adapters=($(hp_framework_adapters native/shmem/adapters "./build.sh --shmem off --multicore off"))
+native_state="$(awk -F'\t' -v p="$HP_COMPONENT" '$1 == p {print $2}' "$HP_STATUS_FILE")"
+for fw in "${buildable_adapters[@]}"; do
+    if [[ "$native_state" == ok ]]; then
+        hp_build_adapter "$fw" native/shmem/adapters
+    else
+        hp_status "$HP_COMPONENT.$fw" failed HP-BUILD-DEPENDENCY-MISSING \
+            "the $fw adapter needs the $HP_COMPONENT library, which did not build" "$0"
+    fi
+done
 hp_component_end

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # All of HyperParallel's tests, against what ./build.sh produced (tests never compile):
 #   1. ./build.sh (default selection; incremental) with warnings as errors
-#   2. the core again with ThreadSanitizer (scripts/build_core.sh, its own build dir)
+#   2. core and symmetric_memory again with ThreadSanitizer (their own build dir)
 #   3. ctest over build/native/tests (labels unit, multirank, slow), then the TSan payload's
 #      unit tests
 #   4. pytest: tests/python and tests/build
@@ -15,10 +15,12 @@ failed=()
 source "$HP_REPO_ROOT/scripts/lib/python.sh"
 hp_select_python
 
-hp_info "building the core with ThreadSanitizer"
+hp_info "building core and symmetric_memory with ThreadSanitizer"
 tsan_dir="$HP_BUILD_DIR/sanitize-thread"
-HP_SANITIZE=thread HP_BUILD_DIR="$tsan_dir" HP_CACHE_DIR="$tsan_dir/native/cache" \
-    "$HP_REPO_ROOT/scripts/build_core.sh" --jobs "$(hp_nproc)"
+for component in core symmetric_memory; do
+    HP_SANITIZE=thread HP_BUILD_DIR="$tsan_dir" HP_CACHE_DIR="$tsan_dir/native/cache" \
+        "$HP_REPO_ROOT/scripts/build_$component.sh" --jobs "$(hp_nproc)"
+done
 
 # The sanitizer run proves nothing unless the payload it tests is instrumented.
 tsan_lib="$tsan_dir/native/payload/hyper_parallel/core/lib/libhyper_parallel_platform.so"

@@ -23,12 +23,34 @@ constexpr std::array kSpecs = {
     SettingSpec{"HP_SPIN_BEFORE_BLOCK", T::kInt, S::kRuntime, "2000", "",
                 "pause-loop iterations a waiting core spins before it yields and sleeps on a "
                 "futex (0 when the chip's cores and the launching thread outnumber its CPUs)"},
+    SettingSpec{"HP_YIELD_BEFORE_SLEEP_US", T::kInt, S::kRuntime, "200", "",
+                "microseconds a waiter keeps yielding its CPU (sched_yield) after spinning and "
+                "before it sleeps on a futex; a sleeping waiter costs whoever wakes it a system "
+                "call"},
     SettingSpec{"HP_CHIP_CPUS", T::kCpuList, S::kRuntime, "", "",
                 "CPUs this rank's chip may use, as a cpulist (\"0-3,8\"); set per rank by "
                 "`hprun --bind`; empty: the process's affinity mask"},
     SettingSpec{"HP_PIN_THREADS", T::kEnum, S::kRuntime, "auto", "auto|on|off",
                 "pin each chip core to one CPU of HP_CHIP_CPUS; auto: only when every core "
                 "gets a CPU of its own"},
+    SettingSpec{"HP_SHMEM_TIMEOUT_S", T::kDouble, S::kRuntime, "120", "",
+                "deadline in seconds of every symmetric-memory wait (wait_until, barriers, "
+                "collectives); past it the call fails with TIMEOUT naming the PE and address"},
+    SettingSpec{"HP_SHMEM_HEAP_SIZE", T::kSize, S::kRuntime, "256M", "",
+                "bytes of each PE's symmetric heap (K, M, G suffixes); every PE of a job must "
+                "use the same size (hprun --heap-size sets it for all)"},
+    SettingSpec{"HP_SHMEM_TRANSPORT", T::kEnum, S::kRuntime, "auto", "auto|threads|shm|mpi",
+                "how PEs reach each other; auto: shm under hprun, one PE alone otherwise"},
+    SettingSpec{"HP_RANK", T::kInt, S::kRuntime, "", "",
+                "this process's PE number in its job (set by hprun)"},
+    SettingSpec{"HP_WORLD_SIZE", T::kInt, S::kRuntime, "", "",
+                "the number of PEs of the job (set by hprun)"},
+    SettingSpec{"HP_JOB_ID", T::kString, S::kRuntime, "", "",
+                "the job whose control segment /dev/shm/hp.<id>.ctl this PE joins (set by hprun)"},
+    SettingSpec{"HP_LOCAL_RANK", T::kInt, S::kRuntime, "", "",
+                "this process's index among the job's PEs on this host (set by hprun)"},
+    SettingSpec{"HP_LOCAL_SIZE", T::kInt, S::kRuntime, "", "",
+                "the number of the job's PEs on this host (set by hprun)"},
     SettingSpec{"HP_PAYLOAD_DIR", T::kPath, S::kPython, "", "",
                 "load native components from this payload (a build/native/payload/hyper_parallel "
                 "directory) instead of the installed or development one"},
@@ -38,6 +60,8 @@ constexpr std::array kSpecs = {
                 "heavy component caches, keyed by sources, compiler, flags and targets"},
     SettingSpec{"HP_SANITIZE", T::kEnum, S::kBuild, "", "|address|undefined|thread",
                 "build the native components with this sanitizer"},
+    SettingSpec{"HP_CC", T::kPath, S::kBuild, "cc", "",
+                "the C compiler hpcc runs to build OpenSHMEM programs against the payload"},
     SettingSpec{"HP_WERROR", T::kBool, S::kBuild, "0", "",
                 "build with -Werror (CI sets it)"},
 };
@@ -112,6 +136,7 @@ std::string_view to_string(SettingType type) noexcept {
     case T::kEnum: return "enum";
     case T::kCpuList: return "cpulist";
     case T::kPath: return "path";
+    case T::kSize: return "size";
   }
   return "unknown";
 }
@@ -158,42 +183,79 @@ Status parse_cpu_list(std::string_view text, std::vector<int>* cpus) {
   return Status::ok();
 }
 
+// "256M", "1G", "65536", "64K" (binary multiples) -> bytes, at least 1.
+Status parse_size(const SettingSpec& spec, std::string_view text, std::size_t* out) {
+  std::string_view digits = text;
+  std::uint64_t scale = 1;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+      case 'K': case 'k': scale = 1ull << 10; break;
+      case 'M': case 'm': scale = 1ull << 20; break;
+      case 'G': case 'g': scale = 1ull << 30; break;
+      default: break;
+    }
+    if (scale != 1) digits.remove_suffix(1);
+  }
+  std::uint64_t v = 0, bytes = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || v == 0 ||
+      __builtin_mul_overflow(v, scale, &bytes)) {
+    return bad(spec, text, "a size in bytes, optionally with K, M or G (\"256M\")");
+  }
+  *out = std::size_t(bytes);
+  return Status::ok();
+}
+
 Status Settings::parse(const Lookup& lookup, Settings* out) {
   *out = Settings();
   Status first;
-  auto value_of = [&](std::string_view name) -> std::string {
-    const SettingSpec* spec = find_setting(name);
-    auto v = lookup(name);
-    return std::string(v ? trim(*v) : spec->default_value);
+  // Each reader parses one variable (its default when unset) and keeps the first error; a bad
+  // value leaves the field at its default.
+  auto text_of = [&](const SettingSpec& spec) {
+    auto v = lookup(spec.name);
+    return std::string(v ? trim(*v) : spec.default_value);
   };
   auto note = [&](Status s) {
     if (first.is_ok() && !s.is_ok()) first = std::move(s);
   };
-
-  int index = 0;
-  {
-    const auto& spec = *find_setting("HP_LOG_LEVEL");
-    Status s = parse_choice(spec, value_of(spec.name), &index);
-    if (s.is_ok()) out->log_level = static_cast<LogLevel>(index);
+  auto read_choice = [&](std::string_view name, auto* field) {
+    const SettingSpec& spec = *find_setting(name);
+    int index = 0;
+    Status s = parse_choice(spec, text_of(spec), &index);
+    if (s.is_ok()) *field = static_cast<std::remove_pointer_t<decltype(field)>>(index);
     note(std::move(s));
-  }
-  {
-    const auto& spec = *find_setting("HP_WAIT_TIMEOUT_S");
+  };
+  auto read_seconds = [&](std::string_view name, double* field) {
+    const SettingSpec& spec = *find_setting(name);
     double v = 0;
-    Status s = parse_seconds(spec, value_of(spec.name), &v);
-    if (s.is_ok()) out->wait_timeout_s = v;
+    Status s = parse_seconds(spec, text_of(spec), &v);
+    if (s.is_ok()) *field = v;
     note(std::move(s));
-  }
-  {
-    const auto& spec = *find_setting("HP_SPIN_BEFORE_BLOCK");
+  };
+  auto read_int = [&](std::string_view name, std::int64_t min, std::int64_t max, auto* field) {
+    const SettingSpec& spec = *find_setting(name);
+    const std::string text = text_of(spec);
+    if (text.empty()) return;  // unset and no default: the field keeps its "absent" value
     std::int64_t v = 0;
-    Status s = parse_int(spec, value_of(spec.name), 0, 1'000'000, &v);
-    if (s.is_ok()) out->spin_before_block = v;
+    Status s = parse_int(spec, text, min, max, &v);
+    if (s.is_ok()) *field = static_cast<std::remove_pointer_t<decltype(field)>>(v);
     note(std::move(s));
-  }
+  };
+  auto read_size = [&](std::string_view name, std::size_t* field) {
+    const SettingSpec& spec = *find_setting(name);
+    std::size_t v = 0;
+    Status s = parse_size(spec, text_of(spec), &v);
+    if (s.is_ok()) *field = v;
+    note(std::move(s));
+  };
+
+  read_choice("HP_LOG_LEVEL", &out->log_level);
+  read_seconds("HP_WAIT_TIMEOUT_S", &out->wait_timeout_s);
+  read_int("HP_SPIN_BEFORE_BLOCK", 0, 1'000'000, &out->spin_before_block);
+  read_int("HP_YIELD_BEFORE_SLEEP_US", 0, 10'000'000, &out->yield_before_sleep_us);
   {
-    const auto& spec = *find_setting("HP_CHIP_CPUS");
-    std::string text = value_of(spec.name);
+    const SettingSpec& spec = *find_setting("HP_CHIP_CPUS");
+    const std::string text = text_of(spec);
     Status s = parse_cpu_list(text, &out->chip_cpus);
     if (!s.is_ok()) {
       out->chip_cpus.clear();
@@ -201,12 +263,15 @@ Status Settings::parse(const Lookup& lookup, Settings* out) {
     }
     note(std::move(s));
   }
-  {
-    const auto& spec = *find_setting("HP_PIN_THREADS");
-    Status s = parse_choice(spec, value_of(spec.name), &index);
-    if (s.is_ok()) out->pin_threads = static_cast<PinMode>(index);
-    note(std::move(s));
-  }
+  read_choice("HP_PIN_THREADS", &out->pin_threads);
+  read_seconds("HP_SHMEM_TIMEOUT_S", &out->shmem_timeout_s);
+  read_size("HP_SHMEM_HEAP_SIZE", &out->shmem_heap_bytes);
+  read_choice("HP_SHMEM_TRANSPORT", &out->shmem_transport);
+  read_int("HP_RANK", 0, 4095, &out->rank);
+  read_int("HP_WORLD_SIZE", 1, 4096, &out->world_size);
+  out->job_id = text_of(*find_setting("HP_JOB_ID"));
+  read_int("HP_LOCAL_RANK", 0, 4095, &out->local_rank);
+  read_int("HP_LOCAL_SIZE", 1, 4096, &out->local_size);
   return first;
 }
 

@@ -21,7 +21,7 @@
 
 namespace hp {
 
-enum class SettingType { kBool, kInt, kDouble, kString, kEnum, kCpuList, kPath };
+enum class SettingType { kBool, kInt, kDouble, kString, kEnum, kCpuList, kPath, kSize };
 enum class SettingScope { kRuntime, kPython, kBuild };
 
 struct SettingSpec {
@@ -40,14 +40,24 @@ HP_API std::string_view to_string(SettingScope scope) noexcept;
 
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
 enum class PinMode { kAuto, kOn, kOff };
+enum class ShmemTransport { kAuto, kThreads, kShm, kMpi };
 
 // Typed values of the runtime-scope settings.
 struct HP_API Settings {
   LogLevel log_level = LogLevel::kWarn;       // HP_LOG_LEVEL
   double wait_timeout_s = 60.0;               // HP_WAIT_TIMEOUT_S
   std::int64_t spin_before_block = 2000;      // HP_SPIN_BEFORE_BLOCK
+  std::int64_t yield_before_sleep_us = 200;   // HP_YIELD_BEFORE_SLEEP_US
   std::vector<int> chip_cpus;                 // HP_CHIP_CPUS (empty: the process's CPUs)
   PinMode pin_threads = PinMode::kAuto;       // HP_PIN_THREADS
+  double shmem_timeout_s = 120.0;             // HP_SHMEM_TIMEOUT_S
+  std::size_t shmem_heap_bytes = 256u << 20;  // HP_SHMEM_HEAP_SIZE
+  ShmemTransport shmem_transport = ShmemTransport::kAuto;  // HP_SHMEM_TRANSPORT
+  int rank = -1;                              // HP_RANK (-1: unset)
+  int world_size = -1;                        // HP_WORLD_SIZE (-1: unset)
+  std::string job_id;                         // HP_JOB_ID
+  int local_rank = -1;                        // HP_LOCAL_RANK (-1: unset)
+  int local_size = -1;                        // HP_LOCAL_SIZE (-1: unset)
 
   using Lookup = std::function<std::optional<std::string>(std::string_view name)>;
   // Parses every runtime setting through `lookup`; unset names take their defaults. On error

@@ -25,6 +25,10 @@ constexpr std::array<std::string_view, static_cast<std::size_t>(ErrorCode::kCoun
     "ALREADY_EXISTS",
     "ISA_UNSUPPORTED",
     "FAILED_PRECONDITION",
+    "PEER_DEAD",
+    "MISALIGNED",
+    "NOT_SYMMETRIC",
+    "DOUBLE_FREE",
 };
 
 const std::string& empty_message() {

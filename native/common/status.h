@@ -37,6 +37,10 @@ enum class ErrorCode : std::uint32_t {
   kAlreadyExists = 16,    // creating something that already exists
   kIsaUnsupported = 17,   // the CPU lacks an instruction set the request needs
   kFailedPrecondition = 18,  // called in the wrong state (e.g. before init)
+  kPeerDead = 19,         // a peer (PE, rank, process) died or exited early; the message names it
+  kMisaligned = 20,       // an address lacks the alignment the call requires
+  kNotSymmetric = 21,     // an address is not inside the symmetric heap (or not from its allocator)
+  kDoubleFree = 22,       // freeing symmetric memory that is already free
   kCount                  // sentinel: number of codes, never a real code
 };
 

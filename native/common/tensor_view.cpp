@@ -20,6 +20,7 @@ constexpr std::array<DTypeInfo, static_cast<std::size_t>(DType::kCount)> kDTypes
     {"bf16", 2},
     {"fp16", 2},
     {"fp32", 4},
+    {"fp64", 8},
 }};
 
 bool valid(DType dtype) { return static_cast<std::size_t>(dtype) < kDTypes.size(); }
@@ -40,7 +41,7 @@ Status parse_dtype(std::string_view name, DType* dtype) {
     }
   }
   return Status::error(ErrorCode::kInvalidArgument,
-                       "unknown dtype '{}': expected int8, uint8, int32, int64, bf16, fp16 or fp32",
+                       "unknown dtype '{}': expected int8, uint8, int32, int64, bf16, fp16, fp32 or fp64",
                        name);
 }
 

@@ -27,6 +27,7 @@ enum class DType : std::uint8_t {
   kBF16 = 4,
   kFP16 = 5,
   kFP32 = 6,
+  kFP64 = 7,
   kCount
 };
 

@@ -217,7 +217,7 @@ struct Chip::Impl {
   void core_loop(int core) {
     this_thread_core_of = this;
     std::uint32_t seen = 0;
-    const WaitPolicy idle_policy{.spin = policy.spin, .yields = policy.yields};
+    const WaitPolicy idle_policy{.spin = policy.spin, .yield_for = policy.yield_for};
     for (;;) {
       std::uint32_t generation = 0;
       wait_word(launch_generation, [seen](std::uint32_t v) { return v != seen; },
@@ -314,7 +314,7 @@ Status Chip::create(const ChipConfig& config, std::unique_ptr<Chip>* chip) {
   // 1 cube + 1 vector, spinning 2000 pauses made an empty launch 18x slower than yielding).
   const bool host_shares_cpus = impl->num_cores() + 1 > int(impl->cpus.size());
   impl->policy.spin = host_shares_cpus ? 0 : spin;
-  impl->policy.yields = 16;
+  impl->policy.yield_for = std::chrono::microseconds(env.yield_before_sleep_us);
 
   const PinMode pin = config.pin.value_or(env.pin_threads);
   impl->pinned = pin == PinMode::kOn || (pin == PinMode::kAuto && !oversubscribed);
@@ -392,7 +392,8 @@ Status Chip::launch(const LaunchConfig& config, const Kernel& kernel) {
   // No deadline here: every wait inside a block has one, so the blocks always finish. The host
   // never spins: it may share a CPU with the cores it waits for.
   wait_word(impl_->cores_done, [cores](std::uint32_t v) { return v == cores; },
-            Clock::time_point::max(), WaitPolicy{.spin = 0, .yields = 16}, nullptr, &done);
+            Clock::time_point::max(),
+            WaitPolicy{.spin = 0, .yield_for = impl_->policy.yield_for}, nullptr, &done);
   impl_->current = nullptr;
   impl_->current_config = nullptr;
   return state.result();

@@ -48,17 +48,20 @@ WaitResult wait_word(WaitWord& word, const std::function<bool(std::uint32_t)>& r
     _mm_pause();
     v = word.value.load(std::memory_order_acquire);
   }
-  for (int i = 0; i < policy.yields; ++i) {
-    if (ready(v)) return *last = v, WaitResult::kReady;
-    if (cancelled && cancelled()) return *last = v, WaitResult::kCancelled;
-    sched_yield();
-    v = word.value.load(std::memory_order_acquire);
-  }
+  // Yield for a while, then sleep; after every wake-up that did not satisfy the wait, yield
+  // again before sleeping: more changes are likely to follow, and a yielding waiter costs its
+  // wakers nothing (a sleeping one costs each of them a system call).
   for (;;) {
-    if (ready(v)) return *last = v, WaitResult::kReady;
-    if (cancelled && cancelled()) return *last = v, WaitResult::kCancelled;
+    for (const auto stop_yielding = Clock::now() + policy.yield_for;;) {
+      if (ready(v)) return *last = v, WaitResult::kReady;
+      if (cancelled && cancelled()) return *last = v, WaitResult::kCancelled;
+      const auto now = Clock::now();
+      if (now >= deadline) return *last = v, WaitResult::kTimedOut;
+      if (now >= stop_yielding) break;
+      sched_yield();
+      v = word.value.load(std::memory_order_acquire);
+    }
     const auto now = Clock::now();
-    if (now >= deadline) return *last = v, WaitResult::kTimedOut;
     // Without a cancellation to notice, sleep until the deadline (in day-long steps).
     const auto slice = std::min<Clock::duration>(
         deadline - now, cancelled ? Clock::duration(kMaxSleepSlice) : std::chrono::hours(24));
@@ -68,6 +71,61 @@ WaitResult wait_word(WaitWord& word, const std::function<bool(std::uint32_t)>& r
     word.waiters.fetch_sub(1, std::memory_order_seq_cst);
     v = word.value.load(std::memory_order_acquire);
   }
+}
+
+WaitResult wait_event(WaitWord& event, const std::function<bool()>& ready,
+                      Clock::time_point deadline, const WaitPolicy& policy,
+                      const std::function<bool()>& cancelled) {
+  for (std::int64_t i = 0; i < policy.spin; ++i) {
+    if (ready()) return WaitResult::kReady;
+    if ((i & 1023) == 1023) {
+      if (cancelled && cancelled()) return WaitResult::kCancelled;
+      if (Clock::now() >= deadline) return WaitResult::kTimedOut;
+    }
+    _mm_pause();
+  }
+  // As wait_word: yield, sleep, and yield again after every wake-up.
+  for (;;) {
+    for (const auto stop_yielding = Clock::now() + policy.yield_for;;) {
+      if (ready()) return WaitResult::kReady;
+      if (cancelled && cancelled()) return WaitResult::kCancelled;
+      const auto now = Clock::now();
+      if (now >= deadline) return WaitResult::kTimedOut;
+      if (now >= stop_yielding) break;
+      sched_yield();
+    }
+    const auto now = Clock::now();
+    const auto slice = std::min<Clock::duration>(
+        deadline - now, cancelled ? Clock::duration(kMaxSleepSlice) : std::chrono::hours(24));
+    event.waiters.fetch_add(1, std::memory_order_seq_cst);
+    const std::uint32_t count = event.value.load(std::memory_order_seq_cst);
+    if (!ready()) futex_wait(&event.value, count, slice, policy.process_shared);
+    event.waiters.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+void full_fence() noexcept {
+#if defined(__SANITIZE_THREAD__)
+  static std::atomic<std::uint32_t> word{0};
+  word.fetch_add(0, std::memory_order_seq_cst);
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
+void notify_event(WaitWord& event, bool process_shared) noexcept {
+#if defined(__SANITIZE_THREAD__)
+  // An RMW on the waiters word itself: ordered against the waiters' registration in its
+  // modification order, which TSan models (it does not model fences).
+  if (event.waiters.fetch_add(0, std::memory_order_seq_cst) == 0) return;
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (event.waiters.load(std::memory_order_relaxed) == 0) return;
+#endif
+  event.value.fetch_add(1, std::memory_order_seq_cst);
+  const int op = process_shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE;
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&event.value), op, INT32_MAX, nullptr,
+          nullptr, 0);
 }
 
 void wake_all(WaitWord& word, bool process_shared) noexcept {

@@ -31,7 +31,9 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 
 struct WaitPolicy {
   std::int64_t spin = 2000;   // pause iterations before yielding
-  int yields = 16;            // sched_yield calls before sleeping
+  // How long to keep yielding the CPU (sched_yield) before sleeping on the futex: a waiter
+  // that yields costs its waker nothing, one that sleeps costs it a wake-up system call.
+  std::chrono::microseconds yield_for{50};
   bool process_shared = false;  // the word lives in memory shared between processes
 };
 
@@ -50,7 +52,22 @@ HP_API void wake_all(WaitWord& word, bool process_shared) noexcept;
 // Adds `delta` to the word (release + seq_cst) and wakes sleepers. Returns the new value.
 HP_API std::uint32_t add_and_wake(WaitWord& word, std::uint32_t delta, bool process_shared) noexcept;
 
+// Eventcounts: waiting for a condition on other memory. `event` is a WaitWord that whoever
+// makes ready() true bumps with notify_event() after the change. The waiter registers, reads
+// the event count, re-checks ready() and sleeps only if the count is unchanged; the notifier
+// changes the memory, issues a seq_cst fence and bumps + wakes only when someone is registered.
+// Either the notifier sees the registration, or the waiter's re-check sees the change.
+HP_API WaitResult wait_event(WaitWord& event, const std::function<bool()>& ready,
+                             Clock::time_point deadline, const WaitPolicy& policy,
+                             const std::function<bool()>& cancelled);
+HP_API void notify_event(WaitWord& event, bool process_shared) noexcept;
+
 HP_API Clock::time_point deadline_after(double seconds) noexcept;
+
+// A full (seq_cst) fence. Under ThreadSanitizer, which does not model fences, a seq_cst
+// read-modify-write of a private word instead: the same ordering for the code, and
+// synchronization TSan can see.
+HP_API void full_fence() noexcept;
 
 }  // namespace hp::platform
 

@@ -13,25 +13,14 @@
 #include "common/status.h"
 #include "common/version.h"
 #include "platform/chip.h"
+#include "raise_status.h"
 
 namespace py = pybind11;
 
 namespace {
 
-[[noreturn]] void raise(const hp::Status& status) {
-  // Leaked on purpose: destroying a Python object after the interpreter is gone would crash.
-  static py::object& error_class =
-      *new py::object(py::module_::import("hyper_parallel.errors").attr("HpError"));
-  PyErr_SetObject(error_class.ptr(),
-                  error_class(static_cast<std::uint32_t>(status.code()),
-                              std::string(hp::to_string(status.code())), status.message())
-                      .ptr());
-  throw py::error_already_set();
-}
-
-void check(const hp::Status& status) {
-  if (!status.is_ok()) raise(status);
-}
+using hp::python::check;
+using hp::python::raise;
 
 py::list error_codes() {
   py::list out;

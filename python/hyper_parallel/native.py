@@ -127,6 +127,30 @@ def load_extension(component: str, name: str):
     return module
 
 
+def framework_adapter(component: str, framework: str) -> Path:
+    """The payload's `framework` adapter library of `component`, or
+    HP-NATIVE-FRAMEWORK-TARGET-UNAVAILABLE with why (from the manifest) and how to recover."""
+    directory = component_dir(component)
+    part = f"{component}.{framework}"
+    parts = [p for p in manifest().get("parts", []) if p["part"] == part]
+    library = directory / "lib" / f"libhyper_parallel_{_SHORT.get(component, component)}_{framework}.so"
+    if parts and parts[0]["status"] == "ok" and library.is_file():
+        return library
+    if parts and parts[0]["status"] == "failed":
+        p = parts[0]
+        raise NativeLoadError("HP-NATIVE-FRAMEWORK-TARGET-UNAVAILABLE",
+                              f"the payload has no {framework} adapter of {component}: its build "
+                              f"failed with {p['reason']}: {p['message']}", p["recovery"])
+    raise NativeLoadError("HP-NATIVE-FRAMEWORK-TARGET-UNAVAILABLE",
+                          f"the payload has no {framework} adapter of {component} (it was not "
+                          f"selected: {manifest().get('selection', '?')})",
+                          f"./build.sh --shmem {framework}" if component == "symmetric_memory"
+                          else f"./build.sh --multicore {framework}")
+
+
+_SHORT = {"symmetric_memory": "shmem"}
+
+
 def load_library(component: str, filename: str):
     """dlopen()s a native library of a component's lib/ dir (ctypes.CDLL)."""
     import ctypes

@@ -2,7 +2,7 @@
 #
 # An entry is $HP_CACHE_DIR/<component>/<key>/{install/, files.sha256, .complete}. The key is a
 # SHA-256 over everything that changes the install: the component's source files (names and
-# contents), the toolchain identity (compiler path and version, CXXFLAGS/CPPFLAGS/LDFLAGS,
+# contents), the toolchain identity (C and C++ compilers, CXXFLAGS/CFLAGS/CPPFLAGS/LDFLAGS,
 # CMake version), the CMake arguments, the Python interpreter and ABI, and the installed
 # versions of the locked Debian packages. A restore verifies every file against files.sha256;
 # restore, store and prune hold an flock on the component's cache dir, and an entry's mtime is
@@ -11,7 +11,10 @@
 hp_toolchain_identity() {
     printf 'cxx=%s\n' "$HP_CXX"
     "$HP_CXX" --version | head -n1
-    printf 'CXXFLAGS=%s\nCPPFLAGS=%s\nLDFLAGS=%s\n' "${CXXFLAGS:-}" "${CPPFLAGS:-}" "${LDFLAGS:-}"
+    printf 'cc=%s\n' "$(command -v "${CC:-cc}")"
+    "${CC:-cc}" --version | head -n1
+    printf 'CXXFLAGS=%s\nCFLAGS=%s\nCPPFLAGS=%s\nLDFLAGS=%s\n' "${CXXFLAGS:-}" "${CFLAGS:-}" \
+        "${CPPFLAGS:-}" "${LDFLAGS:-}"
     cmake --version | head -n1
 }
 

@@ -129,6 +129,41 @@ hp_framework_adapters() {
     done
 }
 
+# hp_build_adapter <framework> <adapters dir>: builds <adapters dir>/<framework> (its own CMake
+# project) clean, into this component's install tree, against the component's install as a
+# C++ user sees it (find_package(HyperParallel COMPONENTS ...) through a merged-payload view).
+# Framework adapters are never cached: the work dir is keyed by the Python / framework /
+# toolchain identity and rebuilt from scratch every time.
+hp_build_adapter() {
+    local fw="$1" src="$HP_REPO_ROOT/$2/$1" part="$HP_COMPONENT.$1" identity work view prefix
+    identity="$({ hp_toolchain_identity; "$HP_PYTHON" -c "import sys, $fw; print(sys.version, $fw.__version__)"; } |
+        sha256sum | cut -c1-16)"
+    rm -rf "$HP_COMPONENT_DIR/adapters"
+    work="$HP_COMPONENT_DIR/adapters/$fw-$identity"
+    view="$HP_COMPONENT_DIR/adapters/view/hyper_parallel"
+    mkdir -p "$view"
+    # Hard-linked copies, not symlinks: CMake resolves a symlinked package dir to its target,
+    # which would hide the other slices the package config looks for beside the core.
+    cp -al "$HP_NATIVE_DIR/core/install/hyper_parallel/core" "$view/core"
+    cp -al "$HP_INSTALL_DIR/hyper_parallel/$HP_COMPONENT" "$view/$HP_COMPONENT"
+    prefix="$view/core"
+    [[ "$fw" == torch ]] && prefix+=";$("$HP_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+    if {
+        echo "== adapter $fw ($(date -Is)), identity $identity"
+        cmake -S "$src" -B "$work" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DCMAKE_CXX_COMPILER="$HP_CXX" -DCMAKE_PREFIX_PATH="$prefix" -DHP_WERROR="${HP_WERROR:-0}" &&
+            cmake --build "$work" --parallel "$HP_JOBS" &&
+            cmake --install "$work" --prefix "$HP_INSTALL_DIR"
+    } >>"$HP_LOG" 2>&1; then
+        hp_status "$part" ok - "built for $fw (identity $identity)"
+        hp_info "$part: built"
+    else
+        hp_status "$part" failed HP-BUILD-ADAPTER-FAILED "the $fw adapter did not build (see the log)" \
+            "scripts/build_$HP_COMPONENT.sh --frameworks $fw"
+        tail -n 20 "$HP_LOG" >&2
+    fi
+}
+
 # hp_cmake_build_cached <key> : configure/build/install $HP_COMPONENT, or restore it from the
 # cache (scripts/lib/cache.sh) when a verified install with the same key exists. Output goes to
 # the log. A component script may define hp_check_install, run on a fresh install before it is
@@ -156,6 +191,22 @@ hp_cmake_build_cached() {
         fi
         hp_cache_store "$key" "$HP_INSTALL_DIR" || return 14
     } >>"$HP_LOG" 2>&1 || return $?
+}
+
+# hp_native_build <key>: the component's native part, built or restored, recorded in its status.
+hp_native_build() {
+    local key="$1" rc=0 how
+    hp_cmake_build_cached "$key" || rc=$?
+    if ((rc == 0)); then
+        how="built"
+        ((HP_CACHE_HIT)) && how="restored from cache $HP_CACHE_DIR/$HP_COMPONENT/$key"
+        hp_status "$HP_COMPONENT" ok - "$how"
+        hp_info "$HP_COMPONENT: $how"
+    else
+        hp_status "$HP_COMPONENT" failed HP-BUILD-COMPILE-FAILED \
+            "configure/build/install step failed (rc $rc)" "scripts/build_$HP_COMPONENT.sh --jobs $HP_JOBS"
+        tail -n 30 "$HP_LOG" >&2
+    fi
 }
 
 # CMake keeps the compiler and flags of the first configure: a work dir configured with another

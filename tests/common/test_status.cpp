@@ -86,6 +86,10 @@ TEST(ErrorCode, CodesAreStable) {
       {ErrorCode::kAlreadyExists, 16, "ALREADY_EXISTS"},
       {ErrorCode::kIsaUnsupported, 17, "ISA_UNSUPPORTED"},
       {ErrorCode::kFailedPrecondition, 18, "FAILED_PRECONDITION"},
+      {ErrorCode::kPeerDead, 19, "PEER_DEAD"},
+      {ErrorCode::kMisaligned, 20, "MISALIGNED"},
+      {ErrorCode::kNotSymmetric, 21, "NOT_SYMMETRIC"},
+      {ErrorCode::kDoubleFree, 22, "DOUBLE_FREE"},
   };
   for (const auto& pinned : kPinned) {
     EXPECT_EQ(static_cast<std::uint32_t>(pinned.code), pinned.value) << pinned.name;

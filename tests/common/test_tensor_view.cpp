@@ -42,7 +42,8 @@ TEST(DType, NumbersAreStable) {
   EXPECT_EQ(static_cast<int>(DType::kBF16), 4);
   EXPECT_EQ(static_cast<int>(DType::kFP16), 5);
   EXPECT_EQ(static_cast<int>(DType::kFP32), 6);
-  EXPECT_EQ(static_cast<int>(DType::kCount), 7);
+  EXPECT_EQ(static_cast<int>(DType::kFP64), 7);
+  EXPECT_EQ(static_cast<int>(DType::kCount), 8);
 }
 
 TEST(DType, SizesAndNames) {
@@ -54,7 +55,7 @@ TEST(DType, SizesAndNames) {
   const Case cases[] = {
       {DType::kInt8, 1, "int8"},   {DType::kUInt8, 1, "uint8"}, {DType::kInt32, 4, "int32"},
       {DType::kInt64, 8, "int64"}, {DType::kBF16, 2, "bf16"},   {DType::kFP16, 2, "fp16"},
-      {DType::kFP32, 4, "fp32"},
+      {DType::kFP32, 4, "fp32"},   {DType::kFP64, 8, "fp64"},
   };
   for (const auto& c : cases) {
     EXPECT_EQ(dtype_size(c.dtype), c.size) << c.name;

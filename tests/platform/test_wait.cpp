@@ -13,7 +13,7 @@
 namespace hp::platform {
 namespace {
 
-constexpr WaitPolicy kSleepAtOnce{.spin = 0, .yields = 0};
+constexpr WaitPolicy kSleepAtOnce{.spin = 0, .yield_for = std::chrono::microseconds(0)};
 
 TEST(Wait, ReadyValueReturnsAtOnce) {
   WaitWord w;
@@ -86,7 +86,7 @@ TEST(Wait, WakesAWaiterInAnotherProcess) {
     _exit(0);
   }
   std::uint32_t last = 0;
-  const WaitPolicy shared{.spin = 0, .yields = 0, .process_shared = true};
+  const WaitPolicy shared{.spin = 0, .yield_for = std::chrono::microseconds(0), .process_shared = true};
   EXPECT_EQ(wait_word(*word, [](std::uint32_t v) { return v == 7; }, deadline_after(20), shared,
                       nullptr, &last),
             WaitResult::kReady);
@@ -100,7 +100,7 @@ TEST(Wait, WakesAWaiterInAnotherProcess) {
 TEST(Wait, LongSpinsHonourDeadlineAndCancellation) {
   WaitWord w;
   std::uint32_t last = 0;
-  const WaitPolicy spin_long{.spin = 2'000'000'000, .yields = 0};
+  const WaitPolicy spin_long{.spin = 2'000'000'000, .yield_for = std::chrono::microseconds(0)};
   EXPECT_EQ(wait_word(w, [](std::uint32_t v) { return v != 0; }, deadline_after(0.05), spin_long,
                       nullptr, &last),
             WaitResult::kTimedOut);

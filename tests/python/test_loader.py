@@ -328,7 +328,7 @@ def test_setting_specs_are_well_formed(core):
     assert len(set(names)) == len(names)
     for s in specs:
         assert re.fullmatch(r"HP_[A-Z0-9_]+", s["name"]), s
-        assert s["type"] in {"bool", "int", "double", "string", "enum", "cpulist", "path"}, s
+        assert s["type"] in {"bool", "int", "double", "string", "enum", "cpulist", "path", "size"}, s
         assert s["scope"] in {"runtime", "python", "build"}, s
         assert s["description"].strip(), s
         if s["type"] == "enum":

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Runs the symmetric-memory benchmark: HyperParallel (hprun), Open MPI's OSHMEM (oshrun) and
+MPI-3 RMA (mpirun), interleaved A B C A B C ..., and prints medians and ratios.
+
+    run_bench.py [--pes 2,4] [--rounds 5] [--quick]
+
+Installed beside the benchmark binaries (build/native/tests/symmetric_memory/bin); the payload's
+hprun is found relative to it. bench/shmem/run.sh builds first, then runs this.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+NATIVE = HERE.parents[2]  # build/native
+HPRUN = NATIVE / "payload" / "hyper_parallel" / "symmetric_memory" / "bin" / "hprun"
+METRICS = [  # (key, label, higher is better)
+    ("put_GBps_64K", "put 64 KiB (GB/s)", True),
+    ("put_GBps_1M", "put 1 MiB (GB/s)", True),
+    ("put_GBps_64M", "put 64 MiB (GB/s)", True),
+    ("pingpong_half_rtt_us", "put+signal ping-pong 1/2 RTT (us)", False),
+    ("barrier_us", "barrier_all (us)", False),
+    ("alltoall_1M_us", "alltoall 1 MiB/peer (us)", False),
+]
+OMPI_ENV = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    # ENVIRONMENT.md: libfabric's ofi btl is slow and crashed; osc/rdma segfaults OSHMEM finalize.
+    "OMPI_MCA_btl": "^openib,ofi", "OMPI_MCA_osc": "^rdma",
+    "SHMEM_SYMMETRIC_HEAP_SIZE": "512M",
+}
+
+
+def run(cmd: list[str], env: dict) -> dict:
+    result = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True,
+                            timeout=900)
+    lines = [l for l in result.stdout.splitlines() if l.startswith("{")]
+    if result.returncode != 0 or not lines:
+        sys.exit(f"benchmark failed: {' '.join(cmd)} (exit {result.returncode})\n"
+                 f"{result.stdout}\n{result.stderr}")
+    return json.loads(lines[-1])
+
+
+def commands(n: int, quick: bool) -> dict[str, tuple[list[str], dict]]:
+    extra = ["--quick"] if quick else []
+    return {
+        "hp": ([str(HPRUN), "-n", str(n), "--heap-size", "512M",
+                str(HERE / "bench_shmem_hp"), "hp", *extra], {}),
+        "oshmem": (["oshrun", "--oversubscribe", "-np", str(n),
+                    str(HERE / "bench_shmem_oshmem"), "oshmem", *extra], OMPI_ENV),
+        "mpi_rma": (["mpirun", "--oversubscribe", "-np", str(n),
+                     str(HERE / "bench_shmem_mpi_rma"), "mpi-rma", *extra], OMPI_ENV),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pes", default="2,4")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="a few iterations (smoke test)")
+    args = parser.parse_args()
+    cpus = len(os.sched_getaffinity(0))
+    for n in [int(x) for x in args.pes.split(",")]:
+        samples: dict[str, list[dict]] = {}
+        for _ in range(args.rounds):
+            for impl, (cmd, env) in commands(n, args.quick).items():
+                samples.setdefault(impl, []).append(run(cmd, env))
+        med = {impl: {k: statistics.median(s[k] for s in runs if k in s)
+                      for k, _, _ in METRICS if all(k in s for s in runs)}
+               for impl, runs in samples.items()}
+        memcpy = statistics.median(s["memcpy_GBps_64M"] for s in samples["hp"])
+        print(f"\n{n} PEs on {cpus} CPUs, medians of {args.rounds} interleaved runs "
+              f"(OSHMEM: OpenSHMEM {samples['oshmem'][0].get('openshmem')} API)")
+        print(f"{'metric':38} {'hp':>10} {'oshmem':>10} {'mpi-rma':>10} {'hp/oshmem':>10} {'hp/mpi':>10}")
+        for key, label, higher in METRICS:
+            hp, osh, mpi = med["hp"][key], med["oshmem"][key], med["mpi_rma"][key]
+            # Ratios read "how many times better hp is" whichever direction is better.
+            r1 = hp / osh if higher else osh / hp
+            r2 = hp / mpi if higher else mpi / hp
+            print(f"{label:38} {hp:10.3f} {osh:10.3f} {mpi:10.3f} {r1:9.2f}x {r2:9.2f}x")
+        print(f"{'memcpy 64 MiB (GB/s)':38} {memcpy:10.3f}   put 64 MiB / memcpy: "
+              f"{med['hp']['put_GBps_64M'] / memcpy:.2f}")
+    print("\nratios > 1: hp is better (higher bandwidth, or lower latency)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+#include "context.h"
+
+#include <algorithm>
+
+#include "platform/cpu_affinity.h"
+
+#include <mutex>
+
+namespace hp::shmem {
+namespace {
+
+thread_local Context* t_thread_context = nullptr;
+
+}  // namespace
+
+Context* g_process_context = nullptr;  // shared with init_process.cpp
+
+Context* current() noexcept { return t_thread_context ? t_thread_context : g_process_context; }
+
+void set_thread_context(Context* ctx) noexcept { t_thread_context = ctx; }
+
+Status require_context(std::string_view what, Context** ctx) {
+  *ctx = current();
+  HP_ENSURE(*ctx != nullptr, ErrorCode::kFailedPrecondition,
+            "{} called before hp::shmem::init (or shmem_init)", what);
+  return Status::ok();
+}
+
+Status Context::check_pe(int target, std::string_view what) const {
+  HP_ENSURE(target >= 0 && target < n_pes, ErrorCode::kOutOfRange,
+            "{}: PE {} is out of range; this job has PEs 0..{}", what, target, n_pes - 1);
+  return Status::ok();
+}
+
+Status Context::heap_offset(const void* addr, std::size_t bytes, std::string_view what,
+                            std::size_t* offset) const {
+  const auto* p = static_cast<const std::byte*>(addr);
+  const std::byte* begin = heap_base(pe);
+  const std::byte* end = segments[pe] + segment_bytes;
+  HP_ENSURE(p >= begin && p <= end && bytes <= std::size_t(end - p), ErrorCode::kNotSymmetric,
+            "{}: [{}, +{} bytes) is not inside PE {}'s symmetric heap [{}, {}); use memory "
+            "from hp::shmem::malloc (shmem_malloc)",
+            what, addr, bytes, pe, static_cast<const void*>(begin), static_cast<const void*>(end));
+  *offset = std::size_t(p - begin);
+  return Status::ok();
+}
+
+void Context::notify(int target) const noexcept {
+  platform::notify_event(job->pe(target).doorbell, job->is_shared());
+}
+
+Status Context::aborted_status() const {
+  return Status::error(ErrorCode::kPeerDead, "the job was aborted ({}); PE {} stops waiting",
+                       job->abort_message(), pe);
+}
+
+Status Context::wait_local(const std::function<bool()>& ready,
+                           const std::function<std::string()>& describe, WaitKind kind) const {
+  if (job->aborted()) return aborted_status();
+  const platform::WaitResult r = platform::wait_event(
+      job->pe(pe).doorbell, ready, platform::deadline_after(timeout_s),
+      kind == WaitKind::kCollective ? collective_policy : policy, [this] { return job->aborted(); });
+  switch (r) {
+    case platform::WaitResult::kReady:
+      return Status::ok();
+    case platform::WaitResult::kCancelled:
+      return aborted_status();
+    case platform::WaitResult::kTimedOut:
+      break;
+  }
+  return Status::error(ErrorCode::kTimeout,
+                       "{} on PE {} timed out after {} s (HP_SHMEM_TIMEOUT_S sets the deadline)",
+                       describe(), pe, timeout_s);
+}
+
+void Context::init_world_team() {
+  teams.assign(kMaxTeams, TeamState{});
+  TeamState& world = teams[kTeamWorld];
+  world.valid = true;
+  world.my_index = pe;
+  for (int i = 0; i < n_pes; ++i) world.members.push_back(i);
+}
+
+// The wait policies of a PE (see Context::policy): when this host's PEs outnumber the CPUs,
+// point-to-point waits spin only briefly and collective waits not at all.
+void set_wait_policies(Context& ctx, const Settings& env, int local_pes, bool shared) {
+  constexpr std::int64_t kCrowdedSpin = 64;
+  std::vector<int> cpus;
+  const bool crowded = !platform::allowed_cpus(&cpus).is_ok() || local_pes > int(cpus.size());
+  const auto yield_for = std::chrono::microseconds(env.yield_before_sleep_us);
+  ctx.policy = platform::WaitPolicy{
+      .spin = crowded ? std::min(env.spin_before_block, kCrowdedSpin) : env.spin_before_block,
+      .yield_for = yield_for, .process_shared = shared};
+  ctx.collective_policy = platform::WaitPolicy{
+      .spin = crowded ? 0 : env.spin_before_block, .yield_for = yield_for,
+      .process_shared = shared};
+}
+
+Status finalize_context(Context& ctx) {
+  Status status;
+  if (!ctx.job->aborted()) {
+    platform::full_fence();
+    status = barrier_on(ctx, kTeamWorld);
+  }
+  ctx.job->pe(ctx.pe).state.store(std::uint32_t(PeState::kFinalized), std::memory_order_release);
+  return status;
+}
+
+}  // namespace hp::shmem

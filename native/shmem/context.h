@@ -1,0 +1,128 @@
+// The state of one PE, and the helpers every routine shares (internal header).
+//
+// Segment layout (every PE's segment is the same size; offsets are symmetric):
+//
+//   [0, kControlBytes)                 ControlArea: the library's own synchronization words
+//   [kControlBytes, segment_bytes)     the user heap, managed by HeapAllocator
+//
+// Every PE's segment is zero when it becomes kReady (fresh shared memory or mmap), and the
+// PEs pass a barrier before the first remote write: the protocol rule "initialise your slots,
+// then barrier, then write remotely" holds by construction.
+#ifndef HYPER_PARALLEL_SHMEM_CONTEXT_H_
+#define HYPER_PARALLEL_SHMEM_CONTEXT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/settings.h"
+#include "common/status.h"
+#include "platform/wait.h"
+#include "heap_allocator.h"
+#include "job.h"
+#include "shmem.h"
+
+namespace hp::shmem {
+
+inline constexpr int kMaxTeams = 64;
+inline constexpr int kMaxRounds = 13;  // dissemination rounds: ceil(log2(kMaxPes)) + 1
+
+// A 64-bit synchronization word alone on its cache line (signal slots are >= 64 bytes apart).
+struct alignas(64) SyncSlot {
+  std::atomic<std::uint64_t> value{0};
+};
+
+struct ControlArea {
+  SyncSlot barrier[kMaxTeams][kMaxRounds];  // dissemination barrier: arrivals per round
+  SyncSlot scratch[kMaxTeams][4];           // small values exchanged by team operations
+};
+inline constexpr std::size_t kControlBytes = 128 << 10;
+static_assert(sizeof(ControlArea) <= kControlBytes);
+
+// A team: its members as world PEs, in team order, and this PE's place in it.
+struct TeamState {
+  bool valid = false;
+  std::vector<int> members;     // team PE index -> world PE
+  int my_index = -1;            // -1: this PE is not a member
+  std::uint64_t barrier_epoch = 0;  // barriers this PE completed on this team
+};
+
+struct Context {
+  int pe = -1;
+  int n_pes = 0;
+  std::string transport;                 // "threads", "shm"
+  JobSegment* job = nullptr;             // the job's control segment
+  std::unique_ptr<JobSegment> owned_job; // set when this context owns it (process jobs)
+  std::vector<std::byte*> segments;      // each PE's segment in this address space
+  std::vector<std::size_t> mapped_bytes; // per PE: bytes to munmap at finalize (0: not ours)
+  std::size_t segment_bytes = 0;         // kControlBytes + heap bytes
+  std::unique_ptr<HeapAllocator> allocator;
+  double timeout_s = 120;
+  // Point-to-point waits (wait_until, signals) and collective ones (barriers): when the host's
+  // PEs outnumber its CPUs, a waiter's partner in a point-to-point exchange is usually running
+  // (a short spin catches its answer), while a barrier always waits for some PE that is not
+  // (spinning only delays it). See bench/shmem for the measurements behind the choice.
+  platform::WaitPolicy policy;
+  platform::WaitPolicy collective_policy;
+  int init_count = 0;                    // init() calls not yet matched by finalize()
+  std::vector<TeamState> teams;          // index = Team handle; [0] = world
+  std::mutex team_mutex;                 // team creation/destruction by several threads of a PE
+
+  std::byte* heap_base(int target) const noexcept { return segments[target] + kControlBytes; }
+  std::size_t heap_bytes() const noexcept { return segment_bytes - kControlBytes; }
+  ControlArea& control(int target) const noexcept {
+    return *reinterpret_cast<ControlArea*>(segments[target]);
+  }
+
+  // OUT_OF_RANGE unless 0 <= target < n_pes.
+  Status check_pe(int target, std::string_view what) const;
+  // The heap offset of [addr, addr + bytes) in this PE's heap, or NOT_SYMMETRIC.
+  Status heap_offset(const void* addr, std::size_t bytes, std::string_view what,
+                     std::size_t* offset) const;
+  // The address of heap offset `offset` on `target` (mapped transports).
+  std::byte* remote(int target, std::size_t offset) const noexcept {
+    return heap_base(target) + offset;
+  }
+
+  // After changing `target`'s memory: wakes it if it sleeps in a wait (see job.h doorbells).
+  void notify(int target) const noexcept;
+  // Waits until ready() on this PE's memory, with the job's deadline and abort. `describe`
+  // names what is waited on for the TIMEOUT message ("signal_wait_until(heap+0x40, GE 5)").
+  enum class WaitKind { kPointToPoint, kCollective };
+  Status wait_local(const std::function<bool()>& ready,
+                    const std::function<std::string()>& describe,
+                    WaitKind kind = WaitKind::kPointToPoint) const;
+  // PEER_DEAD with the job's abort message.
+  Status aborted_status() const;
+  // teams[kTeamWorld]: every PE in order.
+  void init_world_team();
+};
+
+// Sets ctx.policy and ctx.collective_policy for `local_pes` PEs sharing this host's CPUs.
+void set_wait_policies(Context& ctx, const Settings& env, int local_pes, bool shared);
+
+// Collective end of a PE's participation: quiet and a world barrier (skipped when the job was
+// aborted, so finalize never hangs), then the slot is marked kFinalized.
+Status finalize_context(Context& ctx);
+
+// The calling thread's PE: its threads-job PE, else the process's PE; null before init.
+Context* current() noexcept;
+// current(), or FAILED_PRECONDITION naming `what`.
+Status require_context(std::string_view what, Context** ctx);
+
+// The team `team` with this PE a member, or INVALID_ARGUMENT naming `what` (teams.cpp).
+Status member_team(Context& ctx, Team team, std::string_view what, TeamState** out);
+
+// Internal steps shared by the init paths.
+Status barrier_on(Context& ctx, int team);  // dissemination barrier over a team (no quiet)
+void set_thread_context(Context* ctx) noexcept;
+
+}  // namespace hp::shmem
+
+#endif  // HYPER_PARALLEL_SHMEM_CONTEXT_H_

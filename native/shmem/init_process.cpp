@@ -1,0 +1,220 @@
+// init()/finalize() of a process PE: the shm transport under hprun, or a one-PE job.
+//
+// shm bootstrap: open the job segment hprun created; create this PE's segment
+// "/hp.<job>.heap.<rank>" (zero-filled, pre-faulted); mark the slot kReady and count it in
+// ready_count; wait until every PE is ready; map every other PE's segment; barrier; unlink this
+// PE's name (everyone has it mapped, so no name outlives the job even if it crashes later).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "common/logging.h"
+#include "common/settings.h"
+#include "context.h"
+
+namespace hp::shmem {
+
+extern Context* g_process_context;
+
+namespace {
+
+std::mutex g_init_mutex;
+
+constexpr std::size_t kPage = 4096;
+
+std::size_t segment_bytes_for(std::size_t heap_bytes) {
+  return kControlBytes + (heap_bytes + kPage - 1) / kPage * kPage;
+}
+
+Status errno_error(std::string_view what, const std::string& name) {
+  return Status::error(errno == ENOMEM || errno == ENOSPC ? ErrorCode::kOutOfMemory
+                                                          : ErrorCode::kSystemError,
+                       "{} '{}': {}", what, name, std::strerror(errno));
+}
+
+Status map_segment(const std::string& name, bool create, std::size_t bytes, std::byte** out) {
+  const int fd = shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
+  if (fd < 0) return errno_error(create ? "cannot create heap segment" : "cannot open heap segment", name);
+  if (create && ftruncate(fd, off_t(bytes)) != 0) {
+    Status s = errno_error("cannot size heap segment (is /dev/shm large enough?)", name);
+    close(fd);
+    return s;
+  }
+  struct stat st {};
+  fstat(fd, &st);
+  if (std::size_t(st.st_size) != bytes) {
+    close(fd);
+    return Status::error(ErrorCode::kInvalidArgument,
+                         "heap segment '{}' has {} bytes where this PE expects {}: every PE of a "
+                         "job must use the same HP_SHMEM_HEAP_SIZE (hprun --heap-size sets it)",
+                         name, std::int64_t(st.st_size), bytes);
+  }
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) return errno_error("cannot map heap segment", name);
+  *out = static_cast<std::byte*>(base);
+  return Status::ok();
+}
+
+void unmap_all(Context& ctx) {
+  for (int i = 0; i < ctx.n_pes; ++i) {
+    if (ctx.mapped_bytes[i] != 0) munmap(ctx.segments[i], ctx.mapped_bytes[i]);
+    ctx.segments[i] = nullptr;
+    ctx.mapped_bytes[i] = 0;
+  }
+}
+
+void fill_common(Context& ctx, int pe, int n, const Settings& env, bool shared) {
+  ctx.pe = pe;
+  ctx.n_pes = n;
+  ctx.segment_bytes = segment_bytes_for(env.shmem_heap_bytes);
+  ctx.segments.assign(n, nullptr);
+  ctx.mapped_bytes.assign(n, 0);
+  ctx.allocator = std::make_unique<HeapAllocator>(ctx.heap_bytes());
+  ctx.timeout_s = env.shmem_timeout_s;
+  set_wait_policies(ctx, env, n, shared);
+  ctx.init_count = 1;
+  ctx.init_world_team();
+}
+
+Status init_single(std::unique_ptr<Context>* out) {
+  auto ctx = std::make_unique<Context>();
+  HP_RETURN_IF_ERROR(JobSegment::create_private(1, &ctx->owned_job));
+  ctx->job = ctx->owned_job.get();
+  fill_common(*ctx, 0, 1, settings(), false);
+  ctx->transport = "self";
+  void* base = mmap(nullptr, ctx->segment_bytes, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return errno_error("cannot map the heap", "anonymous");
+  ctx->segments[0] = static_cast<std::byte*>(base);
+  ctx->mapped_bytes[0] = ctx->segment_bytes;
+  ctx->job->pe(0).state.store(std::uint32_t(PeState::kReady));
+  *out = std::move(ctx);
+  return Status::ok();
+}
+
+Status init_shm(const Settings& env, std::unique_ptr<Context>* out) {
+  HP_ENSURE(env.rank >= 0 && env.world_size >= 1 && env.rank < env.world_size,
+            ErrorCode::kInvalidSetting,
+            "HP_RANK={} and HP_WORLD_SIZE={} do not describe a PE of a job; start the program "
+            "with hprun -n N",
+            env.rank, env.world_size);
+  auto ctx = std::make_unique<Context>();
+  HP_RETURN_IF_ERROR(JobSegment::open(env.job_id, env.world_size, &ctx->owned_job));
+  ctx->job = ctx->owned_job.get();
+  fill_common(*ctx, env.rank, env.world_size, env, true);
+  ctx->transport = "shm";
+  JobSegment& job = *ctx->job;
+  PeSlot& slot = job.pe(ctx->pe);
+  slot.pid.store(::getpid(), std::memory_order_relaxed);
+
+  const std::string my_name = JobSegment::heap_name(env.job_id, ctx->pe);
+  Status s = map_segment(my_name, true, ctx->segment_bytes, &ctx->segments[ctx->pe]);
+  if (!s.is_ok()) {
+    job.abort(ctx->pe, s.to_string());
+    return s;
+  }
+  ctx->mapped_bytes[ctx->pe] = ctx->segment_bytes;
+  slot.state.store(std::uint32_t(PeState::kReady), std::memory_order_release);
+  platform::add_and_wake(job.header().ready_count, 1, true);
+
+  // Wait for every PE's segment to exist.
+  std::uint32_t ready = 0;
+  const auto r = platform::wait_word(
+      job.header().ready_count, [n = std::uint32_t(ctx->n_pes)](std::uint32_t v) { return v >= n; },
+      platform::deadline_after(ctx->timeout_s), ctx->policy, [&job] { return job.aborted(); },
+      &ready);
+  if (r != platform::WaitResult::kReady) {
+    shm_unlink(my_name.c_str());
+    unmap_all(*ctx);
+    if (r == platform::WaitResult::kCancelled) return ctx->aborted_status();
+    return Status::error(ErrorCode::kTimeout,
+                         "init on PE {}: only {} of {} PEs created their heap within {} s "
+                         "(HP_SHMEM_TIMEOUT_S)",
+                         ctx->pe, ready, ctx->n_pes, ctx->timeout_s);
+  }
+  for (int other = 0; other < ctx->n_pes && s.is_ok(); ++other) {
+    if (other == ctx->pe) continue;
+    s = map_segment(JobSegment::heap_name(env.job_id, other), false, ctx->segment_bytes,
+                    &ctx->segments[other]);
+    if (s.is_ok()) ctx->mapped_bytes[other] = ctx->segment_bytes;
+  }
+  if (s.is_ok()) s = barrier_on(*ctx, kTeamWorld);  // every PE mapped every segment
+  shm_unlink(my_name.c_str());
+  if (!s.is_ok()) {
+    job.abort(ctx->pe, s.to_string());
+    unmap_all(*ctx);
+    return s.with_context("shmem init");
+  }
+  HP_LOG_DEBUG("shmem: PE {} of {} (job {}), heap {} bytes", ctx->pe, ctx->n_pes, env.job_id,
+               ctx->heap_bytes());
+  *out = std::move(ctx);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status init() {
+  std::lock_guard lock(g_init_mutex);
+  if (Context* ctx = current()) {
+    ++ctx->init_count;
+    return Status::ok();
+  }
+  HP_RETURN_IF_ERROR(settings_status());
+  const Settings& env = settings();
+  std::unique_ptr<Context> ctx;
+  switch (env.shmem_transport) {
+    case ShmemTransport::kThreads:
+      return Status::error(ErrorCode::kInvalidArgument,
+                           "HP_SHMEM_TRANSPORT=threads: a threads job is started with "
+                           "hp::shmem::run_threads, not init");
+    case ShmemTransport::kMpi:
+      return Status::error(ErrorCode::kUnsupported,
+                           "HP_SHMEM_TRANSPORT=mpi: this build has no MPI transport yet; use "
+                           "hprun (shm) on one host");
+    case ShmemTransport::kShm:
+      HP_ENSURE(!env.job_id.empty(), ErrorCode::kInvalidSetting,
+                "HP_SHMEM_TRANSPORT=shm needs HP_JOB_ID: start the program with hprun -n N");
+      HP_RETURN_IF_ERROR(init_shm(env, &ctx));
+      break;
+    case ShmemTransport::kAuto:
+      if (!env.job_id.empty()) {
+        HP_RETURN_IF_ERROR(init_shm(env, &ctx));
+      } else {
+        HP_RETURN_IF_ERROR(init_single(&ctx));
+      }
+      break;
+  }
+  g_process_context = ctx.release();
+  return Status::ok();
+}
+
+void global_exit(int status) noexcept {
+  if (Context* ctx = current()) ctx->job->global_exit(ctx->pe, status);
+  std::fflush(nullptr);
+  std::_Exit(status);
+}
+
+Status finalize() {
+  std::lock_guard lock(g_init_mutex);
+  Context* ctx = current();
+  HP_ENSURE(ctx != nullptr, ErrorCode::kFailedPrecondition, "finalize called before init");
+  if (ctx->init_count > 1 || ctx != g_process_context) {
+    // Matching an inner init, or a threads-job PE (run_threads finalizes it).
+    if (ctx->init_count > 1) --ctx->init_count;
+    return Status::ok();
+  }
+  Status status = finalize_context(*ctx);
+  unmap_all(*ctx);
+  g_process_context = nullptr;
+  delete ctx;
+  return status;
+}
+
+}  // namespace hp::shmem

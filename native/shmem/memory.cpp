@@ -1,0 +1,87 @@
+// The symmetric heap: collective allocation (same calls, same order on every PE -> the same
+// offsets everywhere), and address queries.
+#include <cstring>
+
+#include "context.h"
+
+namespace hp::shmem {
+
+Status align(std::size_t alignment, std::size_t bytes, void** out) {
+  Context* ctx = nullptr;
+  HP_RETURN_IF_ERROR(require_context("malloc", &ctx));
+  std::size_t offset = 0;
+  // Deterministic: every PE gets the same result, success or error, so none waits alone.
+  HP_RETURN_IF_ERROR(ctx->allocator->allocate(bytes, alignment, &offset));
+  *out = ctx->heap_base(ctx->pe) + offset;
+  // Collective: nobody touches the new block on another PE before that PE allocated it.
+  return barrier_on(*ctx, kTeamWorld);
+}
+
+Status malloc(std::size_t bytes, void** out) { return align(0, bytes, out); }
+
+Status calloc(std::size_t count, std::size_t size, void** out) {
+  std::size_t bytes = 0;
+  HP_ENSURE(!__builtin_mul_overflow(count, size, &bytes), ErrorCode::kInvalidArgument,
+            "calloc({}, {}) overflows", count, size);
+  Context* ctx = nullptr;
+  HP_RETURN_IF_ERROR(require_context("calloc", &ctx));
+  std::size_t offset = 0;
+  HP_RETURN_IF_ERROR(ctx->allocator->allocate(bytes, 0, &offset));
+  std::memset(ctx->heap_base(ctx->pe) + offset, 0, bytes);
+  *out = ctx->heap_base(ctx->pe) + offset;
+  return barrier_on(*ctx, kTeamWorld);
+}
+
+Status free(void* ptr) {
+  if (ptr == nullptr) return Status::ok();  // as free(NULL)
+  Context* ctx = nullptr;
+  HP_RETURN_IF_ERROR(require_context("free", &ctx));
+  std::size_t offset = 0;
+  HP_RETURN_IF_ERROR(ctx->heap_offset(ptr, 0, "free", &offset));
+  // Collective: nobody still reads or writes the block on any PE once it is released.
+  HP_RETURN_IF_ERROR(quiet());
+  HP_RETURN_IF_ERROR(barrier_on(*ctx, kTeamWorld));
+  return ctx->allocator->release(offset);
+}
+
+void* ptr(const void* addr, int pe) noexcept {
+  Context* ctx = current();
+  std::size_t offset = 0;
+  if (ctx == nullptr || pe < 0 || pe >= ctx->n_pes || ctx->segments[pe] == nullptr ||
+      !ctx->heap_offset(addr, 0, "ptr", &offset).is_ok()) {
+    return nullptr;
+  }
+  return ctx->remote(pe, offset);
+}
+
+bool addr_accessible(const void* addr, int pe) noexcept {
+  Context* ctx = current();
+  std::size_t offset = 0;
+  return ctx != nullptr && pe >= 0 && pe < ctx->n_pes &&
+         ctx->heap_offset(addr, 0, "addr_accessible", &offset).is_ok();
+}
+
+int my_pe() noexcept {
+  Context* ctx = current();
+  return ctx ? ctx->pe : -1;
+}
+
+int n_pes() noexcept {
+  Context* ctx = current();
+  return ctx ? ctx->n_pes : -1;
+}
+
+std::string_view transport_name(int pe) noexcept {
+  Context* ctx = current();
+  if (ctx == nullptr || pe < 0 || pe >= ctx->n_pes) return {};
+  return ctx->transport;
+}
+
+std::size_t heap_size() noexcept {
+  Context* ctx = current();
+  return ctx ? ctx->heap_bytes() : 0;
+}
+
+bool initialized() noexcept { return current() != nullptr; }
+
+}  // namespace hp::shmem

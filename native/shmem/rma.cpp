@@ -1,0 +1,139 @@
+// put/get/put_signal/fence/quiet. On the mapped transports (threads, shm) every PE's heap is
+// mapped here, so a put is a copy into the target's mapping followed by a notify (the target
+// may sleep in a wait on the memory just written), and every put is complete when it returns:
+// the _nbi forms are the blocking ones, and quiet/fence only order this thread's stores.
+//
+// A put or get of one naturally aligned 1/2/4/8-byte word is a single atomic access (release
+// store, acquire load): "put the data, then p() a flag" is the classic pattern, and the
+// target's wait on the flag must see everything put before it.
+#include <atomic>
+#include <cstring>
+
+#include "context.h"
+#include "copy.h"
+
+namespace hp::shmem {
+namespace {
+
+Status checked_remote(std::string_view what, const void* symmetric, std::size_t bytes, int pe,
+                      Context** ctx, std::byte** remote) {
+  HP_RETURN_IF_ERROR(require_context(what, ctx));
+  HP_RETURN_IF_ERROR((*ctx)->check_pe(pe, what));
+  std::size_t offset = 0;
+  HP_RETURN_IF_ERROR((*ctx)->heap_offset(symmetric, bytes, what, &offset));
+  *remote = (*ctx)->remote(pe, offset);
+  return Status::ok();
+}
+
+Status checked_signal(Context& ctx, std::uint64_t* sig_addr, int pe, std::uint64_t** remote) {
+  std::size_t offset = 0;
+  HP_RETURN_IF_ERROR(ctx.heap_offset(sig_addr, sizeof(std::uint64_t), "put_signal sig_addr", &offset));
+  HP_ENSURE(reinterpret_cast<std::uintptr_t>(sig_addr) % alignof(std::uint64_t) == 0,
+            ErrorCode::kMisaligned, "put_signal: sig_addr {} is not 8-byte aligned",
+            static_cast<void*>(sig_addr));
+  *remote = reinterpret_cast<std::uint64_t*>(ctx.remote(pe, offset));
+  return Status::ok();
+}
+
+template <typename W>
+bool word_copy(void* dest, const void* source, bool store) {
+  if (reinterpret_cast<std::uintptr_t>(store ? dest : source) % sizeof(W) != 0) return false;
+  if (store) {
+    W value;
+    std::memcpy(&value, source, sizeof(W));
+    std::atomic_ref<W>(*static_cast<W*>(dest)).store(value, std::memory_order_release);
+  } else {
+    const W value =
+        std::atomic_ref<W>(*static_cast<W*>(const_cast<void*>(source))).load(std::memory_order_acquire);
+    std::memcpy(dest, &value, sizeof(W));
+  }
+  return true;
+}
+
+// Copies `bytes`; one aligned word atomically (store: into shared `dest`; else from `source`).
+void copy(void* dest, const void* source, std::size_t bytes, bool store) {
+  const bool done = (bytes == 8 && word_copy<std::uint64_t>(dest, source, store)) ||
+                    (bytes == 4 && word_copy<std::uint32_t>(dest, source, store)) ||
+                    (bytes == 2 && word_copy<std::uint16_t>(dest, source, store)) ||
+                    (bytes == 1 && word_copy<std::uint8_t>(dest, source, store));
+  if (!done) {
+    if (store) {
+      copy_to_peer(dest, source, bytes);
+    } else {
+      std::memcpy(dest, source, bytes);
+    }
+  }
+}
+
+}  // namespace
+
+Status put(void* dest, const void* source, std::size_t bytes, int pe) {
+  Context* ctx = nullptr;
+  std::byte* remote = nullptr;
+  HP_RETURN_IF_ERROR(checked_remote("put", dest, bytes, pe, &ctx, &remote));
+  copy(remote, source, bytes, /*store=*/true);
+  ctx->notify(pe);
+  return Status::ok();
+}
+
+Status get(void* dest, const void* source, std::size_t bytes, int pe) {
+  Context* ctx = nullptr;
+  std::byte* remote = nullptr;
+  HP_RETURN_IF_ERROR(checked_remote("get", source, bytes, pe, &ctx, &remote));
+  copy(dest, remote, bytes, /*store=*/false);
+  return Status::ok();
+}
+
+Status put_nbi(void* dest, const void* source, std::size_t bytes, int pe) {
+  return put(dest, source, bytes, pe);
+}
+
+Status get_nbi(void* dest, const void* source, std::size_t bytes, int pe) {
+  return get(dest, source, bytes, pe);
+}
+
+Status put_signal(void* dest, const void* source, std::size_t bytes, std::uint64_t* sig_addr,
+                  std::uint64_t signal, SignalOp op, int pe) {
+  Context* ctx = nullptr;
+  std::byte* remote = nullptr;
+  HP_RETURN_IF_ERROR(checked_remote("put_signal", dest, bytes, pe, &ctx, &remote));
+  std::uint64_t* remote_signal = nullptr;
+  HP_RETURN_IF_ERROR(checked_signal(*ctx, sig_addr, pe, &remote_signal));
+  HP_ENSURE(op == SignalOp::kSet || op == SignalOp::kAdd, ErrorCode::kInvalidArgument,
+            "put_signal: signal op {} is neither SET nor ADD", int(op));
+  copy_to_peer(remote, source, bytes);
+  std::atomic_ref<std::uint64_t> word(*remote_signal);
+  if (op == SignalOp::kSet) {
+    word.store(signal, std::memory_order_release);
+  } else {
+    word.fetch_add(signal, std::memory_order_release);
+  }
+  ctx->notify(pe);
+  return Status::ok();
+}
+
+Status put_signal_nbi(void* dest, const void* source, std::size_t bytes, std::uint64_t* sig_addr,
+                      std::uint64_t signal, SignalOp op, int pe) {
+  return put_signal(dest, source, bytes, sig_addr, signal, op, pe);
+}
+
+std::uint64_t signal_fetch(const std::uint64_t* sig_addr) noexcept {
+  return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(sig_addr))
+      .load(std::memory_order_acquire);
+}
+
+Status fence() {
+  Context* ctx = nullptr;
+  HP_RETURN_IF_ERROR(require_context("fence", &ctx));
+  platform::full_fence();
+  return Status::ok();
+}
+
+Status quiet() {
+  Context* ctx = nullptr;
+  HP_RETURN_IF_ERROR(require_context("quiet", &ctx));
+  platform::full_fence();
+  return Status::ok();
+}
+
+}  // namespace hp::shmem

@@ -1,0 +1,50 @@
+// Barriers: a dissemination barrier per team over the ControlArea's per-round slots.
+//
+// In round k (distance 2^k) each member adds 1 to the round-k slot of the member 2^k after it
+// and waits until its own round-k slot reaches the number of barriers it has entered on this
+// team. Only one member ever adds to a given slot of a given PE (the one 2^k before it), so a
+// slot counts that member's arrivals and never needs resetting: an early arrival for the next
+// barrier only raises the count ahead of time. The adds are seq_cst read-modify-writes and the
+// waits acquire, so everything a PE did before the barrier is visible after it everywhere.
+#include <fmt/format.h>
+
+#include "context.h"
+
+namespace hp::shmem {
+
+Status barrier_on(Context& ctx, int team_handle) {
+  TeamState& team = ctx.teams[team_handle];
+  const int n = int(team.members.size());
+  const int me = team.my_index;
+  const std::uint64_t epoch = ++team.barrier_epoch;
+  for (int round = 0, distance = 1; distance < n; ++round, distance <<= 1) {
+    const int to = team.members[(me + distance) % n];
+    const int from = team.members[(me - distance % n + n) % n];
+    ctx.control(to).barrier[team_handle][round].value.fetch_add(1, std::memory_order_seq_cst);
+    ctx.notify(to);
+    auto& mine = ctx.control(ctx.pe).barrier[team_handle][round].value;
+    HP_RETURN_IF_ERROR(ctx.wait_local(
+        [&] { return mine.load(std::memory_order_acquire) >= epoch; },
+        [&] {
+          return fmt::format("barrier (team {}, round {} of epoch {}) waiting for PE {}",
+                             team_handle, round, epoch, from);
+        },
+        Context::WaitKind::kCollective));
+  }
+  return Status::ok();
+}
+
+Status sync_all() {
+  Context* ctx = nullptr;
+  HP_RETURN_IF_ERROR(require_context("sync_all", &ctx));
+  return barrier_on(*ctx, kTeamWorld);
+}
+
+Status barrier_all() {
+  Context* ctx = nullptr;
+  HP_RETURN_IF_ERROR(require_context("barrier_all", &ctx));
+  HP_RETURN_IF_ERROR(quiet());
+  return barrier_on(*ctx, kTeamWorld);
+}
+
+}  // namespace hp::shmem
