@@ -27,6 +27,9 @@ tsan_lib="$tsan_dir/native/payload/hyper_parallel/core/lib/libhyper_parallel_pla
 [[ "$(nm -D "$tsan_lib" | grep -c __tsan_)" -gt 0 ]] ||
     hp_die 1 HP-TESTS-NOT-SANITIZED "$tsan_lib is not built with ThreadSanitizer" "rm -rf $tsan_dir"
 
+# Jobs must leave no shared memory behind (hprun and the PEs unlink every /dev/shm/hp.* object).
+shm_before="$(ls /dev/shm | grep '^hp\.' || true)"
+
 hp_info "ctest: $HP_TESTS_DIR"
 ctest --test-dir "$HP_TESTS_DIR" --output-on-failure --no-tests=error || failed+=(ctest)
 
@@ -38,6 +41,12 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 hp_info "pytest with $HP_PYTHON"
 PYTHONPATH="$HP_REPO_ROOT/python" "$HP_PYTHON" -m pytest -p no:cacheprovider -q \
     "$HP_REPO_ROOT/tests/python" "$HP_REPO_ROOT/tests/build" "$@" || failed+=(pytest)
+
+left="$(comm -13 <(echo "$shm_before") <(ls /dev/shm | grep '^hp\.' || true))"
+if [[ -n "$left" ]]; then
+    hp_warn "tests left shared memory behind: $(echo $left)"
+    failed+=(shm-leftovers)
+fi
 
 if ((${#failed[@]})); then
     hp_die 1 HP-TESTS-FAILED "failed: ${failed[*]}"

@@ -149,3 +149,32 @@ def test_a_framework_without_an_adapter_names_the_reason(tmp_path):
             raise AssertionError("a MindSpore tensor was accepted")
         shmem.free(x)
     """, tmp_path)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_pe_killed_in_a_barrier_releases_the_others_with_peer_dead(n, tmp_path):
+    """PE 1 is killed (SIGKILL) while the others wait in a barrier: every survivor's barrier
+    ends with PEER_DEAD naming PE 1, well within the deadline, and hprun reports the kill."""
+    script = tmp_path / "kill.py"
+    script.write_text(PROLOGUE + textwrap.dedent("""
+        import os, signal, time
+        shmem.barrier()
+        if me == 1:
+            time.sleep(0.2)  # the others are in the barrier by now
+            os.kill(os.getpid(), signal.SIGKILL)
+        start = time.monotonic()
+        try:
+            shmem.barrier()
+        except HpError as e:
+            print(f"PE {me} {e.name} after {time.monotonic() - start:.1f}s: {e.message}", flush=True)
+            raise SystemExit(7)
+        raise SystemExit(8)
+    """))
+    result = hprun("--tag-output", "-n", n, SYSTEM_PYTHON, script,
+                   env=job_env(PYTHONPATH=str(REPO / "python"), HP_SHMEM_TIMEOUT_S="60"))
+    assert result.returncode == 128 + 9, describe(result)
+    survivors = [pe for pe in range(n) if pe != 1]
+    for pe in survivors:
+        line = next((l for l in result.stdout.splitlines() if l.startswith(f"[{pe}] PE {pe} ")), "")
+        assert "PEER_DEAD" in line and "PE 1" in line, describe(result)
+        assert float(line.split(" after ")[1].split("s:")[0]) < 10, line
