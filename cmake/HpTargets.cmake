@@ -24,13 +24,19 @@ function(hp_add_library name)
     COMPONENT ${HP_COMPONENT})
 endfunction()
 
+# Open MPI as the tests run it (ENVIRONMENT.md): as root, with the btl and osc components that
+# work here (libfabric's ofi btl is slow and crashes; osc/rdma breaks OSHMEM's finalize).
+set(HP_MPIRUN_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  "OMPI_MCA_btl=^openib,ofi" "OMPI_MCA_osc=^rdma" OMPI_MCA_rmaps_base_oversubscribe=1)
+
 # hp_add_test(<name> SOURCES ... [LIBS ...] [LABELS ...] [TIMEOUT s]
 #             [RUNS <ctest name> <launcher args...> ...])
 #   A GoogleTest executable test_<name> installed under tests/<component>/bin, registered in
 #   the installed CTestTestfile as ctest test <name> (labels default to "unit"). Each RUNS entry
 #   registers another ctest run of the same executable under a launcher, written as
-#   "<ctest name>|<command>|<arg>|..." where <command> is HPRUN (the payload's hprun) or an
-#   absolute program, and the executable is appended.
+#   "<ctest name>|<command>|<arg>|..." where <command> is HPRUN (the payload's hprun), MPIRUN
+#   (Open MPI's mpirun, with HP_MPIRUN_ENV) or an absolute program; "ENV:NAME=value" parts set
+#   the run's environment; the executable is appended.
 function(hp_add_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS;RUNS;RUNS_LABELS" ${ARGN})
   if(NOT ARG_LABELS)
@@ -59,13 +65,28 @@ function(hp_add_test name)
     string(REPLACE "|" ";" parts "${run}")
     list(POP_FRONT parts run_name)
     list(POP_FRONT parts command)
+    set(env "")
     if(command STREQUAL "HPRUN")
       set(command "\${CMAKE_CURRENT_LIST_DIR}/../../payload/hyper_parallel/symmetric_memory/bin/hprun")
+    elseif(command STREQUAL "MPIRUN")
+      find_program(HP_MPIRUN mpirun REQUIRED)
+      set(command "${HP_MPIRUN}")
+      set(env "${HP_MPIRUN_ENV}")
     endif()
-    list(JOIN parts " " args)
+    # "ENV:NAME=value" parts set the run's environment instead of being arguments.
+    set(args_list "")
+    foreach(part IN LISTS parts)
+      if(part MATCHES "^ENV:(.*)$")
+        list(APPEND env "${CMAKE_MATCH_1}")
+      else()
+        list(APPEND args_list "${part}")
+      endif()
+    endforeach()
+    list(JOIN args_list " " args)
     string(APPEND entry
       "add_test(${run_name} \"${command}\" ${args} ${binary})\n"
-      "set_tests_properties(${run_name} PROPERTIES LABELS \"${run_labels}\" TIMEOUT ${ARG_TIMEOUT})\n")
+      "set_tests_properties(${run_name} PROPERTIES LABELS \"${run_labels}\" TIMEOUT ${ARG_TIMEOUT}"
+      " ENVIRONMENT \"${env}\")\n")
   endforeach()
   set_property(GLOBAL APPEND_STRING PROPERTY HP_INSTALLED_TESTS "${entry}")
 endfunction()

@@ -40,7 +40,9 @@ constexpr std::array kSpecs = {
                 "bytes of each PE's symmetric heap (K, M, G suffixes); every PE of a job must "
                 "use the same size (hprun --heap-size sets it for all)"},
     SettingSpec{"HP_SHMEM_TRANSPORT", T::kEnum, S::kRuntime, "auto", "auto|threads|shm|mpi",
-                "how PEs reach each other; auto: shm under hprun, one PE alone otherwise"},
+                "how PEs reach each other; auto: shm under hprun, mpi under mpirun (this host's "
+                "PEs mapped, the others through MPI-3 RMA), one PE alone otherwise; mpi: every "
+                "PE through MPI-3 RMA"},
     SettingSpec{"HP_RANK", T::kInt, S::kRuntime, "", "",
                 "this process's PE number in its job (set by hprun)"},
     SettingSpec{"HP_WORLD_SIZE", T::kInt, S::kRuntime, "", "",

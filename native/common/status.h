@@ -75,10 +75,11 @@ class [[nodiscard]] HP_API Status {
 
 }  // namespace hp
 
-// Returns the Status of `expr` from the enclosing function when it is not OK.
-#define HP_RETURN_IF_ERROR(expr)                      \
+// Returns the Status of the expression from the enclosing function when it is not OK
+// (variadic: template arguments may contain commas).
+#define HP_RETURN_IF_ERROR(...)                       \
   do {                                                \
-    ::hp::Status hp_status_ = (expr);                 \
+    ::hp::Status hp_status_ = (__VA_ARGS__);          \
     if (!hp_status_.is_ok()) return hp_status_;       \
   } while (0)
 

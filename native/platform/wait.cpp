@@ -104,6 +104,30 @@ WaitResult wait_event(WaitWord& event, const std::function<bool()>& ready,
   }
 }
 
+WaitResult poll_until(const std::function<bool()>& ready, Clock::time_point deadline,
+                      const WaitPolicy& policy, const std::function<bool()>& cancelled) {
+  for (std::int64_t i = 0; i < policy.spin; ++i) {
+    if (ready()) return WaitResult::kReady;
+    if ((i & 1023) == 1023 && Clock::now() >= deadline) return WaitResult::kTimedOut;
+    _mm_pause();
+  }
+  const auto stop_yielding = Clock::now() + policy.yield_for;
+  auto delay = std::chrono::microseconds(1);
+  for (;;) {
+    if (ready()) return WaitResult::kReady;
+    if (cancelled && cancelled()) return WaitResult::kCancelled;
+    const auto now = Clock::now();
+    if (now >= deadline) return WaitResult::kTimedOut;
+    if (now < stop_yielding) {
+      sched_yield();
+    } else {
+      timespec ts{0, long(std::chrono::nanoseconds(delay).count())};
+      nanosleep(&ts, nullptr);
+      delay = std::min(delay * 2, std::chrono::microseconds(100));
+    }
+  }
+}
+
 void full_fence() noexcept {
 #if defined(__SANITIZE_THREAD__)
   static std::atomic<std::uint32_t> word{0};

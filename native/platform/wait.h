@@ -62,6 +62,12 @@ HP_API WaitResult wait_event(WaitWord& event, const std::function<bool()>& ready
                              const std::function<bool()>& cancelled);
 HP_API void notify_event(WaitWord& event, bool process_shared) noexcept;
 
+// Polling, for changes nobody can wake us for (RMA from another host): ready() is called
+// repeatedly, spinning, then yielding, then sleeping between calls with a delay that doubles
+// from 1 us to 100 us (the poller may be the one whose MPI calls make others' RMA progress).
+HP_API WaitResult poll_until(const std::function<bool()>& ready, Clock::time_point deadline,
+                             const WaitPolicy& policy, const std::function<bool()>& cancelled);
+
 HP_API Clock::time_point deadline_after(double seconds) noexcept;
 
 // A full (seq_cst) fence. Under ThreadSanitizer, which does not model fences, a seq_cst

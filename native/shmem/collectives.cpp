@@ -2,7 +2,8 @@
 //
 // Pull-based, over the mapped heaps of the team's members:
 //   1. barrier on the team: every member's source is ready;
-//   2. each member reads what it needs from the members' source copies (peer_bytes(), the one
+//   2. each member reads what it needs from the members' source copies (peer_bytes() and
+//      copy_from(): a mapping, or a get through the transport; the one
 //      place that touches another PE's memory) and computes its result;
 //   3. barrier on the team: nobody reads a source any more, so each may be overwritten.
 // The result goes straight to dest when dest does not overlap source; otherwise (in-place
@@ -29,15 +30,21 @@ namespace {
 
 // ---- access to the members' data --------------------------------------------------------------
 
-// `world_pe`'s copy of the symmetric heap offset `offset`. On the mapped transports (threads,
-// shm) a pointer into its mapping; a transport without load/store access would get() here.
-const std::byte* peer_bytes(const Context& ctx, int world_pe, std::size_t offset) {
-  return ctx.remote(world_pe, offset);
+// `bytes` of `world_pe`'s copy at heap offset `offset`: a pointer into its mapping, or, for a
+// PE reached through the transport, a get into `scratch` (at least `bytes` long).
+Status peer_bytes(const Context& ctx, int world_pe, std::size_t offset, std::size_t bytes,
+                  std::byte* scratch, const std::byte** out) {
+  if (ctx.mapped(world_pe)) {
+    *out = ctx.remote(world_pe, offset);
+    return Status::ok();
+  }
+  *out = scratch;
+  return ctx.read(world_pe, kControlBytes + offset, scratch, bytes);
 }
 
-void copy_from(const Context& ctx, std::byte* out, int world_pe, std::size_t offset,
-               std::size_t bytes) {
-  std::memcpy(out, peer_bytes(ctx, world_pe, offset), bytes);
+Status copy_from(const Context& ctx, std::byte* out, int world_pe, std::size_t offset,
+                 std::size_t bytes) {
+  return ctx.read(world_pe, kControlBytes + offset, out, bytes);
 }
 
 // ---- validation and the common skeleton -------------------------------------------------------
@@ -101,7 +108,8 @@ Status check_aligned(const Call& call, std::size_t element) {
   return Status::ok();
 }
 
-// Runs the three steps of the file comment; fill(out) writes the dest_bytes of the result.
+// Runs the three steps of the file comment; fill(out) writes the dest_bytes of the result and
+// returns a Status.
 template <typename Fill>
 Status run(const Call& call, Fill&& fill) {
   if (call.dest_bytes == 0) return Status::ok();
@@ -111,8 +119,10 @@ Status run(const Call& call, Fill&& fill) {
   if (overlap) staging = std::make_unique_for_overwrite<std::byte[]>(call.dest_bytes);
   std::byte* out = overlap ? staging.get() : call.dest;
   HP_RETURN_IF_ERROR(barrier_on(*call.ctx, call.handle).with_context(call.what));
-  fill(out);
+  const Status filled = fill(out);
+  // The closing barrier even after a failed read: nobody may leave while others still read.
   HP_RETURN_IF_ERROR(barrier_on(*call.ctx, call.handle).with_context(call.what));
+  HP_RETURN_IF_ERROR(Status(filled).with_context(call.what));
   if (overlap) std::memcpy(call.dest, out, call.dest_bytes);
   return Status::ok();
 }
@@ -179,33 +189,41 @@ inline void store_chunk(typename E::S* __restrict out, const typename E::A* __re
 }
 
 template <typename E, ReduceOp kOp>
-inline void reduce_chunk(const Call& call, std::size_t offset, std::size_t n,
-                         typename E::A* __restrict acc, typename E::S* __restrict out) {
+inline Status reduce_chunk(const Call& call, std::size_t offset, std::size_t n,
+                           typename E::A* __restrict acc, typename E::S* __restrict out,
+                           std::byte* scratch) {
   using S = typename E::S;
-  load_chunk<E>(acc, reinterpret_cast<const S*>(peer_bytes(*call.ctx, call.world(0), offset)), n);
+  const std::byte* in = nullptr;
+  HP_RETURN_IF_ERROR(peer_bytes(*call.ctx, call.world(0), offset, n * sizeof(S), scratch, &in));
+  load_chunk<E>(acc, reinterpret_cast<const S*>(in), n);
   for (int j = 1; j < call.n(); ++j) {
-    combine_chunk<E, kOp>(
-        acc, reinterpret_cast<const S*>(peer_bytes(*call.ctx, call.world(j), offset)), n);
+    HP_RETURN_IF_ERROR(peer_bytes(*call.ctx, call.world(j), offset, n * sizeof(S), scratch, &in));
+    combine_chunk<E, kOp>(acc, reinterpret_cast<const S*>(in), n);
   }
   store_chunk<E>(out, acc, n);
+  return Status::ok();
 }
 
 // out[i] = op over the members j (in team order) of element i at `offset` in j's heap.
 template <typename E, ReduceOp kOp>
-void reduce_members(const Call& call, std::size_t offset, std::size_t count, std::byte* out) {
+Status reduce_members(const Call& call, std::size_t offset, std::size_t count, std::byte* out) {
   using S = typename E::S;
   typename E::A acc[kChunk];
+  alignas(64) std::byte scratch[kChunk * sizeof(S)];  // a chunk fetched through the transport
   S* result = reinterpret_cast<S*>(out);
   std::size_t base = 0;
   for (; base + kChunk <= count; base += kChunk) {
-    reduce_chunk<E, kOp>(call, offset + base * sizeof(S), kChunk, acc, result + base);
+    HP_RETURN_IF_ERROR(
+        reduce_chunk<E, kOp>(call, offset + base * sizeof(S), kChunk, acc, result + base, scratch));
   }
   if (base < count) {
-    reduce_chunk<E, kOp>(call, offset + base * sizeof(S), count - base, acc, result + base);
+    HP_RETURN_IF_ERROR(reduce_chunk<E, kOp>(call, offset + base * sizeof(S), count - base, acc,
+                                            result + base, scratch));
   }
+  return Status::ok();
 }
 
-using ReduceFn = void (*)(const Call&, std::size_t, std::size_t, std::byte*);
+using ReduceFn = Status (*)(const Call&, std::size_t, std::size_t, std::byte*);
 
 template <typename E>
 ReduceFn for_op(ReduceOp op) {
@@ -250,7 +268,7 @@ Status broadcast(Team team, void* dest, const void* source, std::size_t bytes, i
   HP_RETURN_IF_ERROR(set_buffers(&call, dest, bytes, source, bytes));
   const int from = call.world(root);
   return run(call,
-             [&](std::byte* out) { copy_from(*call.ctx, out, from, call.source_offset, bytes); });
+             [&](std::byte* out) { return copy_from(*call.ctx, out, from, call.source_offset, bytes); });
 }
 
 Status fcollect(Team team, void* dest, const void* source, std::size_t bytes) {
@@ -263,8 +281,10 @@ Status fcollect(Team team, void* dest, const void* source, std::size_t bytes) {
     // Start at a different member on each PE, so the PEs do not all read one PE at once.
     for (int k = 0; k < call.n(); ++k) {
       const int j = (call.me() + k) % call.n();
-      copy_from(*call.ctx, out + std::size_t(j) * bytes, call.world(j), call.source_offset, bytes);
+      HP_RETURN_IF_ERROR(copy_from(*call.ctx, out + std::size_t(j) * bytes, call.world(j),
+                                   call.source_offset, bytes));
     }
+    return Status::ok();
   });
 }
 
@@ -279,9 +299,10 @@ Status alltoall(Team team, void* dest, const void* source, std::size_t bytes_per
   return run(call, [&](std::byte* out) {
     for (int k = 0; k < call.n(); ++k) {
       const int j = (call.me() + k) % call.n();
-      copy_from(*call.ctx, out + std::size_t(j) * bytes_per_pe, call.world(j),
-                call.source_offset + my_block, bytes_per_pe);
+      HP_RETURN_IF_ERROR(copy_from(*call.ctx, out + std::size_t(j) * bytes_per_pe, call.world(j),
+                                   call.source_offset + my_block, bytes_per_pe));
     }
+    return Status::ok();
   });
 }
 
@@ -302,7 +323,7 @@ Status reduction(std::string_view what, Team team, void* dest, const void* sourc
   HP_RETURN_IF_ERROR(set_buffers(&call, dest, block, source, source_bytes));
   HP_RETURN_IF_ERROR(check_aligned(call, dtype_size(dtype)));
   const std::size_t offset = call.source_offset + (scatter ? std::size_t(call.me()) * block : 0);
-  return run(call, [&](std::byte* out) { reduce(call, offset, count, out); });
+  return run(call, [&](std::byte* out) { return reduce(call, offset, count, out); });
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "context.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "platform/cpu_affinity.h"
 
@@ -49,6 +50,32 @@ void Context::notify(int target) const noexcept {
   platform::notify_event(job->pe(target).doorbell, job->is_shared());
 }
 
+Status Context::read(int target, std::size_t offset, void* out, std::size_t bytes) const {
+  if (!mapped(target)) return transport->get(target, offset, out, bytes);
+  std::memcpy(out, segments[target] + offset, bytes);
+  return Status::ok();
+}
+
+Status Context::add_u64(int target, std::size_t offset, std::uint64_t value) const {
+  if (atomics_via_transport(target)) {
+    std::uint64_t old = 0;
+    return transport->atomic(target, offset, AtomicOp::kFetchAdd, 8, &value, nullptr, &old);
+  }
+  std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(segments[target] + offset))
+      .fetch_add(value, std::memory_order_seq_cst);
+  notify(target);
+  return Status::ok();
+}
+
+Status Context::load_u64(int target, std::size_t offset, std::uint64_t* out) const {
+  if (atomics_via_transport(target)) {
+    return transport->atomic(target, offset, AtomicOp::kFetch, 8, nullptr, nullptr, out);
+  }
+  *out = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(segments[target] + offset))
+             .load(std::memory_order_acquire);
+  return Status::ok();
+}
+
 Status Context::aborted_status() const {
   return Status::error(ErrorCode::kPeerDead, "the job was aborted ({}); PE {} stops waiting",
                        job->abort_message(), pe);
@@ -57,9 +84,21 @@ Status Context::aborted_status() const {
 Status Context::wait_local(const std::function<bool()>& ready,
                            const std::function<std::string()>& describe, WaitKind kind) const {
   if (job->aborted()) return aborted_status();
-  const platform::WaitResult r = platform::wait_event(
-      job->pe(pe).doorbell, ready, platform::deadline_after(timeout_s),
-      kind == WaitKind::kCollective ? collective_policy : policy, [this] { return job->aborted(); });
+  const auto deadline = platform::deadline_after(timeout_s);
+  const platform::WaitPolicy& how = kind == WaitKind::kCollective ? collective_policy : policy;
+  auto aborted = [this] { return job->aborted(); };
+  platform::WaitResult r = platform::WaitResult::kTimedOut;
+  if (transport != nullptr) {
+    // Remote writers cannot wake this PE: poll, letting the transport make progress.
+    r = platform::poll_until(
+        [&] {
+          transport->progress();
+          return ready();
+        },
+        deadline, how, aborted);
+  } else {
+    r = platform::wait_event(job->pe(pe).doorbell, ready, deadline, how, aborted);
+  }
   switch (r) {
     case platform::WaitResult::kReady:
       return Status::ok();

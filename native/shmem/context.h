@@ -27,6 +27,7 @@
 #include "heap_allocator.h"
 #include "job.h"
 #include "shmem.h"
+#include "transport.h"
 
 namespace hp::shmem {
 
@@ -56,7 +57,7 @@ struct TeamState {
 struct Context {
   int pe = -1;
   int n_pes = 0;
-  std::string transport;                 // "threads", "shm"
+  std::string transport_kind;            // of the mapped PEs: "threads", "shm", "self", "mpi"
   JobSegment* job = nullptr;             // the job's control segment
   std::unique_ptr<JobSegment> owned_job; // set when this context owns it (process jobs)
   std::vector<std::byte*> segments;      // each PE's segment in this address space
@@ -71,6 +72,7 @@ struct Context {
   platform::WaitPolicy policy;
   platform::WaitPolicy collective_policy;
   int init_count = 0;                    // init() calls not yet matched by finalize()
+  std::unique_ptr<RemoteTransport> transport;  // for unmapped PEs (MPI); null: all mapped
   std::vector<TeamState> teams;          // index = Team handle; [0] = world
   std::mutex team_mutex;                 // team creation/destruction by several threads of a PE
 
@@ -85,10 +87,26 @@ struct Context {
   // The heap offset of [addr, addr + bytes) in this PE's heap, or NOT_SYMMETRIC.
   Status heap_offset(const void* addr, std::size_t bytes, std::string_view what,
                      std::size_t* offset) const;
-  // The address of heap offset `offset` on `target` (mapped transports).
+  // The address of heap offset `offset` on `target` (mapped PEs only).
   std::byte* remote(int target, std::size_t offset) const noexcept {
     return heap_base(target) + offset;
   }
+  bool mapped(int target) const noexcept { return segments[target] != nullptr; }
+  // Atomics on `target` go through the transport (it owns atomicity, see transport.h).
+  bool atomics_via_transport(int target) const noexcept {
+    return !mapped(target) || (transport != nullptr && transport->owns_atomics());
+  }
+  // The segment offset of a word of this PE's segment (ControlArea or heap).
+  std::size_t segment_offset_of(const void* local) const noexcept {
+    return std::size_t(static_cast<const std::byte*>(local) - segments[pe]);
+  }
+
+  // Reads `bytes` at segment offset `offset` of `target` (a copy, or a get).
+  Status read(int target, std::size_t offset, void* out, std::size_t bytes) const;
+  // A 64-bit atomic add on `target`'s word at segment offset `offset`, then a notify.
+  Status add_u64(int target, std::size_t offset, std::uint64_t value) const;
+  // An atomic 64-bit load of `target`'s word at segment offset `offset`.
+  Status load_u64(int target, std::size_t offset, std::uint64_t* out) const;
 
   // After changing `target`'s memory: wakes it if it sleeps in a wait (see job.h doorbells).
   void notify(int target) const noexcept;

@@ -18,10 +18,14 @@ namespace hp::shmem {
 class HP_API HeapAllocator {
  public:
   static constexpr std::size_t kMinAlignment = 64;  // one cache line: signal slots never share
+  // Offsets are aligned relative to the heap's start, which is 2 MiB-aligned on every PE
+  // (segment_map.h): so an allocation is aligned in every PE's address space up to 2 MiB.
+  static constexpr std::size_t kMaxAlignment = std::size_t(2) << 20;
 
   explicit HeapAllocator(std::size_t capacity);
 
-  // alignment: a power of two (raised to kMinAlignment). bytes 0 allocates kMinAlignment bytes.
+  // alignment: a power of two up to kMaxAlignment (raised to kMinAlignment). bytes 0 allocates
+  // kMinAlignment bytes.
   Status allocate(std::size_t bytes, std::size_t alignment, std::size_t* offset);
   // NOT_SYMMETRIC when `offset` is not the start of a block, DOUBLE_FREE when it is free.
   Status release(std::size_t offset);

@@ -1,9 +1,11 @@
-// init()/finalize() of a process PE: the shm transport under hprun, or a one-PE job.
+// init()/finalize() of a process PE: the shm transport under hprun, the MPI transport under
+// mpirun (HP_SHMEM_TRANSPORT=mpi forces every PE through RMA), or a one-PE job.
 //
 // shm bootstrap: open the job segment hprun created; create this PE's segment
 // "/hp.<job>.heap.<rank>" (zero-filled, pre-faulted); mark the slot kReady and count it in
 // ready_count; wait until every PE is ready; map every other PE's segment; barrier; unlink this
 // PE's name (everyone has it mapped, so no name outlives the job even if it crashes later).
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -17,6 +19,7 @@
 #include "common/logging.h"
 #include "common/settings.h"
 #include "context.h"
+#include "segment_map.h"
 
 namespace hp::shmem {
 
@@ -55,11 +58,9 @@ Status map_segment(const std::string& name, bool create, std::size_t bytes, std:
                          "job must use the same HP_SHMEM_HEAP_SIZE (hprun --heap-size sets it)",
                          name, std::int64_t(st.st_size), bytes);
   }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  Status mapped = map_segment_aligned(fd, bytes, kControlBytes, /*populate=*/true, out);
   close(fd);
-  if (base == MAP_FAILED) return errno_error("cannot map heap segment", name);
-  *out = static_cast<std::byte*>(base);
-  return Status::ok();
+  return mapped.with_context("heap segment '" + name + "'");
 }
 
 void unmap_all(Context& ctx) {
@@ -88,15 +89,64 @@ Status init_single(std::unique_ptr<Context>* out) {
   HP_RETURN_IF_ERROR(JobSegment::create_private(1, &ctx->owned_job));
   ctx->job = ctx->owned_job.get();
   fill_common(*ctx, 0, 1, settings(), false);
-  ctx->transport = "self";
-  void* base = mmap(nullptr, ctx->segment_bytes, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) return errno_error("cannot map the heap", "anonymous");
-  ctx->segments[0] = static_cast<std::byte*>(base);
+  ctx->transport_kind = "self";
+  HP_RETURN_IF_ERROR(
+      map_segment_aligned(-1, ctx->segment_bytes, kControlBytes, /*populate=*/false, &ctx->segments[0]));
   ctx->mapped_bytes[0] = ctx->segment_bytes;
   ctx->job->pe(0).state.store(std::uint32_t(PeState::kReady));
   *out = std::move(ctx);
   return Status::ok();
+}
+
+// The MPI plugin, next to this library (dlopen()ed with RTLD_GLOBAL: Open MPI's own components
+// resolve libmpi's symbols globally).
+Status load_mpi_plugin(MpiStartFn* start) {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&load_mpi_plugin), &info) == 0 || info.dli_fname == nullptr) {
+    return Status::error(ErrorCode::kInternal, "cannot find the shmem library's own path");
+  }
+  std::string path(info.dli_fname);
+  path = path.substr(0, path.find_last_of('/') + 1) + kMpiPluginName;
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  HP_ENSURE(handle != nullptr, ErrorCode::kUnsupported,
+            "the MPI transport plugin did not load ({}); it needs Open MPI's libraries "
+            "(apt-get install -y libopenmpi-dev openmpi-bin)",
+            dlerror());
+  *start = reinterpret_cast<MpiStartFn>(dlsym(handle, kMpiStartSymbol));
+  HP_ENSURE(*start != nullptr, ErrorCode::kInternal, "{} has no {}", path, kMpiStartSymbol);
+  return Status::ok();
+}
+
+// A PE of an MPI job: all_remote, every other PE through RMA; otherwise this host's PEs mapped.
+Status init_mpi(const Settings& env, bool all_remote, std::unique_ptr<Context>* out) {
+  MpiStartFn start = nullptr;
+  HP_RETURN_IF_ERROR(load_mpi_plugin(&start));
+  MpiStart job;
+  const std::size_t segment_bytes = segment_bytes_for(env.shmem_heap_bytes);
+  HP_RETURN_IF_ERROR(
+      start(segment_bytes, kControlBytes, all_remote, &job).with_context("shmem init (mpi)"));
+  auto ctx = std::make_unique<Context>();
+  HP_RETURN_IF_ERROR(JobSegment::create_private(job.n_pes, &ctx->owned_job));
+  ctx->job = ctx->owned_job.get();
+  int local = 0;
+  for (std::byte* s : job.segments) local += s != nullptr;
+  fill_common(*ctx, job.pe, job.n_pes, env, false);
+  set_wait_policies(*ctx, env, local, false);
+  ctx->segments = job.segments;  // MPI owns the memory: nothing to munmap
+  ctx->transport = std::move(job.transport);
+  ctx->transport_kind = all_remote ? "mpi" : "shm";
+  ctx->job->pe(ctx->pe).state.store(std::uint32_t(PeState::kReady));
+  HP_RETURN_IF_ERROR(barrier_on(*ctx, kTeamWorld).with_context("shmem init (mpi)"));
+  *out = std::move(ctx);
+  return Status::ok();
+}
+
+// Started by mpirun (Open MPI, or a PMI/PMIx launcher)?
+bool under_mpi_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
 }
 
 Status init_shm(const Settings& env, std::unique_ptr<Context>* out) {
@@ -109,7 +159,7 @@ Status init_shm(const Settings& env, std::unique_ptr<Context>* out) {
   HP_RETURN_IF_ERROR(JobSegment::open(env.job_id, env.world_size, &ctx->owned_job));
   ctx->job = ctx->owned_job.get();
   fill_common(*ctx, env.rank, env.world_size, env, true);
-  ctx->transport = "shm";
+  ctx->transport_kind = "shm";
   JobSegment& job = *ctx->job;
   PeSlot& slot = job.pe(ctx->pe);
   slot.pid.store(::getpid(), std::memory_order_relaxed);
@@ -175,9 +225,8 @@ Status init() {
                            "HP_SHMEM_TRANSPORT=threads: a threads job is started with "
                            "hp::shmem::run_threads, not init");
     case ShmemTransport::kMpi:
-      return Status::error(ErrorCode::kUnsupported,
-                           "HP_SHMEM_TRANSPORT=mpi: this build has no MPI transport yet; use "
-                           "hprun (shm) on one host");
+      HP_RETURN_IF_ERROR(init_mpi(env, /*all_remote=*/true, &ctx));
+      break;
     case ShmemTransport::kShm:
       HP_ENSURE(!env.job_id.empty(), ErrorCode::kInvalidSetting,
                 "HP_SHMEM_TRANSPORT=shm needs HP_JOB_ID: start the program with hprun -n N");
@@ -186,6 +235,8 @@ Status init() {
     case ShmemTransport::kAuto:
       if (!env.job_id.empty()) {
         HP_RETURN_IF_ERROR(init_shm(env, &ctx));
+      } else if (under_mpi_launcher()) {
+        HP_RETURN_IF_ERROR(init_mpi(env, /*all_remote=*/false, &ctx));
       } else {
         HP_RETURN_IF_ERROR(init_single(&ctx));
       }
@@ -211,6 +262,7 @@ Status finalize() {
     return Status::ok();
   }
   Status status = finalize_context(*ctx);
+  ctx->transport.reset();  // the MPI windows (and MPI, if this library initialized it)
   unmap_all(*ctx);
   g_process_context = nullptr;
   delete ctx;

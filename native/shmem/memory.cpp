@@ -74,7 +74,8 @@ int n_pes() noexcept {
 std::string_view transport_name(int pe) noexcept {
   Context* ctx = current();
   if (ctx == nullptr || pe < 0 || pe >= ctx->n_pes) return {};
-  return ctx->transport;
+  if (pe == ctx->pe) return "self";
+  return ctx->mapped(pe) ? std::string_view(ctx->transport_kind) : ctx->transport->name();
 }
 
 std::size_t heap_size() noexcept {

@@ -3,6 +3,9 @@
 // may sleep in a wait on the memory just written), and every put is complete when it returns:
 // the _nbi forms are the blocking ones, and quiet/fence only order this thread's stores.
 //
+// PEs that are not mapped here go through ctx.transport (MPI): puts complete locally on return
+// and remotely at quiet, gets on return; the signal of put_signal follows a flush of its data.
+//
 // A put or get of one naturally aligned 1/2/4/8-byte word is a single atomic access (release
 // store, acquire load): "put the data, then p() a flag" is the classic pattern, and the
 // target's wait on the flag must see everything put before it.
@@ -15,23 +18,19 @@
 namespace hp::shmem {
 namespace {
 
-Status checked_remote(std::string_view what, const void* symmetric, std::size_t bytes, int pe,
-                      Context** ctx, std::byte** remote) {
+// The heap offset of [symmetric, +bytes) after checking the PE and the range.
+Status checked_offset(std::string_view what, const void* symmetric, std::size_t bytes, int pe,
+                      Context** ctx, std::size_t* offset) {
   HP_RETURN_IF_ERROR(require_context(what, ctx));
   HP_RETURN_IF_ERROR((*ctx)->check_pe(pe, what));
-  std::size_t offset = 0;
-  HP_RETURN_IF_ERROR((*ctx)->heap_offset(symmetric, bytes, what, &offset));
-  *remote = (*ctx)->remote(pe, offset);
-  return Status::ok();
+  return (*ctx)->heap_offset(symmetric, bytes, what, offset);
 }
 
-Status checked_signal(Context& ctx, std::uint64_t* sig_addr, int pe, std::uint64_t** remote) {
-  std::size_t offset = 0;
-  HP_RETURN_IF_ERROR(ctx.heap_offset(sig_addr, sizeof(std::uint64_t), "put_signal sig_addr", &offset));
+Status checked_signal(Context& ctx, std::uint64_t* sig_addr, std::size_t* offset) {
+  HP_RETURN_IF_ERROR(ctx.heap_offset(sig_addr, sizeof(std::uint64_t), "put_signal sig_addr", offset));
   HP_ENSURE(reinterpret_cast<std::uintptr_t>(sig_addr) % alignof(std::uint64_t) == 0,
             ErrorCode::kMisaligned, "put_signal: sig_addr {} is not 8-byte aligned",
             static_cast<void*>(sig_addr));
-  *remote = reinterpret_cast<std::uint64_t*>(ctx.remote(pe, offset));
   return Status::ok();
 }
 
@@ -69,18 +68,20 @@ void copy(void* dest, const void* source, std::size_t bytes, bool store) {
 
 Status put(void* dest, const void* source, std::size_t bytes, int pe) {
   Context* ctx = nullptr;
-  std::byte* remote = nullptr;
-  HP_RETURN_IF_ERROR(checked_remote("put", dest, bytes, pe, &ctx, &remote));
-  copy(remote, source, bytes, /*store=*/true);
+  std::size_t offset = 0;
+  HP_RETURN_IF_ERROR(checked_offset("put", dest, bytes, pe, &ctx, &offset));
+  if (!ctx->mapped(pe)) return ctx->transport->put(pe, kControlBytes + offset, source, bytes);
+  copy(ctx->remote(pe, offset), source, bytes, /*store=*/true);
   ctx->notify(pe);
   return Status::ok();
 }
 
 Status get(void* dest, const void* source, std::size_t bytes, int pe) {
   Context* ctx = nullptr;
-  std::byte* remote = nullptr;
-  HP_RETURN_IF_ERROR(checked_remote("get", source, bytes, pe, &ctx, &remote));
-  copy(dest, remote, bytes, /*store=*/false);
+  std::size_t offset = 0;
+  HP_RETURN_IF_ERROR(checked_offset("get", source, bytes, pe, &ctx, &offset));
+  if (!ctx->mapped(pe)) return ctx->transport->get(pe, kControlBytes + offset, dest, bytes);
+  copy(dest, ctx->remote(pe, offset), bytes, /*store=*/false);
   return Status::ok();
 }
 
@@ -95,14 +96,26 @@ Status get_nbi(void* dest, const void* source, std::size_t bytes, int pe) {
 Status put_signal(void* dest, const void* source, std::size_t bytes, std::uint64_t* sig_addr,
                   std::uint64_t signal, SignalOp op, int pe) {
   Context* ctx = nullptr;
-  std::byte* remote = nullptr;
-  HP_RETURN_IF_ERROR(checked_remote("put_signal", dest, bytes, pe, &ctx, &remote));
-  std::uint64_t* remote_signal = nullptr;
-  HP_RETURN_IF_ERROR(checked_signal(*ctx, sig_addr, pe, &remote_signal));
+  std::size_t offset = 0, signal_offset = 0;
+  HP_RETURN_IF_ERROR(checked_offset("put_signal", dest, bytes, pe, &ctx, &offset));
+  HP_RETURN_IF_ERROR(checked_signal(*ctx, sig_addr, &signal_offset));
   HP_ENSURE(op == SignalOp::kSet || op == SignalOp::kAdd, ErrorCode::kInvalidArgument,
             "put_signal: signal op {} is neither SET nor ADD", int(op));
-  copy_to_peer(remote, source, bytes);
-  std::atomic_ref<std::uint64_t> word(*remote_signal);
+  if (ctx->mapped(pe)) {
+    copy_to_peer(ctx->remote(pe, offset), source, bytes);
+  } else {
+    // Through the transport, the data must have arrived before the signal is written.
+    HP_RETURN_IF_ERROR(ctx->transport->put(pe, kControlBytes + offset, source, bytes));
+    HP_RETURN_IF_ERROR(ctx->transport->flush(pe));
+  }
+  if (ctx->atomics_via_transport(pe)) {
+    std::uint64_t old = 0;
+    return ctx->transport->atomic(pe, kControlBytes + signal_offset,
+                                  op == SignalOp::kSet ? AtomicOp::kSet : AtomicOp::kFetchAdd, 8,
+                                  &signal, nullptr, &old);
+  }
+  std::atomic_ref<std::uint64_t> word(
+      *reinterpret_cast<std::uint64_t*>(ctx->remote(pe, signal_offset)));
   if (op == SignalOp::kSet) {
     word.store(signal, std::memory_order_release);
   } else {
@@ -126,14 +139,15 @@ Status fence() {
   Context* ctx = nullptr;
   HP_RETURN_IF_ERROR(require_context("fence", &ctx));
   platform::full_fence();
-  return Status::ok();
+  // The transport orders nothing between targets cheaper than completing everything.
+  return ctx->transport ? ctx->transport->quiet() : Status::ok();
 }
 
 Status quiet() {
   Context* ctx = nullptr;
   HP_RETURN_IF_ERROR(require_context("quiet", &ctx));
   platform::full_fence();
-  return Status::ok();
+  return ctx->transport ? ctx->transport->quiet() : Status::ok();
 }
 
 }  // namespace hp::shmem

@@ -77,7 +77,8 @@ HP_API Status run_threads(int n_pes, const std::function<Status()>& body,
 
 HP_API int my_pe() noexcept;    // -1 before init
 HP_API int n_pes() noexcept;    // -1 before init
-HP_API std::string_view transport_name(int pe) noexcept;  // "threads", "shm", "mpi" or ""
+// How this PE reaches `pe`: "self", "threads", "shm" (load/store), "mpi" (RMA), or "" (bad pe).
+HP_API std::string_view transport_name(int pe) noexcept;
 HP_API std::size_t heap_size() noexcept;  // usable bytes of the symmetric heap
 
 // ---- symmetric memory (collective: every PE calls with the same arguments, in order) ----

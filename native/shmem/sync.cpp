@@ -20,9 +20,8 @@ Status barrier_on(Context& ctx, int team_handle) {
   for (int round = 0, distance = 1; distance < n; ++round, distance <<= 1) {
     const int to = team.members[(me + distance) % n];
     const int from = team.members[(me - distance % n + n) % n];
-    ctx.control(to).barrier[team_handle][round].value.fetch_add(1, std::memory_order_seq_cst);
-    ctx.notify(to);
     auto& mine = ctx.control(ctx.pe).barrier[team_handle][round].value;
+    HP_RETURN_IF_ERROR(ctx.add_u64(to, ctx.segment_offset_of(&mine), 1));
     HP_RETURN_IF_ERROR(ctx.wait_local(
         [&] { return mine.load(std::memory_order_acquire) >= epoch; },
         [&] {

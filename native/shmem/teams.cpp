@@ -104,7 +104,9 @@ Status team_split_strided(Team parent, int start, int stride, int size, Team* ou
   HP_RETURN_IF_ERROR(barrier_on(*ctx, parent));
   std::uint64_t common = ~std::uint64_t(0);
   for (int pe : parent_team->members) {
-    common &= ctx->control(pe).scratch[parent][0].value.load(std::memory_order_relaxed);
+    std::uint64_t mask = 0;
+    HP_RETURN_IF_ERROR(ctx->load_u64(pe, ctx->segment_offset_of(&my_mask), &mask));
+    common &= mask;
   }
   const int handle = common == 0 ? kTeamInvalid : std::countr_zero(common);
   const int my_parent_index = parent_team->my_index;

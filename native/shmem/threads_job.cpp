@@ -10,6 +10,7 @@
 
 #include "common/settings.h"
 #include "context.h"
+#include "segment_map.h"
 
 namespace hp::shmem {
 namespace {
@@ -52,14 +53,11 @@ Status run_threads(int n_pes, const std::function<Status()>& body, const Threads
     }
   };
   for (int pe = 0; pe < n_pes; ++pe) {
-    void* base = mmap(nullptr, segment_bytes, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED) {
+    Status mapped = map_segment_aligned(-1, segment_bytes, kControlBytes, false, &segments[pe]);
+    if (!mapped.is_ok()) {
       unmap();
-      return Status::error(ErrorCode::kOutOfMemory, "run_threads: cannot map PE {}'s {}-byte heap: {}",
-                           pe, segment_bytes, std::strerror(errno));
+      return mapped.with_context(fmt::format("run_threads: PE {}'s heap", pe));
     }
-    segments[pe] = static_cast<std::byte*>(base);
   }
 
   std::vector<Status> bodies(n_pes), finals(n_pes);
@@ -70,7 +68,7 @@ Status run_threads(int n_pes, const std::function<Status()>& body, const Threads
       Context ctx;
       ctx.pe = pe;
       ctx.n_pes = n_pes;
-      ctx.transport = "threads";
+      ctx.transport_kind = "threads";
       ctx.job = job.get();
       ctx.segments = segments;
       ctx.mapped_bytes.assign(n_pes, 0);  // run_threads unmaps

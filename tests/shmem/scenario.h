@@ -1,6 +1,7 @@
 // Runs one test scenario on every PE of each transport the binary is run on:
-//   - started by hprun (HP_JOB_ID set): this process is one PE of an shm job; main() inits
-//     and finalizes, the scenario runs once here and every rank runs the same tests in order;
+//   - started by hprun (HP_JOB_ID set) or mpirun: this process is one PE of an shm or mpi job;
+//     main() inits and finalizes, the scenario runs once here and every rank runs the same
+//     tests in order;
 //   - otherwise: as a threads job of 2 and then of 4 PEs inside this process.
 #ifndef HYPER_PARALLEL_TESTS_SHMEM_SCENARIO_H_
 #define HYPER_PARALLEL_TESTS_SHMEM_SCENARIO_H_
@@ -31,7 +32,9 @@ inline std::vector<int> strided(int start, int stride, int size) {
   return pes;
 }
 
-inline bool under_hprun() { return std::getenv("HP_JOB_ID") != nullptr; }
+inline bool under_hprun() {
+  return std::getenv("HP_JOB_ID") != nullptr || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+}
 
 inline void run_scenario(const std::function<Status()>& body) {
   if (under_hprun()) {

@@ -27,6 +27,7 @@ TEST(HeapAllocator, HonoursAlignment) {
   ASSERT_TRUE(a.allocate(10, 4096, &off).is_ok());
   EXPECT_EQ(off % 4096, 0u);
   EXPECT_EQ(a.allocate(10, 48, &off).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(a.allocate(10, std::size_t(4) << 20, &off).code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(HeapAllocator, BlocksNeverOverlapAndFreesCoalesce) {

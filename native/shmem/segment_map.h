@@ -1,0 +1,33 @@
+// Mapping PE segments so that every PE's heap starts on the same alignment.
+//
+// The heap allocator aligns offsets relative to the heap's start; an allocation is aligned in
+// every PE's address space only if every heap start is. Segments are therefore mapped at an
+// address where segment + kControlBytes (the heap start) is a multiple of kHeapAlignment
+// (2 MiB, a huge page): a PROT_NONE reservation kHeapAlignment larger, the segment mapped
+// MAP_FIXED inside it, the rest of the reservation released.
+#ifndef HYPER_PARALLEL_SHMEM_SEGMENT_MAP_H_
+#define HYPER_PARALLEL_SHMEM_SEGMENT_MAP_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/status.h"
+
+namespace hp::shmem {
+
+inline constexpr std::size_t kHeapAlignment = std::size_t(2) << 20;
+
+// Maps `bytes` of `fd` (MAP_SHARED) or, with fd < 0, anonymous private memory; `populate`
+// pre-faults it. The heap start (result + heap_offset) is kHeapAlignment-aligned.
+Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, bool populate,
+                           std::byte** out);
+
+// The bytes to skip from `base` so that base + skip + heap_offset is kHeapAlignment-aligned.
+inline std::size_t alignment_skip(const void* base, std::size_t heap_offset) {
+  const std::uintptr_t heap = reinterpret_cast<std::uintptr_t>(base) + heap_offset;
+  return (kHeapAlignment - heap % kHeapAlignment) % kHeapAlignment;
+}
+
+}  // namespace hp::shmem
+
+#endif  // HYPER_PARALLEL_SHMEM_SEGMENT_MAP_H_

@@ -1,0 +1,69 @@
+// A transport for PEs this process cannot reach by load/store (internal header).
+//
+// The threads and shm transports map every PE's segment, so RMA on them is a copy (see
+// rma.cpp). A RemoteTransport carries RMA to the PEs whose segment is not mapped here: the
+// MPI transport (transport_mpi.cpp, built as the plugin libhyper_parallel_shmem_mpi.so and
+// loaded only when HP_SHMEM_TRANSPORT asks for it). Offsets are segment offsets (the
+// ControlArea included), the same on every PE.
+#ifndef HYPER_PARALLEL_SHMEM_TRANSPORT_H_
+#define HYPER_PARALLEL_SHMEM_TRANSPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "common/api.h"
+#include "common/status.h"
+
+namespace hp::shmem {
+
+enum class AtomicOp { kFetch, kSet, kSwap, kCompareSwap, kFetchAdd };
+
+class RemoteTransport {
+ public:
+  virtual ~RemoteTransport() = default;
+  virtual std::string_view name() const noexcept = 0;
+
+  // Returns when `source` may be reused (remote completion at the next flush/quiet).
+  virtual Status put(int pe, std::size_t offset, const void* source, std::size_t bytes) = 0;
+  // Returns when the data arrived.
+  virtual Status get(int pe, std::size_t offset, void* dest, std::size_t bytes) = 0;
+  // A 4- or 8-byte atomic on `pe`'s word; complete (remotely) on return. `result` receives
+  // the old value for kFetch, kSwap, kCompareSwap and kFetchAdd.
+  virtual Status atomic(int pe, std::size_t offset, AtomicOp op, std::size_t width,
+                        const void* operand, const void* compare, void* result) = 0;
+  // Remote completion of this PE's puts to `pe` / to every PE.
+  virtual Status flush(int pe) = 0;
+  virtual Status quiet() = 0;
+  // Lets RMA that targets this PE land and become visible to its loads (called while waiting).
+  virtual void progress() noexcept = 0;
+  // True when atomics must go through the transport even for mapped PEs (and this PE):
+  // the transport's atomics are not atomic with respect to the CPU's.
+  virtual bool owns_atomics() const noexcept = 0;
+};
+
+// What the MPI plugin's bootstrap returns.
+struct MpiStart {
+  int pe = -1;
+  int n_pes = 0;
+  // Each PE's segment in this address space, null where it is reachable only through the
+  // transport. [pe] is this PE's own segment (zeroed).
+  std::vector<std::byte*> segments;
+  std::unique_ptr<RemoteTransport> transport;
+};
+
+// The plugin's entry point (looked up with dlsym): initializes MPI unless the program did,
+// allocates this PE's segment of `segment_bytes` in an MPI window, placed so that segment +
+// heap_offset is kHeapAlignment-aligned (segment_map.h), and returns the job. all_remote:
+// every other PE through RMA (HP_SHMEM_TRANSPORT=mpi); otherwise PEs on this host are mapped
+// (MPI_Win_allocate_shared) and only the others go through RMA.
+using MpiStartFn = Status (*)(std::size_t segment_bytes, std::size_t heap_offset, bool all_remote,
+                              MpiStart* out);
+inline constexpr const char* kMpiStartSymbol = "hp_shmem_mpi_start";
+inline constexpr const char* kMpiPluginName = "libhyper_parallel_shmem_mpi.so";
+
+}  // namespace hp::shmem
+
+#endif  // HYPER_PARALLEL_SHMEM_TRANSPORT_H_

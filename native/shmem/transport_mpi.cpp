@@ -1,0 +1,262 @@
+// The MPI transport: MPI-3 RMA, passive target (one lock_all epoch for the job's life), for
+// the PEs this process does not map. Built as the plugin libhyper_parallel_shmem_mpi.so, so
+// that only jobs that ask for MPI load libmpi; init_process.cpp loads it and calls
+// hp_shmem_mpi_start.
+//
+// Windows:
+//   all_remote (HP_SHMEM_TRANSPORT=mpi): MPI_Win_allocate over the world; every other PE
+//     through RMA.
+//   otherwise (started by mpirun): MPI_Win_allocate_shared per host, so the PEs of a host map
+//     each other's segments, plus a world window created over the same memory for the PEs of
+//     other hosts (on one host, the shared window is the world window). Atomics always go through the world window (MPI atomics are not atomic
+//     with respect to the CPU's), puts and gets to mapped PEs are copies.
+// Errors return (MPI_ERRORS_RETURN on the communicator and the windows) and become SYSTEM_ERROR
+// naming the call, the PE and MPI's message. With less than MPI_THREAD_MULTIPLE (this library
+// asks for MPI_THREAD_SERIALIZED when it initializes MPI), every call is serialized by a mutex.
+#include <mpi.h>
+
+#include <climits>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "common/logging.h"
+#include "segment_map.h"
+#include "transport.h"
+
+namespace hp::shmem {
+namespace {
+
+Status mpi_status(int rc, std::string_view call, int pe) {
+  if (rc == MPI_SUCCESS) return Status::ok();
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  return Status::error(ErrorCode::kSystemError, "{} (PE {}) failed: {}", call, pe,
+                       std::string_view(text, std::size_t(length)));
+}
+
+class MpiTransport final : public RemoteTransport {
+ public:
+  MpiTransport(MPI_Comm world, MPI_Comm node, MPI_Win win, MPI_Win shared_win, bool owns_mpi,
+               bool serialize, std::vector<std::size_t> pads)
+      : world_(world), node_(node), win_(win), shared_win_(shared_win), owns_mpi_(owns_mpi),
+        pads_(std::move(pads)) {
+    if (serialize) mutex_.emplace();
+  }
+
+  ~MpiTransport() override {
+    Lock lock(this);
+    MPI_Win_unlock_all(win_);
+    MPI_Win_free(&win_);
+    if (shared_win_ != MPI_WIN_NULL) MPI_Win_free(&shared_win_);
+    if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
+    MPI_Comm_free(&world_);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owns_mpi_ && !finalized) MPI_Finalize();
+  }
+
+  std::string_view name() const noexcept override { return "mpi"; }
+
+  Status put(int pe, std::size_t offset, const void* source, std::size_t bytes) override {
+    Lock lock(this);
+    for (std::size_t done = 0; done < bytes;) {
+      const int n = int(std::min<std::size_t>(bytes - done, INT_MAX));
+      HP_RETURN_IF_ERROR(mpi_status(MPI_Put(static_cast<const char*>(source) + done, n, MPI_BYTE,
+                                            pe, at(pe, offset + done), n, MPI_BYTE, win_),
+                                    "MPI_Put", pe));
+      done += std::size_t(n);
+    }
+    return mpi_status(MPI_Win_flush_local(pe, win_), "MPI_Win_flush_local", pe);
+  }
+
+  Status get(int pe, std::size_t offset, void* dest, std::size_t bytes) override {
+    Lock lock(this);
+    for (std::size_t done = 0; done < bytes;) {
+      const int n = int(std::min<std::size_t>(bytes - done, INT_MAX));
+      HP_RETURN_IF_ERROR(mpi_status(MPI_Get(static_cast<char*>(dest) + done, n, MPI_BYTE, pe,
+                                            at(pe, offset + done), n, MPI_BYTE, win_),
+                                    "MPI_Get", pe));
+      done += std::size_t(n);
+    }
+    return mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe);
+  }
+
+  Status atomic(int pe, std::size_t offset, AtomicOp op, std::size_t width, const void* operand,
+                const void* compare, void* result) override {
+    Lock lock(this);
+    const MPI_Datatype type = width == 4 ? MPI_UINT32_T : MPI_UINT64_T;
+    const MPI_Aint disp = at(pe, offset);
+    int rc = MPI_SUCCESS;
+    std::uint64_t unused = 0;
+    switch (op) {
+      case AtomicOp::kFetch:
+        rc = MPI_Fetch_and_op(&unused, result, type, pe, disp, MPI_NO_OP, win_);
+        break;
+      case AtomicOp::kSet:
+        rc = MPI_Accumulate(operand, 1, type, pe, disp, 1, type, MPI_REPLACE, win_);
+        break;
+      case AtomicOp::kSwap:
+        rc = MPI_Fetch_and_op(operand, result, type, pe, disp, MPI_REPLACE, win_);
+        break;
+      case AtomicOp::kCompareSwap:
+        rc = MPI_Compare_and_swap(operand, compare, result, type, pe, disp, win_);
+        break;
+      case AtomicOp::kFetchAdd:
+        rc = MPI_Fetch_and_op(operand, result, type, pe, disp, MPI_SUM, win_);
+        break;
+    }
+    HP_RETURN_IF_ERROR(mpi_status(rc, "an MPI atomic", pe));
+    return mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe);
+  }
+
+  Status flush(int pe) override {
+    Lock lock(this);
+    return mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe);
+  }
+
+  Status quiet() override {
+    Lock lock(this);
+    return mpi_status(MPI_Win_flush_all(win_), "MPI_Win_flush_all", -1);
+  }
+
+  void progress() noexcept override {
+    Lock lock(this);
+    MPI_Win_sync(win_);  // this PE's loads see what RMA wrote into its window
+    int flag = 0;        // and an MPI call drives progress for transports that need it
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, world_, &flag, MPI_STATUS_IGNORE);
+  }
+
+  bool owns_atomics() const noexcept override { return true; }
+
+ private:
+  // The displacement in `pe`'s window of its segment offset `offset` (see the pads below).
+  MPI_Aint at(int pe, std::size_t offset) const {
+    return MPI_Aint(pads_[std::size_t(pe)] + offset);
+  }
+
+  // Holds the mutex when MPI lacks MPI_THREAD_MULTIPLE.
+  struct Lock {
+    explicit Lock(MpiTransport* t) : mutex(t->mutex_ ? &*t->mutex_ : nullptr) {
+      if (mutex) mutex->lock();
+    }
+    ~Lock() {
+      if (mutex) mutex->unlock();
+    }
+    std::mutex* mutex;
+  };
+
+  MPI_Comm world_;
+  MPI_Comm node_;
+  MPI_Win win_;
+  MPI_Win shared_win_;
+  bool owns_mpi_;
+  // Each PE's segment starts where its heap is kHeapAlignment-aligned within its window memory
+  // (MPI aligns the memory it allocates much less): the bytes before it, per PE.
+  std::vector<std::size_t> pads_;
+  std::optional<std::mutex> mutex_;
+};
+
+}  // namespace
+
+extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size_t heap_offset,
+                                            bool all_remote, MpiStart* out) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialized) {
+    // SERIALIZED, not MULTIPLE: every MPI call here holds the transport's mutex anyway, and some
+    // one-sided components (osc/pt2pt over TCP) refuse MPI_THREAD_MULTIPLE.
+    HP_RETURN_IF_ERROR(mpi_status(
+        MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread", -1));
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  MPI_Comm world = MPI_COMM_NULL, node = MPI_COMM_NULL;
+  HP_RETURN_IF_ERROR(mpi_status(MPI_Comm_dup(MPI_COMM_WORLD, &world), "MPI_Comm_dup", -1));
+  MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &size);
+  out->pe = rank;
+  out->n_pes = size;
+  out->segments.assign(std::size_t(size), nullptr);
+
+  void* base = nullptr;
+  MPI_Win win = MPI_WIN_NULL, shared_win = MPI_WIN_NULL;
+  // Room to start the segment where its heap is kHeapAlignment-aligned (MPI aligns less).
+  const auto bytes = MPI_Aint(segment_bytes + kHeapAlignment);
+  // Every PE's pad: the bytes from its window memory to its segment, in its own process.
+  std::vector<std::size_t> pads(std::size_t(size), 0);
+  auto share_pads = [&] {
+    const std::size_t my_pad = alignment_skip(base, heap_offset);
+    return mpi_status(MPI_Allgather(&my_pad, sizeof my_pad, MPI_BYTE, pads.data(), sizeof my_pad,
+                                    MPI_BYTE, world),
+                      "MPI_Allgather of the segment offsets", rank);
+  };
+  if (all_remote) {
+    HP_RETURN_IF_ERROR(mpi_status(MPI_Win_allocate(bytes, 1, MPI_INFO_NULL, world, &base, &win),
+                                  "MPI_Win_allocate of the symmetric heap", rank));
+  } else {
+    HP_RETURN_IF_ERROR(mpi_status(
+        MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
+        "MPI_Comm_split_type", rank));
+    MPI_Info info;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    const int rc = MPI_Win_allocate_shared(bytes, 1, info, node, &base, &shared_win);
+    MPI_Info_free(&info);
+    HP_RETURN_IF_ERROR(mpi_status(rc, "MPI_Win_allocate_shared of the symmetric heap", rank));
+    MPI_Win_set_errhandler(shared_win, MPI_ERRORS_RETURN);
+    HP_RETURN_IF_ERROR(share_pads());
+    int node_size = 0;
+    MPI_Comm_size(node, &node_size);
+    MPI_Group node_group, world_group;
+    MPI_Comm_group(node, &node_group);
+    MPI_Comm_group(world, &world_group);
+    for (int r = 0; r < node_size; ++r) {
+      MPI_Aint peer_bytes = 0;
+      int disp = 0;
+      void* peer = nullptr;
+      MPI_Win_shared_query(shared_win, r, &peer_bytes, &disp, &peer);
+      int world_rank = MPI_UNDEFINED;
+      MPI_Group_translate_ranks(node_group, 1, &r, world_group, &world_rank);
+      // The peer's own pad: the shared memory may sit at another address in its process,
+      // and the segment offsets must be the same for both of us.
+      if (world_rank != MPI_UNDEFINED) {
+        out->segments[std::size_t(world_rank)] = static_cast<std::byte*>(peer) + pads[std::size_t(world_rank)];
+      }
+    }
+    MPI_Group_free(&node_group);
+    MPI_Group_free(&world_group);
+    if (node_size == size) {
+      // One host: the shared window serves every PE (osc/sm: RMA and atomics by load/store,
+      // no target progress needed).
+      win = shared_win;
+      shared_win = MPI_WIN_NULL;
+    } else {
+      HP_RETURN_IF_ERROR(mpi_status(MPI_Win_create(base, bytes, 1, MPI_INFO_NULL, world, &win),
+                                    "MPI_Win_create over the shared heap", rank));
+    }
+  }
+  MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+  if (all_remote) HP_RETURN_IF_ERROR(share_pads());
+  std::byte* segment = static_cast<std::byte*>(base) + pads[std::size_t(rank)];
+  out->segments[std::size_t(rank)] = segment;
+  std::memset(segment, 0, segment_bytes);
+  HP_RETURN_IF_ERROR(mpi_status(MPI_Win_lock_all(MPI_MODE_NOCHECK, win), "MPI_Win_lock_all", rank));
+  MPI_Win_sync(win);
+  // Every segment is zero before anybody writes into one.
+  HP_RETURN_IF_ERROR(mpi_status(MPI_Barrier(world), "MPI_Barrier", rank));
+  out->transport = std::make_unique<MpiTransport>(world, node, win, shared_win, !initialized,
+                                                  provided < MPI_THREAD_MULTIPLE, std::move(pads));
+  HP_LOG_DEBUG("shmem: MPI transport, PE {} of {}, {}, thread level {}", rank, size,
+               all_remote ? "all PEs through RMA" : "this host's PEs mapped", provided);
+  return Status::ok();
+}
+
+static_assert(std::is_same_v<decltype(&hp_shmem_mpi_start), MpiStartFn>);
+
+}  // namespace hp::shmem
