@@ -1,22 +1,63 @@
 #!/usr/bin/env bash
-# Builds the multicore component (native/moe with the per-SoC kernel vendor) and its
-# framework adapters. See scripts/lib/component.sh for the arguments and the status protocol.
+# Builds the multicore component: native/kernels (the front end and one kernel library per
+# SoC target of --soc-list: the vendor) and its framework adapters. Each SoC target gets its
+# own status line (multicore.vendor.<soc>). See scripts/lib/component.sh for the arguments
+# and the status protocol.
 set -euo pipefail
 HP_COMPONENT=multicore
 source "$(dirname "${BASH_SOURCE[0]}")/lib/component.sh"
 hp_component_parse_args "$@"
 hp_component_begin
 
-if [[ ! -f "$HP_REPO_ROOT/native/moe/CMakeLists.txt" ]]; then
-    hp_sources_missing native/moe "--multicore off"
+core_config="$HP_NATIVE_DIR/core/install/hyper_parallel/core/lib/cmake/HyperParallel"
+cpu_socs=()
+for soc in "${HP_SOCS[@]}"; do [[ "$soc" == sm_90 ]] || cpu_socs+=("$soc"); done
+if [[ ! -f "$HP_REPO_ROOT/native/kernels/CMakeLists.txt" ]]; then
+    hp_sources_missing native/kernels "--multicore off"
+elif [[ ! -f "$core_config/HyperParallelConfig.cmake" ]]; then
+    hp_status "$HP_COMPONENT" failed HP-BUILD-DEPENDENCY-MISSING \
+        "the core install it links ($core_config) does not exist" "scripts/build_core.sh && $0"
+elif ((${#cpu_socs[@]} == 0)); then
+    hp_status "$HP_COMPONENT" failed HP-BUILD-SOC-UNSUPPORTED \
+        "--soc-list $(IFS=,; echo "${HP_SOCS[*]}") names no CPU target: the kernels have nothing to build" \
+        "./build.sh --soc-list x86_64_v3,x86_64_v4,x86_64_amx"
+else
+    hp_default_cmake_args
+    HP_CMAKE_ARGS+=(-DHyperParallel_DIR="$core_config" -DHP_SOC_LIST="$(IFS=';'; echo "${cpu_socs[*]}")")
+    key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform native/kernels \
+        tests/kernels bench/CMakeLists.txt bench/kernels)"
+    # The per-target results of the configure step, kept in the install so a cache hit has them.
+    hp_check_install() {
+        cp "$HP_WORK_DIR/soc_status.txt" "$HP_INSTALL_DIR/soc_status.txt"
+    }
+    hp_native_build "$key"
 fi
 
+native_state="$(awk -F'\t' -v p="$HP_COMPONENT" '$1 == p {print $2}' "$HP_STATUS_FILE")"
 for soc in "${HP_SOCS[@]}"; do
+    part="$HP_COMPONENT.vendor.$soc"
     if [[ "$soc" == sm_90 ]]; then
-        hp_status "$HP_COMPONENT.vendor.$soc" failed HP-BUILD-SOC-UNSUPPORTED \
+        hp_status "$part" failed HP-BUILD-SOC-UNSUPPORTED \
             "sm_90 (CUDA Hopper) is a reserved target: its kernels are not implemented yet" \
             "./build.sh --soc-list x86_64_v3,x86_64_v4,x86_64_amx"
+    elif [[ "$native_state" != ok ]]; then
+        hp_status "$part" failed HP-BUILD-DEPENDENCY-MISSING "the kernels front end did not build" "$0"
+    elif grep -qx "$soc ok" "$HP_INSTALL_DIR/soc_status.txt" 2>/dev/null; then
+        hp_status "$part" ok - "built libhyper_parallel_kernels_$soc.so"
+    else
+        hp_status "$part" failed HP-BUILD-SOC-UNSUPPORTED \
+            "the compiler ($HP_CXX) cannot build the $soc target's instructions" \
+            "apt-get install -y g++ (GCC >= 11 for AMX), then $0 --soc-list $soc"
     fi
 done
-buildable_adapters=($(hp_framework_adapters native/moe/adapters "./build.sh --multicore off"))
+
+buildable_adapters=($(hp_framework_adapters native/kernels/adapters "./build.sh --multicore off"))
+for fw in "${buildable_adapters[@]}"; do
+    if [[ "$native_state" == ok ]]; then
+        hp_build_adapter "$fw" native/kernels/adapters
+    else
+        hp_status "$HP_COMPONENT.$fw" failed HP-BUILD-DEPENDENCY-MISSING \
+            "the $fw adapter needs the $HP_COMPONENT library, which did not build" "$0"
+    fi
+done
 hp_component_end

@@ -43,6 +43,10 @@ constexpr std::array kSpecs = {
                 "how PEs reach each other; auto: shm under hprun, mpi under mpirun (this host's "
                 "PEs mapped, the others through MPI-3 RMA), one PE alone otherwise; mpi: every "
                 "PE through MPI-3 RMA"},
+    SettingSpec{"HP_KERNEL_TARGET", T::kEnum, S::kRuntime, "auto",
+                "auto|reference|x86_64_v3|x86_64_v4|x86_64_amx",
+                "the kernel target (SoC library) to use; auto: the best one this CPU supports "
+                "among those in the payload; a target the CPU or the payload lacks is an error"},
     SettingSpec{"HP_RANK", T::kInt, S::kRuntime, "", "",
                 "this process's PE number in its job (set by hprun)"},
     SettingSpec{"HP_WORLD_SIZE", T::kInt, S::kRuntime, "", "",
@@ -269,6 +273,7 @@ Status Settings::parse(const Lookup& lookup, Settings* out) {
   read_seconds("HP_SHMEM_TIMEOUT_S", &out->shmem_timeout_s);
   read_size("HP_SHMEM_HEAP_SIZE", &out->shmem_heap_bytes);
   read_choice("HP_SHMEM_TRANSPORT", &out->shmem_transport);
+  read_choice("HP_KERNEL_TARGET", &out->kernel_target);
   read_int("HP_RANK", 0, 4095, &out->rank);
   read_int("HP_WORLD_SIZE", 1, 4096, &out->world_size);
   out->job_id = text_of(*find_setting("HP_JOB_ID"));

@@ -1,0 +1,450 @@
+// The blocked tile loops shared by the optimized targets. Each target compiles this header
+// with its own -march and instantiates it with its micro-kernels (an `Isa` policy, below);
+// everything else (panels, K groups, bias correction, epilogues, quantisation) is this code.
+//
+// Isa policy:
+//   using Panel = std::int8_t or std::int16_t;  element type of the activation panel
+//   kRowAlign                  rows the int8 micro-kernel computes at a time (panel padding)
+//   kNb                        packed columns per column block (a multiple of 16, <= 64)
+//   int8_block(panel, panel_stride, rows, b, b_block_stride, blocks, k_len, acc, acc_stride)
+//       acc[r][c] = sum_{k < k_len} panel[r][k] * b_u8(k, c) for r < rows (a multiple of
+//       kRowAlign), c < 16 * blocks, b in the packed int8 layout (biased, u8).
+//   kBf16Pairs, kBf16Mr, kBf16Nb
+//   bf16_block(a_panel, k_len, rows, b_panel, c, ldc, accumulate)
+//       c[r][n] (+)= sum_k A(r, k) B(k, n) for r < rows (a multiple of kBf16Mr), n < kBf16Nb;
+//       fp32 panels a[r][k], b[k][n]; or, with kBf16Pairs, bf16 pairs a[r][k/2], b[k/2][n].
+//   struct Scope (RAII around one int8 GEMM call: e.g. the AMX tile configuration).
+//
+// Workspace per caller (64-byte aligned pieces): the activation panel, its per-group row sums,
+// the int4 unpack buffer, the int32 accumulators, two fp32 column blocks, and for
+// kDequantSwigluQuant the fp32 rows of h (tile_m x I) that are requantized in cache.
+#ifndef HYPER_PARALLEL_KERNELS_GEMM_DRIVER_H_
+#define HYPER_PARALLEL_KERNELS_GEMM_DRIVER_H_
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "common/bfloat16.h"
+#include "kernels/kernel_math.h"
+#include "kernels/kernel_table.h"
+#include "kernels/tiles.h"
+
+namespace hp::kernels::driver {
+
+// Carves 64-byte aligned arrays out of a workspace; with a null base it only measures.
+class Arena {
+ public:
+  explicit Arena(void* base) : base_(static_cast<char*>(base)) {}
+  template <typename T>
+  T* take(std::int64_t count) {
+    T* p = base_ ? reinterpret_cast<T*>(base_ + used_) : nullptr;
+    used_ += (std::size_t(count) * sizeof(T) + 63) & ~std::size_t(63);
+    return p;
+  }
+  std::uint64_t used() const { return used_; }
+
+ private:
+  char* base_;
+  std::uint64_t used_ = 0;
+};
+
+inline float load_element(const void* base, ElementType type, std::int64_t i) {
+  if (type == ElementType::kBF16) return bf16_to_float(static_cast<const std::uint16_t*>(base)[i]);
+  return static_cast<const float*>(base)[i];
+}
+
+inline void store_row(void* base, ElementType type, std::int64_t offset, const float* v, std::int64_t n) {
+  if (type == ElementType::kBF16) {
+    std::uint16_t* out = static_cast<std::uint16_t*>(base) + offset;
+    for (std::int64_t i = 0; i < n; ++i) out[i] = float_to_bf16(v[i]);
+  } else {
+    std::memcpy(static_cast<float*>(base) + offset, v, std::size_t(n) * sizeof(float));
+  }
+}
+
+// max |x| over finite floats as an integer max over the sign-cleared bits (exact, and the
+// compiler vectorizes it); a NaN or infinity shows as bits >= 0x7F800000.
+inline std::uint32_t abs_bits(float x) { return std::bit_cast<std::uint32_t>(x) & 0x7FFFFFFFu; }
+inline constexpr std::uint32_t kNonFiniteBits = 0x7F800000u;
+
+// Quantizes n floats (the QuantizeArgs formula); false when one is not finite.
+inline bool quantize_floats(const float* x, std::int64_t n, float static_scale, std::int8_t* q,
+                            float* scale) {
+  std::uint32_t amax_bits = 0;
+  for (std::int64_t c = 0; c < n; ++c) amax_bits = std::max(amax_bits, abs_bits(x[c]));
+  if (amax_bits >= kNonFiniteBits) {
+    *scale = 0.0f;
+    std::memset(q, 0, std::size_t(n));
+    return false;
+  }
+  const float amax = std::bit_cast<float>(amax_bits);
+  const float mul = static_scale > 0.0f ? 1.0f / static_scale : quant_multiplier(amax);
+  *scale = static_scale > 0.0f ? static_scale : quant_scale(amax);
+  for (std::int64_t c = 0; c < n; ++c) q[c] = quantize_value(x[c] * mul);
+  return true;
+}
+
+template <ElementType kType, bool kSmooth>
+bool quantize_row(const QuantizeArgs& a, std::int64_t r) {
+  using In = std::conditional_t<kType == ElementType::kBF16, std::uint16_t, float>;
+  const In* x = static_cast<const In*>(a.x) + r * a.x_row_stride;
+  const auto value = [&](std::int64_t c) {
+    float v;
+    if constexpr (kType == ElementType::kBF16) {
+      v = bf16_to_float(x[c]);
+    } else {
+      v = x[c];
+    }
+    if constexpr (kSmooth) v = v * a.smooth[c];
+    return v;
+  };
+  std::uint32_t amax_bits = 0;
+  for (std::int64_t c = 0; c < a.cols; ++c) amax_bits = std::max(amax_bits, abs_bits(value(c)));
+  std::int8_t* q = a.q + r * a.q_row_stride;
+  if (amax_bits >= kNonFiniteBits) {
+    a.scale[r] = 0.0f;
+    std::memset(q, 0, std::size_t(a.cols));
+    return false;
+  }
+  const float amax = std::bit_cast<float>(amax_bits);
+  const float mul = a.static_scale > 0.0f ? 1.0f / a.static_scale : quant_multiplier(amax);
+  a.scale[r] = a.static_scale > 0.0f ? a.static_scale : quant_scale(amax);
+  for (std::int64_t c = 0; c < a.cols; ++c) q[c] = quantize_value(value(c) * mul);
+  return true;
+}
+
+inline std::int64_t quantize(const QuantizeArgs* args, std::int64_t begin, std::int64_t end) {
+  const QuantizeArgs& a = *args;
+  std::int64_t bad = 0;
+  for (std::int64_t r = begin; r < end; ++r) {
+    bool ok;
+    if (a.x_type == ElementType::kBF16) {
+      ok = a.smooth ? quantize_row<ElementType::kBF16, true>(a, r) : quantize_row<ElementType::kBF16, false>(a, r);
+    } else {
+      ok = a.smooth ? quantize_row<ElementType::kFP32, true>(a, r) : quantize_row<ElementType::kFP32, false>(a, r);
+    }
+    bad += !ok;
+  }
+  return bad;
+}
+
+inline void dequantize(const DequantizeArgs* args, std::int64_t begin, std::int64_t end) {
+  const DequantizeArgs& a = *args;
+  for (std::int64_t r = begin; r < end; ++r) {
+    const std::int8_t* q = a.q + r * a.q_row_stride;
+    const float s = a.scale[r];
+    if (a.out_type == ElementType::kBF16) {
+      std::uint16_t* out = static_cast<std::uint16_t*>(a.out) + r * a.out_row_stride;
+      for (std::int64_t c = 0; c < a.cols; ++c) out[c] = float_to_bf16(float(q[c]) * s);
+    } else {
+      float* out = static_cast<float*>(a.out) + r * a.out_row_stride;
+      for (std::int64_t c = 0; c < a.cols; ++c) out[c] = float(q[c]) * s;
+    }
+  }
+}
+
+// ---- grouped int8 GEMM ----------------------------------------------------------------------
+
+template <typename Isa>
+class Int8Gemm {
+ public:
+  using Panel = typename Isa::Panel;
+
+  Int8Gemm(const GroupedGemmArgs& a, const TileGrid& grid, void* workspace)
+      : a_(a), w_(*a.w), grid_(grid), mpad_(round_up(grid.tile_m, Isa::kRowAlign)) {
+    Arena arena(workspace);
+    panel_ = arena.take<Panel>(mpad_ * w_.k_pad);
+    rowsum_ = arena.take<std::int32_t>(w_.groups * mpad_);
+    if (w_.type == WeightType::kInt4) unpacked_ = arena.take<std::uint8_t>(Isa::kNb / 16 * group_k() / 4 * 64);
+    acc_ = arena.take<std::int32_t>(mpad_ * Isa::kNb);
+    cw_[0] = arena.take<float>(mpad_ * Isa::kNb);
+    cw_[1] = arena.take<float>(mpad_ * Isa::kNb);
+    if (a.epilogue == Epilogue::kDequantSwigluQuant) h_ = arena.take<float>(mpad_ * w_.segment_pad);
+    bytes_ = arena.used();
+  }
+
+  std::uint64_t workspace_bytes() const { return bytes_; }
+
+  void run(std::int64_t begin, std::int64_t end) {
+    [[maybe_unused]] typename Isa::Scope scope;
+    gemm_tile_space(a_, grid_).for_each(begin, end, [&](const Tile& t) { run_tile(t); });
+  }
+
+ private:
+  // K rows of one scale group in the panel (the whole padded K with one group).
+  std::int64_t group_k() const { return w_.groups == 1 ? w_.k_pad : w_.group_size; }
+  std::int64_t group_begin(std::int64_t g) const { return g * w_.group_size; }
+  std::int64_t group_end(std::int64_t g) const {
+    return g + 1 == w_.groups ? w_.k_pad : (g + 1) * w_.group_size;
+  }
+
+  void load_panel(const Tile& t, std::int64_t rows, std::int64_t mpad) {
+    const std::int64_t k = w_.k, k_pad = w_.k_pad;
+    for (std::int64_t r = 0; r < mpad; ++r) {
+      Panel* dst = panel_ + r * k_pad;
+      if (r >= rows) {
+        std::memset(dst, 0, std::size_t(k_pad) * sizeof(Panel));
+        for (std::int64_t g = 0; g < w_.groups; ++g) rowsum_[g * mpad_ + r] = 0;
+        continue;
+      }
+      const std::int8_t* src = a_.a + (t.row_begin + r) * a_.a_row_stride;
+      for (std::int64_t i = 0; i < k; ++i) dst[i] = Panel(src[i]);
+      for (std::int64_t i = k; i < k_pad; ++i) dst[i] = 0;
+      for (std::int64_t g = 0; g < w_.groups; ++g) {
+        std::int32_t sum = 0;
+        for (std::int64_t i = group_begin(g); i < std::min(k, group_end(g)); ++i) sum += src[i];
+        rowsum_[g * mpad_ + r] = sum;
+      }
+    }
+  }
+
+  // int4 blocks [cb, cb + blocks) of K rows [k0, k1) into int8 rows of 64 (still biased by 8).
+  const std::uint8_t* unpack(std::int64_t e, std::int64_t cb, std::int64_t blocks, std::int64_t k0,
+                             std::int64_t k1) {
+    const std::int64_t rows = (k1 - k0) / 4;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::uint8_t* src = w_.block(e, cb + b, k0);
+      std::uint8_t* dst = unpacked_ + b * rows * 64;
+      for (std::int64_t i = 0; i < rows; ++i) {
+        for (int j = 0; j < 32; ++j) {
+          dst[i * 64 + j] = src[i * 32 + j] & 15;
+          dst[i * 64 + 32 + j] = src[i * 32 + j] >> 4;
+        }
+      }
+    }
+    return unpacked_;
+  }
+
+  // cw[r][c] = sum over K groups of float(dot) * w_scale, packed columns [p0, p0 + nb).
+  void scaled_block(std::int64_t e, std::int64_t p0, std::int64_t nb, std::int64_t rows,
+                    std::int64_t mpad, float* cw) {
+    const std::int64_t blocks = nb / 16;
+    for (std::int64_t g = 0; g < w_.groups; ++g) {
+      const std::int64_t k0 = group_begin(g), k1 = group_end(g);
+      const std::uint8_t* b;
+      std::int64_t stride;
+      if (w_.type == WeightType::kInt4) {
+        b = unpack(e, p0 / 16, blocks, k0, k1);
+        stride = (k1 - k0) / 4 * 64;
+      } else {
+        b = w_.block(e, p0 / 16, k0);
+        stride = w_.k_pad / 4 * 64;
+      }
+      Isa::int8_block(panel_ + k0, w_.k_pad, mpad, b, stride, int(blocks), k1 - k0, acc_, Isa::kNb);
+      const float* ws = w_.scales(e, g) + p0;
+      const std::int32_t bias = w_.bias;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int32_t correction = bias * rowsum_[g * mpad_ + r];
+        const std::int32_t* acc = acc_ + r * Isa::kNb;
+        float* out = cw + r * Isa::kNb;
+        if (g == 0) {
+          for (std::int64_t c = 0; c < nb; ++c) out[c] = float(acc[c] - correction) * ws[c];
+        } else {
+          for (std::int64_t c = 0; c < nb; ++c) out[c] = out[c] + float(acc[c] - correction) * ws[c];
+        }
+      }
+    }
+  }
+
+  void run_tile(const Tile& t) {
+    const std::int64_t rows = t.row_end - t.row_begin;
+    const std::int64_t mpad = round_up(rows, Isa::kRowAlign);
+    load_panel(t, rows, mpad);
+    const float* a_scale = a_.a_scale + t.row_begin;
+    if (a_.epilogue == Epilogue::kDequantSwigluQuant) {
+      const std::int64_t inter = w_.segment_n, seg = w_.segment_pad;
+      for (std::int64_t j = 0; j < seg; j += Isa::kNb) {
+        const std::int64_t nb = std::min<std::int64_t>(Isa::kNb, seg - j);
+        scaled_block(t.expert, j, nb, rows, mpad, cw_[0]);
+        scaled_block(t.expert, seg + j, nb, rows, mpad, cw_[1]);
+        const std::int64_t valid = std::min(nb, inter - j);
+        const float* smooth = a_.smooth ? a_.smooth + t.expert * inter + j : nullptr;
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const float* gate = cw_[0] + r * Isa::kNb;
+          const float* up = cw_[1] + r * Isa::kNb;
+          float* h = h_ + r * seg + j;
+          const float s = a_scale[r];
+          for (std::int64_t c = 0; c < valid; ++c) h[c] = silu(gate[c] * s) * (up[c] * s);
+          if (smooth) {
+            for (std::int64_t c = 0; c < valid; ++c) h[c] = h[c] * smooth[c];
+          }
+        }
+      }
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t row = t.row_begin + r;
+        quantize_floats(h_ + r * seg, inter, 0.0f,
+                        static_cast<std::int8_t*>(a_.out) + row * a_.out_row_stride, a_.out_scale + row);
+      }
+      return;
+    }
+    const std::int64_t col_end_pad = round_up(t.col_end, 16);
+    for (std::int64_t j = t.col_begin; j < t.col_end; j += Isa::kNb) {
+      const std::int64_t nb = std::min<std::int64_t>(Isa::kNb, col_end_pad - j);
+      scaled_block(t.expert, j, nb, rows, mpad, cw_[0]);
+      const std::int64_t valid = std::min(nb, t.col_end - j);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        float* v = cw_[0] + r * Isa::kNb;
+        const float s = a_scale[r];
+        for (std::int64_t c = 0; c < valid; ++c) v[c] = v[c] * s;
+        if (a_.epilogue == Epilogue::kDequantScale) {
+          const float f = a_.row_factor[t.row_begin + r];
+          for (std::int64_t c = 0; c < valid; ++c) v[c] = v[c] * f;
+        }
+        store_row(a_.out, a_.out_type, (t.row_begin + r) * a_.out_row_stride + j, v, valid);
+      }
+    }
+  }
+
+  const GroupedGemmArgs& a_;
+  const PackedWeightsHeader& w_;
+  TileGrid grid_;
+  std::int64_t mpad_;
+  Panel* panel_ = nullptr;
+  std::int32_t* rowsum_ = nullptr;
+  std::uint8_t* unpacked_ = nullptr;
+  std::int32_t* acc_ = nullptr;
+  float* cw_[2] = {nullptr, nullptr};
+  float* h_ = nullptr;
+  std::uint64_t bytes_ = 0;
+};
+
+template <typename Isa>
+std::uint64_t grouped_gemm_workspace(const GroupedGemmArgs* a, const TileGrid* grid) {
+  return Int8Gemm<Isa>(*a, *grid, nullptr).workspace_bytes();
+}
+
+template <typename Isa>
+void grouped_gemm(const GroupedGemmArgs* a, const TileGrid* grid, std::int64_t begin, std::int64_t end,
+                  void* workspace) {
+  Int8Gemm<Isa>(*a, *grid, workspace).run(begin, end);
+}
+
+// ---- bf16 GEMM (backward) -------------------------------------------------------------------
+
+inline constexpr std::int64_t kBf16Kc = 256;  // K rows per packed chunk
+
+template <typename Isa>
+class Bf16Gemm {
+ public:
+  using Elem = std::conditional_t<Isa::kBf16Pairs, std::uint32_t, float>;
+  static constexpr std::int64_t kPairs = Isa::kBf16Pairs ? 2 : 1;
+
+  Bf16Gemm(const Bf16GemmArgs& a, const TileGrid& grid, void* workspace)
+      : a_(a), grid_(grid), mpad_(round_up(grid.tile_m, Isa::kBf16Mr)),
+        npad_(round_up(grid.tile_n, Isa::kBf16Nb)) {
+    Arena arena(workspace);
+    a_panel_ = arena.take<Elem>(mpad_ * kBf16Kc / kPairs);
+    b_panel_ = arena.take<Elem>(kBf16Kc / kPairs * Isa::kBf16Nb);
+    c_ = arena.take<float>(mpad_ * npad_);
+    bytes_ = arena.used();
+  }
+
+  std::uint64_t workspace_bytes() const { return bytes_; }
+
+  void run(std::int64_t begin, std::int64_t end) {
+    bf16_tile_space(a_, grid_).for_each(begin, end, [&](const Tile& t) { run_tile(t); });
+  }
+
+ private:
+  // A(m, k) and B(k, n) of tile t's expert, as bf16 bits.
+  std::uint16_t a_at(const Tile& t, std::int64_t m, std::int64_t k) const {
+    if (a_.kind == Bf16GemmKind::kInput) return a_.a[(t.row_begin + m) * a_.a_row_stride + k];
+    return a_.a[(a_.offsets[t.expert] + k) * a_.a_row_stride + t.row_begin + m];
+  }
+  std::uint16_t b_at(const Tile& t, std::int64_t k, std::int64_t n) const {
+    if (a_.kind == Bf16GemmKind::kInput) {
+      return a_.b[t.expert * a_.b_expert_stride + k * a_.b_stride_k + n * a_.b_stride_n];
+    }
+    return a_.b[(a_.offsets[t.expert] + k) * a_.b_stride_k + n * a_.b_stride_n];
+  }
+  static Elem pack(std::uint16_t lo, std::uint16_t hi) {
+    if constexpr (Isa::kBf16Pairs) {
+      return std::uint32_t(lo) | (std::uint32_t(hi) << 16);
+    } else {
+      (void)hi;
+      return bf16_to_float(lo);
+    }
+  }
+
+  void run_tile(const Tile& t) {
+    const std::int64_t rows = t.row_end - t.row_begin, cols = t.col_end - t.col_begin;
+    const std::int64_t mpad = round_up(rows, Isa::kBf16Mr);
+    const std::int64_t k_total = a_.kind == Bf16GemmKind::kInput
+                                     ? a_.k
+                                     : a_.offsets[t.expert + 1] - a_.offsets[t.expert];
+    if (k_total == 0) std::memset(c_, 0, std::size_t(mpad * npad_) * sizeof(float));
+    for (std::int64_t k0 = 0; k0 < k_total; k0 += kBf16Kc) {
+      const std::int64_t kl = std::min(kBf16Kc, k_total - k0), kp = ceil_div(kl, kPairs);
+      for (std::int64_t m = 0; m < mpad; ++m) {
+        Elem* dst = a_panel_ + m * kp;
+        for (std::int64_t i = 0; i < kp; ++i) {
+          const std::int64_t k = k0 + i * kPairs;
+          const bool in = m < rows;
+          dst[i] = pack(in ? a_at(t, m, k) : 0, in && kPairs == 2 && k + 1 < k0 + kl ? a_at(t, m, k + 1) : 0);
+        }
+      }
+      for (std::int64_t j = 0; j < cols; j += Isa::kBf16Nb) {
+        const std::int64_t nb = std::min<std::int64_t>(Isa::kBf16Nb, cols - j);
+        for (std::int64_t i = 0; i < kp; ++i) {
+          const std::int64_t k = k0 + i * kPairs;
+          Elem* dst = b_panel_ + i * Isa::kBf16Nb;
+          for (std::int64_t n = 0; n < Isa::kBf16Nb; ++n) {
+            const bool in = n < nb;
+            const std::int64_t col = t.col_begin + j + n;
+            dst[n] = pack(in ? b_at(t, k, col) : 0, in && kPairs == 2 && k + 1 < k0 + kl ? b_at(t, k + 1, col) : 0);
+          }
+        }
+        Isa::bf16_block(a_panel_, kp, mpad, b_panel_, c_ + j, npad_, k0 > 0);
+      }
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t out_row = a_.kind == Bf16GemmKind::kInput ? t.row_begin + r
+                                                                     : t.expert * a_.m + t.row_begin + r;
+      store_row(a_.out, a_.out_type, out_row * a_.out_row_stride + t.col_begin, c_ + r * npad_, cols);
+    }
+  }
+
+  const Bf16GemmArgs& a_;
+  TileGrid grid_;
+  std::int64_t mpad_, npad_;
+  Elem* a_panel_ = nullptr;
+  Elem* b_panel_ = nullptr;
+  float* c_ = nullptr;
+  std::uint64_t bytes_ = 0;
+};
+
+template <typename Isa>
+std::uint64_t bf16_gemm_workspace(const Bf16GemmArgs* a, const TileGrid* grid) {
+  return Bf16Gemm<Isa>(*a, *grid, nullptr).workspace_bytes();
+}
+
+template <typename Isa>
+void bf16_gemm(const Bf16GemmArgs* a, const TileGrid* grid, std::int64_t begin, std::int64_t end,
+               void* workspace) {
+  Bf16Gemm<Isa>(*a, *grid, workspace).run(begin, end);
+}
+
+// The table of a target built from this driver.
+template <typename Isa>
+constexpr KernelTable make_table(const char* target) {
+  return KernelTable{
+      .size = sizeof(KernelTable),
+      .version = kKernelTableVersion,
+      .target = target,
+      .quantize = quantize,
+      .dequantize = dequantize,
+      .grouped_gemm_workspace = grouped_gemm_workspace<Isa>,
+      .grouped_gemm = grouped_gemm<Isa>,
+      .preferred_tile_m = Isa::kPreferredTileM,
+      .preferred_tile_n = Isa::kPreferredTileN,
+      .bf16_gemm_workspace = bf16_gemm_workspace<Isa>,
+      .bf16_gemm = bf16_gemm<Isa>,
+  };
+}
+
+}  // namespace hp::kernels::driver
+
+#endif  // HYPER_PARALLEL_KERNELS_GEMM_DRIVER_H_

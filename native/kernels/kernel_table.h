@@ -1,0 +1,138 @@
+// The kernel table: the C ABI between the kernels front end (libhyper_parallel_kernels.so)
+// and one SoC target library (libhyper_parallel_kernels_<target>.so, or the reference built
+// into the front end). Each target library exports
+//     extern "C" const hp::kernels::KernelTable* hp_kernel_table(void);
+// The front end validates every argument before calling a table entry: entries are pure
+// functions over tiles that trust their arguments, never allocate, and never fail.
+//
+// Versioning: `size` is sizeof(KernelTable) of the library's build and `version` is
+// kKernelTableVersion; the front end refuses a table with another version or a smaller size.
+// New entries are appended (and the version bumped) so that an old front end keeps working.
+#ifndef HYPER_PARALLEL_KERNELS_KERNEL_TABLE_H_
+#define HYPER_PARALLEL_KERNELS_KERNEL_TABLE_H_
+
+#include <cstdint>
+
+#include "kernels/packed_weights.h"
+
+namespace hp::kernels {
+
+inline constexpr std::uint32_t kKernelTableVersion = 1;
+
+// Element types in the ABI (the numbers are those of hp::DType).
+enum class ElementType : std::int32_t { kInt8 = 0, kBF16 = 4, kFP32 = 6 };
+
+// Per-row int8 quantisation of x[rows, cols] (fp32 or bf16):
+//   dynamic (static_scale == 0): s = max_c |x'[r][c]| / 127, q = rne(x' * (127 / max)), and
+//     s = 0, q = 0 for an all-zero row;
+//   static (static_scale > 0): s = static_scale, q = rne(x' * (1 / static_scale));
+// where x' = x * smooth[c] when smooth is set (SmoothQuant), and q is clamped to [-127, 127].
+// Rows holding a NaN or an infinity are counted in *non_finite_rows (their q and s are
+// unspecified).
+struct QuantizeArgs {
+  const void* x;
+  ElementType x_type;  // kFP32 or kBF16
+  std::int64_t rows, cols, x_row_stride;  // strides in elements
+  const float* smooth;                    // [cols] or null
+  float static_scale;                     // 0: dynamic
+  std::int8_t* q;
+  std::int64_t q_row_stride;
+  float* scale;  // [rows]
+};
+
+// out[r][c] = q[r][c] * scale[r], fp32 or bf16.
+struct DequantizeArgs {
+  const std::int8_t* q;
+  std::int64_t rows, cols, q_row_stride;
+  const float* scale;  // [rows]
+  ElementType out_type;  // kFP32 or kBF16
+  void* out;
+  std::int64_t out_row_stride;
+};
+
+enum class Epilogue : std::int32_t {
+  // out[r][c] = (float(acc[r][c]) * w_scale[c]) * a_scale[r]          (fp32 or bf16)
+  kDequant = 0,
+  // GMM1: N = 2I, gate = columns [0, I), up = columns [I, 2I) (weights packed with
+  // PackLayout::kSwigluHalves); h = silu(gate) * up (silu(g) = g / (1 + exp(-g))), times
+  // smooth[e][c] when set, then per-row dynamic int8 quantisation of h[r][0..I) (the
+  // QuantizeArgs formula): out is int8 [rows, I], out_scale [rows].
+  kDequantSwigluQuant = 1,
+  // GMM2: out[r][c] = ((float(acc[r][c]) * w_scale[c]) * a_scale[r]) * row_factor[r]
+  kDequantScale = 2,
+};
+
+// Grouped int8 GEMM: one group per local expert. Rows [offsets[e], offsets[e+1]) of `a` are
+// multiplied by expert e's packed weights. With per-group-of-K weight scales the int32
+// accumulators of each K group are converted and summed in fp32, group by group in order.
+struct GroupedGemmArgs {
+  const std::int8_t* a;  // [offsets[E], K]
+  std::int64_t a_row_stride;
+  const float* a_scale;          // [offsets[E]]
+  const std::int64_t* offsets;   // [E + 1], offsets[0] == 0, non-decreasing
+  const PackedWeightsHeader* w;  // E, K, N, layout: see packed_weights.h
+  Epilogue epilogue;
+  ElementType out_type;  // kFP32/kBF16 (kDequant, kDequantScale) or kInt8 (swiglu)
+  void* out;             // [offsets[E], N] or [offsets[E], I]
+  std::int64_t out_row_stride;
+  float* out_scale;         // kDequantSwigluQuant: [offsets[E]]
+  const float* row_factor;  // kDequantScale: [offsets[E]]
+  const float* smooth;      // kDequantSwigluQuant: [E, I] or null
+};
+
+// The tiles of a grouped GEMM: for each expert e in order, its rows in blocks of tile_m and
+// its output columns in blocks of tile_n (row blocks outer). Tile t of the whole problem is
+// found by walking experts; a call computes tiles [begin, end).
+struct TileGrid {
+  std::int64_t tile_m;
+  std::int64_t tile_n;  // kDequantSwigluQuant: >= I (a tile holds whole rows of h)
+};
+
+// bf16 GEMMs for the backward pass (fp32 accumulate), grouped per expert the same way:
+// kInput:  out[r][n] = sum_k a[r][k] * B_e(k, n)    for r in group e  (dX = dY . W^T)
+// kWeight: out[e][m][n] = sum_{r in group e} a[r][m] * b[r][n]         (dW = X^T . dY)
+// B_e(k, n) = b[e * b_expert_stride + k * b_stride_k + n * b_stride_n].
+enum class Bf16GemmKind : std::int32_t { kInput = 0, kWeight = 1 };
+struct Bf16GemmArgs {
+  Bf16GemmKind kind;
+  const std::uint16_t* a;
+  std::int64_t a_row_stride;
+  const std::int64_t* offsets;  // [E + 1]
+  std::int64_t experts;
+  const std::uint16_t* b;
+  std::int64_t b_expert_stride, b_stride_k, b_stride_n;  // kInput; kWeight: b_stride_k = row stride
+  std::int64_t m;  // kWeight: rows of each dW (the forward K); kInput: unused
+  std::int64_t k;  // kInput: the reduction size; kWeight: unused (the group's rows)
+  std::int64_t n;
+  ElementType out_type;  // kFP32 or kBF16
+  void* out;             // kInput: [offsets[E], n]; kWeight: [E, m, n], rows of n
+  std::int64_t out_row_stride;
+};
+
+struct KernelTable {
+  std::uint32_t size;     // sizeof(KernelTable) of the library's build
+  std::uint32_t version;  // kKernelTableVersion
+  const char* target;     // "reference", "x86_64_v3", ...
+  // Rows [row_begin, row_end); returns the rows holding non-finite values.
+  std::int64_t (*quantize)(const QuantizeArgs* args, std::int64_t row_begin, std::int64_t row_end);
+  void (*dequantize)(const DequantizeArgs* args, std::int64_t row_begin, std::int64_t row_end);
+  // Scratch one caller of grouped_gemm needs (each concurrent caller its own).
+  std::uint64_t (*grouped_gemm_workspace)(const GroupedGemmArgs* args, const TileGrid* grid);
+  void (*grouped_gemm)(const GroupedGemmArgs* args, const TileGrid* grid, std::int64_t tile_begin,
+                       std::int64_t tile_end, void* workspace);
+  // The preferred tile sizes of this target (callers may pick smaller ones to split work).
+  std::int64_t preferred_tile_m, preferred_tile_n;
+  std::uint64_t (*bf16_gemm_workspace)(const Bf16GemmArgs* args, const TileGrid* grid);
+  // Tiles of kInput: experts x row blocks x column blocks of out; of kWeight: experts x
+  // blocks of m x blocks of n.
+  void (*bf16_gemm)(const Bf16GemmArgs* args, const TileGrid* grid, std::int64_t tile_begin,
+                    std::int64_t tile_end, void* workspace);
+};
+
+}  // namespace hp::kernels
+
+extern "C" {
+using HpKernelTableFn = const hp::kernels::KernelTable* (*)();
+}
+
+#endif  // HYPER_PARALLEL_KERNELS_KERNEL_TABLE_H_

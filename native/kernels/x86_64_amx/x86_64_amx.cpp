@@ -1,0 +1,127 @@
+// The x86_64_amx target: AMX-INT8 tiles (tdpbsud) for the int8 GEMMs, AVX-512-BF16
+// (vdpbf16ps) for the bf16 GEMMs. Compiled with -march=sapphirerapids. The process must have
+// been granted the tile state (arch_prctl, done by the front end before it selects this target).
+//
+// Tiles: C00 C01 C10 C11 = tmm0..3 (16 rows x 16 int32), A0 A1 = tmm4, tmm5 (16 rows x 64 K
+// bytes of the panel), B0 B1 = tmm6, tmm7 (16 K/4 rows x 64 bytes: one packed column block).
+#include <immintrin.h>
+
+#include "kernels/gemm_driver.h"
+#include "kernels/x86_64_amx/amx_ops.h"
+
+#ifndef HP_AMX_TARGET_NAME
+#define HP_AMX_TARGET_NAME "x86_64_amx"
+#endif
+
+namespace hp::kernels {
+namespace {
+
+constexpr amx::TileConfig kConfig = {
+    .palette_id = 1,
+    .start_row = 0,
+    .reserved = {},
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+struct IsaAmx {
+  using Panel = std::int8_t;
+  static constexpr std::int64_t kRowAlign = 16;
+  static constexpr std::int64_t kNb = 32;
+  static constexpr std::int64_t kPreferredTileM = 64;
+  static constexpr std::int64_t kPreferredTileN = 256;
+  static constexpr bool kBf16Pairs = true;
+  static constexpr std::int64_t kBf16Mr = 6;
+  static constexpr std::int64_t kBf16Nb = 64;
+
+  struct Scope {
+    Scope() { HP_TILE_LOADCONFIG(&kConfig); }
+    ~Scope() { HP_TILE_RELEASE(); }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+  };
+
+  // RT row tiles (16 rows each) x CT column tiles (16 columns each) over k_len (a multiple of 64).
+  template <int RT, int CT>
+  static void tiles(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b, std::int64_t bstride,
+                    std::int64_t k_len, std::int32_t* c, std::int64_t ldc) {
+    const std::int64_t ldc_bytes = ldc * 4;
+    HP_TILE_ZERO(0);
+    if constexpr (CT == 2) HP_TILE_ZERO(1);
+    if constexpr (RT == 2) HP_TILE_ZERO(2);
+    if constexpr (RT == 2 && CT == 2) HP_TILE_ZERO(3);
+    for (std::int64_t k = 0; k < k_len; k += 64) {
+      HP_TILE_LOAD(4, a + k, lda);
+      HP_TILE_LOAD(6, b + k * 16, 64);
+      if constexpr (CT == 2) HP_TILE_LOAD(7, b + bstride + k * 16, 64);
+      HP_TILE_DPBSUD(0, 4, 6);
+      if constexpr (CT == 2) HP_TILE_DPBSUD(1, 4, 7);
+      if constexpr (RT == 2) {
+        HP_TILE_LOAD(5, a + 16 * lda + k, lda);
+        HP_TILE_DPBSUD(2, 5, 6);
+        if constexpr (CT == 2) HP_TILE_DPBSUD(3, 5, 7);
+      }
+    }
+    HP_TILE_STORE(0, c, ldc_bytes);
+    if constexpr (CT == 2) HP_TILE_STORE(1, c + 16, ldc_bytes);
+    if constexpr (RT == 2) HP_TILE_STORE(2, c + 16 * ldc, ldc_bytes);
+    if constexpr (RT == 2 && CT == 2) HP_TILE_STORE(3, c + 16 * ldc + 16, ldc_bytes);
+  }
+
+  static void int8_block(const std::int8_t* panel, std::int64_t lda, std::int64_t rows, const std::uint8_t* b,
+                         std::int64_t bstride, int blocks, std::int64_t k_len, std::int32_t* acc,
+                         std::int64_t ldc) {
+    HP_COMPILER_BARRIER();
+    for (std::int64_t r = 0; r < rows;) {
+      const std::int8_t* a = panel + r * lda;
+      std::int32_t* c = acc + r * ldc;
+      const bool two_rows = rows - r >= 32;
+      if (two_rows && blocks == 2) tiles<2, 2>(a, lda, b, bstride, k_len, c, ldc);
+      if (two_rows && blocks == 1) tiles<2, 1>(a, lda, b, bstride, k_len, c, ldc);
+      if (!two_rows && blocks == 2) tiles<1, 2>(a, lda, b, bstride, k_len, c, ldc);
+      if (!two_rows && blocks == 1) tiles<1, 1>(a, lda, b, bstride, k_len, c, ldc);
+      r += two_rows ? 32 : 16;
+    }
+    HP_COMPILER_BARRIER();
+  }
+
+  // vdpbf16ps: each fp32 lane gains a[2i] b[2i] + a[2i+1] b[2i+1] of a bf16 pair.
+  static void bf16_block(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows, const std::uint32_t* b,
+                         float* c, std::int64_t ldc, bool accumulate) {
+    for (std::int64_t r = 0; r < rows; r += 6) {
+      __m512 acc[6][4];
+#pragma GCC unroll 6
+      for (int i = 0; i < 6; ++i) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          acc[i][j] = accumulate ? _mm512_loadu_ps(c + (r + i) * ldc + j * 16) : _mm512_setzero_ps();
+        }
+      }
+      for (std::int64_t k = 0; k < k_pairs; ++k) {
+        __m512bh bv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) bv[j] = (__m512bh)_mm512_loadu_si512(b + k * 64 + j * 16);
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; ++i) {
+          const __m512bh av = (__m512bh)_mm512_set1_epi32(std::int32_t(a[(r + i) * k_pairs + k]));
+#pragma GCC unroll 4
+          for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av, bv[j]);
+        }
+      }
+#pragma GCC unroll 6
+      for (int i = 0; i < 6; ++i) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) _mm512_storeu_ps(c + (r + i) * ldc + j * 16, acc[i][j]);
+      }
+    }
+  }
+};
+
+constexpr KernelTable kTable = driver::make_table<IsaAmx>(HP_AMX_TARGET_NAME);
+
+}  // namespace
+}  // namespace hp::kernels
+
+extern "C" __attribute__((visibility("default"))) const hp::kernels::KernelTable* hp_kernel_table() {
+  return &hp::kernels::kTable;
+}

@@ -1,0 +1,104 @@
+// The x86_64_v4 target: AVX-512BW + VNNI (vpdpbusd) int8 micro-kernel, AVX-512F fp32 FMA for
+// the bf16 GEMMs. Compiled with -march=x86-64-v4 -mavx512vnni.
+#include <immintrin.h>
+
+#include "kernels/gemm_driver.h"
+
+namespace hp::kernels {
+namespace {
+
+struct IsaV4 {
+  using Panel = std::int8_t;
+  static constexpr std::int64_t kRowAlign = 6;
+  static constexpr std::int64_t kNb = 64;
+  static constexpr std::int64_t kPreferredTileM = 60;
+  static constexpr std::int64_t kPreferredTileN = 256;
+  static constexpr bool kBf16Pairs = false;
+  static constexpr std::int64_t kBf16Mr = 6;
+  static constexpr std::int64_t kBf16Nb = 64;
+  struct Scope {};
+
+  // 6 rows x 16*NB columns, accumulators in 6*NB zmm registers.
+  template <int NB>
+  static void int8_6xn(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b, std::int64_t bstride,
+                       std::int64_t k_len, std::int32_t* c, std::int64_t ldc) {
+    __m512i acc[6][NB];
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) {
+#pragma GCC unroll 4
+      for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_si512();
+    }
+    for (std::int64_t k = 0; k < k_len; k += 4) {
+      __m512i bv[NB];
+#pragma GCC unroll 4
+      for (int j = 0; j < NB; ++j) bv[j] = _mm512_loadu_si512(b + j * bstride + k * 16);
+#pragma GCC unroll 6
+      for (int i = 0; i < 6; ++i) {
+        std::int32_t word;
+        __builtin_memcpy(&word, a + i * lda + k, 4);
+        const __m512i av = _mm512_set1_epi32(word);
+#pragma GCC unroll 4
+        for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], bv[j], av);
+      }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) {
+#pragma GCC unroll 4
+      for (int j = 0; j < NB; ++j) _mm512_storeu_si512(c + i * ldc + j * 16, acc[i][j]);
+    }
+  }
+
+  static void int8_block(const std::int8_t* panel, std::int64_t lda, std::int64_t rows, const std::uint8_t* b,
+                         std::int64_t bstride, int blocks, std::int64_t k_len, std::int32_t* acc,
+                         std::int64_t ldc) {
+    for (std::int64_t r = 0; r < rows; r += 6) {
+      const std::int8_t* a = panel + r * lda;
+      std::int32_t* c = acc + r * ldc;
+      switch (blocks) {
+        case 1: int8_6xn<1>(a, lda, b, bstride, k_len, c, ldc); break;
+        case 2: int8_6xn<2>(a, lda, b, bstride, k_len, c, ldc); break;
+        case 3: int8_6xn<3>(a, lda, b, bstride, k_len, c, ldc); break;
+        default: int8_6xn<4>(a, lda, b, bstride, k_len, c, ldc); break;
+      }
+    }
+  }
+
+  static void bf16_block(const float* a, std::int64_t k_len, std::int64_t rows, const float* b, float* c,
+                         std::int64_t ldc, bool accumulate) {
+    for (std::int64_t r = 0; r < rows; r += 6) {
+      __m512 acc[6][4];
+#pragma GCC unroll 6
+      for (int i = 0; i < 6; ++i) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          acc[i][j] = accumulate ? _mm512_loadu_ps(c + (r + i) * ldc + j * 16) : _mm512_setzero_ps();
+        }
+      }
+      for (std::int64_t k = 0; k < k_len; ++k) {
+        __m512 bv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) bv[j] = _mm512_loadu_ps(b + k * 64 + j * 16);
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; ++i) {
+          const __m512 av = _mm512_set1_ps(a[(r + i) * k_len + k]);
+#pragma GCC unroll 4
+          for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+        }
+      }
+#pragma GCC unroll 6
+      for (int i = 0; i < 6; ++i) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) _mm512_storeu_ps(c + (r + i) * ldc + j * 16, acc[i][j]);
+      }
+    }
+  }
+};
+
+constexpr KernelTable kTable = driver::make_table<IsaV4>("x86_64_v4");
+
+}  // namespace
+}  // namespace hp::kernels
+
+extern "C" __attribute__((visibility("default"))) const hp::kernels::KernelTable* hp_kernel_table() {
+  return &hp::kernels::kTable;
+}

@@ -1,0 +1,114 @@
+// The bf16 GEMMs of the backward pass against the reference. Products of bf16 values are exact
+// in fp32; only the order of the fp32 sums differs between targets, so each output may differ
+// from the reference by at most 2^-18 x sum_k |a_k b_k| (the documented tolerance).
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "kernels/target_fixture.h"
+
+namespace hp::kernels::testing {
+namespace {
+
+std::vector<std::uint16_t> bf16s(Rng& rng, std::size_t n) {
+  std::vector<std::uint16_t> v(n);
+  for (auto& x : v) x = float_to_bf16(rng.real(-2.0f, 2.0f));
+  return v;
+}
+
+class Bf16Gemm : public TargetTest {
+ protected:
+  std::vector<float> run(const KernelTable& t, const Bf16GemmProblem& p, int workers, std::size_t out_elems) {
+    std::vector<float> out(out_elems, -7.0f);
+    Bf16GemmProblem q = p;
+    q.out = TensorView(out.data(), DType::kFP32, p.out.shape());
+    Bf16GemmPlan plan;
+    const Status s = plan_bf16_gemm(t, q, workers, &plan);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    std::vector<std::thread> threads;
+    for (int w = 0; w < workers && s.is_ok(); ++w) {
+      threads.emplace_back([&plan, w] {
+        void* ws = std::aligned_alloc(64, std::max<std::uint64_t>(64, plan.workspace_bytes()));
+        plan.run(w, ws);
+        std::free(ws);
+      });
+    }
+    for (auto& th : threads) th.join();
+    return out;
+  }
+
+  void compare(const std::vector<float>& want, const std::vector<float>& got, const std::vector<float>& abs_sum) {
+    ASSERT_EQ(want.size(), got.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      ASSERT_LE(std::fabs(want[i] - got[i]), std::ldexp(abs_sum[i], -18) + 1e-30f)
+          << "element " << i << ": reference " << want[i] << " target " << got[i];
+    }
+  }
+};
+
+TEST_P(Bf16Gemm, InputGradientMatchesReference) {
+  Rng rng(31);
+  const std::vector<std::int64_t> groups = {5, 0, 70, 1};
+  const std::vector<std::int64_t> offsets = prefix_sums(groups);
+  const std::int64_t experts = 4, rows = offsets.back(), hidden = 150, inter = 37;
+  // dX[rows, hidden] = dY[rows, inter] . W_e^T with W [E, hidden, inter]: b = W viewed [E, inter, hidden].
+  auto dy = bf16s(rng, std::size_t(rows * inter));
+  auto w = bf16s(rng, std::size_t(experts * hidden * inter));
+  const std::int64_t bshape[] = {experts, inter, hidden}, bstrides[] = {hidden * inter, 1, inter};
+  Bf16GemmProblem p;
+  p.kind = Bf16GemmKind::kInput;
+  p.a = TensorView(dy.data(), DType::kBF16, {rows, inter});
+  p.offsets = TensorView(const_cast<std::int64_t*>(offsets.data()), DType::kInt64, {experts + 1});
+  p.b = TensorView(w.data(), DType::kBF16, bshape, bstrides);
+  p.out = TensorView(nullptr, DType::kFP32, {rows, hidden});
+  std::vector<float> abs_sum(std::size_t(rows * hidden), 0.0f);
+  for (std::int64_t e = 0; e < experts; ++e) {
+    for (std::int64_t r = offsets[std::size_t(e)]; r < offsets[std::size_t(e) + 1]; ++r) {
+      for (std::int64_t h = 0; h < hidden; ++h) {
+        for (std::int64_t i = 0; i < inter; ++i) {
+          abs_sum[std::size_t(r * hidden + h)] += std::fabs(bf16_to_float(dy[std::size_t(r * inter + i)]) *
+                                                           bf16_to_float(w[std::size_t((e * hidden + h) * inter + i)]));
+        }
+      }
+    }
+  }
+  const auto want = run(reference(), p, 1, abs_sum.size());
+  compare(want, run(target(), p, 1, abs_sum.size()), abs_sum);
+  compare(want, run(target(), p, 3, abs_sum.size()), abs_sum);
+}
+
+TEST_P(Bf16Gemm, WeightGradientMatchesReference) {
+  Rng rng(32);
+  const std::vector<std::int64_t> groups = {3, 0, 300, 1};
+  const std::vector<std::int64_t> offsets = prefix_sums(groups);
+  const std::int64_t experts = 4, rows = offsets.back(), m = 45, n = 70;
+  auto x = bf16s(rng, std::size_t(rows * m));
+  auto dy = bf16s(rng, std::size_t(rows * n));
+  Bf16GemmProblem p;
+  p.kind = Bf16GemmKind::kWeight;
+  p.a = TensorView(x.data(), DType::kBF16, {rows, m});
+  p.offsets = TensorView(const_cast<std::int64_t*>(offsets.data()), DType::kInt64, {experts + 1});
+  p.b = TensorView(dy.data(), DType::kBF16, {rows, n});
+  p.out = TensorView(nullptr, DType::kFP32, {experts, m, n});
+  std::vector<float> abs_sum(std::size_t(experts * m * n), 0.0f);
+  for (std::int64_t e = 0; e < experts; ++e) {
+    for (std::int64_t r = offsets[std::size_t(e)]; r < offsets[std::size_t(e) + 1]; ++r) {
+      for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t j = 0; j < n; ++j) {
+          abs_sum[std::size_t((e * m + i) * n + j)] +=
+              std::fabs(bf16_to_float(x[std::size_t(r * m + i)]) * bf16_to_float(dy[std::size_t(r * n + j)]));
+        }
+      }
+    }
+  }
+  const auto want = run(reference(), p, 1, abs_sum.size());
+  // The expert without rows gets a zero gradient, not stale memory.
+  for (std::int64_t i = 0; i < m * n; ++i) ASSERT_EQ(want[std::size_t(m * n + i)], 0.0f);
+  compare(want, run(target(), p, 1, abs_sum.size()), abs_sum);
+  compare(want, run(target(), p, 2, abs_sum.size()), abs_sum);
+}
+
+HP_INSTANTIATE_FOR_TARGETS(Bf16Gemm);
+
+}  // namespace
+}  // namespace hp::kernels::testing
