@@ -1,4 +1,5 @@
-// Collectives on a team: broadcast, fcollect, alltoall, allreduce, reduce_scatter.
+// Collectives on a team: broadcast, fcollect, alltoall, allreduce, reduce_scatter, and the
+// reductions with a caller's combine (allreduce_with, reduce_scatter_with).
 //
 // Pull-based, over the mapped heaps of the team's members:
 //   1. barrier on the team: every member's source is ready;
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <type_traits>
 
 #include "context.h"
@@ -223,10 +225,10 @@ Status reduce_members(const Call& call, std::size_t offset, std::size_t count, s
   return Status::ok();
 }
 
-using ReduceFn = Status (*)(const Call&, std::size_t, std::size_t, std::byte*);
+using Kernel = Status (*)(const Call&, std::size_t, std::size_t, std::byte*);
 
 template <typename E>
-ReduceFn for_op(ReduceOp op) {
+Kernel for_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum: return &reduce_members<E, ReduceOp::kSum>;
     case ReduceOp::kMax: return &reduce_members<E, ReduceOp::kMax>;
@@ -236,7 +238,7 @@ ReduceFn for_op(ReduceOp op) {
 }
 
 // The kernel for dtype x op, or INVALID_ARGUMENT / DTYPE_MISMATCH naming what is wrong.
-Status pick_reduction(std::string_view what, DType dtype, ReduceOp op, ReduceFn* fn) {
+Status pick_reduction(std::string_view what, DType dtype, ReduceOp op, Kernel* fn) {
   HP_ENSURE(op == ReduceOp::kSum || op == ReduceOp::kMax || op == ReduceOp::kMin,
             ErrorCode::kInvalidArgument, "{}: reduce op {} is not SUM (0), MAX (1) or MIN (2)",
             what, int(op));
@@ -308,22 +310,77 @@ Status alltoall(Team team, void* dest, const void* source, std::size_t bytes_per
 
 namespace {
 
-// allreduce (scatter = false: source is count elements) and reduce_scatter (scatter = true:
-// source is team size blocks of count elements, this PE reduces block my_index).
+// The buffers of a reduction of `count` elements of `element` bytes: source is that many
+// (scatter = false: allreduce) or team size blocks of that many (scatter = true: reduce_scatter,
+// this PE reduces block my_index). *offset: the symmetric offset of what this PE reduces.
+Status reduction_buffers(Call* call, void* dest, const void* source, std::size_t count,
+                         bool scatter, std::size_t element, std::size_t* offset) {
+  std::size_t block = 0, source_bytes = 0;
+  HP_RETURN_IF_ERROR(product(call->what, count, element, "block bytes", &block));
+  HP_RETURN_IF_ERROR(product(call->what, scatter ? std::size_t(call->n()) : 1, block,
+                             "source bytes", &source_bytes));
+  HP_RETURN_IF_ERROR(set_buffers(call, dest, block, source, source_bytes));
+  *offset = call->source_offset + (scatter ? std::size_t(call->me()) * block : 0);
+  return Status::ok();
+}
+
 Status reduction(std::string_view what, Team team, void* dest, const void* source,
                  std::size_t count, bool scatter, DType dtype, ReduceOp op) {
   Call call;
   HP_RETURN_IF_ERROR(open_call(what, team, &call));
-  ReduceFn reduce = nullptr;
+  Kernel reduce = nullptr;
   HP_RETURN_IF_ERROR(pick_reduction(what, dtype, op, &reduce));
-  std::size_t block = 0, source_bytes = 0;
-  HP_RETURN_IF_ERROR(product(what, count, dtype_size(dtype), "block bytes", &block));
+  std::size_t offset = 0;
   HP_RETURN_IF_ERROR(
-      product(what, scatter ? std::size_t(call.n()) : 1, block, "source bytes", &source_bytes));
-  HP_RETURN_IF_ERROR(set_buffers(&call, dest, block, source, source_bytes));
+      reduction_buffers(&call, dest, source, count, scatter, dtype_size(dtype), &offset));
   HP_RETURN_IF_ERROR(check_aligned(call, dtype_size(dtype)));
-  const std::size_t offset = call.source_offset + (scatter ? std::size_t(call.me()) * block : 0);
   return run(call, [&](std::byte* out) { return reduce(call, offset, count, out); });
+}
+
+// ---- reductions with a caller's combine ---------------------------------------------------------
+
+struct FreeAligned {
+  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+
+// out = the members' `count` elements of `element` bytes at `offset`, combined in team order,
+// chunk by chunk (at most kChunkBytes, at least one element) into a 64-byte aligned accumulator.
+Status combine_members(const Call& call, std::size_t offset, std::size_t count,
+                       std::size_t element, ReduceFn combine, void* user, std::byte* out) {
+  constexpr std::size_t kChunkBytes = 16 << 10;
+  const std::size_t chunk = std::max<std::size_t>(1, kChunkBytes / element);
+  const std::size_t room = (chunk * element + 63) / 64 * 64;  // keeps scratch 64-byte aligned
+  const std::unique_ptr<std::byte[], FreeAligned> buffer(
+      static_cast<std::byte*>(::operator new[](2 * room, std::align_val_t(64))));
+  std::byte* acc = buffer.get();
+  std::byte* scratch = acc + room;  // a chunk fetched through the transport
+  for (std::size_t base = 0; base < count; base += chunk) {
+    const std::size_t n = std::min(chunk, count - base), bytes = n * element;
+    const std::size_t at = offset + base * element;
+    const std::byte* in = nullptr;
+    HP_RETURN_IF_ERROR(peer_bytes(*call.ctx, call.world(0), at, bytes, scratch, &in));
+    std::memcpy(acc, in, bytes);
+    for (int j = 1; j < call.n(); ++j) {
+      HP_RETURN_IF_ERROR(peer_bytes(*call.ctx, call.world(j), at, bytes, scratch, &in));
+      combine(acc, in, n, user);
+    }
+    std::memcpy(out + base * element, acc, bytes);
+  }
+  return Status::ok();
+}
+
+Status reduction_with(std::string_view what, Team team, void* dest, const void* source,
+                      std::size_t count, bool scatter, std::size_t element, ReduceFn combine,
+                      void* user) {
+  Call call;
+  HP_RETURN_IF_ERROR(open_call(what, team, &call));
+  HP_ENSURE(element != 0, ErrorCode::kInvalidArgument, "{}: element_bytes is 0", what);
+  HP_ENSURE(combine != nullptr, ErrorCode::kInvalidArgument, "{}: combine is null", what);
+  std::size_t offset = 0;
+  HP_RETURN_IF_ERROR(reduction_buffers(&call, dest, source, count, scatter, element, &offset));
+  return run(call, [&](std::byte* out) {
+    return combine_members(call, offset, count, element, combine, user, out);
+  });
 }
 
 }  // namespace
@@ -336,6 +393,18 @@ Status allreduce(Team team, void* dest, const void* source, std::size_t count, D
 Status reduce_scatter(Team team, void* dest, const void* source, std::size_t count_per_pe,
                       DType dtype, ReduceOp op) {
   return reduction("reduce_scatter", team, dest, source, count_per_pe, true, dtype, op);
+}
+
+Status allreduce_with(Team team, void* dest, const void* source, std::size_t count,
+                      std::size_t element_bytes, ReduceFn combine, void* user) {
+  return reduction_with("allreduce_with", team, dest, source, count, false, element_bytes,
+                        combine, user);
+}
+
+Status reduce_scatter_with(Team team, void* dest, const void* source, std::size_t count_per_pe,
+                           std::size_t element_bytes, ReduceFn combine, void* user) {
+  return reduction_with("reduce_scatter_with", team, dest, source, count_per_pe, true,
+                        element_bytes, combine, user);
 }
 
 }  // namespace hp::shmem

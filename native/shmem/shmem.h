@@ -191,6 +191,19 @@ HP_API Status allreduce(Team team, void* dest, const void* source, std::size_t c
 HP_API Status reduce_scatter(Team team, void* dest, const void* source, std::size_t count_per_pe,
                              DType dtype, ReduceOp op);
 
+// Reductions of any element type with a caller's combine: combine(accumulator, in, count, user)
+// folds `count` elements at `in` into as many at `accumulator` (both element_bytes apart).
+// The result is member 0's elements combined with member 1's, then member 2's, ... in team
+// order, so every member gets the same bits (floating point included) and a non-commutative
+// combine is a left fold. `in` and `accumulator` hold whole chunks of elements, aligned as the
+// source is (the accumulator to 64 bytes). dest may be source.
+using ReduceFn = void (*)(void* accumulator, const void* in, std::size_t count, void* user);
+HP_API Status allreduce_with(Team team, void* dest, const void* source, std::size_t count,
+                             std::size_t element_bytes, ReduceFn combine, void* user);
+HP_API Status reduce_scatter_with(Team team, void* dest, const void* source,
+                                  std::size_t count_per_pe, std::size_t element_bytes,
+                                  ReduceFn combine, void* user);
+
 }  // namespace hp::shmem
 
 #endif  // HYPER_PARALLEL_SHMEM_SHMEM_H_

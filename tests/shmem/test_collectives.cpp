@@ -1,7 +1,9 @@
 // Collectives against goldens computed locally: on the world team, on the even and odd PEs at
 // the same time (strided sub-teams), and on a one-PE team; sizes from 1 byte / 1 element to
 // about 1 MiB; every dtype x op of the reductions; in-place forms; calls back to back with no
-// barrier in between; errors. As a threads job of 2 and 4 PEs, and under hprun -n 2 / -n 4.
+// barrier in between; errors; the reductions with a caller's combine (product, xor, a
+// non-commutative fold, odd and oversized elements). As a threads job of 2 and 4 PEs, and under
+// hprun -n 2 / -n 4.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -469,6 +471,186 @@ TEST(ShmemCollectives, BackToBackCallsDoNotRace) {
           [&](std::size_t i) { return std::int64_t(round % n) << 32 | std::int64_t(i + round); },
           "broadcast round " << round);
     }
+    HP_EXPECT_OK(free(raw_b));
+    return free(raw_a);
+  });
+}
+
+// ---- reductions with a caller's combine (allreduce_with, reduce_scatter_with) ------------------
+
+// acc[i] = Op(acc[i], in[i]) over `count` elements of T; `user` goes to Op.
+template <typename T, typename Op>
+void combine_as(void* acc, const void* in, std::size_t count, void* user) {
+  auto* a = static_cast<T*>(acc);
+  const auto* b = static_cast<const T*>(in);
+  for (std::size_t i = 0; i < count; ++i) a[i] = Op{}(a[i], b[i], user);
+}
+
+struct Product {
+  template <typename T>
+  T operator()(T a, T b, void*) const { return a * b; }
+};
+struct Xor {
+  template <typename T>
+  T operator()(T a, T b, void*) const { return a ^ b; }
+};
+// Not commutative: a left fold in team order gives (..((x0 m + x1) m + x2)..), m = *user.
+struct Horner {
+  std::uint64_t operator()(std::uint64_t a, std::uint64_t b, void* user) const {
+    return a * *static_cast<const std::uint64_t*>(user) + b;
+  }
+};
+
+// A 3-byte element: a little-endian 24-bit integer, added modulo 2^24 (carries cross its bytes,
+// so the chunks must hold whole elements).
+void add_u24(void* acc, const void* in, std::size_t count, void*) {
+  auto* a = static_cast<unsigned char*>(acc);
+  const auto* b = static_cast<const unsigned char*>(in);
+  for (std::size_t e = 0; e < count; ++e, a += 3, b += 3) {
+    std::uint32_t sum = 0;
+    for (int k = 0; k < 3; ++k) sum += std::uint32_t(a[k] + b[k]) << (8 * k);
+    for (int k = 0; k < 3; ++k) a[k] = static_cast<unsigned char>(sum >> (8 * k));
+  }
+}
+
+void xor_bytes(void* acc, const void* in, std::size_t count, void* user) {
+  const std::size_t bytes = count * *static_cast<const std::size_t*>(user);
+  auto* a = static_cast<unsigned char*>(acc);
+  const auto* b = static_cast<const unsigned char*>(in);
+  for (std::size_t i = 0; i < bytes; ++i) a[i] ^= b[i];
+}
+
+// One case with elements of T: team PE j's element i is make(mix(world PE of j, index, salt));
+// the result must be the left fold ref(acc, x, user) over the members in team order, bit for
+// bit. scatter: reduce_scatter_with of count elements per PE, else allreduce_with.
+template <typename T, typename Make, typename Op>
+Status with_case(Buffers& buf, Team team, const std::vector<int>& members, std::size_t count,
+                 bool scatter, bool in_place, int salt, ReduceFn combine, void* user, Make make,
+                 Op ref, const std::string& what) {
+  const std::size_t n = members.size(), mine = index_in(members, my_pe());
+  const std::size_t first = scatter ? mine * count : 0;  // index of dest[0] in the sources
+  auto* src = reinterpret_cast<T*>(buf.src);
+  auto* dst = in_place ? src : reinterpret_cast<T*>(buf.dst);
+  for (std::size_t i = 0; i < (scatter ? n : 1) * count; ++i) src[i] = T(make(mix(my_pe(), i, salt)));
+  if (!in_place) {
+    buf.poison(count * sizeof(T));
+    buf.set_canary(count * sizeof(T));
+  }
+  HP_EXPECT_OK(scatter ? reduce_scatter_with(team, dst, src, count, sizeof(T), combine, user)
+                       : allreduce_with(team, dst, src, count, sizeof(T), combine, user));
+  auto want = [&](std::size_t i) {
+    T acc = T(make(mix(members[0], first + i, salt)));
+    for (std::size_t j = 1; j < n; ++j) {
+      acc = ref(acc, T(make(mix(members[j], first + i, salt))), user);
+    }
+    return acc;
+  };
+  HP_EXPECT_MATCH(dst, count, want, what << " of " << count << (scatter ? " per PE" : "")
+                                         << (in_place ? " in place" : ""));
+  if (!in_place) {
+    EXPECT_TRUE(buf.canary_intact(count * sizeof(T))) << what << " wrote past dest";
+  }
+  return Status::ok();
+}
+
+// Crosses the 16 KiB chunk of 8-byte elements (2048) both ways.
+const std::size_t kWithCounts[] = {1, 5, 2047, 2049, 3 * 2048 + 1, 100000};
+
+TEST(ShmemCollectives, ReductionsWithACallersCombine) {
+  run_scenario([] {
+    int salt = 7000;
+    std::uint64_t multiplier = 1000003;
+    return with_buffers_on_every_team([&](Buffers& buf, Team team,
+                                          const std::vector<int>& members) {
+      const auto u64 = [](std::uint32_t h) { return std::uint64_t(h) * 0x9E3779B97F4A7C15ull; };
+      const auto u32 = [](std::uint32_t h) { return h; };
+      const auto near_one = [](std::uint32_t h) { return 0.5 + double(h % 10001) / 1e4; };
+      for (bool scatter : {false, true}) {
+        for (std::size_t count : kWithCounts) {
+          if (scatter && count > 20000) continue;  // n blocks must fit the buffers
+          for (bool in_place : {false, true}) {
+            HP_RETURN_IF_ERROR(with_case<std::uint64_t>(
+                buf, team, members, count, scatter, in_place, ++salt,
+                &combine_as<std::uint64_t, Product>, nullptr, u64, Product{}, "u64 product"));
+            HP_RETURN_IF_ERROR(with_case<double>(buf, team, members, count, scatter, in_place,
+                                                 ++salt, &combine_as<double, Product>, nullptr,
+                                                 near_one, Product{}, "f64 product"));
+            HP_RETURN_IF_ERROR(with_case<std::uint32_t>(
+                buf, team, members, count, scatter, in_place, ++salt,
+                &combine_as<std::uint32_t, Xor>, nullptr, u32, Xor{}, "u32 xor"));
+            HP_RETURN_IF_ERROR(with_case<std::uint64_t>(
+                buf, team, members, count, scatter, in_place, ++salt,
+                &combine_as<std::uint64_t, Horner>, &multiplier, u64, Horner{},
+                "team-order Horner fold"));
+          }
+        }
+      }
+      // 3-byte elements, across chunk boundaries (5462 elements fill one 16 KiB chunk).
+      for (std::size_t count : {std::size_t(1), std::size_t(5462), std::size_t(5463 * 3)}) {
+        const std::size_t bytes = 3 * count;
+        HP_RETURN_IF_ERROR(byte_case(
+            buf, bytes, bytes, ++salt,
+            [&] { return allreduce_with(team, buf.dst, buf.src, count, 3, &add_u24, nullptr); },
+            [&](std::size_t i) {
+              const std::size_t e = i / 3;
+              std::uint32_t sum = 0;
+              for (int pe : members) {
+                std::uint32_t x = 0;
+                for (int k = 0; k < 3; ++k) {
+                  x |= std::uint32_t(byte_of(pe, 3 * e + std::size_t(k), salt)) << (8 * k);
+                }
+                sum += x;
+              }
+              return static_cast<unsigned char>(sum >> (8 * (i % 3)));
+            },
+            fmt::format("allreduce_with of {} 3-byte elements", count)));
+      }
+      // Elements bigger than a chunk: one element per chunk.
+      std::size_t big = 20000;
+      HP_RETURN_IF_ERROR(byte_case(
+          buf, 3 * big, 3 * big, ++salt,
+          [&] { return allreduce_with(team, buf.dst, buf.src, 3, big, &xor_bytes, &big); },
+          [&](std::size_t i) {
+            unsigned char x = 0;
+            for (int pe : members) x ^= byte_of(pe, i, salt);
+            return x;
+          },
+          "allreduce_with of 3 elements of 20000 bytes"));
+      return Status::ok();
+    });
+  });
+}
+
+TEST(ShmemCollectives, ReductionsWithACallersCombineErrors) {
+  run_scenario([] {
+    const int n = n_pes();
+    void* raw_a = nullptr;
+    void* raw_b = nullptr;
+    HP_EXPECT_OK(malloc(4096, &raw_a));
+    HP_EXPECT_OK(malloc(4096, &raw_b));
+    auto* src = static_cast<std::uint32_t*>(raw_a);
+    auto* dst = static_cast<std::uint32_t*>(raw_b);
+    std::uint32_t local[4] = {};
+    const ReduceFn x = &combine_as<std::uint32_t, Xor>;
+    EXPECT_EQ(allreduce_with(kTeamWorld, dst, src, 4, 0, x, nullptr).code(),
+              ErrorCode::kInvalidArgument);
+    EXPECT_EQ(reduce_scatter_with(kTeamWorld, dst, src, 1, 4, nullptr, nullptr).code(),
+              ErrorCode::kInvalidArgument);
+    EXPECT_EQ(allreduce_with(kTeamWorld, local, src, 4, 4, x, nullptr).code(),
+              ErrorCode::kNotSymmetric);
+    EXPECT_EQ(reduce_scatter_with(kTeamWorld, dst, local, 1, 4, x, nullptr).code(),
+              ErrorCode::kNotSymmetric);
+    EXPECT_EQ(allreduce_with(kTeamWorld, dst, src, std::numeric_limits<std::size_t>::max(), 4, x,
+                             nullptr)
+                  .code(),
+              ErrorCode::kInvalidArgument);
+    EXPECT_EQ(allreduce_with(kTeamInvalid, dst, src, 1, 4, x, nullptr).code(),
+              ErrorCode::kInvalidArgument);
+    HP_EXPECT_OK(allreduce_with(kTeamWorld, nullptr, nullptr, 0, 4, x, nullptr));
+    // Still in step: a real one.
+    src[0] = 1u << my_pe();
+    HP_EXPECT_OK(allreduce_with(kTeamWorld, dst, src, 1, 4, x, nullptr));
+    EXPECT_EQ(dst[0], (1u << n) - 1);
     HP_EXPECT_OK(free(raw_b));
     return free(raw_a);
   });

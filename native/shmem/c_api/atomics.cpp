@@ -1,4 +1,4 @@
-// Atomic memory operations and distributed locks.
+// Atomic memory operations (blocking and non-blocking forms) and distributed locks.
 //
 // Every C type is handled as the hp::shmem word of its size and signedness (float and double as
 // their bit patterns: fetch, set and swap only move bits). The bitwise AMOs are compare-and-swap
@@ -176,9 +176,38 @@ extern "C" {
   HP_C_COMPARE_SWAP(TYPE, NAME, cswap) HP_C_FETCH_INC(TYPE, NAME, finc)                          \
   HP_C_INC(TYPE, NAME, inc) HP_C_FETCH_ADD(TYPE, NAME, fadd) HP_C_ADD(TYPE, NAME, add)
 
+// The non-blocking forms store the fetched value at `out` (shmem.h: `fetch`) before they
+// return, which is as early as the next quiet allows.
+#define HP_C_NBI(TYPE, NAME, OP, PARAMS, VALUE)                                                  \
+  void shmem_##NAME##_atomic_##OP##_nbi(TYPE* out, HP_C_UNPAREN PARAMS, int pe) {                \
+    const char* routine = "shmem_" #NAME "_atomic_" #OP "_nbi";                                  \
+    *out = VALUE;                                                                                \
+  }
+#define HP_C_UNPAREN(...) __VA_ARGS__
+#define HP_C_AMO_NBI_EXTENDED(TYPE, NAME)                                                        \
+  HP_C_NBI(TYPE, NAME, fetch, (const TYPE* source), fetch(routine, source, pe))                  \
+  HP_C_NBI(TYPE, NAME, swap, (TYPE * dest, TYPE value), swap(routine, dest, value, pe))
+#define HP_C_AMO_NBI_STANDARD(TYPE, NAME)                                                        \
+  HP_C_AMO_NBI_EXTENDED(TYPE, NAME)                                                              \
+  HP_C_NBI(TYPE, NAME, compare_swap, (TYPE * dest, TYPE cond, TYPE value),                       \
+           compare_swap(routine, dest, cond, value, pe))                                         \
+  HP_C_NBI(TYPE, NAME, fetch_inc, (TYPE * dest),                                                 \
+           fetch_add(routine, dest, static_cast<TYPE>(1), pe))                                   \
+  HP_C_NBI(TYPE, NAME, fetch_add, (TYPE * dest, TYPE value), fetch_add(routine, dest, value, pe))
+#define HP_C_AMO_NBI_BITWISE(TYPE, NAME)                                                         \
+  HP_C_NBI(TYPE, NAME, fetch_and, (TYPE * dest, TYPE value),                                     \
+           fetch_bitwise(routine, Bitwise::kAnd, dest, value, pe))                               \
+  HP_C_NBI(TYPE, NAME, fetch_or, (TYPE * dest, TYPE value),                                      \
+           fetch_bitwise(routine, Bitwise::kOr, dest, value, pe))                                \
+  HP_C_NBI(TYPE, NAME, fetch_xor, (TYPE * dest, TYPE value),                                     \
+           fetch_bitwise(routine, Bitwise::kXor, dest, value, pe))
+
 HP_SHMEM_AMO_TYPES(HP_C_AMO_STANDARD)
 HP_SHMEM_AMO_FLOAT_TYPES(HP_C_AMO_EXTENDED)
 HP_SHMEM_AMO_BITWISE_TYPES(HP_C_AMO_BITWISE)
+HP_SHMEM_AMO_TYPES(HP_C_AMO_NBI_STANDARD)
+HP_SHMEM_AMO_FLOAT_TYPES(HP_C_AMO_NBI_EXTENDED)
+HP_SHMEM_AMO_BITWISE_TYPES(HP_C_AMO_NBI_BITWISE)
 HP_SHMEM_DEPRECATED_TYPES(HP_C_DEPRECATED_AMO)
 HP_SHMEM_AMO_FLOAT_TYPES(HP_C_DEPRECATED_EXTENDED)
 #undef HP_C_FETCH
@@ -196,6 +225,11 @@ HP_SHMEM_AMO_FLOAT_TYPES(HP_C_DEPRECATED_EXTENDED)
 #undef HP_C_AMO_BITWISE
 #undef HP_C_DEPRECATED_EXTENDED
 #undef HP_C_DEPRECATED_AMO
+#undef HP_C_NBI
+#undef HP_C_UNPAREN
+#undef HP_C_AMO_NBI_EXTENDED
+#undef HP_C_AMO_NBI_STANDARD
+#undef HP_C_AMO_NBI_BITWISE
 
 long shmem_swap(long* dest, long value, int pe) { return swap("shmem_swap", dest, value, pe); }
 

@@ -64,6 +64,12 @@ Status check_local_words(const char* routine, const void* words, std::size_t n, 
   return Status::ok();
 }
 
+Status invalid_team(const char* routine, const char* which) {
+  return Status::error(ErrorCode::kInvalidArgument,
+                       "{}: {} is SHMEM_TEAM_INVALID or not a team of PE {}", routine, which,
+                       my_pe());
+}
+
 Status wait_until_ready(const std::function<bool()>& ready,
                         const std::function<std::string()>& describe) {
   return wait_for(ready, describe());

@@ -1,7 +1,7 @@
 // What the OpenSHMEM C API's source files share (internal header): error reporting in the
 // OpenSHMEM style, the mapping of C types onto hp::shmem's 32/64-bit instantiations, the
-// translation of global variables' addresses into the symmetric heap, team handles, and a
-// general wait for the waits hp::shmem has no typed form of.
+// translation of global variables' addresses into the symmetric heap, team and context
+// handles, and a general wait for the waits hp::shmem has no typed form of.
 #ifndef HYPER_PARALLEL_SHMEM_C_API_C_API_H_
 #define HYPER_PARALLEL_SHMEM_C_API_C_API_H_
 
@@ -130,7 +130,17 @@ const Word<T>* as_word(const T* p) {
   return reinterpret_cast<const Word<T>*>(sym(p));
 }
 
+// ---- shmem_collect (collectives.cpp) ---------------------------------------------------------
+
+// A symmetric array of n_pes() + 1 words through which shmem_collect exchanges the members'
+// sizes: allocated by allocate_collect_sizes() (collective, in shmem_init); null before.
+extern std::uint64_t* g_collect_sizes;
+Status allocate_collect_sizes();
+
 // ---- teams ----------------------------------------------------------------------------------
+
+// INVALID_ARGUMENT: `which` (an argument of `routine`) is no team this PE is a member of.
+Status invalid_team(const char* routine, const char* which);
 
 // SHMEM_TEAM_INVALID, _WORLD and _SHARED are 0, 1 and 2; team handle h > 0 is h + 2.
 inline Team to_team(shmem_team_t handle) {
@@ -144,6 +154,12 @@ inline shmem_team_t to_handle(Team team) {
   return team == kTeamWorld ? SHMEM_TEAM_WORLD
                             : reinterpret_cast<shmem_team_t>(std::uintptr_t(team) + 2);
 }
+
+// ---- contexts (contexts.cpp) -----------------------------------------------------------------
+
+// The world PE that PE `pe` of context `ctx` is (a context made from a team numbers PEs as the
+// team does); ends the process naming `routine` for an invalid context or a PE outside it.
+int ctx_pe(const char* routine, shmem_ctx_t ctx, int pe);
 
 }  // namespace hp::shmem::c_api
 

@@ -34,7 +34,10 @@ void finalize_at_exit() {
 void init(const char* routine) {
   check(routine, hp::shmem::init());
   std::lock_guard lock(g_mutex);
-  if (g_inits++ == 0) check(routine, c_api::map_data_segment());
+  if (g_inits++ == 0) {
+    check(routine, c_api::map_data_segment());
+    check(routine, c_api::allocate_collect_sizes());
+  }
   if (!g_at_exit_registered) {
     g_at_exit_registered = true;
     if (std::atexit(finalize_at_exit) != 0) {
@@ -96,6 +99,7 @@ void shmem_finalize(void) {
   if (!hp::shmem::initialized()) {  // the heap is gone (the variables keep their pages)
     g_block_sizes.clear();
     c_api::g_data = {};
+    c_api::g_collect_sizes = nullptr;
   }
 }
 

@@ -25,6 +25,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The complex types of the sum and product reductions: C99's _Complex, or in C++ the
+ * std::complex of the same layout. */
+#ifdef __cplusplus
+#include <complex>
+#define HP_SHMEM_COMPLEXD_ std::complex<double>
+#define HP_SHMEM_COMPLEXF_ std::complex<float>
+#else
+#define HP_SHMEM_COMPLEXD_ double _Complex
+#define HP_SHMEM_COMPLEXF_ float _Complex
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -66,9 +77,23 @@ typedef struct hp_shmem_team_handle* shmem_team_t;
 #define SHMEM_TEAM_SHARED ((shmem_team_t)(uintptr_t)2)
 
 typedef struct {
-  int num_contexts; /* contexts are not implemented: always 0 */
+  int num_contexts; /* accepted and ignored (contexts are not limited): reads 0 */
 } shmem_team_config_t;
 #define SHMEM_TEAM_NUM_CONTEXTS (1L << 0)
+
+/* ---- communication contexts ------------------------------------------------------------ */
+
+/* An opaque handle. Every context issues its operations as the default one does: they
+ * complete at shmem_ctx_quiet, shmem_quiet or a barrier alike, and shmem_ctx_fence and
+ * shmem_ctx_quiet order or complete every operation of the PE. A context made from a team
+ * (shmem_team_create_ctx) numbers PEs as that team does; the others as SHMEM_TEAM_WORLD. The
+ * options are accepted and ignored. */
+typedef struct hp_shmem_ctx_handle* shmem_ctx_t;
+#define SHMEM_CTX_INVALID ((shmem_ctx_t)(uintptr_t)0)
+#define SHMEM_CTX_DEFAULT ((shmem_ctx_t)(uintptr_t)1)
+#define SHMEM_CTX_PRIVATE (1L << 0)
+#define SHMEM_CTX_SERIALIZED (1L << 1)
+#define SHMEM_CTX_NOSTORE (1L << 2)
 
 /* ---- type tables: X(TYPE, TYPENAME) ---------------------------------------------------- */
 
@@ -103,17 +128,20 @@ typedef struct {
   X(int32_t, int32) X(int64_t, int64) X(uint32_t, uint32) X(uint64_t, uint64) X(size_t, size) \
   X(ptrdiff_t, ptrdiff)
 
-/* sum_reduce: the 32/64-bit integers and float (integer sums wrap, two's complement). */
-#define HP_SHMEM_SUM_REDUCE_TYPES(X)                                                          \
-  X(int, int) X(long, long) X(long long, longlong) X(unsigned int, uint)                      \
-  X(unsigned long, ulong) X(unsigned long long, ulonglong) X(int32_t, int32)                  \
-  X(int64_t, int64) X(uint32_t, uint32) X(uint64_t, uint64) X(size_t, size)                   \
-  X(ptrdiff_t, ptrdiff) X(float, float) X(double, double)
-
-/* max_reduce and min_reduce: the signed 32/64-bit integers, float and double. */
+/* Table 10, the reduction types, by operation. and_reduce, or_reduce, xor_reduce: */
+#define HP_SHMEM_BITWISE_REDUCE_TYPES(X)                                                      \
+  X(unsigned char, uchar) X(unsigned short, ushort) X(unsigned int, uint)                     \
+  X(unsigned long, ulong) X(unsigned long long, ulonglong) X(int8_t, int8) X(int16_t, int16)  \
+  X(int32_t, int32) X(int64_t, int64) X(uint8_t, uint8) X(uint16_t, uint16)                   \
+  X(uint32_t, uint32) X(uint64_t, uint64) X(size_t, size)
+/* max_reduce and min_reduce: */
 #define HP_SHMEM_MINMAX_REDUCE_TYPES(X)                                                       \
-  X(int, int) X(long, long) X(long long, longlong) X(int32_t, int32) X(int64_t, int64)        \
-  X(ptrdiff_t, ptrdiff) X(float, float) X(double, double)
+  X(char, char) X(signed char, schar) X(short, short) X(int, int) X(long, long)               \
+  X(long long, longlong) X(ptrdiff_t, ptrdiff) HP_SHMEM_BITWISE_REDUCE_TYPES(X)               \
+  X(float, float) X(double, double) X(long double, longdouble)
+/* sum_reduce and prod_reduce (integer sums and products wrap, two's complement): */
+#define HP_SHMEM_ARITH_REDUCE_TYPES(X)                                                        \
+  HP_SHMEM_MINMAX_REDUCE_TYPES(X) X(HP_SHMEM_COMPLEXD_, complexd) X(HP_SHMEM_COMPLEXF_, complexf)
 
 /* The fixed-size RMA routines shmem_<op>SIZE: X(SIZE) for SIZE bits per element. */
 #define HP_SHMEM_RMA_SIZES(X) X(8) X(16) X(32) X(64) X(128)
@@ -160,77 +188,130 @@ void shmem_team_destroy(shmem_team_t team);
 
 /* ---- RMA ------------------------------------------------------------------------------- */
 
-#define HP_SHMEM_DECLARE_RMA_(TYPE, NAME)                                                     \
-  void shmem_##NAME##_put(TYPE* dest, const TYPE* source, size_t nelems, int pe);             \
-  void shmem_##NAME##_get(TYPE* dest, const TYPE* source, size_t nelems, int pe);             \
-  void shmem_##NAME##_put_nbi(TYPE* dest, const TYPE* source, size_t nelems, int pe);         \
-  void shmem_##NAME##_get_nbi(TYPE* dest, const TYPE* source, size_t nelems, int pe);         \
-  void shmem_##NAME##_p(TYPE* dest, TYPE value, int pe);                                      \
-  TYPE shmem_##NAME##_g(const TYPE* source, int pe);                                          \
-  void shmem_##NAME##_iput(TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,      \
-                           size_t nelems, int pe);                                            \
-  void shmem_##NAME##_iget(TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,      \
-                           size_t nelems, int pe);                                            \
-  void shmem_##NAME##_put_signal(TYPE* dest, const TYPE* source, size_t nelems,               \
-                                 uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);    \
-  void shmem_##NAME##_put_signal_nbi(TYPE* dest, const TYPE* source, size_t nelems,           \
-                                     uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);
-HP_SHMEM_RMA_TYPES(HP_SHMEM_DECLARE_RMA_)
+/* Each RMA and AMO routine has a form on the default context (shmem_...) and one on a given
+ * context (shmem_ctx_..., with a leading shmem_ctx_t): the macros below take the name prefix
+ * PRE and the leading parameter CTX (empty, or HP_SHMEM_CTX_). */
+#define HP_SHMEM_CTX_ shmem_ctx_t ctx,
+
+#define HP_SHMEM_DECLARE_RMA_(TYPE, NAME, PRE, CTX)                                           \
+  void PRE##NAME##_put(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);            \
+  void PRE##NAME##_get(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);            \
+  void PRE##NAME##_put_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);        \
+  void PRE##NAME##_get_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);        \
+  void PRE##NAME##_p(CTX TYPE* dest, TYPE value, int pe);                                     \
+  TYPE PRE##NAME##_g(CTX const TYPE* source, int pe);                                         \
+  void PRE##NAME##_iput(CTX TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,     \
+                        size_t nelems, int pe);                                               \
+  void PRE##NAME##_iget(CTX TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,     \
+                        size_t nelems, int pe);                                               \
+  void PRE##NAME##_put_signal(CTX TYPE* dest, const TYPE* source, size_t nelems,              \
+                              uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);       \
+  void PRE##NAME##_put_signal_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems,          \
+                                  uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);
+#define HP_SHMEM_DECLARE_RMA_FORMS_(TYPE, NAME)                                               \
+  HP_SHMEM_DECLARE_RMA_(TYPE, NAME, shmem_, )                                                 \
+  HP_SHMEM_DECLARE_RMA_(TYPE, NAME, shmem_ctx_, HP_SHMEM_CTX_)
+HP_SHMEM_RMA_TYPES(HP_SHMEM_DECLARE_RMA_FORMS_)
+#undef HP_SHMEM_DECLARE_RMA_FORMS_
 #undef HP_SHMEM_DECLARE_RMA_
 
-#define HP_SHMEM_DECLARE_RMA_SIZE_(SIZE)                                                      \
-  void shmem_put##SIZE(void* dest, const void* source, size_t nelems, int pe);                \
-  void shmem_get##SIZE(void* dest, const void* source, size_t nelems, int pe);                \
-  void shmem_put##SIZE##_nbi(void* dest, const void* source, size_t nelems, int pe);          \
-  void shmem_get##SIZE##_nbi(void* dest, const void* source, size_t nelems, int pe);          \
-  void shmem_iput##SIZE(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,         \
-                        size_t nelems, int pe);                                               \
-  void shmem_iget##SIZE(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,         \
-                        size_t nelems, int pe);                                               \
-  void shmem_put##SIZE##_signal(void* dest, const void* source, size_t nelems,                \
-                                uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);     \
-  void shmem_put##SIZE##_signal_nbi(void* dest, const void* source, size_t nelems,            \
-                                    uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);
-HP_SHMEM_RMA_SIZES(HP_SHMEM_DECLARE_RMA_SIZE_)
+#define HP_SHMEM_DECLARE_RMA_SIZE_(SIZE, PRE, CTX)                                            \
+  void PRE##put##SIZE(CTX void* dest, const void* source, size_t nelems, int pe);             \
+  void PRE##get##SIZE(CTX void* dest, const void* source, size_t nelems, int pe);             \
+  void PRE##put##SIZE##_nbi(CTX void* dest, const void* source, size_t nelems, int pe);       \
+  void PRE##get##SIZE##_nbi(CTX void* dest, const void* source, size_t nelems, int pe);       \
+  void PRE##iput##SIZE(CTX void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,      \
+                       size_t nelems, int pe);                                                \
+  void PRE##iget##SIZE(CTX void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,      \
+                       size_t nelems, int pe);                                                \
+  void PRE##put##SIZE##_signal(CTX void* dest, const void* source, size_t nelems,             \
+                               uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);      \
+  void PRE##put##SIZE##_signal_nbi(CTX void* dest, const void* source, size_t nelems,         \
+                                   uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);
+#define HP_SHMEM_DECLARE_RMA_SIZE_FORMS_(SIZE)                                                \
+  HP_SHMEM_DECLARE_RMA_SIZE_(SIZE, shmem_, )                                                  \
+  HP_SHMEM_DECLARE_RMA_SIZE_(SIZE, shmem_ctx_, HP_SHMEM_CTX_)
+HP_SHMEM_RMA_SIZES(HP_SHMEM_DECLARE_RMA_SIZE_FORMS_)
+#undef HP_SHMEM_DECLARE_RMA_SIZE_FORMS_
 #undef HP_SHMEM_DECLARE_RMA_SIZE_
 
-void shmem_putmem(void* dest, const void* source, size_t nelems, int pe);
-void shmem_getmem(void* dest, const void* source, size_t nelems, int pe);
-void shmem_putmem_nbi(void* dest, const void* source, size_t nelems, int pe);
-void shmem_getmem_nbi(void* dest, const void* source, size_t nelems, int pe);
-void shmem_putmem_signal(void* dest, const void* source, size_t nelems, uint64_t* sig_addr,
-                         uint64_t signal, int sig_op, int pe);
-void shmem_putmem_signal_nbi(void* dest, const void* source, size_t nelems, uint64_t* sig_addr,
-                             uint64_t signal, int sig_op, int pe);
+#define HP_SHMEM_DECLARE_RMA_MEM_(PRE, CTX)                                                   \
+  void PRE##putmem(CTX void* dest, const void* source, size_t nelems, int pe);                \
+  void PRE##getmem(CTX void* dest, const void* source, size_t nelems, int pe);                \
+  void PRE##putmem_nbi(CTX void* dest, const void* source, size_t nelems, int pe);            \
+  void PRE##getmem_nbi(CTX void* dest, const void* source, size_t nelems, int pe);            \
+  void PRE##putmem_signal(CTX void* dest, const void* source, size_t nelems,                  \
+                          uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);           \
+  void PRE##putmem_signal_nbi(CTX void* dest, const void* source, size_t nelems,              \
+                              uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);
+HP_SHMEM_DECLARE_RMA_MEM_(shmem_, )
+HP_SHMEM_DECLARE_RMA_MEM_(shmem_ctx_, HP_SHMEM_CTX_)
+#undef HP_SHMEM_DECLARE_RMA_MEM_
 uint64_t shmem_signal_fetch(const uint64_t* sig_addr);
 uint64_t shmem_signal_wait_until(uint64_t* sig_addr, int cmp, uint64_t cmp_value);
 
-/* ---- atomic memory operations (blocking forms) ----------------------------------------- */
+/* ---- atomic memory operations --------------------------------------------------------- */
 
-#define HP_SHMEM_DECLARE_AMO_EXTENDED_(TYPE, NAME)                                            \
-  TYPE shmem_##NAME##_atomic_fetch(const TYPE* source, int pe);                               \
-  void shmem_##NAME##_atomic_set(TYPE* dest, TYPE value, int pe);                             \
-  TYPE shmem_##NAME##_atomic_swap(TYPE* dest, TYPE value, int pe);
-#define HP_SHMEM_DECLARE_AMO_STANDARD_(TYPE, NAME)                                            \
-  HP_SHMEM_DECLARE_AMO_EXTENDED_(TYPE, NAME)                                                  \
-  TYPE shmem_##NAME##_atomic_compare_swap(TYPE* dest, TYPE cond, TYPE value, int pe);         \
-  TYPE shmem_##NAME##_atomic_fetch_inc(TYPE* dest, int pe);                                   \
-  void shmem_##NAME##_atomic_inc(TYPE* dest, int pe);                                         \
-  TYPE shmem_##NAME##_atomic_fetch_add(TYPE* dest, TYPE value, int pe);                       \
-  void shmem_##NAME##_atomic_add(TYPE* dest, TYPE value, int pe);
-#define HP_SHMEM_DECLARE_AMO_BITWISE_(TYPE, NAME)                                             \
-  TYPE shmem_##NAME##_atomic_fetch_and(TYPE* dest, TYPE value, int pe);                       \
-  void shmem_##NAME##_atomic_and(TYPE* dest, TYPE value, int pe);                             \
-  TYPE shmem_##NAME##_atomic_fetch_or(TYPE* dest, TYPE value, int pe);                        \
-  void shmem_##NAME##_atomic_or(TYPE* dest, TYPE value, int pe);                              \
-  TYPE shmem_##NAME##_atomic_fetch_xor(TYPE* dest, TYPE value, int pe);                       \
-  void shmem_##NAME##_atomic_xor(TYPE* dest, TYPE value, int pe);
-HP_SHMEM_AMO_TYPES(HP_SHMEM_DECLARE_AMO_STANDARD_)
-HP_SHMEM_AMO_FLOAT_TYPES(HP_SHMEM_DECLARE_AMO_EXTENDED_)
-HP_SHMEM_AMO_BITWISE_TYPES(HP_SHMEM_DECLARE_AMO_BITWISE_)
+/* The _nbi forms store the fetched value at `fetch` (a local address) by the next quiet. */
+#define HP_SHMEM_DECLARE_AMO_EXTENDED_(TYPE, NAME, PRE, CTX)                                  \
+  TYPE PRE##NAME##_atomic_fetch(CTX const TYPE* source, int pe);                              \
+  void PRE##NAME##_atomic_set(CTX TYPE* dest, TYPE value, int pe);                            \
+  TYPE PRE##NAME##_atomic_swap(CTX TYPE* dest, TYPE value, int pe);                           \
+  void PRE##NAME##_atomic_fetch_nbi(CTX TYPE* fetch, const TYPE* source, int pe);             \
+  void PRE##NAME##_atomic_swap_nbi(CTX TYPE* fetch, TYPE* dest, TYPE value, int pe);
+/* (Beyond the extended ones: CTX cannot be handed on to another macro.) */
+#define HP_SHMEM_DECLARE_AMO_STANDARD_(TYPE, NAME, PRE, CTX)                                  \
+  TYPE PRE##NAME##_atomic_compare_swap(CTX TYPE* dest, TYPE cond, TYPE value, int pe);        \
+  TYPE PRE##NAME##_atomic_fetch_inc(CTX TYPE* dest, int pe);                                  \
+  void PRE##NAME##_atomic_inc(CTX TYPE* dest, int pe);                                        \
+  TYPE PRE##NAME##_atomic_fetch_add(CTX TYPE* dest, TYPE value, int pe);                      \
+  void PRE##NAME##_atomic_add(CTX TYPE* dest, TYPE value, int pe);                            \
+  void PRE##NAME##_atomic_compare_swap_nbi(CTX TYPE* fetch, TYPE* dest, TYPE cond,            \
+                                           TYPE value, int pe);                               \
+  void PRE##NAME##_atomic_fetch_inc_nbi(CTX TYPE* fetch, TYPE* dest, int pe);                 \
+  void PRE##NAME##_atomic_fetch_add_nbi(CTX TYPE* fetch, TYPE* dest, TYPE value, int pe);
+#define HP_SHMEM_DECLARE_AMO_BITWISE_(TYPE, NAME, PRE, CTX)                                   \
+  TYPE PRE##NAME##_atomic_fetch_and(CTX TYPE* dest, TYPE value, int pe);                      \
+  void PRE##NAME##_atomic_and(CTX TYPE* dest, TYPE value, int pe);                            \
+  TYPE PRE##NAME##_atomic_fetch_or(CTX TYPE* dest, TYPE value, int pe);                       \
+  void PRE##NAME##_atomic_or(CTX TYPE* dest, TYPE value, int pe);                             \
+  TYPE PRE##NAME##_atomic_fetch_xor(CTX TYPE* dest, TYPE value, int pe);                      \
+  void PRE##NAME##_atomic_xor(CTX TYPE* dest, TYPE value, int pe);                            \
+  void PRE##NAME##_atomic_fetch_and_nbi(CTX TYPE* fetch, TYPE* dest, TYPE value, int pe);     \
+  void PRE##NAME##_atomic_fetch_or_nbi(CTX TYPE* fetch, TYPE* dest, TYPE value, int pe);      \
+  void PRE##NAME##_atomic_fetch_xor_nbi(CTX TYPE* fetch, TYPE* dest, TYPE value, int pe);
+#define HP_SHMEM_DECLARE_AMO_FORMS_(TYPE, NAME, FAMILY)                                       \
+  HP_SHMEM_DECLARE_AMO_##FAMILY##_(TYPE, NAME, shmem_, )                                      \
+  HP_SHMEM_DECLARE_AMO_##FAMILY##_(TYPE, NAME, shmem_ctx_, HP_SHMEM_CTX_)
+#define HP_SHMEM_DECLARE_AMO_STANDARD_FORMS_(TYPE, NAME)                                      \
+  HP_SHMEM_DECLARE_AMO_FORMS_(TYPE, NAME, EXTENDED)                                           \
+  HP_SHMEM_DECLARE_AMO_FORMS_(TYPE, NAME, STANDARD)
+#define HP_SHMEM_DECLARE_AMO_EXTENDED_FORMS_(TYPE, NAME)                                      \
+  HP_SHMEM_DECLARE_AMO_FORMS_(TYPE, NAME, EXTENDED)
+#define HP_SHMEM_DECLARE_AMO_BITWISE_FORMS_(TYPE, NAME)                                       \
+  HP_SHMEM_DECLARE_AMO_FORMS_(TYPE, NAME, BITWISE)
+HP_SHMEM_AMO_TYPES(HP_SHMEM_DECLARE_AMO_STANDARD_FORMS_)
+HP_SHMEM_AMO_FLOAT_TYPES(HP_SHMEM_DECLARE_AMO_EXTENDED_FORMS_)
+HP_SHMEM_AMO_BITWISE_TYPES(HP_SHMEM_DECLARE_AMO_BITWISE_FORMS_)
+#undef HP_SHMEM_DECLARE_AMO_STANDARD_FORMS_
+#undef HP_SHMEM_DECLARE_AMO_EXTENDED_FORMS_
+#undef HP_SHMEM_DECLARE_AMO_BITWISE_FORMS_
+#undef HP_SHMEM_DECLARE_AMO_FORMS_
 #undef HP_SHMEM_DECLARE_AMO_EXTENDED_
 #undef HP_SHMEM_DECLARE_AMO_STANDARD_
 #undef HP_SHMEM_DECLARE_AMO_BITWISE_
+
+/* ---- contexts -------------------------------------------------------------------------- */
+
+/* Return 0, or non-zero with *ctx = SHMEM_CTX_INVALID (a team this PE is not in, or no more
+ * contexts: at most 1024 exist at once). */
+int shmem_ctx_create(long options, shmem_ctx_t* ctx);
+int shmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t* ctx);
+/* Completes the context's operations; SHMEM_CTX_INVALID is ignored. */
+void shmem_ctx_destroy(shmem_ctx_t ctx);
+int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t* team);
+void shmem_ctx_fence(shmem_ctx_t ctx);
+void shmem_ctx_quiet(shmem_ctx_t ctx);
 
 /* ---- point-to-point synchronization ---------------------------------------------------- */
 
@@ -289,13 +370,16 @@ int shmem_test_lock(long* lock);
   int shmem_##NAME##_alltoall(shmem_team_t team, TYPE* dest, const TYPE* source,              \
                               size_t nelems);                                                 \
   int shmem_##NAME##_alltoalls(shmem_team_t team, TYPE* dest, const TYPE* source,             \
-                               ptrdiff_t dst, ptrdiff_t sst, size_t nelems);
+                               ptrdiff_t dst, ptrdiff_t sst, size_t nelems);                  \
+  int shmem_##NAME##_collect(shmem_team_t team, TYPE* dest, const TYPE* source, size_t nelems);
 HP_SHMEM_RMA_TYPES(HP_SHMEM_DECLARE_COLLECTIVES_)
 #undef HP_SHMEM_DECLARE_COLLECTIVES_
 
 int shmem_broadcastmem(shmem_team_t team, void* dest, const void* source, size_t nelems,
                        int PE_root);
 int shmem_fcollectmem(shmem_team_t team, void* dest, const void* source, size_t nelems);
+/* collect: each member's nelems (they may differ) are packed in team order into dest. */
+int shmem_collectmem(shmem_team_t team, void* dest, const void* source, size_t nelems);
 int shmem_alltoallmem(shmem_team_t team, void* dest, const void* source, size_t nelems);
 int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdiff_t dst,
                        ptrdiff_t sst, size_t nelems);
@@ -303,14 +387,20 @@ int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdif
 #define HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, OP)                                              \
   int shmem_##NAME##_##OP##_reduce(shmem_team_t team, TYPE* dest, const TYPE* source,         \
                                    size_t nreduce);
-#define HP_SHMEM_DECLARE_SUM_REDUCE_(TYPE, NAME) HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, sum)
+#define HP_SHMEM_DECLARE_BITWISE_REDUCE_(TYPE, NAME)                                          \
+  HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, and) HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, or)          \
+  HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, xor)
 #define HP_SHMEM_DECLARE_MINMAX_REDUCE_(TYPE, NAME)                                           \
   HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, max) HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, min)
-HP_SHMEM_SUM_REDUCE_TYPES(HP_SHMEM_DECLARE_SUM_REDUCE_)
+#define HP_SHMEM_DECLARE_ARITH_REDUCE_(TYPE, NAME)                                            \
+  HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, sum) HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, prod)
+HP_SHMEM_BITWISE_REDUCE_TYPES(HP_SHMEM_DECLARE_BITWISE_REDUCE_)
 HP_SHMEM_MINMAX_REDUCE_TYPES(HP_SHMEM_DECLARE_MINMAX_REDUCE_)
+HP_SHMEM_ARITH_REDUCE_TYPES(HP_SHMEM_DECLARE_ARITH_REDUCE_)
 #undef HP_SHMEM_DECLARE_REDUCE_
-#undef HP_SHMEM_DECLARE_SUM_REDUCE_
+#undef HP_SHMEM_DECLARE_BITWISE_REDUCE_
 #undef HP_SHMEM_DECLARE_MINMAX_REDUCE_
+#undef HP_SHMEM_DECLARE_ARITH_REDUCE_
 
 /* ---- deprecated names still found in OpenSHMEM programs -------------------------------- */
 
@@ -348,7 +438,8 @@ void shmem_wait_until(long* ivar, int cmp, long cmp_value);
 #if !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 
 /* The distinct standard types of each family (the <stdint.h> and <stddef.h> names are
- * typedefs of these, so they select the same routines). X(TYPE, TYPENAME, OP) */
+ * typedefs of these, so they select the same routines; a family that has intN_t but not the
+ * standard signed types lists those typedefs). X(TYPE, TYPENAME, OP) */
 #define HP_SHMEM_C11_RMA_(X, OP)                                                              \
   X(float, float, OP) X(double, double, OP) X(long double, longdouble, OP) X(char, char, OP)  \
   X(signed char, schar, OP) X(short, short, OP) X(int, int, OP) X(long, long, OP)             \
@@ -360,65 +451,99 @@ void shmem_wait_until(long* ivar, int cmp, long cmp_value);
 #define HP_SHMEM_C11_AMO_EXTENDED_(X, OP)                                                     \
   HP_SHMEM_C11_AMO_(X, OP) X(float, float, OP) X(double, double, OP)
 #define HP_SHMEM_C11_AMO_BITWISE_(X, OP)                                                      \
-  X(unsigned int, uint, OP) X(unsigned long, ulong, OP) X(unsigned long long, ulonglong, OP)
+  X(unsigned int, uint, OP) X(unsigned long, ulong, OP) X(unsigned long long, ulonglong, OP)  \
+  X(int32_t, int32, OP) X(int64_t, int64, OP)
 #define HP_SHMEM_C11_SYNC_(X, OP)                                                             \
   X(short, short, OP) X(int, int, OP) X(long, long, OP) X(long long, longlong, OP)            \
   X(unsigned short, ushort, OP) X(unsigned int, uint, OP) X(unsigned long, ulong, OP)         \
   X(unsigned long long, ulonglong, OP)
-#define HP_SHMEM_C11_SUM_REDUCE_(X, OP) HP_SHMEM_C11_AMO_(X, OP) X(float, float, OP)
-#define HP_SHMEM_C11_MINMAX_REDUCE_(X, OP)                                                    \
-  X(int, int, OP) X(long, long, OP) X(long long, longlong, OP) X(float, float, OP)
+#define HP_SHMEM_C11_BITWISE_REDUCE_(X, OP)                                                   \
+  X(unsigned char, uchar, OP) X(unsigned short, ushort, OP) X(unsigned int, uint, OP)         \
+  X(unsigned long, ulong, OP) X(unsigned long long, ulonglong, OP) X(int8_t, int8, OP)        \
+  X(int16_t, int16, OP) X(int32_t, int32, OP) X(int64_t, int64, OP)
+#define HP_SHMEM_C11_MINMAX_REDUCE_(X, OP) HP_SHMEM_C11_RMA_(X, OP)
+#define HP_SHMEM_C11_ARITH_REDUCE_(X, OP)                                                     \
+  HP_SHMEM_C11_RMA_(X, OP) X(double _Complex, complexd, OP) X(float _Complex, complexf, OP)
 
 /* One association ", TYPE: shmem_TYPENAME_OP" of a _Generic selection. */
 #define HP_SHMEM_C11_ASSOC_(TYPE, NAME, OP) , TYPE : shmem_##NAME##_##OP
+#define HP_SHMEM_C11_CTX_ASSOC_(TYPE, NAME, OP) , TYPE : shmem_ctx_##NAME##_##OP
 /* The routine of family TABLE and operation OP for the pointed-to type of PTR (the selection is
  * on *(PTR), whose lvalue conversion drops const: const and plain pointers select alike). */
 #define HP_SHMEM_C11_SELECT_(TABLE, OP, PTR) _Generic(*(PTR) TABLE(HP_SHMEM_C11_ASSOC_, OP))
 
-#define shmem_put(dest, ...) HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, put, dest)(dest, __VA_ARGS__)
-#define shmem_get(dest, ...) HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, get, dest)(dest, __VA_ARGS__)
-#define shmem_put_nbi(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, put_nbi, dest)(dest, __VA_ARGS__)
-#define shmem_get_nbi(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, get_nbi, dest)(dest, __VA_ARGS__)
-#define shmem_p(dest, ...) HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, p, dest)(dest, __VA_ARGS__)
-#define shmem_g(source, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, g, source)(source, __VA_ARGS__)
-#define shmem_iput(dest, ...) HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, iput, dest)(dest, __VA_ARGS__)
-#define shmem_iget(dest, ...) HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, iget, dest)(dest, __VA_ARGS__)
-#define shmem_put_signal(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, put_signal, dest)(dest, __VA_ARGS__)
-#define shmem_put_signal_nbi(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, put_signal_nbi, dest)(dest, __VA_ARGS__)
+/* The routines that also have a form on a context: a call whose first argument is a
+ * shmem_ctx_t selects shmem_ctx_TYPENAME_OP by the pointed-to type of its second argument, any
+ * other call shmem_TYPENAME_OP by that of its first. (Every association of a _Generic must be
+ * a valid expression, selected or not: both selections look at the data pointer, DATA_.) */
+#define HP_SHMEM_C11_ARG0_(a, ...) a
+#define HP_SHMEM_C11_ARG1_(a, b, ...) b
+#define HP_SHMEM_C11_DATA_(...)                                                               \
+  _Generic((HP_SHMEM_C11_ARG0_(__VA_ARGS__, 0)),                                             \
+           shmem_ctx_t: HP_SHMEM_C11_ARG1_(__VA_ARGS__, 0),                                   \
+           default: HP_SHMEM_C11_ARG0_(__VA_ARGS__, 0))
+#define HP_SHMEM_C11_SELECT_CTX_(TABLE, OP, ...)                                              \
+  _Generic((HP_SHMEM_C11_ARG0_(__VA_ARGS__, 0)),                                             \
+           shmem_ctx_t: _Generic(*(HP_SHMEM_C11_DATA_(__VA_ARGS__))                           \
+                                     TABLE(HP_SHMEM_C11_CTX_ASSOC_, OP)),                     \
+           default: _Generic(*(HP_SHMEM_C11_DATA_(__VA_ARGS__)) TABLE(HP_SHMEM_C11_ASSOC_, OP)))
+#define HP_SHMEM_C11_CALL_CTX_(TABLE, OP, ...)                                                \
+  HP_SHMEM_C11_SELECT_CTX_(TABLE, OP, __VA_ARGS__)(__VA_ARGS__)
 
-#define shmem_atomic_fetch(source, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_AMO_EXTENDED_, atomic_fetch, source)(source, __VA_ARGS__)
-#define shmem_atomic_set(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_AMO_EXTENDED_, atomic_set, dest)(dest, __VA_ARGS__)
-#define shmem_atomic_swap(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_AMO_EXTENDED_, atomic_swap, dest)(dest, __VA_ARGS__)
-#define shmem_atomic_compare_swap(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_AMO_, atomic_compare_swap, dest)(dest, __VA_ARGS__)
-#define shmem_atomic_fetch_inc(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_AMO_, atomic_fetch_inc, dest)(dest, __VA_ARGS__)
-#define shmem_atomic_inc(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_AMO_, atomic_inc, dest)(dest, __VA_ARGS__)
-#define shmem_atomic_fetch_add(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_AMO_, atomic_fetch_add, dest)(dest, __VA_ARGS__)
-#define shmem_atomic_add(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_AMO_, atomic_add, dest)(dest, __VA_ARGS__)
-#define shmem_atomic_fetch_and(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_AMO_BITWISE_, atomic_fetch_and, dest)(dest, __VA_ARGS__)
-#define shmem_atomic_and(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_AMO_BITWISE_, atomic_and, dest)(dest, __VA_ARGS__)
-#define shmem_atomic_fetch_or(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_AMO_BITWISE_, atomic_fetch_or, dest)(dest, __VA_ARGS__)
-#define shmem_atomic_or(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_AMO_BITWISE_, atomic_or, dest)(dest, __VA_ARGS__)
-#define shmem_atomic_fetch_xor(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_AMO_BITWISE_, atomic_fetch_xor, dest)(dest, __VA_ARGS__)
-#define shmem_atomic_xor(dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_AMO_BITWISE_, atomic_xor, dest)(dest, __VA_ARGS__)
+#define shmem_put(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, put, __VA_ARGS__)
+#define shmem_get(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, get, __VA_ARGS__)
+#define shmem_put_nbi(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, put_nbi, __VA_ARGS__)
+#define shmem_get_nbi(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, get_nbi, __VA_ARGS__)
+#define shmem_p(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, p, __VA_ARGS__)
+#define shmem_g(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, g, __VA_ARGS__)
+#define shmem_iput(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, iput, __VA_ARGS__)
+#define shmem_iget(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, iget, __VA_ARGS__)
+#define shmem_put_signal(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, put_signal, __VA_ARGS__)
+#define shmem_put_signal_nbi(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, put_signal_nbi, __VA_ARGS__)
+
+#define shmem_atomic_fetch(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_EXTENDED_, atomic_fetch, __VA_ARGS__)
+#define shmem_atomic_set(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_EXTENDED_, atomic_set, __VA_ARGS__)
+#define shmem_atomic_swap(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_EXTENDED_, atomic_swap, __VA_ARGS__)
+#define shmem_atomic_fetch_nbi(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_EXTENDED_, atomic_fetch_nbi, __VA_ARGS__)
+#define shmem_atomic_swap_nbi(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_EXTENDED_, atomic_swap_nbi, __VA_ARGS__)
+#define shmem_atomic_compare_swap(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_, atomic_compare_swap, __VA_ARGS__)
+#define shmem_atomic_fetch_inc(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_, atomic_fetch_inc, __VA_ARGS__)
+#define shmem_atomic_inc(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_, atomic_inc, __VA_ARGS__)
+#define shmem_atomic_fetch_add(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_, atomic_fetch_add, __VA_ARGS__)
+#define shmem_atomic_add(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_, atomic_add, __VA_ARGS__)
+#define shmem_atomic_compare_swap_nbi(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_, atomic_compare_swap_nbi, __VA_ARGS__)
+#define shmem_atomic_fetch_inc_nbi(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_, atomic_fetch_inc_nbi, __VA_ARGS__)
+#define shmem_atomic_fetch_add_nbi(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_, atomic_fetch_add_nbi, __VA_ARGS__)
+#define shmem_atomic_fetch_and(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_BITWISE_, atomic_fetch_and, __VA_ARGS__)
+#define shmem_atomic_and(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_BITWISE_, atomic_and, __VA_ARGS__)
+#define shmem_atomic_fetch_or(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_BITWISE_, atomic_fetch_or, __VA_ARGS__)
+#define shmem_atomic_or(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_BITWISE_, atomic_or, __VA_ARGS__)
+#define shmem_atomic_fetch_xor(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_BITWISE_, atomic_fetch_xor, __VA_ARGS__)
+#define shmem_atomic_xor(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_BITWISE_, atomic_xor, __VA_ARGS__)
+#define shmem_atomic_fetch_and_nbi(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_BITWISE_, atomic_fetch_and_nbi, __VA_ARGS__)
+#define shmem_atomic_fetch_or_nbi(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_BITWISE_, atomic_fetch_or_nbi, __VA_ARGS__)
+#define shmem_atomic_fetch_xor_nbi(...) \
+  HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_AMO_BITWISE_, atomic_fetch_xor_nbi, __VA_ARGS__)
 
 #define shmem_wait_until(ivar, ...) \
   HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_SYNC_, wait_until, ivar)(ivar, __VA_ARGS__)
@@ -451,18 +576,28 @@ void shmem_wait_until(long* ivar, int cmp, long cmp_value);
 
 #define shmem_broadcast(team, dest, ...) \
   HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, broadcast, dest)(team, dest, __VA_ARGS__)
+#define shmem_collect(team, dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, collect, dest)(team, dest, __VA_ARGS__)
 #define shmem_fcollect(team, dest, ...) \
   HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, fcollect, dest)(team, dest, __VA_ARGS__)
 #define shmem_alltoall(team, dest, ...) \
   HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, alltoall, dest)(team, dest, __VA_ARGS__)
 #define shmem_alltoalls(team, dest, ...) \
   HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_RMA_, alltoalls, dest)(team, dest, __VA_ARGS__)
-#define shmem_sum_reduce(team, dest, ...) \
-  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_SUM_REDUCE_, sum_reduce, dest)(team, dest, __VA_ARGS__)
+#define shmem_and_reduce(team, dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_BITWISE_REDUCE_, and_reduce, dest)(team, dest, __VA_ARGS__)
+#define shmem_or_reduce(team, dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_BITWISE_REDUCE_, or_reduce, dest)(team, dest, __VA_ARGS__)
+#define shmem_xor_reduce(team, dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_BITWISE_REDUCE_, xor_reduce, dest)(team, dest, __VA_ARGS__)
 #define shmem_max_reduce(team, dest, ...) \
   HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_MINMAX_REDUCE_, max_reduce, dest)(team, dest, __VA_ARGS__)
 #define shmem_min_reduce(team, dest, ...) \
   HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_MINMAX_REDUCE_, min_reduce, dest)(team, dest, __VA_ARGS__)
+#define shmem_sum_reduce(team, dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_ARITH_REDUCE_, sum_reduce, dest)(team, dest, __VA_ARGS__)
+#define shmem_prod_reduce(team, dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_ARITH_REDUCE_, prod_reduce, dest)(team, dest, __VA_ARGS__)
 
 #endif /* C11 */
 

@@ -1,6 +1,6 @@
-// Teams and the team-based collectives of OpenSHMEM 1.5. These routines return an int: 0, or
-// non-zero after printing why (c_api::report), except shmem_team_destroy, which has no status
-// to return and ends the process on failure.
+// Teams of OpenSHMEM 1.5. These routines return an int: 0, or non-zero after printing why
+// (c_api::report), except shmem_team_destroy, which has no status to return and ends the
+// process on failure. (The collectives on teams are in collectives.cpp and reductions.cpp.)
 #include <algorithm>
 #include <vector>
 
@@ -10,99 +10,18 @@ namespace c_api = hp::shmem::c_api;
 using c_api::report;
 using c_api::to_handle;
 using c_api::to_team;
-using hp::DType;
+using c_api::invalid_team;
 using hp::ErrorCode;
 using hp::Status;
-using hp::shmem::ReduceOp;
 using hp::shmem::Team;
 
 namespace {
-
-Status invalid_team(const char* routine, const char* which) {
-  return Status::error(ErrorCode::kInvalidArgument,
-                       "{}: {} is SHMEM_TEAM_INVALID or not a team of PE {}", routine, which,
-                       hp::shmem::my_pe());
-}
 
 // Destroys the teams this PE got from a split that failed part of the way (see split_2d).
 void destroy_all(const std::vector<Team>& teams) {
   for (Team team : teams) {
     if (team != hp::shmem::kTeamInvalid) (void)hp::shmem::team_destroy(team);
   }
-}
-
-int broadcast(const char* routine, shmem_team_t team, void* dest, const void* source,
-              std::size_t nelems, std::size_t size, int root) {
-  std::size_t bytes = 0;
-  Status s = c_api::checked_bytes(routine, nelems, size, &bytes);
-  if (s.is_ok()) {
-    s = hp::shmem::broadcast(to_team(team), c_api::sym(dest), c_api::sym(source), bytes, root);
-  }
-  return report(routine, s);
-}
-
-// fcollect and alltoall: `nelems` elements of `size` bytes from (alltoall: to) every member.
-using Bytewise = Status (*)(Team, void*, const void*, std::size_t);
-int bytewise(const char* routine, Bytewise collective, shmem_team_t team, void* dest,
-             const void* source, std::size_t nelems, std::size_t size) {
-  std::size_t bytes = 0;
-  Status s = c_api::checked_bytes(routine, nelems, size, &bytes);
-  if (s.is_ok()) s = collective(to_team(team), c_api::sym(dest), c_api::sym(source), bytes);
-  return report(routine, s);
-}
-
-// Element i of block j of this PE's source (element stride sst) lands in element i of block
-// `me` of team PE j's dest (element stride dst): puts between two syncs of the team.
-Status strided_alltoall(Team team, char* dest, const char* source, std::ptrdiff_t dst,
-                        std::ptrdiff_t sst, std::size_t nelems, std::size_t size) {
-  const int n = hp::shmem::team_n_pes(team), me = hp::shmem::team_my_pe(team);
-  HP_RETURN_IF_ERROR(hp::shmem::team_sync(team));  // every dest is ready
-  const auto elem = std::ptrdiff_t(size), count = std::ptrdiff_t(nelems);
-  for (int k = 0; k < n; ++k) {
-    const int j = (me + k) % n;  // start at a different PE on each PE
-    const int pe = hp::shmem::team_translate_pe(team, j, hp::shmem::kTeamWorld);
-    for (std::ptrdiff_t i = 0; i < count; ++i) {
-      HP_RETURN_IF_ERROR(hp::shmem::put(dest + (me * count + i) * dst * elem,
-                                        source + (j * count + i) * sst * elem, size, pe));
-    }
-  }
-  HP_RETURN_IF_ERROR(hp::shmem::quiet());
-  return hp::shmem::team_sync(team);  // every block arrived
-}
-
-int alltoalls(const char* routine, shmem_team_t team, void* dest, const void* source,
-              std::ptrdiff_t dst, std::ptrdiff_t sst, std::size_t nelems, std::size_t size) {
-  if (dst == 1 && sst == 1) {
-    return bytewise(routine, hp::shmem::alltoall, team, dest, source, nelems, size);
-  }
-  const Team t = to_team(team);
-  if (hp::shmem::team_my_pe(t) < 0) return report(routine, invalid_team(routine, "team"));
-  return report(routine, strided_alltoall(t, static_cast<char*>(c_api::sym(dest)),
-                                          static_cast<const char*>(c_api::sym(source)), dst, sst,
-                                          nelems, size));
-}
-
-// The allreduce dtype of T: integers by size (sums wrap, so unsigned sums are the signed ones),
-// float as fp32, double as fp64.
-template <typename T>
-constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) {
-    return DType::kFP32;
-  } else if constexpr (std::is_same_v<T, double>) {
-    return DType::kFP64;
-  } else {
-    static_assert(std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8));
-    return sizeof(T) == 4 ? DType::kInt32 : DType::kInt64;
-  }
-}
-
-template <ReduceOp kOp, typename T>
-int reduce(const char* routine, shmem_team_t team, T* dest, const T* source, std::size_t nreduce) {
-  static_assert(kOp == ReduceOp::kSum || !std::is_unsigned_v<T>,
-                "max/min would compare unsigned words as signed ones");
-  return report(routine,
-                hp::shmem::allreduce(to_team(team), c_api::sym(dest), c_api::sym(source), nreduce,
-                                     dtype_of<T>(), kOp));
 }
 
 }  // namespace
@@ -206,63 +125,5 @@ void shmem_team_destroy(shmem_team_t team) {
 int shmem_team_sync(shmem_team_t team) {
   return report("shmem_team_sync", hp::shmem::team_sync(to_team(team)));
 }
-
-// ---- collectives ----------------------------------------------------------------------------
-
-#define HP_C_COLLECTIVES(TYPE, NAME)                                                             \
-  int shmem_##NAME##_broadcast(shmem_team_t team, TYPE* dest, const TYPE* source,                \
-                               size_t nelems, int PE_root) {                                     \
-    return broadcast("shmem_" #NAME "_broadcast", team, dest, source, nelems, sizeof(TYPE),      \
-                     PE_root);                                                                   \
-  }                                                                                              \
-  int shmem_##NAME##_fcollect(shmem_team_t team, TYPE* dest, const TYPE* source,                 \
-                              size_t nelems) {                                                   \
-    return bytewise("shmem_" #NAME "_fcollect", hp::shmem::fcollect, team, dest, source, nelems, \
-                    sizeof(TYPE));                                                               \
-  }                                                                                              \
-  int shmem_##NAME##_alltoall(shmem_team_t team, TYPE* dest, const TYPE* source,                 \
-                              size_t nelems) {                                                   \
-    return bytewise("shmem_" #NAME "_alltoall", hp::shmem::alltoall, team, dest, source, nelems, \
-                    sizeof(TYPE));                                                               \
-  }                                                                                              \
-  int shmem_##NAME##_alltoalls(shmem_team_t team, TYPE* dest, const TYPE* source,                \
-                               ptrdiff_t dst, ptrdiff_t sst, size_t nelems) {                    \
-    return alltoalls("shmem_" #NAME "_alltoalls", team, dest, source, dst, sst, nelems,          \
-                     sizeof(TYPE));                                                              \
-  }
-HP_SHMEM_RMA_TYPES(HP_C_COLLECTIVES)
-#undef HP_C_COLLECTIVES
-
-int shmem_broadcastmem(shmem_team_t team, void* dest, const void* source, size_t nelems,
-                       int PE_root) {
-  return broadcast("shmem_broadcastmem", team, dest, source, nelems, 1, PE_root);
-}
-
-int shmem_fcollectmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
-  return bytewise("shmem_fcollectmem", hp::shmem::fcollect, team, dest, source, nelems, 1);
-}
-
-int shmem_alltoallmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
-  return bytewise("shmem_alltoallmem", hp::shmem::alltoall, team, dest, source, nelems, 1);
-}
-
-int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdiff_t dst,
-                       ptrdiff_t sst, size_t nelems) {
-  return alltoalls("shmem_alltoallsmem", team, dest, source, dst, sst, nelems, 1);
-}
-
-#define HP_C_REDUCE(TYPE, NAME, OP, KIND)                                                        \
-  int shmem_##NAME##_##OP##_reduce(shmem_team_t team, TYPE* dest, const TYPE* source,            \
-                                   size_t nreduce) {                                             \
-    return reduce<ReduceOp::KIND>("shmem_" #NAME "_" #OP "_reduce", team, dest, source, nreduce); \
-  }
-#define HP_C_SUM_REDUCE(TYPE, NAME) HP_C_REDUCE(TYPE, NAME, sum, kSum)
-#define HP_C_MINMAX_REDUCE(TYPE, NAME)                                                           \
-  HP_C_REDUCE(TYPE, NAME, max, kMax) HP_C_REDUCE(TYPE, NAME, min, kMin)
-HP_SHMEM_SUM_REDUCE_TYPES(HP_C_SUM_REDUCE)
-HP_SHMEM_MINMAX_REDUCE_TYPES(HP_C_MINMAX_REDUCE)
-#undef HP_C_REDUCE
-#undef HP_C_SUM_REDUCE
-#undef HP_C_MINMAX_REDUCE
 
 }  // extern "C"

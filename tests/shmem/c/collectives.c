@@ -1,15 +1,13 @@
-/* Collectives on the world team against goldens: broadcast from every root, fcollect,
- * alltoall and alltoalls for every standard RMA type (and their mem forms); sum, max and min
- * reductions for every type they exist for, including wrapping unsigned sums, in place, and
- * longer than one reduction chunk. */
-#include <limits.h>
+/* The collectives that move data, against goldens: broadcast from every root, fcollect,
+ * alltoall and alltoalls on the world team for every standard RMA type (and their mem forms);
+ * collect with a different count on each PE (none on some), on the world team and on a
+ * strided team, and back to back. (The reductions are in reductions.c.) */
 #include <stdint.h>
 #include <string.h>
 
 #include "hp_test.h"
 
 #define NELEMS 5
-#define LONG_COUNT 10007
 
 #define VALUE(TYPE, pe, i) ((TYPE)((pe) * 16 + (i) + 1))
 
@@ -74,65 +72,69 @@ static void test_mem(void) {
   shmem_free(src);
 }
 
-/* Element k of PE pe's source: for sums, values near the top of the type's range, so that
- * unsigned sums wrap; signs alternate for the signed min/max. */
-#define SOURCE(TYPE, pe, k) ((TYPE)(((pe) * 37 + (k) * 11) % 101) * (TYPE)((k) % 2 == 0 ? 1 : -1))
-
-#define SUM_TEST(TYPE, NAME)                                                                   \
-  static void test_sum_##NAME(void) {                                                          \
-    TYPE* src = (TYPE*)shmem_malloc(LONG_COUNT * sizeof(TYPE));                                \
-    TYPE* dst = (TYPE*)shmem_malloc(LONG_COUNT * sizeof(TYPE));                                \
-    int k, pe;                                                                                 \
-    for (k = 0; k < LONG_COUNT; ++k) src[k] = SOURCE(TYPE, me, k);                             \
-    HP_CHECK_EQ(shmem_##NAME##_sum_reduce(SHMEM_TEAM_WORLD, dst, src, LONG_COUNT), 0);         \
-    for (k = 0; k < LONG_COUNT; ++k) {                                                         \
-      TYPE golden = 0;                                                                         \
-      for (pe = 0; pe < n; ++pe) golden += SOURCE(TYPE, pe, k);                                \
-      HP_CHECK(dst[k] == golden);                                                              \
+/* collect: PE pe contributes pe % 3 + 1 elements (and, in a second round, none when pe is odd),
+ * packed in team order; on the world team and on the PEs with an even number. src and dst
+ * have room for 3 elements per PE and one more. */
+#define COLLECT_TEST(TYPE, NAME)                                                               \
+  static void collect_##NAME(shmem_team_t team, int skip_odd, TYPE* src, TYPE* dst) {          \
+    const int size = shmem_team_n_pes(team), member = shmem_team_my_pe(team);                  \
+    const int mine = skip_odd && member % 2 ? 0 : member % 3 + 1;                              \
+    int pe, i, at = 0;                                                                         \
+    for (i = 0; i < 3; ++i) src[i] = VALUE(TYPE, member, i);                                   \
+    for (i = 0; i < 3 * size + 1; ++i) dst[i] = (TYPE)0;                                       \
+    shmem_team_sync(team); /* nobody writes dst any more */                                    \
+    HP_CHECK_EQ(shmem_##NAME##_collect(team, dst, src, (size_t)mine), 0);                      \
+    for (pe = 0; pe < size; ++pe) {                                                            \
+      const int count = skip_odd && pe % 2 ? 0 : pe % 3 + 1;                                   \
+      for (i = 0; i < count; ++i) HP_CHECK(dst[at++] == VALUE(TYPE, pe, i));                   \
     }                                                                                          \
-    /* in place */                                                                             \
-    HP_CHECK_EQ(shmem_##NAME##_sum_reduce(SHMEM_TEAM_WORLD, src, src, 3), 0);                  \
-    for (k = 0; k < 3; ++k) HP_CHECK(src[k] == dst[k]);                                        \
+    HP_CHECK(dst[at] == (TYPE)0);                                                              \
+  }                                                                                            \
+  static void test_collect_##NAME(shmem_team_t evens) {                                        \
+    TYPE* src = (TYPE*)shmem_malloc(3 * sizeof(TYPE));                                         \
+    TYPE* dst = (TYPE*)shmem_malloc((size_t)(3 * n + 1) * sizeof(TYPE));                       \
+    collect_##NAME(SHMEM_TEAM_WORLD, 0, src, dst);                                             \
+    collect_##NAME(SHMEM_TEAM_WORLD, 1, src, dst);                                             \
+    if (evens != SHMEM_TEAM_INVALID) collect_##NAME(evens, 0, src, dst);                       \
     shmem_barrier_all();                                                                       \
     shmem_free(dst);                                                                           \
     shmem_free(src);                                                                           \
   }
-HP_SHMEM_SUM_REDUCE_TYPES(SUM_TEST)
+HP_SHMEM_RMA_TYPES(COLLECT_TEST)
 
-#define MINMAX_TEST(TYPE, NAME)                                                                \
-  static void test_minmax_##NAME(void) {                                                       \
-    TYPE* src = (TYPE*)shmem_malloc(LONG_COUNT * sizeof(TYPE));                                \
-    TYPE* dst = (TYPE*)shmem_malloc(LONG_COUNT * sizeof(TYPE));                                \
-    int k, pe;                                                                                 \
-    for (k = 0; k < LONG_COUNT; ++k) src[k] = SOURCE(TYPE, me, k);                             \
-    HP_CHECK_EQ(shmem_##NAME##_max_reduce(SHMEM_TEAM_WORLD, dst, src, LONG_COUNT), 0);         \
-    for (k = 0; k < LONG_COUNT; ++k) {                                                         \
-      TYPE golden = SOURCE(TYPE, 0, k);                                                        \
-      for (pe = 1; pe < n; ++pe)                                                               \
-        if (SOURCE(TYPE, pe, k) > golden) golden = SOURCE(TYPE, pe, k);                        \
-      HP_CHECK(dst[k] == golden);                                                              \
-    }                                                                                          \
-    HP_CHECK_EQ(shmem_##NAME##_min_reduce(SHMEM_TEAM_WORLD, dst, src, LONG_COUNT), 0);         \
-    for (k = 0; k < LONG_COUNT; ++k) {                                                         \
-      TYPE golden = SOURCE(TYPE, 0, k);                                                        \
-      for (pe = 1; pe < n; ++pe)                                                               \
-        if (SOURCE(TYPE, pe, k) < golden) golden = SOURCE(TYPE, pe, k);                        \
-      HP_CHECK(dst[k] == golden);                                                              \
-    }                                                                                          \
-    shmem_barrier_all();                                                                       \
-    shmem_free(dst);                                                                           \
-    shmem_free(src);                                                                           \
+/* shmem_collectmem of 0..2 bytes per PE, back to back with no barrier between calls. */
+static void test_collectmem(void) {
+  unsigned char* src = (unsigned char*)shmem_malloc(2);
+  unsigned char* dst = (unsigned char*)shmem_malloc((size_t)n * 2);
+  int round, pe, i;
+  for (round = 0; round < 50; ++round) {
+    const size_t mine = (size_t)((me + round) % 3);
+    size_t at = 0;
+    src[0] = (unsigned char)(me + round);
+    src[1] = (unsigned char)(me * round);
+    HP_CHECK_EQ(shmem_collectmem(SHMEM_TEAM_WORLD, dst, src, mine), 0);
+    for (pe = 0; pe < n; ++pe) {
+      const int count = (pe + round) % 3;
+      for (i = 0; i < count; ++i) {
+        HP_CHECK_EQ(dst[at++], (unsigned char)(i == 0 ? pe + round : pe * round));
+      }
+    }
   }
-HP_SHMEM_MINMAX_REDUCE_TYPES(MINMAX_TEST)
+  shmem_barrier_all();
+  shmem_free(dst);
+  shmem_free(src);
+}
 
 int main(void) {
   hp_init();
 #define RUN_COLLECTIVE_TEST(TYPE, NAME) test_##NAME();
   HP_SHMEM_RMA_TYPES(RUN_COLLECTIVE_TEST)
   test_mem();
-#define RUN_SUM_TEST(TYPE, NAME) test_sum_##NAME();
-  HP_SHMEM_SUM_REDUCE_TYPES(RUN_SUM_TEST)
-#define RUN_MINMAX_TEST(TYPE, NAME) test_minmax_##NAME();
-  HP_SHMEM_MINMAX_REDUCE_TYPES(RUN_MINMAX_TEST)
+  shmem_team_t evens = SHMEM_TEAM_INVALID;
+  HP_CHECK_EQ(shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 2, (n + 1) / 2, NULL, 0, &evens), 0);
+#define RUN_COLLECT_TEST(TYPE, NAME) test_collect_##NAME(evens);
+  HP_SHMEM_RMA_TYPES(RUN_COLLECT_TEST)
+  shmem_team_destroy(evens);
+  test_collectmem();
   return hp_finish("collectives");
 }

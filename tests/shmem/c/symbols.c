@@ -7,26 +7,38 @@
 typedef void (*routine_t)(void);
 #define R(f) (routine_t)(f),
 
+/* Each family once per name prefix: shmem_ (default context) and shmem_ctx_. */
+#define RMA_(NAME, P)                                                                          \
+  R(P##NAME##_put) R(P##NAME##_get) R(P##NAME##_put_nbi) R(P##NAME##_get_nbi) R(P##NAME##_p)  \
+  R(P##NAME##_g) R(P##NAME##_iput) R(P##NAME##_iget) R(P##NAME##_put_signal)                  \
+  R(P##NAME##_put_signal_nbi)
 #define RMA(TYPE, NAME)                                                                        \
-  R(shmem_##NAME##_put) R(shmem_##NAME##_get) R(shmem_##NAME##_put_nbi)                        \
-  R(shmem_##NAME##_get_nbi) R(shmem_##NAME##_p) R(shmem_##NAME##_g) R(shmem_##NAME##_iput)     \
-  R(shmem_##NAME##_iget) R(shmem_##NAME##_put_signal) R(shmem_##NAME##_put_signal_nbi)         \
-  R(shmem_##NAME##_broadcast) R(shmem_##NAME##_fcollect) R(shmem_##NAME##_alltoall)            \
+  RMA_(NAME, shmem_) RMA_(NAME, shmem_ctx_) R(shmem_##NAME##_broadcast)                        \
+  R(shmem_##NAME##_fcollect) R(shmem_##NAME##_collect) R(shmem_##NAME##_alltoall)              \
   R(shmem_##NAME##_alltoalls)
-#define RMA_SIZE(SIZE)                                                                         \
-  R(shmem_put##SIZE) R(shmem_get##SIZE) R(shmem_put##SIZE##_nbi) R(shmem_get##SIZE##_nbi)      \
-  R(shmem_iput##SIZE) R(shmem_iget##SIZE) R(shmem_put##SIZE##_signal)                          \
-  R(shmem_put##SIZE##_signal_nbi)
-#define AMO_EXTENDED(TYPE, NAME)                                                               \
-  R(shmem_##NAME##_atomic_fetch) R(shmem_##NAME##_atomic_set) R(shmem_##NAME##_atomic_swap)
-#define AMO(TYPE, NAME)                                                                        \
-  AMO_EXTENDED(TYPE, NAME) R(shmem_##NAME##_atomic_compare_swap)                               \
-  R(shmem_##NAME##_atomic_fetch_inc) R(shmem_##NAME##_atomic_inc)                              \
-  R(shmem_##NAME##_atomic_fetch_add) R(shmem_##NAME##_atomic_add)
-#define AMO_BITWISE(TYPE, NAME)                                                                \
-  R(shmem_##NAME##_atomic_fetch_and) R(shmem_##NAME##_atomic_and)                              \
-  R(shmem_##NAME##_atomic_fetch_or) R(shmem_##NAME##_atomic_or)                                \
-  R(shmem_##NAME##_atomic_fetch_xor) R(shmem_##NAME##_atomic_xor)
+#define RMA_SIZE_(SIZE, P)                                                                     \
+  R(P##put##SIZE) R(P##get##SIZE) R(P##put##SIZE##_nbi) R(P##get##SIZE##_nbi)                  \
+  R(P##iput##SIZE) R(P##iget##SIZE) R(P##put##SIZE##_signal) R(P##put##SIZE##_signal_nbi)
+#define RMA_SIZE(SIZE) RMA_SIZE_(SIZE, shmem_) RMA_SIZE_(SIZE, shmem_ctx_)
+#define RMA_MEM(P)                                                                             \
+  R(P##putmem) R(P##getmem) R(P##putmem_nbi) R(P##getmem_nbi) R(P##putmem_signal)              \
+  R(P##putmem_signal_nbi)
+#define AMO_EXTENDED_(NAME, P)                                                                 \
+  R(P##NAME##_atomic_fetch) R(P##NAME##_atomic_set) R(P##NAME##_atomic_swap)                   \
+  R(P##NAME##_atomic_fetch_nbi) R(P##NAME##_atomic_swap_nbi)
+#define AMO_STANDARD_(NAME, P)                                                                 \
+  AMO_EXTENDED_(NAME, P) R(P##NAME##_atomic_compare_swap) R(P##NAME##_atomic_fetch_inc)        \
+  R(P##NAME##_atomic_inc) R(P##NAME##_atomic_fetch_add) R(P##NAME##_atomic_add)                \
+  R(P##NAME##_atomic_compare_swap_nbi) R(P##NAME##_atomic_fetch_inc_nbi)                       \
+  R(P##NAME##_atomic_fetch_add_nbi)
+#define AMO_BITWISE_(NAME, P)                                                                  \
+  R(P##NAME##_atomic_fetch_and) R(P##NAME##_atomic_and) R(P##NAME##_atomic_fetch_or)           \
+  R(P##NAME##_atomic_or) R(P##NAME##_atomic_fetch_xor) R(P##NAME##_atomic_xor)                 \
+  R(P##NAME##_atomic_fetch_and_nbi) R(P##NAME##_atomic_fetch_or_nbi)                           \
+  R(P##NAME##_atomic_fetch_xor_nbi)
+#define AMO_EXTENDED(TYPE, NAME) AMO_EXTENDED_(NAME, shmem_) AMO_EXTENDED_(NAME, shmem_ctx_)
+#define AMO(TYPE, NAME) AMO_STANDARD_(NAME, shmem_) AMO_STANDARD_(NAME, shmem_ctx_)
+#define AMO_BITWISE(TYPE, NAME) AMO_BITWISE_(NAME, shmem_) AMO_BITWISE_(NAME, shmem_ctx_)
 #define SYNC(TYPE, NAME)                                                                       \
   R(shmem_##NAME##_wait_until) R(shmem_##NAME##_wait_until_all)                                \
   R(shmem_##NAME##_wait_until_any) R(shmem_##NAME##_wait_until_some)                           \
@@ -35,8 +47,10 @@ typedef void (*routine_t)(void);
   R(shmem_##NAME##_test_all) R(shmem_##NAME##_test_any) R(shmem_##NAME##_test_some)            \
   R(shmem_##NAME##_test_all_vector) R(shmem_##NAME##_test_any_vector)                          \
   R(shmem_##NAME##_test_some_vector)
-#define SUM_REDUCE(TYPE, NAME) R(shmem_##NAME##_sum_reduce)
+#define BITWISE_REDUCE(TYPE, NAME)                                                             \
+  R(shmem_##NAME##_and_reduce) R(shmem_##NAME##_or_reduce) R(shmem_##NAME##_xor_reduce)
 #define MINMAX_REDUCE(TYPE, NAME) R(shmem_##NAME##_max_reduce) R(shmem_##NAME##_min_reduce)
+#define ARITH_REDUCE(TYPE, NAME) R(shmem_##NAME##_sum_reduce) R(shmem_##NAME##_prod_reduce)
 #define DEPRECATED_EXTENDED(TYPE, NAME)                                                        \
   R(shmem_##NAME##_fetch) R(shmem_##NAME##_set) R(shmem_##NAME##_swap)
 #define DEPRECATED(TYPE, NAME)                                                                 \
@@ -50,17 +64,19 @@ static const routine_t kRoutines[] = {
     R(shmem_info_get_name) R(shmem_malloc) R(shmem_malloc_with_hints) R(shmem_calloc)
     R(shmem_align) R(shmem_realloc) R(shmem_free) R(shmem_team_my_pe) R(shmem_team_n_pes)
     R(shmem_team_get_config) R(shmem_team_translate_pe) R(shmem_team_split_strided)
-    R(shmem_team_split_2d) R(shmem_team_destroy) R(shmem_putmem) R(shmem_getmem)
-    R(shmem_putmem_nbi) R(shmem_getmem_nbi) R(shmem_putmem_signal) R(shmem_putmem_signal_nbi)
+    R(shmem_team_split_2d) R(shmem_team_destroy) R(shmem_ctx_create) R(shmem_team_create_ctx)
+    R(shmem_ctx_destroy) R(shmem_ctx_get_team) R(shmem_ctx_fence) R(shmem_ctx_quiet)
+    RMA_MEM(shmem_) RMA_MEM(shmem_ctx_)
     R(shmem_signal_fetch) R(shmem_signal_wait_until) R(shmem_fence) R(shmem_quiet)
     R(shmem_barrier_all) R(shmem_sync_all) R(shmem_team_sync) R(shmem_set_lock)
     R(shmem_clear_lock) R(shmem_test_lock) R(shmem_broadcastmem) R(shmem_fcollectmem)
-    R(shmem_alltoallmem) R(shmem_alltoallsmem) R(shmem_swap) R(shmem_wait) R(shmem_wait_until)
+    R(shmem_collectmem) R(shmem_alltoallmem) R(shmem_alltoallsmem) R(shmem_swap) R(shmem_wait)
+    R(shmem_wait_until)
     HP_SHMEM_RMA_TYPES(RMA) HP_SHMEM_RMA_SIZES(RMA_SIZE) HP_SHMEM_AMO_TYPES(AMO)
     HP_SHMEM_AMO_FLOAT_TYPES(AMO_EXTENDED) HP_SHMEM_AMO_BITWISE_TYPES(AMO_BITWISE)
-    HP_SHMEM_SYNC_TYPES(SYNC) HP_SHMEM_SUM_REDUCE_TYPES(SUM_REDUCE)
-    HP_SHMEM_MINMAX_REDUCE_TYPES(MINMAX_REDUCE) HP_SHMEM_DEPRECATED_TYPES(DEPRECATED)
-    HP_SHMEM_AMO_FLOAT_TYPES(DEPRECATED_EXTENDED)};
+    HP_SHMEM_SYNC_TYPES(SYNC) HP_SHMEM_BITWISE_REDUCE_TYPES(BITWISE_REDUCE)
+    HP_SHMEM_MINMAX_REDUCE_TYPES(MINMAX_REDUCE) HP_SHMEM_ARITH_REDUCE_TYPES(ARITH_REDUCE)
+    HP_SHMEM_DEPRECATED_TYPES(DEPRECATED) HP_SHMEM_AMO_FLOAT_TYPES(DEPRECATED_EXTENDED)};
 
 int main(void) {
   const size_t count = sizeof kRoutines / sizeof kRoutines[0];

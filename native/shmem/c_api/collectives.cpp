@@ -1,0 +1,176 @@
+// The collectives of OpenSHMEM 1.5 on teams that move data: broadcast, collect, fcollect,
+// alltoall, alltoalls (the reductions are in reductions.cpp). They return 0, or non-zero after
+// printing why (c_api::report).
+#include <vector>
+
+#include "c_api.h"
+
+namespace c_api = hp::shmem::c_api;
+using c_api::report;
+using c_api::to_team;
+using hp::ErrorCode;
+using hp::Status;
+using hp::shmem::Team;
+
+namespace hp::shmem::c_api {
+
+std::uint64_t* g_collect_sizes = nullptr;
+
+Status allocate_collect_sizes() {
+  void* block = nullptr;
+  HP_RETURN_IF_ERROR(
+      hp::shmem::malloc((std::size_t(n_pes()) + 1) * sizeof(std::uint64_t), &block));
+  g_collect_sizes = static_cast<std::uint64_t*>(block);
+  return Status::ok();
+}
+
+}  // namespace hp::shmem::c_api
+
+namespace {
+
+int broadcast(const char* routine, shmem_team_t team, void* dest, const void* source,
+              std::size_t nelems, std::size_t size, int root) {
+  std::size_t bytes = 0;
+  Status s = c_api::checked_bytes(routine, nelems, size, &bytes);
+  if (s.is_ok()) {
+    s = hp::shmem::broadcast(to_team(team), c_api::sym(dest), c_api::sym(source), bytes, root);
+  }
+  return report(routine, s);
+}
+
+// fcollect and alltoall: `nelems` elements of `size` bytes from (alltoall: to) every member.
+using Bytewise = Status (*)(Team, void*, const void*, std::size_t);
+int bytewise(const char* routine, Bytewise collective, shmem_team_t team, void* dest,
+             const void* source, std::size_t nelems, std::size_t size) {
+  std::size_t bytes = 0;
+  Status s = c_api::checked_bytes(routine, nelems, size, &bytes);
+  if (s.is_ok()) s = collective(to_team(team), c_api::sym(dest), c_api::sym(source), bytes);
+  return report(routine, s);
+}
+
+// Element i of block j of this PE's source (element stride sst) lands in element i of block
+// `me` of team PE j's dest (element stride dst): puts between two syncs of the team.
+Status strided_alltoall(Team team, char* dest, const char* source, std::ptrdiff_t dst,
+                        std::ptrdiff_t sst, std::size_t nelems, std::size_t size) {
+  const int n = hp::shmem::team_n_pes(team), me = hp::shmem::team_my_pe(team);
+  HP_RETURN_IF_ERROR(hp::shmem::team_sync(team));  // every dest is ready
+  const auto elem = std::ptrdiff_t(size), count = std::ptrdiff_t(nelems);
+  for (int k = 0; k < n; ++k) {
+    const int j = (me + k) % n;  // start at a different PE on each PE
+    const int pe = hp::shmem::team_translate_pe(team, j, hp::shmem::kTeamWorld);
+    for (std::ptrdiff_t i = 0; i < count; ++i) {
+      HP_RETURN_IF_ERROR(hp::shmem::put(dest + (me * count + i) * dst * elem,
+                                        source + (j * count + i) * sst * elem, size, pe));
+    }
+  }
+  HP_RETURN_IF_ERROR(hp::shmem::quiet());
+  return hp::shmem::team_sync(team);  // every block arrived
+}
+
+int alltoalls(const char* routine, shmem_team_t team, void* dest, const void* source,
+              std::ptrdiff_t dst, std::ptrdiff_t sst, std::size_t nelems, std::size_t size) {
+  if (dst == 1 && sst == 1) {
+    return bytewise(routine, hp::shmem::alltoall, team, dest, source, nelems, size);
+  }
+  const Team t = to_team(team);
+  if (hp::shmem::team_my_pe(t) < 0) return report(routine, c_api::invalid_team(routine, "team"));
+  return report(routine, strided_alltoall(t, static_cast<char*>(c_api::sym(dest)),
+                                          static_cast<const char*>(c_api::sym(source)), dst, sst,
+                                          nelems, size));
+}
+
+
+// Member j's bytes land at the sum of the bytes of members 0..j-1 in dest. The sizes go
+// through g_collect_sizes with an fcollect, whose first barrier also tells that every member's
+// source is ready; then each PE gets every member's block, and a sync of the team ends the
+// reads of this PE's source.
+Status collect(const char* routine, Team team, char* dest, const char* source,
+               std::size_t bytes) {
+  const int n = hp::shmem::team_n_pes(team), me = hp::shmem::team_my_pe(team);
+  if (me < 0) return c_api::invalid_team(routine, "team");
+  std::uint64_t* sizes = c_api::g_collect_sizes;  // [0]: this PE's, [1 + j]: member j's
+  HP_ENSURE(sizes != nullptr, ErrorCode::kFailedPrecondition, "{} called before shmem_init",
+            routine);
+  sizes[0] = bytes;
+  HP_RETURN_IF_ERROR(hp::shmem::fcollect(team, sizes + 1, sizes, sizeof(std::uint64_t)));
+  std::vector<std::size_t> offsets(std::size_t(n) + 1, 0);
+  for (int j = 0; j < n; ++j) {
+    HP_ENSURE(!__builtin_add_overflow(offsets[std::size_t(j)], sizes[1 + j],
+                                      &offsets[std::size_t(j) + 1]),
+              ErrorCode::kInvalidArgument, "{}: the members' sizes overflow size_t", routine);
+  }
+  for (int k = 0; k < n; ++k) {
+    const int j = (me + k) % n;  // start at a different member on each PE
+    const std::size_t size = sizes[1 + j];
+    if (size == 0) continue;
+    const int pe = hp::shmem::team_translate_pe(team, j, hp::shmem::kTeamWorld);
+    HP_RETURN_IF_ERROR(hp::shmem::get(dest + offsets[std::size_t(j)], source, size, pe));
+  }
+  return hp::shmem::team_sync(team);
+}
+
+int collect(const char* routine, shmem_team_t team, void* dest, const void* source,
+            std::size_t nelems, std::size_t size) {
+  std::size_t bytes = 0;
+  Status s = c_api::checked_bytes(routine, nelems, size, &bytes);
+  if (s.is_ok()) {
+    s = collect(routine, to_team(team), static_cast<char*>(c_api::sym(dest)),
+                static_cast<const char*>(c_api::sym(source)), bytes);
+  }
+  return report(routine, s);
+}
+
+}  // namespace
+
+extern "C" {
+
+#define HP_C_COLLECTIVES(TYPE, NAME)                                                             \
+  int shmem_##NAME##_broadcast(shmem_team_t team, TYPE* dest, const TYPE* source,                \
+                               size_t nelems, int PE_root) {                                     \
+    return broadcast("shmem_" #NAME "_broadcast", team, dest, source, nelems, sizeof(TYPE),      \
+                     PE_root);                                                                   \
+  }                                                                                              \
+  int shmem_##NAME##_fcollect(shmem_team_t team, TYPE* dest, const TYPE* source,                 \
+                              size_t nelems) {                                                   \
+    return bytewise("shmem_" #NAME "_fcollect", hp::shmem::fcollect, team, dest, source, nelems, \
+                    sizeof(TYPE));                                                               \
+  }                                                                                              \
+  int shmem_##NAME##_alltoall(shmem_team_t team, TYPE* dest, const TYPE* source,                 \
+                              size_t nelems) {                                                   \
+    return bytewise("shmem_" #NAME "_alltoall", hp::shmem::alltoall, team, dest, source, nelems, \
+                    sizeof(TYPE));                                                               \
+  }                                                                                              \
+  int shmem_##NAME##_alltoalls(shmem_team_t team, TYPE* dest, const TYPE* source,                \
+                               ptrdiff_t dst, ptrdiff_t sst, size_t nelems) {                    \
+    return alltoalls("shmem_" #NAME "_alltoalls", team, dest, source, dst, sst, nelems,          \
+                     sizeof(TYPE));                                                              \
+  }                                                                                              \
+  int shmem_##NAME##_collect(shmem_team_t team, TYPE* dest, const TYPE* source, size_t nelems) { \
+    return collect("shmem_" #NAME "_collect", team, dest, source, nelems, sizeof(TYPE));         \
+  }
+HP_SHMEM_RMA_TYPES(HP_C_COLLECTIVES)
+#undef HP_C_COLLECTIVES
+
+int shmem_broadcastmem(shmem_team_t team, void* dest, const void* source, size_t nelems,
+                       int PE_root) {
+  return broadcast("shmem_broadcastmem", team, dest, source, nelems, 1, PE_root);
+}
+
+int shmem_fcollectmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
+  return bytewise("shmem_fcollectmem", hp::shmem::fcollect, team, dest, source, nelems, 1);
+}
+
+int shmem_collectmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
+  return collect("shmem_collectmem", team, dest, source, nelems, 1);
+}
+
+int shmem_alltoallmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
+  return bytewise("shmem_alltoallmem", hp::shmem::alltoall, team, dest, source, nelems, 1);
+}
+
+int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdiff_t dst,
+                       ptrdiff_t sst, size_t nelems) {
+  return alltoalls("shmem_alltoallsmem", team, dest, source, dst, sst, nelems, 1);
+}
+
+}  // extern "C"
