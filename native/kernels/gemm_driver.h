@@ -17,7 +17,7 @@
 //
 // Workspace per caller (64-byte aligned pieces): the activation panel, its per-group row sums,
 // the int4 unpack buffer, the int32 accumulators, two fp32 column blocks, and for
-// kDequantSwigluQuant the fp32 rows of h (tile_m x I) that are requantized in cache.
+// kDequantSwigluQuant the fp32 rows of h (max_tile_rows x I) that are requantized in cache.
 #ifndef HYPER_PARALLEL_KERNELS_GEMM_DRIVER_H_
 #define HYPER_PARALLEL_KERNELS_GEMM_DRIVER_H_
 
@@ -148,13 +148,25 @@ inline void dequantize(const DequantizeArgs* args, std::int64_t begin, std::int6
 
 // ---- grouped int8 GEMM ----------------------------------------------------------------------
 
+// Sum of n int8 values (vectorized: 16-bit partial sums cannot overflow within 256 elements).
+inline std::int32_t sum_int8(const std::int8_t* p, std::int64_t n) {
+  std::int32_t sum = 0;
+  for (std::int64_t i0 = 0; i0 < n; i0 += 256) {
+    const std::int64_t len = std::min<std::int64_t>(256, n - i0);
+    std::int16_t part = 0;
+    for (std::int64_t i = 0; i < len; ++i) part = std::int16_t(part + p[i0 + i]);
+    sum += part;
+  }
+  return sum;
+}
+
 template <typename Isa>
 class Int8Gemm {
  public:
   using Panel = typename Isa::Panel;
 
   Int8Gemm(const GroupedGemmArgs& a, const TileGrid& grid, void* workspace)
-      : a_(a), w_(*a.w), grid_(grid), mpad_(round_up(grid.tile_m, Isa::kRowAlign)) {
+      : a_(a), w_(*a.w), grid_(grid), mpad_(round_up(max_tile_rows(grid), Isa::kRowAlign)) {
     Arena arena(workspace);
     panel_ = arena.take<Panel>(mpad_ * w_.k_pad);
     rowsum_ = arena.take<std::int32_t>(w_.groups * mpad_);
@@ -181,7 +193,12 @@ class Int8Gemm {
     return g + 1 == w_.groups ? w_.k_pad : (g + 1) * w_.group_size;
   }
 
+  // Copies tile t's rows into the panel with their per-group row sums. Consecutive tiles of one
+  // row block (column blocks are the inner order) reuse the panel.
   void load_panel(const Tile& t, std::int64_t rows, std::int64_t mpad) {
+    if (t.row_begin == panel_row_begin_ && t.row_end == panel_row_end_) return;
+    panel_row_begin_ = t.row_begin;
+    panel_row_end_ = t.row_end;
     const std::int64_t k = w_.k, k_pad = w_.k_pad;
     for (std::int64_t r = 0; r < mpad; ++r) {
       Panel* dst = panel_ + r * k_pad;
@@ -194,9 +211,8 @@ class Int8Gemm {
       for (std::int64_t i = 0; i < k; ++i) dst[i] = Panel(src[i]);
       for (std::int64_t i = k; i < k_pad; ++i) dst[i] = 0;
       for (std::int64_t g = 0; g < w_.groups; ++g) {
-        std::int32_t sum = 0;
-        for (std::int64_t i = group_begin(g); i < std::min(k, group_end(g)); ++i) sum += src[i];
-        rowsum_[g * mpad_ + r] = sum;
+        const std::int64_t i0 = std::min(k, group_begin(g)), i1 = std::min(k, group_end(g));
+        rowsum_[g * mpad_ + r] = sum_int8(src + i0, i1 - i0);
       }
     }
   }
@@ -302,6 +318,7 @@ class Int8Gemm {
   const PackedWeightsHeader& w_;
   TileGrid grid_;
   std::int64_t mpad_;
+  std::int64_t panel_row_begin_ = -1, panel_row_end_ = -1;  // the rows the panel holds
   Panel* panel_ = nullptr;
   std::int32_t* rowsum_ = nullptr;
   std::uint8_t* unpacked_ = nullptr;
@@ -333,7 +350,7 @@ class Bf16Gemm {
   static constexpr std::int64_t kPairs = Isa::kBf16Pairs ? 2 : 1;
 
   Bf16Gemm(const Bf16GemmArgs& a, const TileGrid& grid, void* workspace)
-      : a_(a), grid_(grid), mpad_(round_up(grid.tile_m, Isa::kBf16Mr)),
+      : a_(a), grid_(grid), mpad_(round_up(max_tile_rows(grid), Isa::kBf16Mr)),
         npad_(round_up(grid.tile_n, Isa::kBf16Nb)) {
     Arena arena(workspace);
     a_panel_ = arena.take<Elem>(mpad_ * kBf16Kc / kPairs);

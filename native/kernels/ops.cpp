@@ -155,7 +155,7 @@ std::vector<std::int64_t> split_tiles(const TileSpace& space, int workers) {
   // A tile costs its rows x columns plus a fixed part (loading its activation panel).
   space.for_each(0, total, [&](const Tile& t) {
     prefix.push_back(prefix.back() + double(t.row_end - t.row_begin) * double(t.col_end - t.col_begin) +
-                     double(space.grid.tile_m) * 16.0);
+                     double(max_tile_rows(space.grid)) * 16.0);
   });
   std::vector<std::int64_t> bounds(std::size_t(workers) + 1, total);
   bounds[0] = 0;

@@ -1,6 +1,10 @@
 // Walking the tiles of a grouped problem (shared by the targets, the reference and the work
 // splitter). Tiles are numbered expert by expert; within an expert, row blocks outer and
 // column blocks inner. An expert with no rows has no tiles.
+//
+// An expert's R rows form max(1, round(R / tile_m)) row blocks of balanced size (block b is
+// [R b / B, R (b + 1) / B)), so no block is a sliver that streams the weights again for a few
+// rows; a block has at most max_tile_rows(grid) = tile_m + tile_m / 2 rows.
 #ifndef HYPER_PARALLEL_KERNELS_TILES_H_
 #define HYPER_PARALLEL_KERNELS_TILES_H_
 
@@ -19,6 +23,7 @@ struct Tile {
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 inline std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+inline std::int64_t max_tile_rows(const TileGrid& grid) { return grid.tile_m + grid.tile_m / 2; }
 
 // Rows of expert e's tiles: [row_base, row_base + rows). For grouped rows that is the group;
 // for a per-expert output (bf16 kWeight) it is [0, rows_per_expert).
@@ -34,7 +39,11 @@ struct TileSpace {
     return offsets ? offsets[e + 1] - offsets[e] : rows_per_expert;
   }
   std::int64_t col_tiles() const { return ceil_div(cols, grid.tile_n); }
-  std::int64_t tiles(std::int64_t e) const { return ceil_div(rows(e), grid.tile_m) * col_tiles(); }
+  std::int64_t row_blocks(std::int64_t e) const {
+    const std::int64_t r = rows(e);
+    return r == 0 ? 0 : std::max<std::int64_t>(1, (r + grid.tile_m / 2) / grid.tile_m);
+  }
+  std::int64_t tiles(std::int64_t e) const { return row_blocks(e) * col_tiles(); }
   std::int64_t total() const {
     std::int64_t t = 0;
     for (std::int64_t e = 0; e < experts; ++e) t += tiles(e);
@@ -47,13 +56,12 @@ struct TileSpace {
     const std::int64_t ct = col_tiles();
     std::int64_t first = 0;
     for (std::int64_t e = 0; e < experts && first < end; ++e) {
-      const std::int64_t count = tiles(e);
+      const std::int64_t count = tiles(e), blocks = row_blocks(e), r = rows(e);
       const std::int64_t lo = std::max(begin, first), hi = std::min(end, first + count);
       for (std::int64_t t = lo; t < hi; ++t) {
         const std::int64_t local = t - first, rb = local / ct, cb = local % ct;
-        const std::int64_t r0 = row_base(e) + rb * grid.tile_m;
         const std::int64_t c0 = cb * grid.tile_n;
-        f(Tile{e, r0, std::min(r0 + grid.tile_m, row_base(e) + rows(e)), c0,
+        f(Tile{e, row_base(e) + r * rb / blocks, row_base(e) + r * (rb + 1) / blocks, c0,
                std::min(c0 + grid.tile_n, cols)});
       }
       first += count;

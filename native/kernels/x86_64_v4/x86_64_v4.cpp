@@ -9,7 +9,7 @@ namespace {
 
 struct IsaV4 {
   using Panel = std::int8_t;
-  static constexpr std::int64_t kRowAlign = 6;
+  static constexpr std::int64_t kRowAlign = 1;  // tails of 1-5 rows have their own kernels
   static constexpr std::int64_t kNb = 64;
   static constexpr std::int64_t kPreferredTileM = 60;
   static constexpr std::int64_t kPreferredTileN = 256;
@@ -18,13 +18,13 @@ struct IsaV4 {
   static constexpr std::int64_t kBf16Nb = 64;
   struct Scope {};
 
-  // 6 rows x 16*NB columns, accumulators in 6*NB zmm registers.
-  template <int NB>
-  static void int8_6xn(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b, std::int64_t bstride,
+  // MR (<= 6) rows x 16*NB columns, accumulators in MR*NB zmm registers.
+  template <int MR, int NB>
+  static void int8_mxn(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b, std::int64_t bstride,
                        std::int64_t k_len, std::int32_t* c, std::int64_t ldc) {
-    __m512i acc[6][NB];
+    __m512i acc[MR][NB];
 #pragma GCC unroll 6
-    for (int i = 0; i < 6; ++i) {
+    for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 4
       for (int j = 0; j < NB; ++j) acc[i][j] = _mm512_setzero_si512();
     }
@@ -33,7 +33,7 @@ struct IsaV4 {
 #pragma GCC unroll 4
       for (int j = 0; j < NB; ++j) bv[j] = _mm512_loadu_si512(b + j * bstride + k * 16);
 #pragma GCC unroll 6
-      for (int i = 0; i < 6; ++i) {
+      for (int i = 0; i < MR; ++i) {
         std::int32_t word;
         __builtin_memcpy(&word, a + i * lda + k, 4);
         const __m512i av = _mm512_set1_epi32(word);
@@ -42,7 +42,7 @@ struct IsaV4 {
       }
     }
 #pragma GCC unroll 6
-    for (int i = 0; i < 6; ++i) {
+    for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 4
       for (int j = 0; j < NB; ++j) _mm512_storeu_si512(c + i * ldc + j * 16, acc[i][j]);
     }
@@ -54,12 +54,25 @@ struct IsaV4 {
     for (std::int64_t r = 0; r < rows; r += 6) {
       const std::int8_t* a = panel + r * lda;
       std::int32_t* c = acc + r * ldc;
-      switch (blocks) {
-        case 1: int8_6xn<1>(a, lda, b, bstride, k_len, c, ldc); break;
-        case 2: int8_6xn<2>(a, lda, b, bstride, k_len, c, ldc); break;
-        case 3: int8_6xn<3>(a, lda, b, bstride, k_len, c, ldc); break;
-        default: int8_6xn<4>(a, lda, b, bstride, k_len, c, ldc); break;
+      switch (std::min<std::int64_t>(6, rows - r)) {
+        case 1: int8_rows<1>(a, lda, b, bstride, blocks, k_len, c, ldc); break;
+        case 2: int8_rows<2>(a, lda, b, bstride, blocks, k_len, c, ldc); break;
+        case 3: int8_rows<3>(a, lda, b, bstride, blocks, k_len, c, ldc); break;
+        case 4: int8_rows<4>(a, lda, b, bstride, blocks, k_len, c, ldc); break;
+        case 5: int8_rows<5>(a, lda, b, bstride, blocks, k_len, c, ldc); break;
+        default: int8_rows<6>(a, lda, b, bstride, blocks, k_len, c, ldc); break;
       }
+    }
+  }
+
+  template <int MR>
+  static void int8_rows(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b, std::int64_t bstride,
+                        int blocks, std::int64_t k_len, std::int32_t* c, std::int64_t ldc) {
+    switch (blocks) {
+      case 1: int8_mxn<MR, 1>(a, lda, b, bstride, k_len, c, ldc); break;
+      case 2: int8_mxn<MR, 2>(a, lda, b, bstride, k_len, c, ldc); break;
+      case 3: int8_mxn<MR, 3>(a, lda, b, bstride, k_len, c, ldc); break;
+      default: int8_mxn<MR, 4>(a, lda, b, bstride, k_len, c, ldc); break;
     }
   }
 

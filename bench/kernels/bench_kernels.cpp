@@ -1,0 +1,479 @@
+// The grouped int8 GEMM of the selected kernel target against oneDNN 2.6, in the same run.
+//
+// oneDNN's side is the fairest equivalent a user would write: an s8 x s8 -> f32 matmul with the
+// weights reordered once into its preferred layout, per-N output scales, and the per-token
+// scales applied after in an OpenMP pass on the same threads. Ours is one grouped GEMM with the
+// dequant epilogue, its tiles split over the chip's cube cores. Shapes: GMM1 (K=2048, N=2816)
+// and GMM2 (K=1408, N=2048), M in {64, 256, 1024}, 1 and 2 threads, 1 expert or 8 experts
+// cycling (each call uses the next expert's weights, so they come from memory, not cache).
+// Then the fused dequant + SwiGLU + requant epilogue against oneDNN's GEMM plus a separate
+// SwiGLU + quantisation pass. Peak loops (AVX-512 VNNI, and AMX when present) run in the same
+// binary; each row prints GOPS (2 MNK / time), the ratio to oneDNN, and % of the peak of the
+// instructions each side uses (ours: its target's; oneDNN: the best it has on this CPU).
+//
+// Samples alternate ours, oneDNN, ours, ... and the table shows medians.
+#include <immintrin.h>
+#include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "common/compare.h"
+#include "common/cpu_features.h"
+#include "kernels/kernel_math.h"
+#include "kernels/kernels.h"
+#include "platform/chip.h"
+
+namespace {
+
+using hp::Status;
+using hp::TensorView;
+using hp::DType;
+namespace hk = hp::kernels;
+
+void check(const Status& s) {
+  if (!s.is_ok()) {
+    std::fprintf(stderr, "bench_kernels: %s\n", s.to_string().c_str());
+    std::exit(1);
+  }
+}
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// ---- peaks ------------------------------------------------------------------------------------
+
+// 24 independent vpdpbusd chains in zmm0-23 (written in assembly: with intrinsics GCC keeps
+// an array of accumulators on the stack), 8 per iteration x 3.
+__attribute__((target("avx512f,avx512vnni"))) double vnni_loop(std::int64_t iters) {
+  const double t0 = now();
+  __asm__ volatile(
+      "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"
+      ".irp r, 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23\n\t"
+      "vmovdqa64 %%zmm0, %%zmm\\r\n\t"
+      ".endr\n\t"
+      "vpternlogd $0xff, %%zmm24, %%zmm24, %%zmm24\n\t"
+      "vpternlogd $0xff, %%zmm25, %%zmm25, %%zmm25\n\t"
+      "1:\n\t"
+      ".irp r, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23\n\t"
+      "vpdpbusd %%zmm24, %%zmm25, %%zmm\\r\n\t"
+      ".endr\n\t"
+      "dec %0\n\t"
+      "jnz 1b\n\t"
+      : "+r"(iters)
+      :
+      : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21",
+        "xmm22", "xmm23", "xmm24", "xmm25");
+  return now() - t0;
+}
+
+double vnni_ops(std::int64_t iters) {
+  const double t = vnni_loop(iters);
+  return double(iters) * 24 * 64 * 2 / t;  // ops per second
+}
+
+__attribute__((target("amx-tile,amx-int8"))) double amx_loop(std::int64_t iters) {
+  alignas(64) static const hk::TileGrid unused{};
+  (void)unused;
+  struct alignas(64) Config {
+    std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
+    std::uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+    std::uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+  };
+  static const Config config{};
+  alignas(64) static std::int8_t data[16 * 64] = {};
+  _tile_loadconfig(&config);
+  _tile_loadd(4, data, 64);
+  _tile_loadd(5, data, 64);
+  _tile_loadd(6, data, 64);
+  _tile_loadd(7, data, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const double t0 = now();
+  for (std::int64_t i = 0; i < iters; ++i) {
+    _tile_dpbssd(0, 4, 6);
+    _tile_dpbssd(1, 4, 7);
+    _tile_dpbssd(2, 5, 6);
+    _tile_dpbssd(3, 5, 7);
+  }
+  const double t = now() - t0;
+  _tile_release();
+  return double(iters) * 4 * 16 * 16 * 64 * 2 / t;
+}
+
+// Runs `fn(worker)` on `threads` cube cores of the chip and returns after all finished.
+template <typename F>
+void on_cores(hp::platform::Chip& chip, int threads, F&& fn) {
+  check(chip.launch({.mode = hp::platform::LaunchMode::kCube, .block_dim = threads},
+                    [&](hp::platform::BlockContext& ctx) {
+                      fn(ctx.block_idx());
+                      return Status::ok();
+                    }));
+}
+
+// Total ops per second of `threads` cores each running `loop`, the median of a few runs.
+template <typename Loop>
+double peak(hp::platform::Chip& chip, int threads, Loop loop, std::int64_t iters) {
+  std::vector<double> runs;
+  for (int r = 0; r < 5; ++r) {
+    std::vector<double> per(static_cast<std::size_t>(threads));
+    on_cores(chip, threads, [&](int w) { per[std::size_t(w)] = loop(iters); });
+    double sum = 0;
+    for (double p : per) sum += p;
+    runs.push_back(sum);
+  }
+  return hp::bench::median(runs);
+}
+
+// ---- data -------------------------------------------------------------------------------------
+
+struct Expert {
+  std::vector<std::int8_t> w;  // [K, N]
+  std::vector<float> scale;    // [N]
+};
+
+struct Shape {
+  const char* name;
+  std::int64_t k, n;
+};
+
+// oneDNN: s8 [M, K] x s8 [K, N] -> f32 [M, N], per-N output scales, weights reordered once.
+struct DnnlGemm {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::vector<dnnl::matmul> prims;
+  std::vector<dnnl::memory> weights;
+  dnnl::memory src, dst;
+  std::string impl;
+
+  DnnlGemm(std::int64_t m, const Shape& s, std::vector<Expert>& experts, std::int8_t* a, float* out) {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    const dnnl::memory::desc src_md({m, s.k}, dt::s8, tag::ab);
+    const dnnl::memory::desc w_any({s.k, s.n}, dt::s8, tag::any);
+    const dnnl::memory::desc w_plain({s.k, s.n}, dt::s8, tag::ab);
+    const dnnl::memory::desc dst_md({m, s.n}, dt::f32, tag::ab);
+    src = dnnl::memory(src_md, engine, a);
+    dst = dnnl::memory(dst_md, engine, out);
+    for (Expert& e : experts) {
+      dnnl::primitive_attr attr;
+      attr.set_output_scales(1 << 1, e.scale);
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, w_any, dst_md), attr, engine);
+      impl = pd.impl_info_str();
+      dnnl::memory plain(w_plain, engine, e.w.data());
+      dnnl::memory reordered(pd.weights_desc(), engine);
+      dnnl::reorder(plain, reordered).execute(stream, plain, reordered);
+      prims.emplace_back(pd);
+      weights.push_back(reordered);
+    }
+    stream.wait();
+  }
+  void run(int expert) {
+    prims[std::size_t(expert)].execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights[std::size_t(expert)]},
+                                                {DNNL_ARG_DST, dst}});
+    stream.wait();
+  }
+};
+
+struct Result {
+  double ours_s, peer_s;
+};
+
+// Alternating samples of about `sample_s` seconds each (the batch is calibrated on the first
+// calls); medians of seconds per call.
+template <typename A, typename B>
+Result interleave(int rounds, double sample_s, A ours, B peer) {
+  double t0 = now();
+  ours(0);
+  peer(0);
+  const int batch = std::max(1, int(sample_s / std::max(now() - t0, 1e-6) * 2));
+  std::vector<double> a, b;
+  int call = 0;
+  for (int r = 0; r < rounds; ++r) {
+    t0 = now();
+    for (int i = 0; i < batch; ++i) ours(++call);
+    a.push_back((now() - t0) / batch);
+    t0 = now();
+    for (int i = 0; i < batch; ++i) peer(++call);
+    b.push_back((now() - t0) / batch);
+  }
+  return {hp::bench::median(a), hp::bench::median(b)};
+}
+
+// oneDNN's GMM1 output [M, 2I] (fp32, per-N scales applied) to what the fused epilogue writes:
+// h = silu(gate * s) * (up * s) per row (s the row's scale), then per-row int8 quantisation.
+void swiglu_quant_pass(const float* gemm, std::int64_t m, std::int64_t inter, const float* a_scale, float* h,
+                       std::int8_t* q, float* q_scale, int threads) {
+#pragma omp parallel for num_threads(threads)
+  for (std::int64_t r = 0; r < m; ++r) {
+    const float* gate = gemm + r * 2 * inter;
+    const float* up = gate + inter;
+    float* hr = h + r * inter;
+    const float s = a_scale[r];
+    float amax = 0.0f;
+    for (std::int64_t c = 0; c < inter; ++c) {
+      hr[c] = hk::silu(gate[c] * s) * (up[c] * s);
+      amax = std::max(amax, std::fabs(hr[c]));
+    }
+    const float mul = hk::quant_multiplier(amax);
+    q_scale[r] = hk::quant_scale(amax);
+    std::int8_t* qr = q + r * inter;
+    for (std::int64_t c = 0; c < inter; ++c) qr[c] = hk::quantize_value(hr[c] * mul);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // OpenMP workers (oneDNN's) spin for a long time after each parallel region by default,
+  // taking the CPUs from the chip's cores in the interleaved samples (and the chip's from
+  // them): both sides block when idle. libgomp reads this once, at load: re-exec with it set.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "passive", 1);
+    execv("/proc/self/exe", argv);
+    std::perror("bench_kernels: re-exec with OMP_WAIT_POLICY=passive");
+    return 1;
+  }
+  bool quick = false;
+  std::int64_t only_m = 0;
+  int only_experts = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--quick") {
+      quick = true;
+    } else if (arg.rfind("--m=", 0) == 0 && std::atoll(arg.c_str() + 4) > 0) {
+      only_m = std::atoll(arg.c_str() + 4);
+    } else if (arg.rfind("--experts=", 0) == 0 && std::atoi(arg.c_str() + 10) > 0) {
+      only_experts = std::atoi(arg.c_str() + 10);
+    } else {
+      std::fprintf(stderr,
+                   "usage: %s [--quick] [--m=M] [--experts=E]\n"
+                   "  --quick: M=64, 1 expert, 1 thread, few samples; --m, --experts: only that M / expert count\n"
+                   "  (HP_KERNEL_TARGET picks the kernel target)\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  const int rounds = quick ? 2 : 9, max_threads = quick ? 1 : 2;
+  const double sample_s = quick ? 0.002 : 0.03;
+  const hk::KernelTable* table = nullptr;
+  check(hk::selected_target(&table));
+  const bool amx = std::string(table->target) == "x86_64_amx";
+  const hp::CpuFeatures& cpu = hp::cpu_features();
+
+  std::unique_ptr<hp::platform::Chip> chip;
+  check(hp::platform::Chip::create({.num_cube = max_threads, .num_vector = max_threads}, &chip));
+
+  std::printf("kernel target: %s   cpu: %s\n", table->target, cpu.to_string().c_str());
+  double vnni_peak[3] = {0, 0, 0}, amx_peak[3] = {0, 0, 0};
+  for (int t = 1; t <= max_threads; ++t) {
+    if (cpu.avx512_vnni) vnni_peak[t] = peak(*chip, t, vnni_ops, quick ? 10000 : 2000000);
+    if (cpu.amx_int8 && hk::request_amx_permission().is_ok()) amx_peak[t] = peak(*chip, t, amx_loop, quick ? 1000 : 200000);
+    std::printf("measured peak, %d thread(s): AVX-512 VNNI %.0f GOPS, AMX-INT8 %s\n", t, vnni_peak[t] / 1e9,
+                amx_peak[t] > 0 ? std::to_string(int(amx_peak[t] / 1e9)).append(" GOPS").c_str() : "n/a (no AMX here)");
+  }
+  // A kernel's peak: AMX for the AMX target, else VNNI. oneDNN uses AMX when the CPU has it.
+  const auto ours_peak = [&](int t) { return amx ? amx_peak[t] : vnni_peak[t]; };
+  const auto dnnl_peak = [&](int t) { return amx_peak[t] > 0 ? amx_peak[t] : vnni_peak[t]; };
+
+  const Shape shapes[] = {{"GMM1", 2048, 2816}, {"GMM2", 1408, 2048}};
+  const std::vector<std::int64_t> ms = only_m ? std::vector<std::int64_t>{only_m}
+                                      : quick  ? std::vector<std::int64_t>{64}
+                                               : std::vector<std::int64_t>{64, 256, 1024};
+  const std::vector<int> expert_counts = only_experts ? std::vector<int>{only_experts}
+                                         : quick      ? std::vector<int>{1}
+                                                      : std::vector<int>{1, 8};
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int> i8(-127, 127);
+  std::uniform_real_distribution<float> real(0.001f, 0.01f);
+
+  std::printf("\n%-5s %5s %3s %3s %10s %10s %8s %9s %9s   %s\n", "shape", "M", "thr", "exp", "hp GOPS", "dnnl GOPS",
+              "hp/dnnl", "hp %peak", "dnnl %pk", "");
+  std::string dnnl_impl;
+  for (const Shape& s : shapes) {
+    for (int experts : expert_counts) {
+      std::vector<Expert> ex(static_cast<std::size_t>(experts));
+      std::vector<std::int8_t> all_w(std::size_t(experts * s.k * s.n));
+      std::vector<float> all_s(std::size_t(experts * s.n));
+      for (auto& v : all_w) v = std::int8_t(i8(rng));
+      for (auto& v : all_s) v = real(rng);
+      for (int e = 0; e < experts; ++e) {
+        ex[std::size_t(e)].w.assign(all_w.begin() + e * s.k * s.n, all_w.begin() + (e + 1) * s.k * s.n);
+        ex[std::size_t(e)].scale.assign(all_s.begin() + e * s.n, all_s.begin() + (e + 1) * s.n);
+      }
+      hk::PackedWeights packed;
+      check(hk::pack_weights(TensorView(all_w.data(), DType::kInt8, {experts, s.k, s.n}),
+                             TensorView(all_s.data(), DType::kFP32, {experts, s.n}), {}, &packed));
+      for (std::int64_t m : ms) {
+        std::vector<std::int8_t> a(static_cast<std::size_t>(m * s.k));
+        for (auto& v : a) v = std::int8_t(i8(rng));
+        std::vector<float> a_scale(static_cast<std::size_t>(m));
+        for (auto& v : a_scale) v = real(rng);
+        std::vector<float> out(std::size_t(m * s.n)), dnnl_out(std::size_t(m * s.n));
+        DnnlGemm dnnl(m, s, ex, a.data(), dnnl_out.data());
+        dnnl_impl = dnnl.impl;
+        // Offsets that give every row to expert e, one set per expert.
+        std::vector<std::vector<std::int64_t>> offsets(static_cast<std::size_t>(experts));
+        for (int e = 0; e < experts; ++e) {
+          for (int x = 0; x <= experts; ++x) offsets[std::size_t(e)].push_back(x <= e ? 0 : m);
+        }
+        const auto problem = [&](int e) {
+          hk::GroupedGemmProblem p;
+          p.a = TensorView(a.data(), DType::kInt8, {m, s.k});
+          p.a_scale = TensorView(a_scale.data(), DType::kFP32, {m});
+          p.offsets = TensorView(offsets[std::size_t(e)].data(), DType::kInt64, {experts + 1});
+          p.weights = packed.header();
+          p.out = TensorView(out.data(), DType::kFP32, {m, s.n});
+          return p;
+        };
+        for (int threads = 1; threads <= max_threads; ++threads) {
+          std::vector<hk::GroupedGemmPlan> plans(static_cast<std::size_t>(experts));
+          std::uint64_t ws_bytes = 0;
+          for (int e = 0; e < experts; ++e) {
+            check(hk::plan_grouped_gemm(*table, problem(e), threads, &plans[std::size_t(e)]));
+            ws_bytes = std::max(ws_bytes, plans[std::size_t(e)].workspace_bytes());
+          }
+          std::vector<std::unique_ptr<void, decltype(&std::free)>> ws;
+          for (int t = 0; t < threads; ++t) ws.emplace_back(std::aligned_alloc(64, ws_bytes), &std::free);
+          omp_set_num_threads(threads);
+          const Result r = interleave(
+              rounds, sample_s,
+              [&](int call) {
+                const hk::GroupedGemmPlan& plan = plans[std::size_t(call % experts)];
+                on_cores(*chip, threads, [&](int w) { plan.run(w, ws[std::size_t(w)].get()); });
+              },
+              [&](int call) {
+                dnnl.run(call % experts);
+#pragma omp parallel for num_threads(threads)
+                for (std::int64_t row = 0; row < m; ++row) {
+                  float* o = dnnl_out.data() + row * s.n;
+                  const float f = a_scale[std::size_t(row)];
+                  for (std::int64_t c = 0; c < s.n; ++c) o[c] *= f;
+                }
+              });
+          const double ops = 2.0 * double(m) * double(s.n) * double(s.k);
+          std::printf("%-5s %5lld %3d %3d %10.0f %10.0f %8.2f %8.0f%% %8.0f%%\n", s.name, static_cast<long long>(m), threads,
+                      experts, ops / r.ours_s / 1e9, ops / r.peer_s / 1e9, r.peer_s / r.ours_s,
+                      100 * ops / r.ours_s / ours_peak(threads), 100 * ops / r.peer_s / dnnl_peak(threads));
+          std::fflush(stdout);
+        }
+        // Both sides compute the same product: spot-check one row of expert 0.
+        check(hk::grouped_gemm(*table, problem(0)));
+        dnnl.run(0);
+        for (std::int64_t c = 0; c < s.n; ++c) dnnl_out[std::size_t(c)] *= a_scale[0];
+        for (std::int64_t c = 0; c < s.n; c += 97) {
+          const float x = out[std::size_t(c)], y = dnnl_out[std::size_t(c)];
+          if (std::fabs(x - y) > 1e-3f * (std::fabs(y) + 1e-3f)) {
+            std::fprintf(stderr, "bench_kernels: results differ at column %lld: %g vs %g\n", static_cast<long long>(c), x, y);
+            return 1;
+          }
+        }
+      }
+    }
+  }
+  // ---- GMM1 with the fused dequant + SwiGLU + requant epilogue --------------------------------
+  std::printf("\nGMM1 + SwiGLU + int8 requant: fused epilogue vs oneDNN GEMM then a SwiGLU+quant pass\n");
+  std::printf("%-5s %5s %3s %3s %10s %10s %8s\n", "shape", "M", "thr", "exp", "hp GOPS", "dnnl GOPS", "hp/dnnl");
+  {
+    const Shape s = shapes[0];
+    const std::int64_t inter = s.n / 2;
+    for (int experts : expert_counts) {
+      std::vector<Expert> ex(static_cast<std::size_t>(experts));
+      std::vector<std::int8_t> all_w(std::size_t(experts * s.k * s.n));
+      std::vector<float> all_s(std::size_t(experts * s.n));
+      for (auto& v : all_w) v = std::int8_t(i8(rng));
+      for (auto& v : all_s) v = real(rng);
+      for (int e = 0; e < experts; ++e) {
+        ex[std::size_t(e)].w.assign(all_w.begin() + e * s.k * s.n, all_w.begin() + (e + 1) * s.k * s.n);
+        ex[std::size_t(e)].scale.assign(all_s.begin() + e * s.n, all_s.begin() + (e + 1) * s.n);
+      }
+      hk::PackedWeights packed;
+      check(hk::pack_weights(TensorView(all_w.data(), DType::kInt8, {experts, s.k, s.n}),
+                             TensorView(all_s.data(), DType::kFP32, {experts, s.n}),
+                             {.layout = hk::PackLayout::kSwigluHalves}, &packed));
+      for (std::int64_t m : ms) {
+        std::vector<std::int8_t> a(static_cast<std::size_t>(m * s.k));
+        for (auto& v : a) v = std::int8_t(i8(rng));
+        std::vector<float> a_scale(static_cast<std::size_t>(m));
+        for (auto& v : a_scale) v = real(rng);
+        std::vector<std::int8_t> q(std::size_t(m * inter)), dnnl_q(std::size_t(m * inter));
+        std::vector<float> q_scale(static_cast<std::size_t>(m)), dnnl_q_scale(static_cast<std::size_t>(m));
+        std::vector<float> gemm(std::size_t(m * s.n)), h(std::size_t(m * inter));
+        DnnlGemm dnnl(m, s, ex, a.data(), gemm.data());
+        std::vector<std::vector<std::int64_t>> offsets(static_cast<std::size_t>(experts));
+        for (int e = 0; e < experts; ++e) {
+          for (int x = 0; x <= experts; ++x) offsets[std::size_t(e)].push_back(x <= e ? 0 : m);
+        }
+        const auto problem = [&](int e) {
+          hk::GroupedGemmProblem p;
+          p.a = TensorView(a.data(), DType::kInt8, {m, s.k});
+          p.a_scale = TensorView(a_scale.data(), DType::kFP32, {m});
+          p.offsets = TensorView(offsets[std::size_t(e)].data(), DType::kInt64, {experts + 1});
+          p.weights = packed.header();
+          p.epilogue = hk::Epilogue::kDequantSwigluQuant;
+          p.out = TensorView(q.data(), DType::kInt8, {m, inter});
+          p.out_scale = TensorView(q_scale.data(), DType::kFP32, {m});
+          return p;
+        };
+        for (int threads = 1; threads <= max_threads; ++threads) {
+          std::vector<hk::GroupedGemmPlan> plans(static_cast<std::size_t>(experts));
+          std::uint64_t ws_bytes = 0;
+          for (int e = 0; e < experts; ++e) {
+            check(hk::plan_grouped_gemm(*table, problem(e), threads, &plans[std::size_t(e)]));
+            ws_bytes = std::max(ws_bytes, plans[std::size_t(e)].workspace_bytes());
+          }
+          std::vector<std::unique_ptr<void, decltype(&std::free)>> ws;
+          for (int t = 0; t < threads; ++t) ws.emplace_back(std::aligned_alloc(64, ws_bytes), &std::free);
+          omp_set_num_threads(threads);
+          const Result r = interleave(
+              rounds, sample_s,
+              [&](int call) {
+                const hk::GroupedGemmPlan& plan = plans[std::size_t(call % experts)];
+                on_cores(*chip, threads, [&](int w) { plan.run(w, ws[std::size_t(w)].get()); });
+              },
+              [&](int call) {
+                dnnl.run(call % experts);
+                swiglu_quant_pass(gemm.data(), m, inter, a_scale.data(), h.data(), dnnl_q.data(),
+                                  dnnl_q_scale.data(), threads);
+              });
+          const double ops = 2.0 * double(m) * double(s.n) * double(s.k);
+          std::printf("%-5s %5lld %3d %3d %10.0f %10.0f %8.2f\n", "GMM1s", static_cast<long long>(m), threads, experts,
+                      ops / r.ours_s / 1e9, ops / r.peer_s / 1e9, r.peer_s / r.ours_s);
+          std::fflush(stdout);
+        }
+        // The same int8 rows within one step of rounding, the same scales to 1e-3.
+        check(hk::grouped_gemm(*table, problem(0)));
+        dnnl.run(0);
+        swiglu_quant_pass(gemm.data(), m, inter, a_scale.data(), h.data(), dnnl_q.data(), dnnl_q_scale.data(), 1);
+        for (std::int64_t r = 0; r < m; r += 17) {
+          bool same = std::fabs(q_scale[std::size_t(r)] - dnnl_q_scale[std::size_t(r)]) <=
+                      1e-3f * std::fabs(dnnl_q_scale[std::size_t(r)]);
+          for (std::int64_t c = 0; c < inter; ++c) {
+            same = same && std::abs(q[std::size_t(r * inter + c)] - dnnl_q[std::size_t(r * inter + c)]) <= 1;
+          }
+          if (!same) {
+            std::fprintf(stderr, "bench_kernels: fused SwiGLU rows differ from oneDNN + pass at row %lld\n",
+                         static_cast<long long>(r));
+            return 1;
+          }
+        }
+      }
+    }
+  }
+  std::printf("oneDNN implementation: %s\n", dnnl_impl.c_str());
+  return 0;
+}
