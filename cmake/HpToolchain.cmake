@@ -45,12 +45,21 @@ set(HP_TEST_DIR "tests/${HP_COMPONENT}")
 if(HP_COMPONENT STREQUAL "core")
   set(HP_LIB_RUNPATH "$ORIGIN")
   set(HP_TEST_RUNPATH "$ORIGIN/../../../payload/hyper_parallel/core/lib")
+elseif(HP_COMPONENT STREQUAL "multicore")
+  # multicore (native/moe) also links symmetric_memory's slice.
+  set(HP_LIB_RUNPATH "$ORIGIN:$ORIGIN/../../core/lib:$ORIGIN/../../symmetric_memory/lib")
+  set(HP_TEST_RUNPATH
+    "$ORIGIN/../../../payload/hyper_parallel/core/lib:$ORIGIN/../../../payload/hyper_parallel/${HP_COMPONENT}/lib:$ORIGIN/../../../payload/hyper_parallel/symmetric_memory/lib")
 else()
   set(HP_LIB_RUNPATH "$ORIGIN:$ORIGIN/../../core/lib")
   set(HP_TEST_RUNPATH
     "$ORIGIN/../../../payload/hyper_parallel/core/lib:$ORIGIN/../../../payload/hyper_parallel/${HP_COMPONENT}/lib")
 endif()
-set(HP_BIN_RUNPATH "$ORIGIN/../lib:$ORIGIN/../../core/lib")
+if(HP_COMPONENT STREQUAL "multicore")
+  set(HP_BIN_RUNPATH "$ORIGIN/../lib:$ORIGIN/../../core/lib:$ORIGIN/../../symmetric_memory/lib")
+else()
+  set(HP_BIN_RUNPATH "$ORIGIN/../lib:$ORIGIN/../../core/lib")
+endif()
 set(HP_BIN_DIR "${HP_SLICE_DIR}/bin")
 # The exported CMake targets of this component (HyperParallel::<name>).
 if(HP_COMPONENT STREQUAL "core")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the multicore component: native/kernels (the front end and one kernel library per
-# SoC target of --soc-list: the vendor) and its framework adapters. Each SoC target gets its
+# SoC target of --soc-list: the vendor), native/moe (MoE dispatch/combine, on the
+# symmetric_memory install) and its framework adapters. Each SoC target gets its
 # own status line (multicore.vendor.<soc>). See scripts/lib/component.sh for the arguments
 # and the status protocol.
 set -euo pipefail
@@ -10,6 +11,8 @@ hp_component_parse_args "$@"
 hp_component_begin
 
 core_config="$HP_NATIVE_DIR/core/install/hyper_parallel/core/lib/cmake/HyperParallel"
+shmem_install="$HP_NATIVE_DIR/symmetric_memory/install/hyper_parallel/symmetric_memory"
+shmem_targets="$shmem_install/lib/cmake/HyperParallel/HyperParallelSymmetricMemoryTargets.cmake"
 cpu_socs=()
 for soc in "${HP_SOCS[@]}"; do [[ "$soc" == sm_90 ]] || cpu_socs+=("$soc"); done
 if [[ ! -f "$HP_REPO_ROOT/native/kernels/CMakeLists.txt" ]]; then
@@ -17,15 +20,20 @@ if [[ ! -f "$HP_REPO_ROOT/native/kernels/CMakeLists.txt" ]]; then
 elif [[ ! -f "$core_config/HyperParallelConfig.cmake" ]]; then
     hp_status "$HP_COMPONENT" failed HP-BUILD-DEPENDENCY-MISSING \
         "the core install it links ($core_config) does not exist" "scripts/build_core.sh && $0"
+elif [[ ! -f "$shmem_targets" ]]; then
+    hp_status "$HP_COMPONENT" failed HP-BUILD-DEPENDENCY-MISSING \
+        "the symmetric_memory install it links ($shmem_install) does not exist" \
+        "scripts/build_symmetric_memory.sh && $0"
 elif ((${#cpu_socs[@]} == 0)); then
     hp_status "$HP_COMPONENT" failed HP-BUILD-SOC-UNSUPPORTED \
         "--soc-list $(IFS=,; echo "${HP_SOCS[*]}") names no CPU target: the kernels have nothing to build" \
         "./build.sh --soc-list x86_64_v3,x86_64_v4,x86_64_amx"
 else
     hp_default_cmake_args
-    HP_CMAKE_ARGS+=(-DHyperParallel_DIR="$core_config" -DHP_SOC_LIST="$(IFS=';'; echo "${cpu_socs[*]}")")
-    key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform native/kernels \
-        tests/kernels bench/CMakeLists.txt bench/kernels)"
+    HP_CMAKE_ARGS+=(-DHyperParallel_DIR="$core_config" -DHP_SHMEM_TARGETS="$shmem_targets"
+        -DHP_SOC_LIST="$(IFS=';'; echo "${cpu_socs[*]}")")
+    key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform native/shmem \
+        native/kernels native/moe tests/kernels tests/moe bench/CMakeLists.txt bench/kernels)"
     # The per-target results of the configure step, kept in the install so a cache hit has them.
     hp_check_install() {
         cp "$HP_WORK_DIR/soc_status.txt" "$HP_INSTALL_DIR/soc_status.txt"

@@ -1,0 +1,422 @@
+#include "moe/buffer.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "common/bfloat16.h"
+#include "kernels/ops.h"
+#include "kernels/targets.h"
+
+namespace hp::moe {
+namespace {
+
+constexpr std::size_t kSlot = 64;  // status words 64 bytes apart (the protocol rule)
+enum FlagKind { kNotify = 0, kDispatch = 1, kCombine = 2 };
+constexpr std::ptrdiff_t kCountsHeader = 1;  // counts slot: [status code][R tokens][E pairs]
+
+std::size_t round64(std::size_t n) { return (n + 63) & ~std::size_t(63); }
+
+// A record's meta: token index, scale, then expert[K] and weight[K].
+struct RecordMeta {
+  std::int32_t token;
+  float scale;
+};
+std::int32_t* meta_experts(std::uint8_t* rec) { return reinterpret_cast<std::int32_t*>(rec + sizeof(RecordMeta)); }
+float* meta_weights(std::uint8_t* rec, std::int64_t k) {
+  return reinterpret_cast<float*>(rec + sizeof(RecordMeta) + std::size_t(k) * 4);
+}
+
+Status expect_contiguous(const TensorView& t, const char* what) {
+  HP_ENSURE(t.is_contiguous(), ErrorCode::kInvalidArgument, "{} {}: expected contiguous", what, t.to_string());
+  return Status::ok();
+}
+
+float load(const void* base, DType type, std::int64_t i) {
+  if (type == DType::kBF16) return bf16_to_float(static_cast<const std::uint16_t*>(base)[i]);
+  return static_cast<const float*>(base)[i];
+}
+
+}  // namespace
+
+Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) {
+  HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument, "Buffer::create: out is null");
+  HP_ENSURE(hp::shmem::initialized(), ErrorCode::kFailedPrecondition,
+            "Buffer::create: hp::shmem is not initialized (call hp::shmem::init first)");
+  const int ranks = hp::shmem::n_pes(), rank = hp::shmem::my_pe();
+  // Every rank checks every rank's config (the same data everywhere: the same verdict), and,
+  // for the window context, that it maps every peer's window.
+  constexpr int kFields = 6;
+  const std::array<std::int64_t, kFields> mine = {config.hidden, config.max_tokens_per_rank, config.num_experts,
+                                                  config.topk, config.max_element_bytes, std::int64_t(config.comm)};
+  void* scratch = nullptr;
+  HP_RETURN_IF_ERROR(hp::shmem::calloc(std::size_t(ranks + 1) * kFields, sizeof(std::int64_t), &scratch));
+  auto* all = static_cast<std::int64_t*>(scratch);
+  std::memcpy(all + std::size_t(ranks) * kFields, mine.data(), sizeof(mine));
+  Status s = hp::shmem::fcollect(hp::shmem::kTeamWorld, all, all + std::size_t(ranks) * kFields, sizeof(mine));
+  std::vector<std::int64_t> table(all, all + std::size_t(ranks) * kFields);
+  if (s.is_ok() && config.comm == CommKind::kWindow) {
+    // Whether this rank maps every peer's heap (scratch is symmetric), gathered into `all`.
+    int unmapped = -1;
+    for (int pe = 0; pe < ranks && unmapped < 0; ++pe) {
+      if (hp::shmem::ptr(scratch, pe) == nullptr) unmapped = pe;
+    }
+    all[std::size_t(ranks) * kFields] = unmapped;
+    s = hp::shmem::fcollect(hp::shmem::kTeamWorld, all, all + std::size_t(ranks) * kFields, sizeof(std::int64_t));
+    for (int r = 0; s.is_ok() && r < ranks; ++r) {
+      if (all[r] >= 0) {
+        s = Status::error(ErrorCode::kUnsupported,
+                          "the window comm context maps peers' windows, and rank {} cannot map rank {}'s ({} "
+                          "transport): use CommKind::kShmem",
+                          r, all[r], r == rank ? hp::shmem::transport_name(int(all[r])) : "another");
+      }
+    }
+  }
+  HP_RETURN_IF_ERROR(hp::shmem::free(scratch));
+  HP_RETURN_IF_ERROR(s);
+  static constexpr const char* kNames[kFields] = {"hidden", "max_tokens_per_rank", "num_experts",
+                                                  "topk", "max_element_bytes", "comm"};
+  for (int r = 1; r < ranks; ++r) {
+    for (int f = 0; f < kFields; ++f) {
+      if (table[std::size_t(r * kFields + f)] != table[std::size_t(f)]) {
+        return Status::error(ErrorCode::kInvalidArgument,
+                             "Buffer::create: ranks disagree on {}: rank 0 has {}, rank {} has {} (every rank "
+                             "must pass the same BufferConfig)",
+                             kNames[f], table[std::size_t(f)], r, table[std::size_t(r * kFields + f)]);
+      }
+    }
+  }
+  if (config.hidden < 1 || config.max_tokens_per_rank < 0 || config.topk < 1 || config.num_experts < 1 ||
+      config.num_experts % ranks != 0) {
+    return Status::error(ErrorCode::kInvalidArgument,
+                         "BufferConfig hidden = {}, max_tokens_per_rank = {}, topk = {}, num_experts = {}: expected "
+                         "hidden, topk >= 1 and num_experts a positive multiple of the {} ranks",
+                         config.hidden, config.max_tokens_per_rank, config.topk, config.num_experts, ranks);
+  }
+  if (config.max_element_bytes != 1 && config.max_element_bytes != 2 && config.max_element_bytes != 4) {
+    return Status::error(ErrorCode::kInvalidArgument, "BufferConfig max_element_bytes = {}: expected 1, 2 or 4",
+                         config.max_element_bytes);
+  }
+  if (config.comm != CommKind::kWindow && config.comm != CommKind::kShmem) {
+    return Status::error(ErrorCode::kInvalidArgument, "BufferConfig comm = {}: unknown", int(config.comm));
+  }
+  std::unique_ptr<Buffer> b(new Buffer());
+  b->config_ = config;
+  b->rank_ = rank;
+  b->ranks_ = ranks;
+  const auto r = std::size_t(ranks), tmax = std::size_t(config.max_tokens_per_rank);
+  b->meta_bytes_ = round64(sizeof(RecordMeta) + std::size_t(config.topk) * 8);
+  b->record_bytes_ = b->meta_bytes_ + round64(std::size_t(config.hidden * config.max_element_bytes));
+  b->back_row_bytes_ = round64(std::size_t(config.hidden) * 4);
+  b->counts_offset_ = 3 * r * kSlot;
+  b->recv_offset_ = b->counts_offset_ + round64(2 * r * (kCountsHeader + r + std::size_t(config.num_experts)) * 8);
+  b->back_offset_ = b->recv_offset_ + r * tmax * b->record_bytes_;
+  b->window_bytes_ = b->back_offset_ + 2 * r * tmax * b->back_row_bytes_;
+  void* window = nullptr;
+  HP_RETURN_IF_ERROR(hp::shmem::align(64, b->window_bytes_, &window));
+  b->window_ = static_cast<std::uint8_t*>(window);
+  // Every rank initialises its own status words, then a barrier, before any remote write.
+  std::memset(b->window_, 0, b->counts_offset_);
+  HP_RETURN_IF_ERROR(hp::shmem::barrier_all());
+  *out = std::move(b);
+  return Status::ok();
+}
+
+Buffer::~Buffer() { (void)destroy(); }
+
+Status Buffer::destroy() {
+  if (window_ == nullptr) return Status::ok();
+  void* w = window_;
+  window_ = nullptr;
+  HP_RETURN_IF_ERROR(hp::shmem::barrier_all());  // nobody writes into our window any more
+  return hp::shmem::free(w);
+}
+
+std::uint64_t* Buffer::flag(int kind, int rank) const {
+  return reinterpret_cast<std::uint64_t*>(window_ + (std::size_t(kind) * std::size_t(ranks_) + std::size_t(rank)) * kSlot);
+}
+std::int64_t* Buffer::counts(std::uint64_t epoch, int rank) const {
+  const std::size_t slot = std::size_t(kCountsHeader + ranks_ + config_.num_experts);
+  return reinterpret_cast<std::int64_t*>(window_ + counts_offset_) +
+         ((epoch % 2) * std::size_t(ranks_) + std::size_t(rank)) * slot;
+}
+std::uint8_t* Buffer::record(std::int64_t index) const {
+  return window_ + recv_offset_ + std::size_t(index) * record_bytes_;
+}
+std::uint8_t* Buffer::back_row(std::uint64_t epoch, std::int64_t index) const {
+  const std::size_t half = std::size_t(ranks_) * std::size_t(config_.max_tokens_per_rank) * back_row_bytes_;
+  return window_ + back_offset_ + (epoch % 2) * half + std::size_t(index) * back_row_bytes_;
+}
+
+Status Buffer::dispatch(const DispatchArgs& args, DispatchResult* out) {
+  HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition, "Buffer::dispatch: the buffer was destroyed");
+  HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument, "Buffer::dispatch: out is null");
+  if (config_.comm == CommKind::kWindow) {
+    WindowComm comm;
+    return dispatch_with(comm, args, out);
+  }
+  ShmemComm comm;
+  return dispatch_with(comm, args, out);
+}
+
+Status Buffer::combine(const TensorView& expert_out, const Handle& handle, const TensorView& y,
+                       const TensorView& weights, bool weighted) {
+  HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition, "Buffer::combine: the buffer was destroyed");
+  const std::int64_t rows = std::int64_t(handle.row_src_rank.size());
+  HP_RETURN_IF_ERROR(expert_out.expect_shape("expert_out", {rows, config_.hidden}));
+  if (expert_out.dtype() != DType::kFP32 && expert_out.dtype() != DType::kBF16) {
+    return Status::error(ErrorCode::kDTypeMismatch, "expert_out {}: expected fp32 or bf16", expert_out.to_string());
+  }
+  HP_RETURN_IF_ERROR(expect_contiguous(expert_out, "expert_out"));
+  HP_RETURN_IF_ERROR(y.expect_shape("y", {handle.layout.num_tokens, config_.hidden}));
+  if (y.dtype() != DType::kFP32 && y.dtype() != DType::kBF16) {
+    return Status::error(ErrorCode::kDTypeMismatch, "y {}: expected fp32 or bf16", y.to_string());
+  }
+  HP_RETURN_IF_ERROR(expect_contiguous(y, "y"));
+  const float* w = nullptr;
+  if (weighted) {
+    HP_RETURN_IF_ERROR(weights.expect_shape("weights", {rows}));
+    HP_RETURN_IF_ERROR(weights.expect_dtype("weights", DType::kFP32));
+    HP_RETURN_IF_ERROR(expect_contiguous(weights, "weights"));
+    HP_ENSURE(rows == 0 || weights.data() != nullptr, ErrorCode::kInvalidArgument,
+              "Buffer::combine: weighted without weights: pass the dispatch result's topk_weights");
+    w = static_cast<const float*>(weights.data());
+  }
+  if (config_.comm == CommKind::kWindow) {
+    WindowComm comm;
+    return combine_with(comm, expert_out, handle, y, w);
+  }
+  ShmemComm comm;
+  return combine_with(comm, expert_out, handle, y, w);
+}
+
+template <typename Comm>
+Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* out) {
+  const std::int64_t hidden = config_.hidden, topk = config_.topk, experts = config_.num_experts;
+  const std::int64_t per_rank = local_experts();
+  // ---- validation: a rank with bad inputs still takes part in the count exchange, with its
+  // error code in place of counts, so every rank returns an error instead of waiting.
+  const bool quant = a.quant == Quant::kDynamicInt8;
+  std::size_t x_elem = 0;
+  std::int64_t tokens = 0;
+  Handle h;
+  const Status input = [&]() -> Status {
+    HP_RETURN_IF_ERROR(a.x.expect_shape("x", {-1, hidden}));
+    tokens = a.x.dim(0);
+    if (a.x.dtype() != DType::kFP32 && a.x.dtype() != DType::kBF16) {
+      return Status::error(ErrorCode::kDTypeMismatch, "x {}: expected fp32 or bf16", a.x.to_string());
+    }
+    HP_RETURN_IF_ERROR(expect_contiguous(a.x, "x"));
+    if (tokens > config_.max_tokens_per_rank) {
+      return Status::error(ErrorCode::kOutOfRange, "x has {} tokens, more than the buffer's max_tokens_per_rank = {}",
+                           tokens, config_.max_tokens_per_rank);
+    }
+    HP_RETURN_IF_ERROR(a.topk_idx.expect_shape("topk_idx", {tokens, topk}));
+    HP_RETURN_IF_ERROR(a.topk_weights.expect_shape("topk_weights", {tokens, topk}));
+    HP_RETURN_IF_ERROR(a.topk_weights.expect_dtype("topk_weights", DType::kFP32));
+    HP_RETURN_IF_ERROR(expect_contiguous(a.topk_weights, "topk_weights"));
+    x_elem = a.x.element_size();
+    HP_ENSURE(quant || a.quant == Quant::kNone, ErrorCode::kInvalidArgument, "quant = {}: unknown", int(a.quant));
+    if (!quant && std::int64_t(x_elem) > config_.max_element_bytes) {
+      return Status::error(ErrorCode::kInvalidArgument,
+                           "x {} unquantised needs {} bytes per element; the buffer was made with max_element_bytes = {}",
+                           a.x.to_string(), x_elem, config_.max_element_bytes);
+    }
+    HP_ENSURE(a.expert_alignment >= 1, ErrorCode::kInvalidArgument, "expert_alignment = {}: expected >= 1",
+              a.expert_alignment);
+    HP_RETURN_IF_ERROR(dispatch_layout(a.topk_idx, experts, ranks_, &h.layout, a.x_active_mask));
+    if (quant) {
+      const hp::kernels::KernelTable* table = nullptr;
+      HP_RETURN_IF_ERROR(hp::kernels::selected_target(&table));
+      quant_rows_.resize(std::size_t(tokens * hidden));
+      quant_scales_.resize(std::size_t(tokens));
+      HP_RETURN_IF_ERROR(hp::kernels::quantize(*table, a.x,
+                                               TensorView(quant_rows_.data(), DType::kInt8, {tokens, hidden}),
+                                               TensorView(quant_scales_.data(), DType::kFP32, {tokens})));
+    }
+    return Status::ok();
+  }();
+  const std::uint64_t epoch = ++dispatch_epoch_;
+  h.epoch = epoch;
+  const auto R = std::size_t(ranks_);
+  // ---- notify: counts (or this rank's error code) to every rank ---------------------------
+  std::vector<std::int64_t> mine(kCountsHeader + R + std::size_t(experts), 0);
+  mine[0] = std::int64_t(input.code());
+  if (input.is_ok()) {
+    std::copy(h.layout.tokens_per_rank.begin(), h.layout.tokens_per_rank.end(), mine.begin() + kCountsHeader);
+    std::copy(h.layout.tokens_per_expert.begin(), h.layout.tokens_per_expert.end(),
+              mine.begin() + kCountsHeader + std::ptrdiff_t(R));
+  }
+  const std::size_t count_bytes = mine.size() * sizeof(std::int64_t);
+  for (int i = 0; i < ranks_; ++i) {
+    const int d = (rank_ + i) % ranks_;
+    Status st;
+    std::uint8_t* dst = comm.open(d, counts(epoch, rank_), count_bytes, &st);
+    if (dst == nullptr) return st;
+    std::memcpy(dst, mine.data(), count_bytes);
+    HP_RETURN_IF_ERROR(comm.close(d, counts(epoch, rank_), dst, count_bytes));
+    HP_RETURN_IF_ERROR(comm.signal(flag(kNotify, rank_), epoch, d));
+  }
+  for (int s = 0; s < ranks_; ++s) {
+    HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kNotify, s), hp::shmem::Cmp::kGe, epoch));
+  }
+  if (!input.is_ok()) return input;
+  for (int s = 0; s < ranks_; ++s) {
+    if (counts(epoch, s)[0] != 0) {
+      return Status::error(ErrorCode::kAborted, "dispatch: rank {} rejected its inputs ({}); see its error",
+                           s, to_string(ErrorCode(counts(epoch, s)[0])));
+    }
+  }
+  h.tok.resize(R * R);
+  std::vector<std::int64_t> expert_rows(std::size_t(per_rank), 0);
+  for (std::size_t s = 0; s < R; ++s) {
+    const std::int64_t* c = counts(epoch, int(s)) + kCountsHeader;
+    for (std::size_t d = 0; d < R; ++d) h.tok[s * R + d] = c[d];
+    for (std::int64_t le = 0; le < per_rank; ++le) expert_rows[std::size_t(le)] += c[R + std::size_t(rank_ * per_rank + le)];
+  }
+  // ---- data: each token once per destination ----------------------------------------------
+  const std::size_t payload_bytes = std::size_t(hidden) * (quant ? 1 : x_elem);
+  const auto* x_bytes = static_cast<const std::uint8_t*>(a.x.data());
+  const auto* weights = static_cast<const float*>(a.topk_weights.data());
+  for (int i = 0; i < ranks_; ++i) {
+    const int d = (rank_ + 1 + i) % ranks_;
+    std::int64_t first = 0;  // my first record in d's window
+    for (int s = 0; s < rank_; ++s) first += h.tok[std::size_t(s) * R + std::size_t(d)];
+    const std::int64_t n = h.tok[std::size_t(rank_) * R + std::size_t(d)];
+    const std::size_t bytes = std::size_t(n) * record_bytes_;
+    Status st;
+    std::uint8_t* dst = n == 0 ? nullptr : comm.open(d, record(first), bytes, &st);
+    if (n != 0 && dst == nullptr) return st;
+    std::int64_t at = 0;
+    for (std::int64_t t = 0; t < tokens && at < n; ++t) {
+      if (!h.layout.in_rank(t, d)) continue;
+      std::uint8_t* rec = dst + std::size_t(at++) * record_bytes_;
+      RecordMeta meta{std::int32_t(t), quant ? quant_scales_[std::size_t(t)] : 0.0f};
+      std::memcpy(rec, &meta, sizeof(meta));
+      for (std::int64_t k = 0; k < topk; ++k) {
+        meta_experts(rec)[k] = std::int32_t(topk_at(a.topk_idx, t, k));
+        meta_weights(rec, topk)[k] = weights[t * topk + k];
+      }
+      const std::uint8_t* src = quant ? reinterpret_cast<const std::uint8_t*>(quant_rows_.data()) + t * hidden
+                                      : x_bytes + std::size_t(t) * payload_bytes;
+      std::memcpy(rec + meta_bytes_, src, payload_bytes);
+    }
+    HP_RETURN_IF_ERROR(comm.close(d, record(first), dst, bytes));
+    HP_RETURN_IF_ERROR(comm.signal(flag(kDispatch, rank_), epoch, d));
+  }
+  for (int s = 0; s < ranks_; ++s) {
+    HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kDispatch, s), hp::shmem::Cmp::kGe, epoch));
+  }
+  // ---- expand: records into rows grouped by local expert --------------------------------
+  DispatchResult r;
+  r.x_dtype = quant ? DType::kInt8 : a.x.dtype();
+  r.hidden = hidden;
+  r.tokens_per_expert = expert_rows;
+  r.expert_offsets.assign(std::size_t(per_rank) + 1, 0);
+  for (std::int64_t le = 0; le < per_rank; ++le) {
+    const std::int64_t padded = (expert_rows[std::size_t(le)] + a.expert_alignment - 1) / a.expert_alignment *
+                                a.expert_alignment;
+    r.expert_offsets[std::size_t(le) + 1] = r.expert_offsets[std::size_t(le)] + padded;
+  }
+  r.rows = r.expert_offsets.back();
+  r.x_bytes.assign(std::size_t(r.rows) * payload_bytes, 0);
+  if (quant) r.x_scale.assign(std::size_t(r.rows), 0.0f);
+  r.topk_weights.assign(std::size_t(r.rows), 0.0f);
+  h.row_src_rank.assign(std::size_t(r.rows), -1);
+  h.row_src_token.assign(std::size_t(r.rows), -1);
+  for (std::size_t s = 0; s < R; ++s) h.records += h.tok[s * R + std::size_t(rank_)];
+  h.record_rows.assign(std::size_t(h.records * topk), -1);
+  std::vector<std::int64_t> cursor(r.expert_offsets.begin(), r.expert_offsets.end() - 1);
+  std::int64_t rec_index = 0;
+  for (std::size_t s = 0; s < R; ++s) {
+    const std::int64_t n = h.tok[s * R + std::size_t(rank_)];
+    for (std::int64_t i = 0; i < n; ++i, ++rec_index) {
+      std::uint8_t* rec = record(rec_index);
+      RecordMeta meta;
+      std::memcpy(&meta, rec, sizeof(meta));
+      for (std::int64_t k = 0; k < topk; ++k) {
+        const std::int64_t e = meta_experts(rec)[k];
+        if (e < rank_ * per_rank || e >= (rank_ + 1) * per_rank) continue;
+        const std::int64_t row = cursor[std::size_t(e - rank_ * per_rank)]++;
+        std::memcpy(r.x_bytes.data() + std::size_t(row) * payload_bytes, rec + meta_bytes_, payload_bytes);
+        if (quant) r.x_scale[std::size_t(row)] = meta.scale;
+        r.topk_weights[std::size_t(row)] = meta_weights(rec, topk)[k];
+        h.row_src_rank[std::size_t(row)] = std::int32_t(s);
+        h.row_src_token[std::size_t(row)] = meta.token;
+        h.record_rows[std::size_t(rec_index * topk + k)] = row;
+      }
+    }
+  }
+  HP_RETURN_IF_ERROR(comm.quiet());
+  r.handle = std::move(h);
+  *out = std::move(r);
+  return Status::ok();
+}
+
+template <typename Comm>
+Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Handle& h, const TensorView& y,
+                            const float* weights) {
+  const std::int64_t hidden = config_.hidden, topk = config_.topk;
+  const auto R = std::size_t(ranks_);
+  const std::uint64_t epoch = ++combine_epoch_;
+  const DType wire = expert_out.dtype();
+  const std::size_t wire_bytes = std::size_t(hidden) * dtype_size(wire);
+  partial_.resize(std::size_t(hidden));
+  // Records from source s are rows [first_s, first_s + tok[s][me]) of this rank's records.
+  std::int64_t rec_base = 0;
+  for (std::size_t s = 0; s < R; ++s) {
+    const std::int64_t n = h.tok[s * R + std::size_t(rank_)];
+    const int src = int(s);
+    std::int64_t slot = 0;  // where my rows start in src's back region
+    for (int d = 0; d < rank_; ++d) slot += h.tok[s * R + std::size_t(d)];
+    const std::size_t bytes = n == 0 ? 0 : std::size_t(n - 1) * back_row_bytes_ + wire_bytes;
+    Status st;
+    std::uint8_t* dst = n == 0 ? nullptr : comm.open(src, back_row(epoch, slot), bytes, &st);
+    if (n != 0 && dst == nullptr) return st;
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::fill(partial_.begin(), partial_.end(), 0.0f);
+      for (std::int64_t k = 0; k < topk; ++k) {
+        const std::int64_t row = h.record_rows[std::size_t((rec_base + i) * topk + k)];
+        if (row < 0) continue;
+        const float w = weights ? weights[row] : 1.0f;
+        for (std::int64_t c = 0; c < hidden; ++c) {
+          partial_[std::size_t(c)] += w * load(expert_out.data(), wire, row * hidden + c);
+        }
+      }
+      std::uint8_t* out_row = dst + std::size_t(i) * back_row_bytes_;
+      if (wire == DType::kBF16) {
+        auto* o = reinterpret_cast<std::uint16_t*>(out_row);
+        for (std::int64_t c = 0; c < hidden; ++c) o[c] = float_to_bf16(partial_[std::size_t(c)]);
+      } else {
+        std::memcpy(out_row, partial_.data(), wire_bytes);
+      }
+    }
+    rec_base += n;
+    HP_RETURN_IF_ERROR(comm.close(src, back_row(epoch, slot), dst, bytes));
+    HP_RETURN_IF_ERROR(comm.signal(flag(kCombine, rank_), epoch, src));
+  }
+  for (int d = 0; d < ranks_; ++d) {
+    HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kCombine, d), hp::shmem::Cmp::kGe, epoch));
+  }
+  // ---- reduce: y[t] = sum over ranks d holding t of d's row, in rank order -------------
+  const std::int64_t tokens = h.layout.num_tokens;
+  std::vector<std::int64_t> base(R, 0), at(R, 0);
+  for (std::size_t d = 1; d < R; ++d) base[d] = base[d - 1] + h.tok[std::size_t(rank_) * R + d - 1];
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    std::fill(partial_.begin(), partial_.end(), 0.0f);
+    for (std::size_t d = 0; d < R; ++d) {
+      if (!h.layout.in_rank(t, std::int64_t(d))) continue;
+      const std::uint8_t* row = back_row(epoch, base[d] + at[d]++);
+      for (std::int64_t c = 0; c < hidden; ++c) partial_[std::size_t(c)] += load(row, wire, c);
+    }
+    if (y.dtype() == DType::kBF16) {
+      auto* o = static_cast<std::uint16_t*>(y.data()) + t * hidden;
+      for (std::int64_t c = 0; c < hidden; ++c) o[c] = float_to_bf16(partial_[std::size_t(c)]);
+    } else {
+      std::memcpy(static_cast<float*>(y.data()) + t * hidden, partial_.data(), std::size_t(hidden) * 4);
+    }
+  }
+  return comm.quiet();
+}
+
+}  // namespace hp::moe

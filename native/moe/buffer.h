@@ -1,0 +1,133 @@
+// MoE dispatch and combine between the ranks of the shmem world (DeepEP's normal mode).
+//
+// A Buffer is created collectively (every rank, same BufferConfig; a disagreement is an error
+// on every rank) and owns one symmetric window per rank:
+//
+//   flags   3 x R status words, 64 bytes apart: notify[s], dispatch[s], combine[s] (set by
+//           rank s to the call's epoch)
+//   counts  2 x R x (1 + R + E) int64: slot s = rank s's status code (0 or the ErrorCode that
+//           made it reject its inputs), tokens per rank [R], pairs per expert [E]; dispatch n
+//           uses half n % 2, so nobody overwrites a slot a slower rank is still reading
+//   recv    R x T_max dispatch records (compact: source s's records start after those of
+//           sources < s); a record = meta (int32 token, float scale, int32 expert[K],
+//           float weight[K], padded to 64 B) + payload (H elements, padded to 64 B)
+//   back    2 x R x T_max combine rows of H fp32/bf16 (rank d's rows start after those of
+//           d' < d, in the order of the tokens this rank sent to d); combine n uses half n % 2,
+//           so a rank may run the next combine while a slower one still sums this one
+//
+// Calls are collective and in the same order on every rank: notify (inside dispatch) -> data ->
+// (combine). A rank writes a peer's region only after the peer has entered the call that
+// reads it (the count exchange of the next dispatch orders everything of the previous one).
+//
+// dispatch sends each token once per destination rank (quantised once when asked, the int8
+// row and its scale written into the destination's window), then each destination expands its
+// records into rows grouped by local expert: recv_x [rows, H] with expert_offsets (padded to
+// expert_alignment; pad rows are zero), the order within an expert by source rank, then token.
+// combine is its adjoint: each expert rank sums, per received token, weight x expert output
+// over its local experts in fp32 and sends that row back (rounded to expert_out's dtype); the
+// source sums the rows of its ranks in fp32, in rank order, and writes y (fp32 or bf16).
+#ifndef HYPER_PARALLEL_MOE_BUFFER_H_
+#define HYPER_PARALLEL_MOE_BUFFER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/api.h"
+#include "common/status.h"
+#include "common/tensor_view.h"
+#include "moe/comm.h"
+#include "moe/layout.h"
+
+namespace hp::moe {
+
+struct BufferConfig {
+  std::int64_t hidden = 0;               // H
+  std::int64_t max_tokens_per_rank = 0;  // T_max: the most tokens any rank dispatches at once
+  std::int64_t num_experts = 0;          // E (a multiple of the number of ranks)
+  std::int64_t topk = 0;                 // K
+  std::int64_t max_element_bytes = 4;    // the widest x dtype dispatched unquantised (4: fp32)
+  CommKind comm = CommKind::kShmem;
+};
+
+enum class Quant : std::int32_t { kNone = 0, kDynamicInt8 = 1 };
+
+struct DispatchArgs {
+  TensorView x;             // fp32/bf16 [T, H], contiguous
+  TensorView topk_idx;      // int64/int32 [T, K]; -1 = no expert
+  TensorView topk_weights;  // fp32 [T, K]
+  TensorView x_active_mask; // optional uint8 [T]: 0 = the token is not sent
+  Quant quant = Quant::kNone;
+  std::int64_t expert_alignment = 1;  // each local expert's rows padded to a multiple of this
+};
+
+// What combine needs of a dispatch: who sent each received row, and where the rows of each
+// received token are.
+struct Handle {
+  std::uint64_t epoch = 0;
+  DispatchLayout layout;                 // the source side (this rank's tokens)
+  std::vector<std::int64_t> tok;         // [R x R] tokens rank s sends to rank d (s-major)
+  std::vector<std::int64_t> record_rows; // [records x K]: rows of each received record, -1 none
+  std::vector<std::int32_t> row_src_rank;   // [rows], -1 for pad rows
+  std::vector<std::int32_t> row_src_token;  // [rows]
+  std::int64_t records = 0;
+};
+
+struct DispatchResult {
+  DType x_dtype = DType::kInt8;
+  std::int64_t rows = 0, hidden = 0;
+  std::vector<std::uint8_t> x_bytes;            // [rows, H] of x_dtype
+  std::vector<float> x_scale;                   // [rows] (quantised dispatch)
+  std::vector<float> topk_weights;              // [rows]: the weight of this row's expert
+  std::vector<std::int64_t> expert_offsets;     // [E_local + 1]
+  std::vector<std::int64_t> tokens_per_expert;  // [E_local] (unpadded)
+  Handle handle;
+
+  TensorView x() { return TensorView(x_bytes.data(), x_dtype, {rows, hidden}); }
+};
+
+class HP_API Buffer {
+ public:
+  // Collective over the shmem world (hp::shmem must be initialized).
+  static Status create(const BufferConfig& config, std::unique_ptr<Buffer>* out);
+  ~Buffer();  // frees the window (collective): call destroy() first to see its status
+  Status destroy();
+
+  const BufferConfig& config() const { return config_; }
+  int rank() const { return rank_; }
+  int num_ranks() const { return ranks_; }
+  std::int64_t local_experts() const { return config_.num_experts / ranks_; }
+
+  Status dispatch(const DispatchArgs& args, DispatchResult* out);
+  // expert_out fp32/bf16 [rows, H] (rows of the dispatch); weights: optional fp32 [rows]
+  // (default: the dispatched top-k weights; pass `weighted = false` to sum without weights,
+  // dispatch's adjoint); y fp32/bf16 [T, H] of the dispatching rank.
+  Status combine(const TensorView& expert_out, const Handle& handle, const TensorView& y,
+                 const TensorView& weights = {}, bool weighted = true);
+
+ private:
+  Buffer() = default;
+  template <typename Comm>
+  Status dispatch_with(Comm& comm, const DispatchArgs& args, DispatchResult* out);
+  template <typename Comm>
+  Status combine_with(Comm& comm, const TensorView& expert_out, const Handle& handle, const TensorView& y,
+                      const float* weights);
+  std::uint64_t* flag(int kind, int rank) const;
+  std::int64_t* counts(std::uint64_t epoch, int rank) const;
+  std::uint8_t* record(std::int64_t index) const;
+  std::uint8_t* back_row(std::uint64_t epoch, std::int64_t index) const;
+
+  BufferConfig config_;
+  int rank_ = 0, ranks_ = 0;
+  std::uint8_t* window_ = nullptr;
+  std::size_t meta_bytes_ = 0, record_bytes_ = 0, back_row_bytes_ = 0;
+  std::size_t counts_offset_ = 0, recv_offset_ = 0, back_offset_ = 0, window_bytes_ = 0;
+  std::uint64_t dispatch_epoch_ = 0, combine_epoch_ = 0;
+  std::vector<std::int8_t> quant_rows_;  // this rank's tokens quantised once per dispatch
+  std::vector<float> quant_scales_;
+  std::vector<float> partial_;           // one fp32 row of combine
+};
+
+}  // namespace hp::moe
+
+#endif  // HYPER_PARALLEL_MOE_BUFFER_H_

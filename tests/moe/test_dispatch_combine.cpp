@@ -1,0 +1,315 @@
+// dispatch and combine on every rank of a threads job (2 and 4 ranks in-process), an shm job
+// (hprun) or an mpi job (mpirun), with both comm contexts, against a plain reference: every
+// rank generates every rank's inputs from (seed, rank), so the expected rows of any rank are
+// computed locally without communication.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/bfloat16.h"
+#include "kernels/ops.h"
+#include "kernels/targets.h"
+#include "moe/buffer.h"
+#include "shmem/scenario.h"
+
+namespace hp::moe {
+namespace {
+
+using hp::shmem::testing::run_scenario;
+
+enum class Routing { kUniform, kAllToExpert0, kSomeRanksEmpty };
+
+struct Inputs {
+  std::int64_t tokens = 0;
+  std::vector<float> x;             // [T, H], small dyadic values: sums below are exact
+  std::vector<std::int64_t> idx;    // [T, K]
+  std::vector<float> weights;       // [T, K], dyadic, summing to 1 over a token's valid slots
+  std::vector<std::uint8_t> active; // [T]
+};
+
+struct Case {
+  std::int64_t hidden = 64, tokens = 24, experts = 8, topk = 4;
+  Routing routing = Routing::kUniform;
+  bool masked = false;
+  std::uint32_t seed = 1;
+};
+
+Inputs make_inputs(const Case& c, int rank, int ranks) {
+  Inputs in;
+  std::mt19937 rng(c.seed * 7919u + std::uint32_t(rank));
+  in.tokens = c.routing == Routing::kSomeRanksEmpty && rank % 2 == 1 ? 0 : c.tokens + rank;  // T differs by rank
+  in.x.resize(std::size_t(in.tokens * c.hidden));
+  for (auto& v : in.x) v = float(int(rng() % 129) - 64) / 8.0f;
+  in.idx.assign(std::size_t(in.tokens * c.topk), -1);
+  in.weights.assign(std::size_t(in.tokens * c.topk), 0.0f);
+  in.active.assign(std::size_t(in.tokens), 1);
+  static const float kDyadic[4] = {0.5f, 0.25f, 0.125f, 0.125f};
+  for (std::int64_t t = 0; t < in.tokens; ++t) {
+    std::vector<std::int64_t> chosen;
+    if (c.routing == Routing::kAllToExpert0) {
+      chosen.push_back(0);
+    } else {
+      while (std::int64_t(chosen.size()) < c.topk) {
+        const std::int64_t e = std::int64_t(rng() % std::uint32_t(c.experts + 1)) - 1;  // -1 sometimes
+        if (e >= 0 && std::find(chosen.begin(), chosen.end(), e) != chosen.end()) continue;
+        chosen.push_back(e);
+      }
+    }
+    float left = 1.0f;
+    std::int64_t last = -1;
+    for (std::size_t k = 0; k < chosen.size(); ++k) {
+      in.idx[std::size_t(t * c.topk) + k] = chosen[k];
+      if (chosen[k] < 0) continue;
+      in.weights[std::size_t(t * c.topk) + k] = kDyadic[k % 4];
+      left -= kDyadic[k % 4];
+      last = std::int64_t(k);
+    }
+    if (last >= 0) in.weights[std::size_t(t * c.topk + last)] += left;  // sum exactly 1
+    if (c.masked && t % 5 == 2) in.active[std::size_t(t)] = 0;
+  }
+  (void)ranks;
+  return in;
+}
+
+// Whether every rank maps every other rank's heap (false on the mpi transport).
+bool all_mapped() {
+  void* probe = nullptr;
+  if (!hp::shmem::malloc(64, &probe).is_ok()) return false;
+  int mapped = 1;
+  for (int pe = 0; pe < hp::shmem::n_pes(); ++pe) mapped &= hp::shmem::ptr(probe, pe) != nullptr;
+  *static_cast<int*>(probe) = mapped;
+  void* all = nullptr;
+  (void)hp::shmem::calloc(std::size_t(hp::shmem::n_pes()), sizeof(int), &all);
+  (void)hp::shmem::fcollect(hp::shmem::kTeamWorld, all, probe, sizeof(int));
+  for (int pe = 0; pe < hp::shmem::n_pes(); ++pe) mapped &= static_cast<int*>(all)[pe];
+  (void)hp::shmem::free(all);
+  (void)hp::shmem::free(probe);
+  return mapped != 0;
+}
+
+// One expected received row: the source and token, its local expert and weight.
+struct Expected {
+  int src;
+  std::int64_t token, expert;
+  float weight;
+};
+
+// The rows rank `me` must receive, grouped by local expert, then by source rank and token.
+std::vector<std::vector<Expected>> expected_rows(const Case& c, int me, int ranks) {
+  const std::int64_t per_rank = c.experts / ranks;
+  std::vector<std::vector<Expected>> rows(static_cast<std::size_t>(per_rank));
+  for (int s = 0; s < ranks; ++s) {
+    const Inputs in = make_inputs(c, s, ranks);
+    for (std::int64_t t = 0; t < in.tokens; ++t) {
+      if (!in.active[std::size_t(t)]) continue;
+      for (std::int64_t k = 0; k < c.topk; ++k) {
+        const std::int64_t e = in.idx[std::size_t(t * c.topk + k)];
+        if (e / per_rank != me || e < 0) continue;
+        rows[std::size_t(e % per_rank)].push_back({s, t, e, in.weights[std::size_t(t * c.topk + k)]});
+      }
+    }
+  }
+  return rows;
+}
+
+// Runs one dispatch + combine with `comm` and checks everything against the reference.
+Status check_round_trip(const Case& c, CommKind comm, Quant quant, DType x_dtype, std::int64_t alignment) {
+  const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+  std::unique_ptr<Buffer> buffer;
+  const Status created = Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
+                                         .num_experts = c.experts, .topk = c.topk, .comm = comm},
+                                        &buffer);
+  if (comm == CommKind::kWindow && !all_mapped()) {
+    // Not every rank maps every window (the mpi transport): the window context says so.
+    EXPECT_EQ(created.code(), ErrorCode::kUnsupported) << created.to_string();
+    return Status::ok();
+  }
+  HP_EXPECT_OK(created);
+  Inputs in = make_inputs(c, me, ranks);
+  std::vector<std::uint16_t> x_bf16(in.x.size());
+  for (std::size_t i = 0; i < in.x.size(); ++i) x_bf16[i] = float_to_bf16(in.x[i]);
+  DispatchArgs args;
+  args.x = x_dtype == DType::kBF16 ? TensorView(x_bf16.data(), DType::kBF16, {in.tokens, c.hidden})
+                                   : TensorView(in.x.data(), DType::kFP32, {in.tokens, c.hidden});
+  args.topk_idx = TensorView(in.idx.data(), DType::kInt64, {in.tokens, c.topk});
+  args.topk_weights = TensorView(in.weights.data(), DType::kFP32, {in.tokens, c.topk});
+  if (c.masked) args.x_active_mask = TensorView(in.active.data(), DType::kUInt8, {in.tokens});
+  args.quant = quant;
+  args.expert_alignment = alignment;
+  DispatchResult r;
+  HP_EXPECT_OK(buffer->dispatch(args, &r));
+  // ---- received rows --------------------------------------------------------------------
+  const auto expected = expected_rows(c, me, ranks);
+  const hp::kernels::KernelTable* table = nullptr;
+  HP_EXPECT_OK(hp::kernels::selected_target(&table));
+  EXPECT_EQ(r.x_dtype, quant == Quant::kDynamicInt8 ? DType::kInt8 : x_dtype);
+  for (std::size_t le = 0; le < expected.size(); ++le) {
+    const std::int64_t first = r.expert_offsets[le];
+    EXPECT_EQ(r.tokens_per_expert[le], std::int64_t(expected[le].size()));
+    EXPECT_EQ(r.expert_offsets[le + 1] - first,
+              (std::int64_t(expected[le].size()) + alignment - 1) / alignment * alignment);
+    for (std::size_t i = 0; i < expected[le].size(); ++i) {
+      const Expected& e = expected[le][i];
+      const std::int64_t row = first + std::int64_t(i);
+      EXPECT_EQ(r.handle.row_src_rank[std::size_t(row)], e.src);
+      EXPECT_EQ(r.handle.row_src_token[std::size_t(row)], e.token);
+      EXPECT_EQ(r.topk_weights[std::size_t(row)], e.weight);
+      const Inputs src = make_inputs(c, e.src, ranks);
+      const float* xs = src.x.data() + e.token * c.hidden;
+      if (quant == Quant::kDynamicInt8) {
+        // Bit for bit what quantising the source row gives.
+        std::vector<std::int8_t> q(std::size_t(c.hidden));
+        float scale = 0;
+        std::vector<float> x_row(xs, xs + c.hidden);
+        std::vector<std::uint16_t> x_row_bf16(std::size_t(c.hidden));
+        for (std::int64_t j = 0; j < c.hidden; ++j) x_row_bf16[std::size_t(j)] = float_to_bf16(x_row[std::size_t(j)]);
+        HP_EXPECT_OK(hp::kernels::quantize(
+            *table,
+            x_dtype == DType::kBF16 ? TensorView(x_row_bf16.data(), DType::kBF16, {1, c.hidden})
+                                    : TensorView(x_row.data(), DType::kFP32, {1, c.hidden}),
+            TensorView(q.data(), DType::kInt8, {1, c.hidden}), TensorView(&scale, DType::kFP32, {1})));
+        EXPECT_EQ(std::memcmp(r.x_bytes.data() + row * c.hidden, q.data(), q.size()), 0) << "row " << row;
+        EXPECT_EQ(r.x_scale[std::size_t(row)], scale);
+      } else {
+        for (std::int64_t j = 0; j < c.hidden; ++j) {
+          const float got = x_dtype == DType::kBF16
+                                ? bf16_to_float(reinterpret_cast<const std::uint16_t*>(r.x_bytes.data())[row * c.hidden + j])
+                                : reinterpret_cast<const float*>(r.x_bytes.data())[row * c.hidden + j];
+          if (got != xs[j]) {
+            ADD_FAILURE() << "rank " << me << " row " << row << " col " << j << ": " << got << " vs " << xs[j];
+            return Status::ok();
+          }
+        }
+      }
+    }
+    for (std::int64_t row = first + std::int64_t(expected[le].size()); row < r.expert_offsets[le + 1]; ++row) {
+      EXPECT_EQ(r.handle.row_src_rank[std::size_t(row)], -1);  // pad rows
+    }
+  }
+  // ---- combine: expert e's output = (e + 1) x its input row; y = sum_k w_k (e_k + 1) x ------
+  std::vector<float> out(std::size_t(r.rows * c.hidden), 0.0f);
+  for (std::size_t le = 0; le < expected.size(); ++le) {
+    for (std::size_t i = 0; i < expected[le].size(); ++i) {
+      const Expected& e = expected[le][i];
+      const Inputs src = make_inputs(c, e.src, ranks);
+      for (std::int64_t j = 0; j < c.hidden; ++j) {
+        out[std::size_t((r.expert_offsets[le] + std::int64_t(i)) * c.hidden + j)] =
+            float(e.expert + 1) * src.x[std::size_t(e.token * c.hidden + j)];
+      }
+    }
+  }
+  std::vector<std::uint16_t> out_bf16(out.size());
+  for (std::size_t i = 0; i < out.size(); ++i) out_bf16[i] = float_to_bf16(out[i]);
+  std::vector<float> y(std::size_t(in.tokens * c.hidden), -1.0f);
+  const TensorView expert_out = x_dtype == DType::kBF16 ? TensorView(out_bf16.data(), DType::kBF16, {r.rows, c.hidden})
+                                                        : TensorView(out.data(), DType::kFP32, {r.rows, c.hidden});
+  HP_EXPECT_OK(buffer->combine(expert_out, r.handle, TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden}),
+                               TensorView(r.topk_weights.data(), DType::kFP32, {r.rows})));
+  for (std::int64_t t = 0; t < in.tokens; ++t) {
+    for (std::int64_t j = 0; j < c.hidden; ++j) {
+      double want = 0;
+      if (in.active[std::size_t(t)]) {
+        for (std::int64_t k = 0; k < c.topk; ++k) {
+          const std::int64_t e = in.idx[std::size_t(t * c.topk + k)];
+          if (e < 0) continue;
+          const double xe = x_dtype == DType::kBF16 ? double(bf16_to_float(float_to_bf16(float(e + 1) * in.x[std::size_t(t * c.hidden + j)])))
+                                                    : double(e + 1) * in.x[std::size_t(t * c.hidden + j)];
+          want += double(in.weights[std::size_t(t * c.topk + k)]) * xe;
+        }
+      }
+      // fp32: exact (dyadic weights, few-bit values). bf16: partial rows are rounded once.
+      const double tol = x_dtype == DType::kBF16 ? 1e-2 * (std::fabs(want) + 1) : 0.0;
+      if (std::fabs(double(y[std::size_t(t * c.hidden + j)]) - want) > tol) {
+        ADD_FAILURE() << "rank " << me << " y[" << t << "][" << j << "] = " << y[std::size_t(t * c.hidden + j)]
+                      << ", expected " << want;
+        return Status::ok();
+      }
+    }
+  }
+  return buffer->destroy();
+}
+
+class DispatchCombine : public ::testing::TestWithParam<CommKind> {};
+
+TEST_P(DispatchCombine, UniformFp32) {
+  run_scenario([&] { return check_round_trip(Case{}, GetParam(), Quant::kNone, DType::kFP32, 1); });
+}
+TEST_P(DispatchCombine, UniformBf16Aligned) {
+  run_scenario([&] { return check_round_trip(Case{.seed = 2}, GetParam(), Quant::kNone, DType::kBF16, 16); });
+}
+TEST_P(DispatchCombine, QuantisedInt8) {
+  run_scenario([&] { return check_round_trip(Case{.seed = 3}, GetParam(), Quant::kDynamicInt8, DType::kFP32, 1); });
+}
+TEST_P(DispatchCombine, AllTokensToExpertZero) {
+  run_scenario([&] {
+    return check_round_trip(Case{.routing = Routing::kAllToExpert0, .seed = 4}, GetParam(), Quant::kNone,
+                            DType::kFP32, 1);
+  });
+}
+TEST_P(DispatchCombine, EmptyRanksAndMask) {
+  run_scenario([&] {
+    return check_round_trip(Case{.routing = Routing::kSomeRanksEmpty, .masked = true, .seed = 5}, GetParam(),
+                            Quant::kDynamicInt8, DType::kBF16, 4);
+  });
+}
+TEST_P(DispatchCombine, RepeatedCallsOnOneBuffer) {
+  run_scenario([&]() -> Status {
+    for (std::uint32_t seed = 10; seed < 14; ++seed) {
+      HP_RETURN_IF_ERROR(check_round_trip(Case{.tokens = 7, .seed = seed}, GetParam(), Quant::kNone, DType::kFP32, 1));
+    }
+    return Status::ok();
+  });
+}
+
+// A rank with a bad expert id fails with OUT_OF_RANGE; every other rank gets ABORTED naming it.
+TEST_P(DispatchCombine, BadExpertIdOnOneRankFailsEveryRank) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    std::unique_ptr<Buffer> buffer;
+    HP_EXPECT_OK(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
+                                 .comm = GetParam()},
+                                &buffer));
+    std::vector<float> x(4 * 16, 1.0f), w(8, 0.5f);
+    std::vector<std::int64_t> idx = {0, 1, 1, 2, 0, 3, 1, 0};
+    if (me == ranks - 1) idx[3] = 2 * ranks;  // out of range
+    DispatchResult r;
+    const Status s = buffer->dispatch({.x = TensorView(x.data(), DType::kFP32, {4, 16}),
+                                       .topk_idx = TensorView(idx.data(), DType::kInt64, {4, 2}),
+                                       .topk_weights = TensorView(w.data(), DType::kFP32, {4, 2})},
+                                      &r);
+    EXPECT_EQ(s.code(), me == ranks - 1 ? ErrorCode::kOutOfRange : ErrorCode::kAborted) << s.to_string();
+    // The buffer stays usable: a good dispatch afterwards works on every rank.
+    idx[3] = 2;
+    HP_EXPECT_OK(buffer->dispatch({.x = TensorView(x.data(), DType::kFP32, {4, 16}),
+                                   .topk_idx = TensorView(idx.data(), DType::kInt64, {4, 2}),
+                                   .topk_weights = TensorView(w.data(), DType::kFP32, {4, 2})},
+                                  &r));
+    return buffer->destroy();
+  });
+}
+
+TEST_P(DispatchCombine, RanksDisagreeingOnConfigFailEverywhere) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    std::unique_ptr<Buffer> buffer;
+    const Status s = Buffer::create({.hidden = 16, .max_tokens_per_rank = 8,
+                                     .num_experts = me == 0 ? 2 * ranks : 4 * ranks, .topk = 2, .comm = GetParam()},
+                                    &buffer);
+    EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+    EXPECT_EQ(buffer, nullptr);
+    return Status::ok();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Comm, DispatchCombine, ::testing::Values(CommKind::kShmem, CommKind::kWindow),
+                         [](const auto& info) { return info.param == CommKind::kShmem ? "shmem" : "window"; });
+
+}  // namespace
+}  // namespace hp::moe
+
+int main(int argc, char** argv) { return hp::shmem::testing::scenario_main(argc, argv); }
