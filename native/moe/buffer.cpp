@@ -7,6 +7,7 @@
 #include "common/bfloat16.h"
 #include "kernels/ops.h"
 #include "kernels/targets.h"
+#include "kernels/tiles.h"
 
 namespace hp::moe {
 namespace {
@@ -15,7 +16,7 @@ constexpr std::size_t kSlot = 64;  // status words 64 bytes apart (the protocol 
 enum FlagKind { kNotify = 0, kDispatch = 1, kCombine = 2 };
 constexpr std::ptrdiff_t kCountsHeader = 1;  // counts slot: [status code][R tokens][E pairs]
 
-std::size_t round64(std::size_t n) { return (n + 63) & ~std::size_t(63); }
+std::size_t round64(std::size_t n) { return std::size_t(hp::kernels::round_up(std::int64_t(n), 64)); }
 
 // A record's meta: token index, scale, then expert[K] and weight[K].
 struct RecordMeta {
@@ -32,9 +33,25 @@ Status expect_contiguous(const TensorView& t, const char* what) {
   return Status::ok();
 }
 
-float load(const void* base, DType type, std::int64_t i) {
-  if (type == DType::kBF16) return bf16_to_float(static_cast<const std::uint16_t*>(base)[i]);
-  return static_cast<const float*>(base)[i];
+// acc[c] += w * row[c] for a fp32 or bf16 row of n elements (the dtype chosen once per row).
+void add_scaled_row(float* acc, const void* row, DType type, float w, std::int64_t n) {
+  if (type == DType::kBF16) {
+    const auto* r = static_cast<const std::uint16_t*>(row);
+    for (std::int64_t c = 0; c < n; ++c) acc[c] += w * bf16_to_float(r[c]);
+  } else {
+    const auto* r = static_cast<const float*>(row);
+    for (std::int64_t c = 0; c < n; ++c) acc[c] += w * r[c];
+  }
+}
+
+// A fp32 row written as fp32 or bf16.
+void store_row(void* out, DType type, const float* v, std::int64_t n) {
+  if (type == DType::kBF16) {
+    auto* o = static_cast<std::uint16_t*>(out);
+    for (std::int64_t c = 0; c < n; ++c) o[c] = float_to_bf16(v[c]);
+  } else {
+    std::memcpy(out, v, std::size_t(n) * sizeof(float));
+  }
 }
 
 }  // namespace
@@ -378,18 +395,10 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
       for (std::int64_t k = 0; k < topk; ++k) {
         const std::int64_t row = h.record_rows[std::size_t((rec_base + i) * topk + k)];
         if (row < 0) continue;
-        const float w = weights ? weights[row] : 1.0f;
-        for (std::int64_t c = 0; c < hidden; ++c) {
-          partial_[std::size_t(c)] += w * load(expert_out.data(), wire, row * hidden + c);
-        }
+        add_scaled_row(partial_.data(), static_cast<const std::uint8_t*>(expert_out.data()) + std::size_t(row) * wire_bytes,
+                       wire, weights ? weights[row] : 1.0f, hidden);
       }
-      std::uint8_t* out_row = dst + std::size_t(i) * back_row_bytes_;
-      if (wire == DType::kBF16) {
-        auto* o = reinterpret_cast<std::uint16_t*>(out_row);
-        for (std::int64_t c = 0; c < hidden; ++c) o[c] = float_to_bf16(partial_[std::size_t(c)]);
-      } else {
-        std::memcpy(out_row, partial_.data(), wire_bytes);
-      }
+      store_row(dst + std::size_t(i) * back_row_bytes_, wire, partial_.data(), hidden);
     }
     rec_base += n;
     HP_RETURN_IF_ERROR(comm.close(src, back_row(epoch, slot), dst, bytes));
@@ -406,15 +415,10 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
     std::fill(partial_.begin(), partial_.end(), 0.0f);
     for (std::size_t d = 0; d < R; ++d) {
       if (!h.layout.in_rank(t, std::int64_t(d))) continue;
-      const std::uint8_t* row = back_row(epoch, base[d] + at[d]++);
-      for (std::int64_t c = 0; c < hidden; ++c) partial_[std::size_t(c)] += load(row, wire, c);
+      add_scaled_row(partial_.data(), back_row(epoch, base[d] + at[d]++), wire, 1.0f, hidden);
     }
-    if (y.dtype() == DType::kBF16) {
-      auto* o = static_cast<std::uint16_t*>(y.data()) + t * hidden;
-      for (std::int64_t c = 0; c < hidden; ++c) o[c] = float_to_bf16(partial_[std::size_t(c)]);
-    } else {
-      std::memcpy(static_cast<float*>(y.data()) + t * hidden, partial_.data(), std::size_t(hidden) * 4);
-    }
+    store_row(static_cast<std::uint8_t*>(y.data()) + std::size_t(t * hidden) * dtype_size(y.dtype()), y.dtype(),
+              partial_.data(), hidden);
   }
   return comm.quiet();
 }
