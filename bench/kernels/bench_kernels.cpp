@@ -236,6 +236,80 @@ void swiglu_quant_pass(const float* gemm, std::int64_t m, std::int64_t inter, co
   }
 }
 
+// Random int8 weights [E, K, N] with per-N scales: oneDNN's copies per expert, and ours packed.
+struct ExpertSet {
+  std::vector<Expert> experts;
+  hk::PackedWeights packed;
+};
+
+ExpertSet make_experts(std::mt19937& rng, const Shape& s, int experts, hk::PackLayout layout) {
+  std::uniform_int_distribution<int> i8(-127, 127);
+  std::uniform_real_distribution<float> real(0.001f, 0.01f);
+  ExpertSet set;
+  set.experts.resize(static_cast<std::size_t>(experts));
+  std::vector<std::int8_t> all_w(std::size_t(experts * s.k * s.n));
+  std::vector<float> all_s(std::size_t(experts * s.n));
+  for (auto& v : all_w) v = std::int8_t(i8(rng));
+  for (auto& v : all_s) v = real(rng);
+  for (int e = 0; e < experts; ++e) {
+    set.experts[std::size_t(e)].w.assign(all_w.begin() + e * s.k * s.n, all_w.begin() + (e + 1) * s.k * s.n);
+    set.experts[std::size_t(e)].scale.assign(all_s.begin() + e * s.n, all_s.begin() + (e + 1) * s.n);
+  }
+  check(hk::pack_weights(TensorView(all_w.data(), DType::kInt8, {experts, s.k, s.n}),
+                         TensorView(all_s.data(), DType::kFP32, {experts, s.n}), {.layout = layout}, &set.packed));
+  return set;
+}
+
+// Random int8 activations [M, K] and their per-row scales.
+struct Activations {
+  std::vector<std::int8_t> a;
+  std::vector<float> scale;
+};
+
+Activations make_activations(std::mt19937& rng, std::int64_t m, std::int64_t k) {
+  std::uniform_int_distribution<int> i8(-127, 127);
+  std::uniform_real_distribution<float> real(0.001f, 0.01f);
+  Activations x{std::vector<std::int8_t>(static_cast<std::size_t>(m * k)), std::vector<float>(static_cast<std::size_t>(m))};
+  for (auto& v : x.a) v = std::int8_t(i8(rng));
+  for (auto& v : x.scale) v = real(rng);
+  return x;
+}
+
+// Group offsets that give all m rows to expert e, one set per expert (call c uses expert c % E).
+std::vector<std::vector<std::int64_t>> offsets_per_expert(int experts, std::int64_t m) {
+  std::vector<std::vector<std::int64_t>> offsets(static_cast<std::size_t>(experts));
+  for (int e = 0; e < experts; ++e) {
+    for (int x = 0; x <= experts; ++x) offsets[std::size_t(e)].push_back(x <= e ? 0 : m);
+  }
+  return offsets;
+}
+
+// Our side of a row: one plan per expert's problem, a workspace per worker; run(call) runs the
+// plan of expert call % E on the chip's cube cores.
+class OursRunner {
+ public:
+  template <typename Problem>
+  OursRunner(const hk::KernelTable& table, hp::platform::Chip& chip, int experts, int threads, Problem problem)
+      : chip_(chip), threads_(threads), plans_(static_cast<std::size_t>(experts)) {
+    std::uint64_t ws_bytes = 0;
+    for (int e = 0; e < experts; ++e) {
+      check(hk::plan_grouped_gemm(table, problem(e), threads, &plans_[std::size_t(e)]));
+      ws_bytes = std::max(ws_bytes, plans_[std::size_t(e)].workspace_bytes());
+    }
+    for (int t = 0; t < threads; ++t) ws_.emplace_back(std::aligned_alloc(64, ws_bytes), &std::free);
+  }
+  void run(int call) {
+    const hk::GroupedGemmPlan& plan = plans_[std::size_t(call) % plans_.size()];
+    on_cores(chip_, threads_, [&](int w) { plan.run(w, ws_[std::size_t(w)].get()); });
+  }
+
+ private:
+  hp::platform::Chip& chip_;
+  int threads_;
+  std::vector<hk::GroupedGemmPlan> plans_;
+  std::vector<std::unique_ptr<void, decltype(&std::free)>> ws_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -298,72 +372,44 @@ int main(int argc, char** argv) {
                                          : quick      ? std::vector<int>{1}
                                                       : std::vector<int>{1, 8};
   std::mt19937 rng(1);
-  std::uniform_int_distribution<int> i8(-127, 127);
-  std::uniform_real_distribution<float> real(0.001f, 0.01f);
 
   std::printf("\n%-5s %5s %3s %3s %10s %10s %8s %9s %9s   %s\n", "shape", "M", "thr", "exp", "hp GOPS", "dnnl GOPS",
               "hp/dnnl", "hp %peak", "dnnl %pk", "");
   std::string dnnl_impl;
   for (const Shape& s : shapes) {
     for (int experts : expert_counts) {
-      std::vector<Expert> ex(static_cast<std::size_t>(experts));
-      std::vector<std::int8_t> all_w(std::size_t(experts * s.k * s.n));
-      std::vector<float> all_s(std::size_t(experts * s.n));
-      for (auto& v : all_w) v = std::int8_t(i8(rng));
-      for (auto& v : all_s) v = real(rng);
-      for (int e = 0; e < experts; ++e) {
-        ex[std::size_t(e)].w.assign(all_w.begin() + e * s.k * s.n, all_w.begin() + (e + 1) * s.k * s.n);
-        ex[std::size_t(e)].scale.assign(all_s.begin() + e * s.n, all_s.begin() + (e + 1) * s.n);
-      }
-      hk::PackedWeights packed;
-      check(hk::pack_weights(TensorView(all_w.data(), DType::kInt8, {experts, s.k, s.n}),
-                             TensorView(all_s.data(), DType::kFP32, {experts, s.n}), {}, &packed));
+      ExpertSet w = make_experts(rng, s, experts, hk::PackLayout::kPlain);
       for (std::int64_t m : ms) {
-        std::vector<std::int8_t> a(static_cast<std::size_t>(m * s.k));
-        for (auto& v : a) v = std::int8_t(i8(rng));
-        std::vector<float> a_scale(static_cast<std::size_t>(m));
-        for (auto& v : a_scale) v = real(rng);
+        Activations x = make_activations(rng, m, s.k);
         std::vector<float> out(std::size_t(m * s.n)), dnnl_out(std::size_t(m * s.n));
-        DnnlGemm dnnl(m, s, ex, a.data(), dnnl_out.data());
+        DnnlGemm dnnl(m, s, w.experts, x.a.data(), dnnl_out.data());
         dnnl_impl = dnnl.impl;
-        // Offsets that give every row to expert e, one set per expert.
-        std::vector<std::vector<std::int64_t>> offsets(static_cast<std::size_t>(experts));
-        for (int e = 0; e < experts; ++e) {
-          for (int x = 0; x <= experts; ++x) offsets[std::size_t(e)].push_back(x <= e ? 0 : m);
-        }
+        auto offsets = offsets_per_expert(experts, m);
         const auto problem = [&](int e) {
           hk::GroupedGemmProblem p;
-          p.a = TensorView(a.data(), DType::kInt8, {m, s.k});
-          p.a_scale = TensorView(a_scale.data(), DType::kFP32, {m});
+          p.a = TensorView(x.a.data(), DType::kInt8, {m, s.k});
+          p.a_scale = TensorView(x.scale.data(), DType::kFP32, {m});
           p.offsets = TensorView(offsets[std::size_t(e)].data(), DType::kInt64, {experts + 1});
-          p.weights = packed.header();
+          p.weights = w.packed.header();
           p.out = TensorView(out.data(), DType::kFP32, {m, s.n});
           return p;
         };
-        for (int threads = 1; threads <= max_threads; ++threads) {
-          std::vector<hk::GroupedGemmPlan> plans(static_cast<std::size_t>(experts));
-          std::uint64_t ws_bytes = 0;
-          for (int e = 0; e < experts; ++e) {
-            check(hk::plan_grouped_gemm(*table, problem(e), threads, &plans[std::size_t(e)]));
-            ws_bytes = std::max(ws_bytes, plans[std::size_t(e)].workspace_bytes());
+        const auto dnnl_row_scales = [&](int threads) {
+#pragma omp parallel for num_threads(threads)
+          for (std::int64_t row = 0; row < m; ++row) {
+            float* o = dnnl_out.data() + row * s.n;
+            const float f = x.scale[std::size_t(row)];
+            for (std::int64_t c = 0; c < s.n; ++c) o[c] *= f;
           }
-          std::vector<std::unique_ptr<void, decltype(&std::free)>> ws;
-          for (int t = 0; t < threads; ++t) ws.emplace_back(std::aligned_alloc(64, ws_bytes), &std::free);
+        };
+        for (int threads = 1; threads <= max_threads; ++threads) {
+          OursRunner ours(*table, *chip, experts, threads, problem);
           omp_set_num_threads(threads);
           const Result r = interleave(
-              rounds, sample_s,
-              [&](int call) {
-                const hk::GroupedGemmPlan& plan = plans[std::size_t(call % experts)];
-                on_cores(*chip, threads, [&](int w) { plan.run(w, ws[std::size_t(w)].get()); });
-              },
+              rounds, sample_s, [&](int call) { ours.run(call); },
               [&](int call) {
                 dnnl.run(call % experts);
-#pragma omp parallel for num_threads(threads)
-                for (std::int64_t row = 0; row < m; ++row) {
-                  float* o = dnnl_out.data() + row * s.n;
-                  const float f = a_scale[std::size_t(row)];
-                  for (std::int64_t c = 0; c < s.n; ++c) o[c] *= f;
-                }
+                dnnl_row_scales(threads);
               });
           const double ops = 2.0 * double(m) * double(s.n) * double(s.k);
           std::printf("%-5s %5lld %3d %3d %10.0f %10.0f %8.2f %8.0f%% %8.0f%%\n", s.name, static_cast<long long>(m), threads,
@@ -371,14 +417,14 @@ int main(int argc, char** argv) {
                       100 * ops / r.ours_s / ours_peak(threads), 100 * ops / r.peer_s / dnnl_peak(threads));
           std::fflush(stdout);
         }
-        // Both sides compute the same product: spot-check one row of expert 0.
+        // Both sides compute the same product: spot-check expert 0's result.
         check(hk::grouped_gemm(*table, problem(0)));
         dnnl.run(0);
-        for (std::int64_t c = 0; c < s.n; ++c) dnnl_out[std::size_t(c)] *= a_scale[0];
-        for (std::int64_t c = 0; c < s.n; c += 97) {
-          const float x = out[std::size_t(c)], y = dnnl_out[std::size_t(c)];
-          if (std::fabs(x - y) > 1e-3f * (std::fabs(y) + 1e-3f)) {
-            std::fprintf(stderr, "bench_kernels: results differ at column %lld: %g vs %g\n", static_cast<long long>(c), x, y);
+        dnnl_row_scales(1);
+        for (std::int64_t c = 0; c < m * s.n; c += 97) {
+          const float a = out[std::size_t(c)], b = dnnl_out[std::size_t(c)];
+          if (std::fabs(a - b) > 1e-3f * (std::fabs(b) + 1e-3f)) {
+            std::fprintf(stderr, "bench_kernels: results differ at element %lld: %g vs %g\n", static_cast<long long>(c), a, b);
             return 1;
           }
         }
@@ -388,88 +434,55 @@ int main(int argc, char** argv) {
   // ---- GMM1 with the fused dequant + SwiGLU + requant epilogue --------------------------------
   std::printf("\nGMM1 + SwiGLU + int8 requant: fused epilogue vs oneDNN GEMM then a SwiGLU+quant pass\n");
   std::printf("%-5s %5s %3s %3s %10s %10s %8s\n", "shape", "M", "thr", "exp", "hp GOPS", "dnnl GOPS", "hp/dnnl");
-  {
-    const Shape s = shapes[0];
-    const std::int64_t inter = s.n / 2;
-    for (int experts : expert_counts) {
-      std::vector<Expert> ex(static_cast<std::size_t>(experts));
-      std::vector<std::int8_t> all_w(std::size_t(experts * s.k * s.n));
-      std::vector<float> all_s(std::size_t(experts * s.n));
-      for (auto& v : all_w) v = std::int8_t(i8(rng));
-      for (auto& v : all_s) v = real(rng);
-      for (int e = 0; e < experts; ++e) {
-        ex[std::size_t(e)].w.assign(all_w.begin() + e * s.k * s.n, all_w.begin() + (e + 1) * s.k * s.n);
-        ex[std::size_t(e)].scale.assign(all_s.begin() + e * s.n, all_s.begin() + (e + 1) * s.n);
+  const Shape& gmm1 = shapes[0];
+  const std::int64_t inter = gmm1.n / 2;
+  for (int experts : expert_counts) {
+    ExpertSet w = make_experts(rng, gmm1, experts, hk::PackLayout::kSwigluHalves);
+    for (std::int64_t m : ms) {
+      Activations x = make_activations(rng, m, gmm1.k);
+      std::vector<std::int8_t> q(std::size_t(m * inter)), dnnl_q(std::size_t(m * inter));
+      std::vector<float> q_scale(static_cast<std::size_t>(m)), dnnl_q_scale(static_cast<std::size_t>(m));
+      std::vector<float> gemm(std::size_t(m * gmm1.n)), h(std::size_t(m * inter));
+      DnnlGemm dnnl(m, gmm1, w.experts, x.a.data(), gemm.data());
+      auto offsets = offsets_per_expert(experts, m);
+      const auto problem = [&](int e) {
+        hk::GroupedGemmProblem p;
+        p.a = TensorView(x.a.data(), DType::kInt8, {m, gmm1.k});
+        p.a_scale = TensorView(x.scale.data(), DType::kFP32, {m});
+        p.offsets = TensorView(offsets[std::size_t(e)].data(), DType::kInt64, {experts + 1});
+        p.weights = w.packed.header();
+        p.epilogue = hk::Epilogue::kDequantSwigluQuant;
+        p.out = TensorView(q.data(), DType::kInt8, {m, inter});
+        p.out_scale = TensorView(q_scale.data(), DType::kFP32, {m});
+        return p;
+      };
+      const auto peer = [&](int expert, int threads) {
+        dnnl.run(expert);
+        swiglu_quant_pass(gemm.data(), m, inter, x.scale.data(), h.data(), dnnl_q.data(), dnnl_q_scale.data(), threads);
+      };
+      for (int threads = 1; threads <= max_threads; ++threads) {
+        OursRunner ours(*table, *chip, experts, threads, problem);
+        omp_set_num_threads(threads);
+        const Result r = interleave(
+            rounds, sample_s, [&](int call) { ours.run(call); }, [&](int call) { peer(call % experts, threads); });
+        const double ops = 2.0 * double(m) * double(gmm1.n) * double(gmm1.k);
+        std::printf("%-5s %5lld %3d %3d %10.0f %10.0f %8.2f\n", "GMM1s", static_cast<long long>(m), threads, experts,
+                    ops / r.ours_s / 1e9, ops / r.peer_s / 1e9, r.peer_s / r.ours_s);
+        std::fflush(stdout);
       }
-      hk::PackedWeights packed;
-      check(hk::pack_weights(TensorView(all_w.data(), DType::kInt8, {experts, s.k, s.n}),
-                             TensorView(all_s.data(), DType::kFP32, {experts, s.n}),
-                             {.layout = hk::PackLayout::kSwigluHalves}, &packed));
-      for (std::int64_t m : ms) {
-        std::vector<std::int8_t> a(static_cast<std::size_t>(m * s.k));
-        for (auto& v : a) v = std::int8_t(i8(rng));
-        std::vector<float> a_scale(static_cast<std::size_t>(m));
-        for (auto& v : a_scale) v = real(rng);
-        std::vector<std::int8_t> q(std::size_t(m * inter)), dnnl_q(std::size_t(m * inter));
-        std::vector<float> q_scale(static_cast<std::size_t>(m)), dnnl_q_scale(static_cast<std::size_t>(m));
-        std::vector<float> gemm(std::size_t(m * s.n)), h(std::size_t(m * inter));
-        DnnlGemm dnnl(m, s, ex, a.data(), gemm.data());
-        std::vector<std::vector<std::int64_t>> offsets(static_cast<std::size_t>(experts));
-        for (int e = 0; e < experts; ++e) {
-          for (int x = 0; x <= experts; ++x) offsets[std::size_t(e)].push_back(x <= e ? 0 : m);
+      // The same int8 rows within one step of rounding, the same scales to 1e-3.
+      check(hk::grouped_gemm(*table, problem(0)));
+      peer(0, 1);
+      for (std::int64_t r = 0; r < m; r += 17) {
+        bool same = std::fabs(q_scale[std::size_t(r)] - dnnl_q_scale[std::size_t(r)]) <=
+                    1e-3f * std::fabs(dnnl_q_scale[std::size_t(r)]);
+        for (std::int64_t c = 0; c < inter; ++c) {
+          same = same && std::abs(q[std::size_t(r * inter + c)] - dnnl_q[std::size_t(r * inter + c)]) <= 1;
         }
-        const auto problem = [&](int e) {
-          hk::GroupedGemmProblem p;
-          p.a = TensorView(a.data(), DType::kInt8, {m, s.k});
-          p.a_scale = TensorView(a_scale.data(), DType::kFP32, {m});
-          p.offsets = TensorView(offsets[std::size_t(e)].data(), DType::kInt64, {experts + 1});
-          p.weights = packed.header();
-          p.epilogue = hk::Epilogue::kDequantSwigluQuant;
-          p.out = TensorView(q.data(), DType::kInt8, {m, inter});
-          p.out_scale = TensorView(q_scale.data(), DType::kFP32, {m});
-          return p;
-        };
-        for (int threads = 1; threads <= max_threads; ++threads) {
-          std::vector<hk::GroupedGemmPlan> plans(static_cast<std::size_t>(experts));
-          std::uint64_t ws_bytes = 0;
-          for (int e = 0; e < experts; ++e) {
-            check(hk::plan_grouped_gemm(*table, problem(e), threads, &plans[std::size_t(e)]));
-            ws_bytes = std::max(ws_bytes, plans[std::size_t(e)].workspace_bytes());
-          }
-          std::vector<std::unique_ptr<void, decltype(&std::free)>> ws;
-          for (int t = 0; t < threads; ++t) ws.emplace_back(std::aligned_alloc(64, ws_bytes), &std::free);
-          omp_set_num_threads(threads);
-          const Result r = interleave(
-              rounds, sample_s,
-              [&](int call) {
-                const hk::GroupedGemmPlan& plan = plans[std::size_t(call % experts)];
-                on_cores(*chip, threads, [&](int w) { plan.run(w, ws[std::size_t(w)].get()); });
-              },
-              [&](int call) {
-                dnnl.run(call % experts);
-                swiglu_quant_pass(gemm.data(), m, inter, a_scale.data(), h.data(), dnnl_q.data(),
-                                  dnnl_q_scale.data(), threads);
-              });
-          const double ops = 2.0 * double(m) * double(s.n) * double(s.k);
-          std::printf("%-5s %5lld %3d %3d %10.0f %10.0f %8.2f\n", "GMM1s", static_cast<long long>(m), threads, experts,
-                      ops / r.ours_s / 1e9, ops / r.peer_s / 1e9, r.peer_s / r.ours_s);
-          std::fflush(stdout);
-        }
-        // The same int8 rows within one step of rounding, the same scales to 1e-3.
-        check(hk::grouped_gemm(*table, problem(0)));
-        dnnl.run(0);
-        swiglu_quant_pass(gemm.data(), m, inter, a_scale.data(), h.data(), dnnl_q.data(), dnnl_q_scale.data(), 1);
-        for (std::int64_t r = 0; r < m; r += 17) {
-          bool same = std::fabs(q_scale[std::size_t(r)] - dnnl_q_scale[std::size_t(r)]) <=
-                      1e-3f * std::fabs(dnnl_q_scale[std::size_t(r)]);
-          for (std::int64_t c = 0; c < inter; ++c) {
-            same = same && std::abs(q[std::size_t(r * inter + c)] - dnnl_q[std::size_t(r * inter + c)]) <= 1;
-          }
-          if (!same) {
-            std::fprintf(stderr, "bench_kernels: fused SwiGLU rows differ from oneDNN + pass at row %lld\n",
-                         static_cast<long long>(r));
-            return 1;
-          }
+        if (!same) {
+          std::fprintf(stderr, "bench_kernels: fused SwiGLU rows differ from oneDNN + pass at row %lld\n",
+                       static_cast<long long>(r));
+          return 1;
         }
       }
     }
