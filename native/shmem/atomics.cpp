@@ -8,43 +8,35 @@
 namespace hp::shmem {
 namespace {
 
-// Checks the call; *remote is the word's mapping, or null when the transport must do the op
-// (it then gets the word's segment offset).
-template <typename T>
-Status target_word(std::string_view what, const T* dest, int pe, Context** ctx, T** remote,
-                   std::size_t* segment_offset) {
-  HP_RETURN_IF_ERROR(require_context(what, ctx));
-  HP_RETURN_IF_ERROR((*ctx)->check_pe(pe, what));
+// Checks the call, then runs `local(word)` on the target's mapping of the word (and wakes the
+// target's waiters when `wakes`), or the same op through the transport when it cannot be done
+// by load/store (the transport gets the word's segment offset).
+template <typename T, typename Local>
+Status apply(std::string_view what, const T* dest, int pe, AtomicOp op, const T* operand, const T* compare,
+             T* result, bool wakes, Local local) {
+  Context* ctx = nullptr;
+  HP_RETURN_IF_ERROR(require_context(what, &ctx));
+  HP_RETURN_IF_ERROR(ctx->check_pe(pe, what));
   std::size_t offset = 0;
-  HP_RETURN_IF_ERROR((*ctx)->heap_offset(dest, sizeof(T), what, &offset));
+  HP_RETURN_IF_ERROR(ctx->heap_offset(dest, sizeof(T), what, &offset));
   HP_ENSURE(reinterpret_cast<std::uintptr_t>(dest) % sizeof(T) == 0, ErrorCode::kMisaligned,
             "{}: {} is not {}-byte aligned", what, static_cast<const void*>(dest), sizeof(T));
-  *segment_offset = kControlBytes + offset;
-  *remote = (*ctx)->atomics_via_transport(pe) ? nullptr : reinterpret_cast<T*>((*ctx)->remote(pe, offset));
+  if (ctx->atomics_via_transport(pe)) {
+    T ignored{};
+    return ctx->transport->atomic(pe, kControlBytes + offset, op, sizeof(T), operand, compare,
+                                  result != nullptr ? result : &ignored);
+  }
+  local(std::atomic_ref<T>(*reinterpret_cast<T*>(ctx->remote(pe, offset))));
+  if (wakes) ctx->notify(pe);
   return Status::ok();
-}
-
-// The op through the transport.
-template <typename T>
-Status transport_op(Context& ctx, int pe, std::size_t offset, AtomicOp op, const T* operand,
-                    const T* compare, T* result) {
-  T ignored{};
-  return ctx.transport->atomic(pe, offset, op, sizeof(T), operand, compare,
-                               result != nullptr ? result : &ignored);
 }
 
 }  // namespace
 
 template <typename T>
 Status atomic_fetch_add(T* dest, T value, int pe, T* old) {
-  Context* ctx = nullptr;
-  T* remote = nullptr;
-  std::size_t off = 0;
-  HP_RETURN_IF_ERROR(target_word("atomic_fetch_add", dest, pe, &ctx, &remote, &off));
-  if (remote == nullptr) return transport_op<T>(*ctx, pe, off, AtomicOp::kFetchAdd, &value, nullptr, old);
-  *old = std::atomic_ref<T>(*remote).fetch_add(value, std::memory_order_seq_cst);
-  ctx->notify(pe);
-  return Status::ok();
+  return apply<T>("atomic_fetch_add", dest, pe, AtomicOp::kFetchAdd, &value, nullptr, old, true,
+                  [&](std::atomic_ref<T> w) { *old = w.fetch_add(value, std::memory_order_seq_cst); });
 }
 
 template <typename T>
@@ -55,51 +47,30 @@ Status atomic_add(T* dest, T value, int pe) {
 
 template <typename T>
 Status atomic_compare_swap(T* dest, T cond, T value, int pe, T* old) {
-  Context* ctx = nullptr;
-  T* remote = nullptr;
-  std::size_t off = 0;
-  HP_RETURN_IF_ERROR(target_word("atomic_compare_swap", dest, pe, &ctx, &remote, &off));
-  if (remote == nullptr) return transport_op<T>(*ctx, pe, off, AtomicOp::kCompareSwap, &value, &cond, old);
-  T expected = cond;
-  std::atomic_ref<T>(*remote).compare_exchange_strong(expected, value, std::memory_order_seq_cst);
-  *old = expected;  // the value found: cond when the swap happened
-  ctx->notify(pe);
-  return Status::ok();
+  return apply<T>("atomic_compare_swap", dest, pe, AtomicOp::kCompareSwap, &value, &cond, old, true,
+                  [&](std::atomic_ref<T> w) {
+                    T expected = cond;
+                    w.compare_exchange_strong(expected, value, std::memory_order_seq_cst);
+                    *old = expected;  // the value found: cond when the swap happened
+                  });
 }
 
 template <typename T>
 Status atomic_swap(T* dest, T value, int pe, T* old) {
-  Context* ctx = nullptr;
-  T* remote = nullptr;
-  std::size_t off = 0;
-  HP_RETURN_IF_ERROR(target_word("atomic_swap", dest, pe, &ctx, &remote, &off));
-  if (remote == nullptr) return transport_op<T>(*ctx, pe, off, AtomicOp::kSwap, &value, nullptr, old);
-  *old = std::atomic_ref<T>(*remote).exchange(value, std::memory_order_seq_cst);
-  ctx->notify(pe);
-  return Status::ok();
+  return apply<T>("atomic_swap", dest, pe, AtomicOp::kSwap, &value, nullptr, old, true,
+                  [&](std::atomic_ref<T> w) { *old = w.exchange(value, std::memory_order_seq_cst); });
 }
 
 template <typename T>
 Status atomic_fetch(const T* source, int pe, T* out) {
-  Context* ctx = nullptr;
-  T* remote = nullptr;
-  std::size_t off = 0;
-  HP_RETURN_IF_ERROR(target_word("atomic_fetch", source, pe, &ctx, &remote, &off));
-  if (remote == nullptr) return transport_op<T>(*ctx, pe, off, AtomicOp::kFetch, nullptr, nullptr, out);
-  *out = std::atomic_ref<T>(*remote).load(std::memory_order_seq_cst);
-  return Status::ok();
+  return apply<T>("atomic_fetch", source, pe, AtomicOp::kFetch, nullptr, nullptr, out, false,
+                  [&](std::atomic_ref<T> w) { *out = w.load(std::memory_order_seq_cst); });
 }
 
 template <typename T>
 Status atomic_set(T* dest, T value, int pe) {
-  Context* ctx = nullptr;
-  T* remote = nullptr;
-  std::size_t off = 0;
-  HP_RETURN_IF_ERROR(target_word("atomic_set", dest, pe, &ctx, &remote, &off));
-  if (remote == nullptr) return transport_op<T>(*ctx, pe, off, AtomicOp::kSet, &value, nullptr, nullptr);
-  std::atomic_ref<T>(*remote).store(value, std::memory_order_seq_cst);
-  ctx->notify(pe);
-  return Status::ok();
+  return apply<T>("atomic_set", dest, pe, AtomicOp::kSet, &value, nullptr, nullptr, true,
+                  [&](std::atomic_ref<T> w) { w.store(value, std::memory_order_seq_cst); });
 }
 
 #define HP_SHMEM_INSTANTIATE_ATOMICS(T)                                      \
