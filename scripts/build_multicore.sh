@@ -41,7 +41,7 @@ else
     hp_native_build "$key"
 fi
 
-native_state="$(awk -F'\t' -v p="$HP_COMPONENT" '$1 == p {print $2}' "$HP_STATUS_FILE")"
+native_state="$(hp_component_state)"
 for soc in "${HP_SOCS[@]}"; do
     part="$HP_COMPONENT.vendor.$soc"
     if [[ "$soc" == sm_90 ]]; then
@@ -59,13 +59,5 @@ for soc in "${HP_SOCS[@]}"; do
     fi
 done
 
-buildable_adapters=($(hp_framework_adapters native/kernels/adapters "./build.sh --multicore off"))
-for fw in "${buildable_adapters[@]}"; do
-    if [[ "$native_state" == ok ]]; then
-        hp_build_adapter "$fw" native/kernels/adapters
-    else
-        hp_status "$HP_COMPONENT.$fw" failed HP-BUILD-DEPENDENCY-MISSING \
-            "the $fw adapter needs the $HP_COMPONENT library, which did not build" "$0"
-    fi
-done
+hp_build_adapters native/kernels/adapters "./build.sh --multicore off"
 hp_component_end

@@ -22,14 +22,5 @@ else
     hp_native_build "$key"
 fi
 
-buildable_adapters=($(hp_framework_adapters native/shmem/adapters "./build.sh --shmem off --multicore off"))
-native_state="$(awk -F'\t' -v p="$HP_COMPONENT" '$1 == p {print $2}' "$HP_STATUS_FILE")"
-for fw in "${buildable_adapters[@]}"; do
-    if [[ "$native_state" == ok ]]; then
-        hp_build_adapter "$fw" native/shmem/adapters
-    else
-        hp_status "$HP_COMPONENT.$fw" failed HP-BUILD-DEPENDENCY-MISSING \
-            "the $fw adapter needs the $HP_COMPONENT library, which did not build" "$0"
-    fi
-done
+hp_build_adapters native/shmem/adapters "./build.sh --shmem off --multicore off"
 hp_component_end

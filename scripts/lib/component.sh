@@ -129,6 +129,27 @@ hp_framework_adapters() {
     done
 }
 
+# hp_component_state: this component's status (ok, failed, ...) as recorded so far.
+hp_component_state() {
+    awk -F'\t' -v p="$HP_COMPONENT" '$1 == p {print $2}' "$HP_STATUS_FILE"
+}
+
+# hp_build_adapters <adapters dir> <recovery>: each selected framework's adapter
+# (hp_framework_adapters), built when the component's library built, else recorded as failed
+# for want of it.
+hp_build_adapters() {
+    local dir="$1" recovery="$2" fw adapters
+    adapters=($(hp_framework_adapters "$dir" "$recovery"))
+    for fw in "${adapters[@]}"; do
+        if [[ "$(hp_component_state)" == ok ]]; then
+            hp_build_adapter "$fw" "$dir"
+        else
+            hp_status "$HP_COMPONENT.$fw" failed HP-BUILD-DEPENDENCY-MISSING \
+                "the $fw adapter needs the $HP_COMPONENT library, which did not build" "$0"
+        fi
+    done
+}
+
 # hp_build_adapter <framework> <adapters dir>: builds <adapters dir>/<framework> (its own CMake
 # project) clean, into this component's install tree, against the component's install as a
 # C++ user sees it (find_package(HyperParallel COMPONENTS ...) through a merged-payload view).
