@@ -33,7 +33,8 @@ else
     HP_CMAKE_ARGS+=(-DHyperParallel_DIR="$core_config" -DHP_SHMEM_TARGETS="$shmem_targets"
         -DHP_SOC_LIST="$(IFS=';'; echo "${cpu_socs[*]}")")
     key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform native/shmem \
-        native/kernels native/moe tests/kernels tests/moe bench/CMakeLists.txt bench/kernels)"
+        native/kernels native/moe tests/kernels tests/moe bench/CMakeLists.txt bench/common bench/kernels \
+        bench/moe_comm tests/common tests/shmem/scenario.h)"
     # The per-target results of the configure step, kept in the install so a cache hit has them.
     hp_check_install() {
         cp "$HP_WORK_DIR/soc_status.txt" "$HP_INSTALL_DIR/soc_status.txt"

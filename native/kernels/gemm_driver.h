@@ -146,6 +146,44 @@ inline void dequantize(const DequantizeArgs* args, std::int64_t begin, std::int6
   }
 }
 
+// Column chunks of kRowSumChunk fp32 accumulators stay in L1 while the rows stream through.
+inline constexpr std::int64_t kRowSumChunk = 4096;
+
+// acc[c] = acc[c] + w * x[c] (restrict: the vectorizer needs no overlap check; noinline: inlined,
+// GCC's unroll-and-jam fuses two rows into one scalar loop).
+template <typename In>
+__attribute__((noinline)) void accumulate_row(float* __restrict acc, const In* __restrict x, float w, std::int64_t n) {
+  for (std::int64_t c = 0; c < n; ++c) {
+    if constexpr (std::is_same_v<In, std::uint16_t>) {
+      acc[c] = acc[c] + w * bf16_to_float(x[c]);
+    } else {
+      acc[c] = acc[c] + w * x[c];
+    }
+  }
+}
+
+template <ElementType kIn>
+void row_sum_typed(const RowSumArgs& a) {
+  using In = std::conditional_t<kIn == ElementType::kBF16, std::uint16_t, float>;
+  alignas(64) float acc[kRowSumChunk];
+  for (std::int64_t c0 = 0; c0 < a.cols; c0 += kRowSumChunk) {
+    const std::int64_t n = std::min(kRowSumChunk, a.cols - c0);
+    std::fill_n(acc, n, 0.0f);
+    for (std::int64_t i = 0; i < a.n; ++i) {
+      accumulate_row(acc, static_cast<const In*>(a.rows[i]) + c0, a.weights ? a.weights[i] : 1.0f, n);
+    }
+    store_row(a.out, a.out_type, c0, acc, n);
+  }
+}
+
+inline void row_sum(const RowSumArgs* args) {
+  if (args->row_type == ElementType::kBF16) {
+    row_sum_typed<ElementType::kBF16>(*args);
+  } else {
+    row_sum_typed<ElementType::kFP32>(*args);
+  }
+}
+
 // ---- grouped int8 GEMM ----------------------------------------------------------------------
 
 // Sum of n int8 values (vectorized: 16-bit partial sums cannot overflow within 256 elements).
@@ -459,6 +497,7 @@ constexpr KernelTable make_table(const char* target) {
       .preferred_tile_n = Isa::kPreferredTileN,
       .bf16_gemm_workspace = bf16_gemm_workspace<Isa>,
       .bf16_gemm = bf16_gemm<Isa>,
+      .row_sum = row_sum,
   };
 }
 

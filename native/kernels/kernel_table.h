@@ -17,7 +17,7 @@
 
 namespace hp::kernels {
 
-inline constexpr std::uint32_t kKernelTableVersion = 1;
+inline constexpr std::uint32_t kKernelTableVersion = 2;
 
 // Element types in the ABI (the numbers are those of hp::DType).
 enum class ElementType : std::int32_t { kInt8 = 0, kBF16 = 4, kFP32 = 6 };
@@ -109,6 +109,20 @@ struct Bf16GemmArgs {
   std::int64_t out_row_stride;
 };
 
+// A weighted sum of rows (MoE combine: an expert rank sums its experts' outputs of one token,
+// the token's rank sums the ranks' rows): out[c] = sum over i = 0..n-1 in order of
+// weight_i * rows[i][c], accumulated in fp32 from 0 as acc = acc + weight_i * x (two roundings;
+// weight_i = 1 when weights is null), for c in [0, cols). rows fp32 or bf16, out fp32 or bf16
+// (round to nearest even). n == 0 writes zeros.
+struct RowSumArgs {
+  const void* const* rows;  // [n]
+  ElementType row_type;     // kFP32 or kBF16
+  const float* weights;     // [n] or null
+  std::int64_t n, cols;
+  ElementType out_type;     // kFP32 or kBF16
+  void* out;                // [cols]
+};
+
 struct KernelTable {
   std::uint32_t size;     // sizeof(KernelTable) of the library's build
   std::uint32_t version;  // kKernelTableVersion
@@ -127,6 +141,8 @@ struct KernelTable {
   // blocks of m x blocks of n.
   void (*bf16_gemm)(const Bf16GemmArgs* args, const TileGrid* grid, std::int64_t tile_begin,
                     std::int64_t tile_end, void* workspace);
+  // Version 2.
+  void (*row_sum)(const RowSumArgs* args);
 };
 
 }  // namespace hp::kernels

@@ -146,6 +146,31 @@ Status dequantize(const KernelTable& table, const TensorView& q, const TensorVie
   return Status::ok();
 }
 
+Status row_sum(const KernelTable& table, std::span<const void* const> rows, DType row_type,
+               std::span<const float> weights, const TensorView& out) {
+  HP_ENSURE(is_float_out(row_type), ErrorCode::kDTypeMismatch, "row_sum: rows of {}: expected fp32 or bf16",
+            to_string(row_type));
+  HP_RETURN_IF_ERROR(out.expect_shape("out", {-1}));
+  HP_ENSURE(is_float_out(out.dtype()), ErrorCode::kDTypeMismatch, "out {}: expected fp32 or bf16", out.to_string());
+  HP_RETURN_IF_ERROR(expect_vector(out, "out", out.dtype(), out.dim(0)));
+  HP_ENSURE(weights.empty() || weights.size() == rows.size(), ErrorCode::kShapeMismatch,
+            "row_sum: {} weights for {} rows: expected none or one per row", weights.size(), rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    HP_ENSURE(rows[i] != nullptr || out.dim(0) == 0, ErrorCode::kInvalidArgument, "row_sum: row {} is null", i);
+  }
+  const RowSumArgs args{
+      .rows = rows.data(),
+      .row_type = element_type(row_type),
+      .weights = weights.empty() ? nullptr : weights.data(),
+      .n = std::int64_t(rows.size()),
+      .cols = out.dim(0),
+      .out_type = element_type(out.dtype()),
+      .out = out.data(),
+  };
+  table.row_sum(&args);
+  return Status::ok();
+}
+
 std::vector<std::int64_t> split_tiles(const TileSpace& space, int workers) {
   workers = std::max(workers, 1);
   const std::int64_t total = space.total();

@@ -10,6 +10,7 @@
 #define HYPER_PARALLEL_KERNELS_OPS_H_
 
 #include <cstdint>
+#include <span>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -33,6 +34,11 @@ HP_API Status quantize(const KernelTable& table, const TensorView& x, const Tens
 // out fp32/bf16 [rows, cols] = q int8 [rows, cols] * scale fp32 [rows].
 HP_API Status dequantize(const KernelTable& table, const TensorView& q, const TensorView& scale,
                          const TensorView& out);
+
+// out fp32/bf16 [cols] = sum over i in order of weights[i] * rows[i] (the RowSumArgs formula):
+// rows are row_type (fp32/bf16) rows of cols elements; weights empty (all 1) or one per row.
+HP_API Status row_sum(const KernelTable& table, std::span<const void* const> rows, DType row_type,
+                      std::span<const float> weights, const TensorView& out);
 
 struct GroupedGemmProblem {
   TensorView a;          // int8 [rows, K]

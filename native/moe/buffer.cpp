@@ -33,27 +33,6 @@ Status expect_contiguous(const TensorView& t, const char* what) {
   return Status::ok();
 }
 
-// acc[c] += w * row[c] for a fp32 or bf16 row of n elements (the dtype chosen once per row).
-void add_scaled_row(float* acc, const void* row, DType type, float w, std::int64_t n) {
-  if (type == DType::kBF16) {
-    const auto* r = static_cast<const std::uint16_t*>(row);
-    for (std::int64_t c = 0; c < n; ++c) acc[c] += w * bf16_to_float(r[c]);
-  } else {
-    const auto* r = static_cast<const float*>(row);
-    for (std::int64_t c = 0; c < n; ++c) acc[c] += w * r[c];
-  }
-}
-
-// A fp32 row written as fp32 or bf16.
-void store_row(void* out, DType type, const float* v, std::int64_t n) {
-  if (type == DType::kBF16) {
-    auto* o = static_cast<std::uint16_t*>(out);
-    for (std::int64_t c = 0; c < n; ++c) o[c] = float_to_bf16(v[c]);
-  } else {
-    std::memcpy(out, v, std::size_t(n) * sizeof(float));
-  }
-}
-
 }  // namespace
 
 Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) {
@@ -63,9 +42,11 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   const int ranks = hp::shmem::n_pes(), rank = hp::shmem::my_pe();
   // Every rank checks every rank's config (the same data everywhere: the same verdict), and,
   // for the window context, that it maps every peer's window.
-  constexpr int kFields = 6;
-  const std::array<std::int64_t, kFields> mine = {config.hidden, config.max_tokens_per_rank, config.num_experts,
-                                                  config.topk, config.max_element_bytes, std::int64_t(config.comm)};
+  constexpr int kFields = 7;
+  const std::array<std::int64_t, kFields> mine = {config.hidden,      config.max_tokens_per_rank,
+                                                  config.num_experts, config.topk,
+                                                  config.max_element_bytes, config.combine_element_bytes,
+                                                  std::int64_t(config.comm)};
   void* scratch = nullptr;
   HP_RETURN_IF_ERROR(hp::shmem::calloc(std::size_t(ranks + 1) * kFields, sizeof(std::int64_t), &scratch));
   auto* all = static_cast<std::int64_t*>(scratch);
@@ -91,8 +72,8 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   }
   HP_RETURN_IF_ERROR(hp::shmem::free(scratch));
   HP_RETURN_IF_ERROR(s);
-  static constexpr const char* kNames[kFields] = {"hidden", "max_tokens_per_rank", "num_experts",
-                                                  "topk", "max_element_bytes", "comm"};
+  static constexpr const char* kNames[kFields] = {"hidden", "max_tokens_per_rank", "num_experts", "topk",
+                                                  "max_element_bytes", "combine_element_bytes", "comm"};
   for (int r = 1; r < ranks; ++r) {
     for (int f = 0; f < kFields; ++f) {
       if (table[std::size_t(r * kFields + f)] != table[std::size_t(f)]) {
@@ -114,6 +95,10 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
     return Status::error(ErrorCode::kInvalidArgument, "BufferConfig max_element_bytes = {}: expected 1, 2 or 4",
                          config.max_element_bytes);
   }
+  if (config.combine_element_bytes != 2 && config.combine_element_bytes != 4) {
+    return Status::error(ErrorCode::kInvalidArgument, "BufferConfig combine_element_bytes = {}: expected 2 or 4",
+                         config.combine_element_bytes);
+  }
   if (config.comm != CommKind::kWindow && config.comm != CommKind::kShmem) {
     return Status::error(ErrorCode::kInvalidArgument, "BufferConfig comm = {}: unknown", int(config.comm));
   }
@@ -121,10 +106,11 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   b->config_ = config;
   b->rank_ = rank;
   b->ranks_ = ranks;
+  HP_RETURN_IF_ERROR(hp::kernels::selected_target(&b->table_));
   const auto r = std::size_t(ranks), tmax = std::size_t(config.max_tokens_per_rank);
   b->meta_bytes_ = round64(sizeof(RecordMeta) + std::size_t(config.topk) * 8);
   b->record_bytes_ = b->meta_bytes_ + round64(std::size_t(config.hidden * config.max_element_bytes));
-  b->back_row_bytes_ = round64(std::size_t(config.hidden) * 4);
+  b->back_row_bytes_ = round64(std::size_t(config.hidden * config.combine_element_bytes));
   b->counts_offset_ = 3 * r * kSlot;
   b->recv_offset_ = b->counts_offset_ + round64(2 * r * (kCountsHeader + r + std::size_t(config.num_experts)) * 8);
   b->back_offset_ = b->recv_offset_ + r * tmax * b->record_bytes_;
@@ -168,12 +154,8 @@ std::uint8_t* Buffer::back_row(std::uint64_t epoch, std::int64_t index) const {
 Status Buffer::dispatch(const DispatchArgs& args, DispatchResult* out) {
   HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition, "Buffer::dispatch: the buffer was destroyed");
   HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument, "Buffer::dispatch: out is null");
-  if (config_.comm == CommKind::kWindow) {
-    WindowComm comm;
-    return dispatch_with(comm, args, out);
-  }
-  ShmemComm comm;
-  return dispatch_with(comm, args, out);
+  if (config_.comm == CommKind::kWindow) return dispatch_with(window_comm_, args, out);
+  return dispatch_with(shmem_comm_, args, out);
 }
 
 Status Buffer::combine(const TensorView& expert_out, const Handle& handle, const TensorView& y,
@@ -185,6 +167,11 @@ Status Buffer::combine(const TensorView& expert_out, const Handle& handle, const
     return Status::error(ErrorCode::kDTypeMismatch, "expert_out {}: expected fp32 or bf16", expert_out.to_string());
   }
   HP_RETURN_IF_ERROR(expect_contiguous(expert_out, "expert_out"));
+  if (std::int64_t(expert_out.element_size()) > config_.combine_element_bytes) {
+    return Status::error(ErrorCode::kInvalidArgument,
+                         "expert_out {} needs {} bytes per element; the buffer was made with combine_element_bytes = {}",
+                         expert_out.to_string(), expert_out.element_size(), config_.combine_element_bytes);
+  }
   HP_RETURN_IF_ERROR(y.expect_shape("y", {handle.layout.num_tokens, config_.hidden}));
   if (y.dtype() != DType::kFP32 && y.dtype() != DType::kBF16) {
     return Status::error(ErrorCode::kDTypeMismatch, "y {}: expected fp32 or bf16", y.to_string());
@@ -199,12 +186,8 @@ Status Buffer::combine(const TensorView& expert_out, const Handle& handle, const
               "Buffer::combine: weighted without weights: pass the dispatch result's topk_weights");
     w = static_cast<const float*>(weights.data());
   }
-  if (config_.comm == CommKind::kWindow) {
-    WindowComm comm;
-    return combine_with(comm, expert_out, handle, y, w);
-  }
-  ShmemComm comm;
-  return combine_with(comm, expert_out, handle, y, w);
+  if (config_.comm == CommKind::kWindow) return combine_with(window_comm_, expert_out, handle, y, w);
+  return combine_with(shmem_comm_, expert_out, handle, y, w);
 }
 
 template <typename Comm>
@@ -216,7 +199,8 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
   const bool quant = a.quant == Quant::kDynamicInt8;
   std::size_t x_elem = 0;
   std::int64_t tokens = 0;
-  Handle h;
+  Handle h = std::move(out->handle);  // its storage is reused (see the result below)
+  h.records = 0;
   const Status input = [&]() -> Status {
     HP_RETURN_IF_ERROR(a.x.expect_shape("x", {-1, hidden}));
     tokens = a.x.dim(0);
@@ -243,11 +227,9 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
               a.expert_alignment);
     HP_RETURN_IF_ERROR(dispatch_layout(a.topk_idx, experts, ranks_, &h.layout, a.x_active_mask));
     if (quant) {
-      const hp::kernels::KernelTable* table = nullptr;
-      HP_RETURN_IF_ERROR(hp::kernels::selected_target(&table));
       quant_rows_.resize(std::size_t(tokens * hidden));
       quant_scales_.resize(std::size_t(tokens));
-      HP_RETURN_IF_ERROR(hp::kernels::quantize(*table, a.x,
+      HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, a.x,
                                                TensorView(quant_rows_.data(), DType::kInt8, {tokens, hidden}),
                                                TensorView(quant_scales_.data(), DType::kFP32, {tokens})));
     }
@@ -325,7 +307,9 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
     HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kDispatch, s), hp::shmem::Cmp::kGe, epoch));
   }
   // ---- expand: records into rows grouped by local expert --------------------------------
-  DispatchResult r;
+  // The result's storage is reused from call to call (no page faults for a same-sized batch);
+  // only pad rows are cleared.
+  DispatchResult& r = *out;
   r.x_dtype = quant ? DType::kInt8 : a.x.dtype();
   r.hidden = hidden;
   r.tokens_per_expert = expert_rows;
@@ -336,8 +320,13 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
     r.expert_offsets[std::size_t(le) + 1] = r.expert_offsets[std::size_t(le)] + padded;
   }
   r.rows = r.expert_offsets.back();
-  r.x_bytes.assign(std::size_t(r.rows) * payload_bytes, 0);
-  if (quant) r.x_scale.assign(std::size_t(r.rows), 0.0f);
+  r.x_bytes.resize(std::size_t(r.rows) * payload_bytes);
+  for (std::int64_t le = 0; le < per_rank; ++le) {
+    const std::int64_t pad_begin = r.expert_offsets[std::size_t(le)] + expert_rows[std::size_t(le)];
+    std::memset(r.x_bytes.data() + std::size_t(pad_begin) * payload_bytes, 0,
+                std::size_t(r.expert_offsets[std::size_t(le) + 1] - pad_begin) * payload_bytes);
+  }
+  r.x_scale.assign(quant ? std::size_t(r.rows) : 0, 0.0f);
   r.topk_weights.assign(std::size_t(r.rows), 0.0f);
   h.row_src_rank.assign(std::size_t(r.rows), -1);
   h.row_src_token.assign(std::size_t(r.rows), -1);
@@ -366,7 +355,6 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
   }
   HP_RETURN_IF_ERROR(comm.quiet());
   r.handle = std::move(h);
-  *out = std::move(r);
   return Status::ok();
 }
 
@@ -378,7 +366,9 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
   const std::uint64_t epoch = ++combine_epoch_;
   const DType wire = expert_out.dtype();
   const std::size_t wire_bytes = std::size_t(hidden) * dtype_size(wire);
-  partial_.resize(std::size_t(hidden));
+  const auto* out_bytes = static_cast<const std::uint8_t*>(expert_out.data());
+  std::vector<const void*> rows;
+  std::vector<float> row_weights;
   // Records from source s are rows [first_s, first_s + tok[s][me]) of this rank's records.
   std::int64_t rec_base = 0;
   for (std::size_t s = 0; s < R; ++s) {
@@ -391,14 +381,26 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
     std::uint8_t* dst = n == 0 ? nullptr : comm.open(src, back_row(epoch, slot), bytes, &st);
     if (n != 0 && dst == nullptr) return st;
     for (std::int64_t i = 0; i < n; ++i) {
-      std::fill(partial_.begin(), partial_.end(), 0.0f);
+      // The next record's rows are scattered pages (one per local expert): request them now
+      // so that their loads overlap this record's sum.
+      if (i + 1 < n) {
+        for (std::int64_t k = 0; k < topk; ++k) {
+          const std::int64_t row = h.record_rows[std::size_t((rec_base + i + 1) * topk + k)];
+          if (row < 0) continue;
+          const std::uint8_t* p = out_bytes + std::size_t(row) * wire_bytes;
+          for (std::size_t b = 0; b < wire_bytes; b += 64) __builtin_prefetch(p + b);
+        }
+      }
+      rows.clear();
+      row_weights.clear();
       for (std::int64_t k = 0; k < topk; ++k) {
         const std::int64_t row = h.record_rows[std::size_t((rec_base + i) * topk + k)];
         if (row < 0) continue;
-        add_scaled_row(partial_.data(), static_cast<const std::uint8_t*>(expert_out.data()) + std::size_t(row) * wire_bytes,
-                       wire, weights ? weights[row] : 1.0f, hidden);
+        rows.push_back(out_bytes + std::size_t(row) * wire_bytes);
+        row_weights.push_back(weights ? weights[row] : 1.0f);
       }
-      store_row(dst + std::size_t(i) * back_row_bytes_, wire, partial_.data(), hidden);
+      HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, rows, wire, row_weights,
+                                              TensorView(dst + std::size_t(i) * back_row_bytes_, wire, {hidden})));
     }
     rec_base += n;
     HP_RETURN_IF_ERROR(comm.close(src, back_row(epoch, slot), dst, bytes));
@@ -412,13 +414,14 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
   std::vector<std::int64_t> base(R, 0), at(R, 0);
   for (std::size_t d = 1; d < R; ++d) base[d] = base[d - 1] + h.tok[std::size_t(rank_) * R + d - 1];
   for (std::int64_t t = 0; t < tokens; ++t) {
-    std::fill(partial_.begin(), partial_.end(), 0.0f);
+    rows.clear();
     for (std::size_t d = 0; d < R; ++d) {
-      if (!h.layout.in_rank(t, std::int64_t(d))) continue;
-      add_scaled_row(partial_.data(), back_row(epoch, base[d] + at[d]++), wire, 1.0f, hidden);
+      if (h.layout.in_rank(t, std::int64_t(d))) rows.push_back(back_row(epoch, base[d] + at[d]++));
     }
-    store_row(static_cast<std::uint8_t*>(y.data()) + std::size_t(t * hidden) * dtype_size(y.dtype()), y.dtype(),
-              partial_.data(), hidden);
+    HP_RETURN_IF_ERROR(hp::kernels::row_sum(
+        *table_, rows, wire, {},
+        TensorView(static_cast<std::uint8_t*>(y.data()) + std::size_t(t * hidden) * dtype_size(y.dtype()), y.dtype(),
+                   {hidden})));
   }
   return comm.quiet();
 }

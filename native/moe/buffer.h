@@ -11,7 +11,7 @@
 //   recv    R x T_max dispatch records (compact: source s's records start after those of
 //           sources < s); a record = meta (int32 token, float scale, int32 expert[K],
 //           float weight[K], padded to 64 B) + payload (H elements, padded to 64 B)
-//   back    2 x R x T_max combine rows of H fp32/bf16 (rank d's rows start after those of
+//   back    2 x R x T_max combine rows of H x combine_element_bytes (rank d's rows start after those of
 //           d' < d, in the order of the tokens this rank sent to d); combine n uses half n % 2,
 //           so a rank may run the next combine while a slower one still sums this one
 //
@@ -39,6 +39,10 @@
 #include "moe/comm.h"
 #include "moe/layout.h"
 
+namespace hp::kernels {
+struct KernelTable;
+}
+
 namespace hp::moe {
 
 struct BufferConfig {
@@ -47,6 +51,7 @@ struct BufferConfig {
   std::int64_t num_experts = 0;          // E (a multiple of the number of ranks)
   std::int64_t topk = 0;                 // K
   std::int64_t max_element_bytes = 4;    // the widest x dtype dispatched unquantised (4: fp32)
+  std::int64_t combine_element_bytes = 4;  // the widest expert_out dtype combined (4: fp32, 2: bf16)
   CommKind comm = CommKind::kShmem;
 };
 
@@ -125,7 +130,9 @@ class HP_API Buffer {
   std::uint64_t dispatch_epoch_ = 0, combine_epoch_ = 0;
   std::vector<std::int8_t> quant_rows_;  // this rank's tokens quantised once per dispatch
   std::vector<float> quant_scales_;
-  std::vector<float> partial_;           // one fp32 row of combine
+  WindowComm window_comm_;
+  ShmemComm shmem_comm_;  // its staging is kept from call to call
+  const hp::kernels::KernelTable* table_ = nullptr;  // quantisation and combine's row sums
 };
 
 }  // namespace hp::moe

@@ -60,16 +60,19 @@ class ShmemComm {
   static constexpr CommKind kKind = CommKind::kShmem;
   static constexpr const char* kName = "shmem";
 
-  // Staging grows to the largest batch; batches to different ranks are staged apart until the
-  // next quiet().
+  // Staging grows to what one call between quiet()s used, so a steady stream of same-sized
+  // calls allocates (and faults pages) once; until then batches overflow into extra buffers
+  // kept until the next quiet().
   std::uint8_t* open(int /*dest*/, void* /*remote*/, std::size_t bytes, Status*) {
-    if (used_ + bytes > staging_.size()) {
+    const std::size_t padded = (bytes + 63) & ~std::size_t(63);
+    if (used_ + padded > staging_.size()) {
       staged_.push_back(std::move(staging_));
-      staging_.assign(std::max<std::size_t>(bytes, 1 << 20), 0);
+      staging_.assign(std::max<std::size_t>(padded, 1 << 20), 0);
       used_ = 0;
     }
     std::uint8_t* p = staging_.data() + used_;
-    used_ += (bytes + 63) & ~std::size_t(63);
+    used_ += padded;
+    total_ += padded;
     return p;
   }
   Status close(int dest, void* remote, const std::uint8_t* written, std::size_t bytes) {
@@ -81,15 +84,18 @@ class ShmemComm {
   }
   Status quiet() {
     HP_RETURN_IF_ERROR(hp::shmem::quiet());
-    staged_.clear();
-    used_ = 0;
+    if (!staged_.empty()) {
+      staged_.clear();
+      staging_.assign(total_, 0);
+    }
+    used_ = total_ = 0;
     return Status::ok();
   }
 
  private:
   std::vector<std::uint8_t> staging_;
   std::vector<std::vector<std::uint8_t>> staged_;  // full buffers with puts in flight
-  std::size_t used_ = 0;
+  std::size_t used_ = 0, total_ = 0;
 };
 
 }  // namespace hp::moe

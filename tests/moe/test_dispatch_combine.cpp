@@ -119,8 +119,10 @@ std::vector<std::vector<Expected>> expected_rows(const Case& c, int me, int rank
 Status check_round_trip(const Case& c, CommKind comm, Quant quant, DType x_dtype, std::int64_t alignment) {
   const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
   std::unique_ptr<Buffer> buffer;
+  // bf16 runs combine bf16 rows: their return rows are made 2 bytes wide.
   const Status created = Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
-                                         .num_experts = c.experts, .topk = c.topk, .comm = comm},
+                                         .num_experts = c.experts, .topk = c.topk,
+                                         .combine_element_bytes = x_dtype == DType::kBF16 ? 2 : 4, .comm = comm},
                                         &buffer);
   if (comm == CommKind::kWindow && !all_mapped()) {
     // Not every rank maps every window (the mpi transport): the window context says so.
@@ -305,6 +307,33 @@ TEST_P(DispatchCombine, RanksDisagreeingOnConfigFailEverywhere) {
     EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
     EXPECT_EQ(buffer, nullptr);
     return Status::ok();
+  });
+}
+
+// Combine rows wider than the buffer's combine_element_bytes are INVALID_ARGUMENT (before any
+// rank communicates, so every rank sees it alike).
+TEST_P(DispatchCombine, CombineWiderThanTheBufferIsRejected) {
+  run_scenario([&]() -> Status {
+    const int ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    std::unique_ptr<Buffer> buffer;
+    HP_EXPECT_OK(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
+                                 .combine_element_bytes = 2, .comm = GetParam()},
+                                &buffer));
+    std::vector<float> x(4 * 16, 1.0f), w(8, 0.5f);
+    std::vector<std::int64_t> idx = {0, 1, 1, 2, 0, 3, 1, 0};
+    DispatchResult r;
+    HP_EXPECT_OK(buffer->dispatch({.x = TensorView(x.data(), DType::kFP32, {4, 16}),
+                                   .topk_idx = TensorView(idx.data(), DType::kInt64, {4, 2}),
+                                   .topk_weights = TensorView(w.data(), DType::kFP32, {4, 2})},
+                                  &r));
+    std::vector<float> out(std::size_t(r.rows * 16), 1.0f), y(4 * 16);
+    const Status s = buffer->combine(TensorView(out.data(), DType::kFP32, {r.rows, 16}), r.handle,
+                                     TensorView(y.data(), DType::kFP32, {4, 16}),
+                                     TensorView(r.topk_weights.data(), DType::kFP32, {r.rows}));
+    EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+    EXPECT_NE(s.message().find("combine_element_bytes"), std::string::npos) << s.to_string();
+    return buffer->destroy();
   });
 }
 

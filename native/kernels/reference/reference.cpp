@@ -61,6 +61,16 @@ void dequantize(const DequantizeArgs* a, std::int64_t row_begin, std::int64_t ro
   }
 }
 
+void row_sum(const RowSumArgs* a) {
+  for (std::int64_t c = 0; c < a->cols; ++c) {
+    float acc = 0.0f;
+    for (std::int64_t i = 0; i < a->n; ++i) {
+      acc = acc + (a->weights ? a->weights[i] : 1.0f) * load(a->rows[i], a->row_type, c);
+    }
+    store(a->out, a->out_type, c, acc);
+  }
+}
+
 // (sum over K groups of float(int32 dot of the group) * w_scale) for row r, logical column c.
 float scaled_dot(const GroupedGemmArgs& a, std::int64_t e, std::int64_t r, std::int64_t c) {
   const PackedWeightsHeader& w = *a.w;
@@ -149,6 +159,7 @@ constexpr KernelTable kTable = {
     .preferred_tile_n = 64,
     .bf16_gemm_workspace = bf16_workspace,
     .bf16_gemm = bf16_gemm,
+    .row_sum = row_sum,
 };
 
 }  // namespace
