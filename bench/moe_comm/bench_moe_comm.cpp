@@ -131,10 +131,14 @@ struct Impl {
 struct Ours {
   std::unique_ptr<hp::moe::Buffer> buffer;
   hp::moe::DispatchResult result;
-  std::vector<std::uint16_t> expert_out, y;
+  std::shared_ptr<const std::vector<std::uint16_t>> expert_out;  // both contexts share one
+  std::vector<std::uint16_t> y;
 };
 
-Status make_ours(hp::moe::CommKind kind, const Shape& s, const Inputs& in, Ours* o) {
+// `expert_out`: rows of an earlier context's dispatch of the same inputs (the same row order on
+// every context), or null to make them from this one.
+Status make_ours(hp::moe::CommKind kind, const Shape& s, const Inputs& in,
+                 std::shared_ptr<const std::vector<std::uint16_t>> expert_out, Ours* o) {
   hp::moe::BufferConfig config{.hidden = s.hidden, .max_tokens_per_rank = s.tokens, .num_experts = s.experts,
                                .topk = s.topk, .max_element_bytes = 1, .combine_element_bytes = 2, .comm = kind};
   HP_RETURN_IF_ERROR(hp::moe::Buffer::create(config, &o->buffer));
@@ -145,13 +149,19 @@ Status make_ours(hp::moe::CommKind kind, const Shape& s, const Inputs& in, Ours*
   args.quant = hp::moe::Quant::kDynamicInt8;
   HP_RETURN_IF_ERROR(o->buffer->dispatch(args, &o->result));
   const auto& r = o->result;
-  o->expert_out = expert_rows(reinterpret_cast<const std::int8_t*>(r.x_bytes.data()), r.x_scale.data(), r.rows, s.hidden);
+  if (expert_out == nullptr) {
+    expert_out = std::make_shared<const std::vector<std::uint16_t>>(
+        expert_rows(reinterpret_cast<const std::int8_t*>(r.x_bytes.data()), r.x_scale.data(), r.rows, s.hidden));
+  }
+  HP_ENSURE(std::int64_t(expert_out->size()) == r.rows * s.hidden, ErrorCode::kInternal,
+            "the comm contexts dispatched different rows");
+  o->expert_out = std::move(expert_out);
   o->y.assign(in.x.size(), 0);
   return Status::ok();
 }
 
 Status ours_combine(Ours& o, const Shape& s) {
-  return o.buffer->combine(TensorView(o.expert_out.data(), DType::kBF16, {o.result.rows, s.hidden}), o.result.handle,
+  return o.buffer->combine(TensorView(const_cast<std::uint16_t*>(o.expert_out->data()), DType::kBF16, {o.result.rows, s.hidden}), o.result.handle,
                            TensorView(o.y.data(), DType::kBF16, {s.tokens, s.hidden}),
                            TensorView(o.result.topk_weights.data(), DType::kFP32, {o.result.rows}));
 }
@@ -169,8 +179,8 @@ Row run_shape(const Shape& s, int rounds, bool window_ok, const std::set<std::st
   const Inputs in = make_inputs(s, rank);
   std::vector<Impl> impls;
   Ours window, shmem;
-  if (window_ok) check(make_ours(hp::moe::CommKind::kWindow, s, in, &window), "window dispatch");
-  check(make_ours(hp::moe::CommKind::kShmem, s, in, &shmem), "shmem dispatch");
+  if (window_ok) check(make_ours(hp::moe::CommKind::kWindow, s, in, nullptr, &window), "window dispatch");
+  check(make_ours(hp::moe::CommKind::kShmem, s, in, window.expert_out, &shmem), "shmem dispatch");
   const Shape shape = s;
   const hp::moe::DispatchArgs args{
       .x = TensorView(const_cast<std::uint16_t*>(in.x.data()), DType::kBF16, {s.tokens, s.hidden}),
@@ -197,9 +207,10 @@ Row run_shape(const Shape& s, int rounds, bool window_ok, const std::set<std::st
                    {}});
   // memcpy of this rank's data products: int8 recv_x rows (dispatch), bf16 expert rows (combine).
   const std::size_t d_bytes = std::size_t(pipeline.rows() * s.hidden), c_bytes = 2 * d_bytes;
-  std::vector<std::uint8_t> src(std::max(d_bytes, c_bytes), 1), dst(src.size(), 0);
-  impls.push_back({"memcpy", [&] { std::memcpy(dst.data(), src.data(), d_bytes); },
-                   [&] { std::memcpy(dst.data(), src.data(), c_bytes); }, {}});
+  // (The source is the pipeline's expert rows, c_bytes long: memory is short at the largest shape.)
+  std::vector<std::uint8_t> dst(c_bytes, 0);
+  impls.push_back({"memcpy", [&] { std::memcpy(dst.data(), pipe_out.data(), d_bytes); },
+                   [&] { std::memcpy(dst.data(), pipe_out.data(), c_bytes); }, {}});
   std::erase_if(impls, [&](const Impl& impl) { return !selected.contains(impl.name); });
   for (int r = 0; r < rounds; ++r) {
     for (Impl& impl : impls) {
