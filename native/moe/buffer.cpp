@@ -8,6 +8,7 @@
 #include "kernels/ops.h"
 #include "kernels/targets.h"
 #include "kernels/tiles.h"
+#include "moe/stream_copy.h"
 
 namespace hp::moe {
 namespace {
@@ -298,7 +299,7 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
       }
       const std::uint8_t* src = quant ? reinterpret_cast<const std::uint8_t*>(quant_rows_.data()) + t * hidden
                                       : x_bytes + std::size_t(t) * payload_bytes;
-      std::memcpy(rec + meta_bytes_, src, payload_bytes);
+      stream_copy(rec + meta_bytes_, src, payload_bytes);
     }
     HP_RETURN_IF_ERROR(comm.close(d, record(first), dst, bytes));
     HP_RETURN_IF_ERROR(comm.signal(flag(kDispatch, rank_), epoch, d));
@@ -344,7 +345,7 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
         const std::int64_t e = meta_experts(rec)[k];
         if (e < rank_ * per_rank || e >= (rank_ + 1) * per_rank) continue;
         const std::int64_t row = cursor[std::size_t(e - rank_ * per_rank)]++;
-        std::memcpy(r.x_bytes.data() + std::size_t(row) * payload_bytes, rec + meta_bytes_, payload_bytes);
+        stream_copy(r.x_bytes.data() + std::size_t(row) * payload_bytes, rec + meta_bytes_, payload_bytes);
         if (quant) r.x_scale[std::size_t(row)] = meta.scale;
         r.topk_weights[std::size_t(row)] = meta_weights(rec, topk)[k];
         h.row_src_rank[std::size_t(row)] = std::int32_t(s);
@@ -353,6 +354,7 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
       }
     }
   }
+  stream_fence();
   HP_RETURN_IF_ERROR(comm.quiet());
   r.handle = std::move(h);
   return Status::ok();
@@ -367,6 +369,8 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
   const DType wire = expert_out.dtype();
   const std::size_t wire_bytes = std::size_t(hidden) * dtype_size(wire);
   const auto* out_bytes = static_cast<const std::uint8_t*>(expert_out.data());
+  const std::size_t y_row_bytes = std::size_t(hidden) * dtype_size(y.dtype());
+  row_sum_.resize(std::size_t(hidden) * sizeof(float));
   std::vector<const void*> rows;
   std::vector<float> row_weights;
   // Records from source s are rows [first_s, first_s + tok[s][me]) of this rank's records.
@@ -381,16 +385,6 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
     std::uint8_t* dst = n == 0 ? nullptr : comm.open(src, back_row(epoch, slot), bytes, &st);
     if (n != 0 && dst == nullptr) return st;
     for (std::int64_t i = 0; i < n; ++i) {
-      // The next record's rows are scattered pages (one per local expert): request them now
-      // so that their loads overlap this record's sum.
-      if (i + 1 < n) {
-        for (std::int64_t k = 0; k < topk; ++k) {
-          const std::int64_t row = h.record_rows[std::size_t((rec_base + i + 1) * topk + k)];
-          if (row < 0) continue;
-          const std::uint8_t* p = out_bytes + std::size_t(row) * wire_bytes;
-          for (std::size_t b = 0; b < wire_bytes; b += 64) __builtin_prefetch(p + b);
-        }
-      }
       rows.clear();
       row_weights.clear();
       for (std::int64_t k = 0; k < topk; ++k) {
@@ -399,8 +393,9 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
         rows.push_back(out_bytes + std::size_t(row) * wire_bytes);
         row_weights.push_back(weights ? weights[row] : 1.0f);
       }
-      HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, rows, wire, row_weights,
-                                              TensorView(dst + std::size_t(i) * back_row_bytes_, wire, {hidden})));
+      // Summed in cache, then streamed to the source rank's window.
+      HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, rows, wire, row_weights, TensorView(row_sum_.data(), wire, {hidden})));
+      stream_copy(dst + std::size_t(i) * back_row_bytes_, row_sum_.data(), wire_bytes);
     }
     rec_base += n;
     HP_RETURN_IF_ERROR(comm.close(src, back_row(epoch, slot), dst, bytes));
@@ -418,11 +413,10 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
     for (std::size_t d = 0; d < R; ++d) {
       if (h.layout.in_rank(t, std::int64_t(d))) rows.push_back(back_row(epoch, base[d] + at[d]++));
     }
-    HP_RETURN_IF_ERROR(hp::kernels::row_sum(
-        *table_, rows, wire, {},
-        TensorView(static_cast<std::uint8_t*>(y.data()) + std::size_t(t * hidden) * dtype_size(y.dtype()), y.dtype(),
-                   {hidden})));
+    HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, rows, wire, {}, TensorView(row_sum_.data(), y.dtype(), {hidden})));
+    stream_copy(static_cast<std::uint8_t*>(y.data()) + std::size_t(t) * y_row_bytes, row_sum_.data(), y_row_bytes);
   }
+  stream_fence();
   return comm.quiet();
 }
 

@@ -130,6 +130,7 @@ class HP_API Buffer {
   std::uint64_t dispatch_epoch_ = 0, combine_epoch_ = 0;
   std::vector<std::int8_t> quant_rows_;  // this rank's tokens quantised once per dispatch
   std::vector<float> quant_scales_;
+  std::vector<std::uint8_t> row_sum_;    // one combined row (fp32 or bf16), before it is streamed
   WindowComm window_comm_;
   ShmemComm shmem_comm_;  // its staging is kept from call to call
   const hp::kernels::KernelTable* table_ = nullptr;  // quantisation and combine's row sums

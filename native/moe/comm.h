@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "moe/stream_copy.h"
 #include "shmem/shmem.h"
 
 namespace hp::moe {
@@ -49,6 +50,7 @@ class WindowComm {
   }
   Status close(int, void*, const std::uint8_t*, std::size_t) { return Status::ok(); }
   Status signal(std::uint64_t* flag, std::uint64_t value, int dest) {
+    stream_fence();  // streamed (non-temporal) stores are not ordered by a release fence
     std::atomic_thread_fence(std::memory_order_release);
     return hp::shmem::atomic_set<std::uint64_t>(flag, value, dest);
   }
