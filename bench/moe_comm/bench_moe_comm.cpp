@@ -4,7 +4,7 @@
 //
 //   mpirun -np 4 bench_moe_comm [--tokens 128,512,4096] [--hidden 2048,7168] [--experts 32]
 //                               [--topk 8] [--rounds 7] [--impls window,shmem,alltoallv,memcpy]
-//                               [--quick] [--json]
+//                               [--vector-cores N] [--quick] [--json]
 //
 // Per shape every rank routes T tokens of bf16 x to K of E experts (uniform, seeded by rank);
 // dispatch quantises to int8, combine sends bf16 expert outputs back. Rounds interleave the
@@ -35,6 +35,7 @@
 #include "kernels/targets.h"
 #include "moe/buffer.h"
 #include "moe_comm/alltoallv_pipeline.h"
+#include "platform/chip.h"
 #include "shmem/shmem.h"
 
 namespace hp::bench {
@@ -138,9 +139,10 @@ struct Ours {
 // `expert_out`: rows of an earlier context's dispatch of the same inputs (the same row order on
 // every context), or null to make them from this one.
 Status make_ours(hp::moe::CommKind kind, const Shape& s, const Inputs& in,
-                 std::shared_ptr<const std::vector<std::uint16_t>> expert_out, Ours* o) {
+                 std::shared_ptr<const std::vector<std::uint16_t>> expert_out, hp::platform::Chip* chip, Ours* o) {
   hp::moe::BufferConfig config{.hidden = s.hidden, .max_tokens_per_rank = s.tokens, .num_experts = s.experts,
-                               .topk = s.topk, .max_element_bytes = 1, .combine_element_bytes = 2, .comm = kind};
+                               .topk = s.topk, .max_element_bytes = 1, .combine_element_bytes = 2, .comm = kind,
+                               .chip = chip};
   HP_RETURN_IF_ERROR(hp::moe::Buffer::create(config, &o->buffer));
   hp::moe::DispatchArgs args;
   args.x = TensorView(const_cast<std::uint16_t*>(in.x.data()), DType::kBF16, {s.tokens, s.hidden});
@@ -172,15 +174,16 @@ struct Row {
   std::vector<std::pair<std::string, std::pair<double, double>>> medians;  // name -> (dispatch, combine) s
 };
 
-Row run_shape(const Shape& s, int rounds, bool window_ok, const std::set<std::string>& selected) {
+Row run_shape(const Shape& s, int rounds, bool window_ok, const std::set<std::string>& selected,
+              hp::platform::Chip* chip) {
   int rank = 0, ranks = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   const Inputs in = make_inputs(s, rank);
   std::vector<Impl> impls;
   Ours window, shmem;
-  if (window_ok) check(make_ours(hp::moe::CommKind::kWindow, s, in, nullptr, &window), "window dispatch");
-  check(make_ours(hp::moe::CommKind::kShmem, s, in, window.expert_out, &shmem), "shmem dispatch");
+  if (window_ok) check(make_ours(hp::moe::CommKind::kWindow, s, in, nullptr, chip, &window), "window dispatch");
+  check(make_ours(hp::moe::CommKind::kShmem, s, in, window.expert_out, chip, &shmem), "shmem dispatch");
   const Shape shape = s;
   const hp::moe::DispatchArgs args{
       .x = TensorView(const_cast<std::uint16_t*>(in.x.data()), DType::kBF16, {s.tokens, s.hidden}),
@@ -244,7 +247,7 @@ int run(int argc, char** argv) {
   CLI::App app{"MoE dispatch + combine vs an MPI_Alltoallv pipeline and memcpy (run under mpirun)"};
   std::string tokens = "128,512,4096", hidden = "2048,7168";
   std::int64_t experts = 32, topk = 8;
-  int rounds = 7;
+  int rounds = 7, vector_cores = 0;
   bool quick = false, json = false;
   std::vector<std::string> impl_names = {"window", "shmem", "alltoallv", "memcpy"};
   app.add_option("--tokens", tokens, "tokens per rank, comma-separated");
@@ -255,6 +258,8 @@ int run(int argc, char** argv) {
   app.add_option("--impls", impl_names, "the implementations to time (profiling one)")
       ->delimiter(',')
       ->check(CLI::IsMember({"window", "shmem", "alltoallv", "memcpy"}));
+  app.add_option("--vector-cores", vector_cores, "split ours over a chip of this many vector cores per rank")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--quick", quick, "one small shape, 2 rounds (the smoke test)");
   app.add_flag("--json", json, "one JSON line per shape instead of the table");
   CLI11_PARSE(app, argc, argv);
@@ -275,6 +280,8 @@ int run(int argc, char** argv) {
   const std::string transport(hp::shmem::transport_name((rank + 1) % ranks));
   const hp::kernels::KernelTable* table = nullptr;
   check(hp::kernels::selected_target(&table), "kernel target");
+  std::unique_ptr<hp::platform::Chip> chip;
+  if (vector_cores > 0) check(hp::platform::Chip::create({.num_cube = 1, .num_vector = vector_cores}, &chip), "chip");
   if (rank == 0 && !json) {
     fmt::print("{} ranks ({} transport{}), E={} K={}, int8 dispatch, bf16 combine; medians of {} interleaved rounds\n"
                "GB/s: int8 recv_x rows dispatch delivers + bf16 expert rows combine consumes, all ranks\n",
@@ -285,7 +292,7 @@ int run(int argc, char** argv) {
   }
   for (std::int64_t h : parse_list(hidden)) {
     for (std::int64_t t : parse_list(tokens)) {
-      const Row row = run_shape({t, h, experts, topk}, rounds, window_ok, impls);
+      const Row row = run_shape({t, h, experts, topk}, rounds, window_ok, impls, chip.get());
       if (rank != 0) continue;
       auto total = [&](const std::string& name) {
         for (const auto& [n, m] : row.medians) {

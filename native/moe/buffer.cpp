@@ -8,6 +8,7 @@
 #include "kernels/ops.h"
 #include "kernels/targets.h"
 #include "kernels/tiles.h"
+#include "moe/shares.h"
 #include "moe/stream_copy.h"
 
 namespace hp::moe {
@@ -230,9 +231,14 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
     if (quant) {
       quant_rows_.resize(std::size_t(tokens * hidden));
       quant_scales_.resize(std::size_t(tokens));
-      HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, a.x,
-                                               TensorView(quant_rows_.data(), DType::kInt8, {tokens, hidden}),
-                                               TensorView(quant_scales_.data(), DType::kFP32, {tokens})));
+      const auto* x_rows = static_cast<const std::uint8_t*>(a.x.data());
+      HP_RETURN_IF_ERROR(for_each_share(config_.chip, tokens, [&](std::int64_t t0, std::int64_t t1, int) {
+        return hp::kernels::quantize(
+            *table_, TensorView(const_cast<std::uint8_t*>(x_rows) + std::size_t(t0 * hidden) * x_elem, a.x.dtype(),
+                                {t1 - t0, hidden}),
+            TensorView(quant_rows_.data() + t0 * hidden, DType::kInt8, {t1 - t0, hidden}),
+            TensorView(quant_scales_.data() + t0, DType::kFP32, {t1 - t0}));
+      }));
     }
     return Status::ok();
   }();
@@ -274,35 +280,50 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
     for (std::size_t d = 0; d < R; ++d) h.tok[s * R + d] = c[d];
     for (std::int64_t le = 0; le < per_rank; ++le) expert_rows[std::size_t(le)] += c[R + std::size_t(rank_ * per_rank + le)];
   }
-  // ---- data: each token once per destination ----------------------------------------------
+  // ---- data: each token once per destination; tokens split over the workers ---------------
+  // Every destination's region is opened first (staging under ShmemComm), the workers write
+  // their tokens' records (a token's record for d comes after those of earlier tokens in d),
+  // then each region is sent and flagged.
   const std::size_t payload_bytes = std::size_t(hidden) * (quant ? 1 : x_elem);
   const auto* x_bytes = static_cast<const std::uint8_t*>(a.x.data());
   const auto* weights = static_cast<const float*>(a.topk_weights.data());
-  for (int i = 0; i < ranks_; ++i) {
-    const int d = (rank_ + 1 + i) % ranks_;
-    std::int64_t first = 0;  // my first record in d's window
-    for (int s = 0; s < rank_; ++s) first += h.tok[std::size_t(s) * R + std::size_t(d)];
-    const std::int64_t n = h.tok[std::size_t(rank_) * R + std::size_t(d)];
-    const std::size_t bytes = std::size_t(n) * record_bytes_;
+  std::vector<std::uint8_t*> dst(R, nullptr);
+  std::vector<std::int64_t> first(R, 0);  // my first record in d's window
+  for (std::size_t d = 0; d < R; ++d) {
+    for (std::size_t s = 0; s < std::size_t(rank_); ++s) first[d] += h.tok[s * R + d];
+    const std::int64_t n = h.tok[std::size_t(rank_) * R + d];
+    if (n == 0) continue;
     Status st;
-    std::uint8_t* dst = n == 0 ? nullptr : comm.open(d, record(first), bytes, &st);
-    if (n != 0 && dst == nullptr) return st;
-    std::int64_t at = 0;
-    for (std::int64_t t = 0; t < tokens && at < n; ++t) {
-      if (!h.layout.in_rank(t, d)) continue;
-      std::uint8_t* rec = dst + std::size_t(at++) * record_bytes_;
-      RecordMeta meta{std::int32_t(t), quant ? quant_scales_[std::size_t(t)] : 0.0f};
-      std::memcpy(rec, &meta, sizeof(meta));
-      for (std::int64_t k = 0; k < topk; ++k) {
-        meta_experts(rec)[k] = std::int32_t(topk_at(a.topk_idx, t, k));
-        meta_weights(rec, topk)[k] = weights[t * topk + k];
-      }
+    dst[d] = comm.open(int(d), record(first[d]), std::size_t(n) * record_bytes_, &st);
+    if (dst[d] == nullptr) return st;
+  }
+  HP_RETURN_IF_ERROR(for_each_share(config_.chip, tokens, [&](std::int64_t t0, std::int64_t t1, int) {
+    std::vector<std::int64_t> at(R, 0);
+    for (std::int64_t t = 0; t < t0; ++t) {
+      for (std::size_t d = 0; d < R; ++d) at[d] += h.layout.in_rank(t, std::int64_t(d));
+    }
+    for (std::int64_t t = t0; t < t1; ++t) {
       const std::uint8_t* src = quant ? reinterpret_cast<const std::uint8_t*>(quant_rows_.data()) + t * hidden
                                       : x_bytes + std::size_t(t) * payload_bytes;
-      stream_copy(rec + meta_bytes_, src, payload_bytes);
+      for (std::size_t d = 0; d < R; ++d) {
+        if (!h.layout.in_rank(t, std::int64_t(d))) continue;
+        std::uint8_t* rec = dst[d] + std::size_t(at[d]++) * record_bytes_;
+        RecordMeta meta{std::int32_t(t), quant ? quant_scales_[std::size_t(t)] : 0.0f};
+        std::memcpy(rec, &meta, sizeof(meta));
+        for (std::int64_t k = 0; k < topk; ++k) {
+          meta_experts(rec)[k] = std::int32_t(topk_at(a.topk_idx, t, k));
+          meta_weights(rec, topk)[k] = weights[t * topk + k];
+        }
+        stream_copy(rec + meta_bytes_, src, payload_bytes);
+      }
     }
-    HP_RETURN_IF_ERROR(comm.close(d, record(first), dst, bytes));
-    HP_RETURN_IF_ERROR(comm.signal(flag(kDispatch, rank_), epoch, d));
+    return Status::ok();
+  }));
+  for (int i = 0; i < ranks_; ++i) {
+    const auto d = std::size_t((rank_ + 1 + i) % ranks_);
+    const std::size_t bytes = std::size_t(h.tok[std::size_t(rank_) * R + d]) * record_bytes_;
+    HP_RETURN_IF_ERROR(comm.close(int(d), record(first[d]), dst[d], bytes));
+    HP_RETURN_IF_ERROR(comm.signal(flag(kDispatch, rank_), epoch, int(d)));
   }
   for (int s = 0; s < ranks_; ++s) {
     HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kDispatch, s), hp::shmem::Cmp::kGe, epoch));
@@ -345,7 +366,6 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
         const std::int64_t e = meta_experts(rec)[k];
         if (e < rank_ * per_rank || e >= (rank_ + 1) * per_rank) continue;
         const std::int64_t row = cursor[std::size_t(e - rank_ * per_rank)]++;
-        stream_copy(r.x_bytes.data() + std::size_t(row) * payload_bytes, rec + meta_bytes_, payload_bytes);
         if (quant) r.x_scale[std::size_t(row)] = meta.scale;
         r.topk_weights[std::size_t(row)] = meta_weights(rec, topk)[k];
         h.row_src_rank[std::size_t(row)] = std::int32_t(s);
@@ -354,7 +374,17 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
       }
     }
   }
-  stream_fence();
+  // The payloads, records split over the workers.
+  HP_RETURN_IF_ERROR(for_each_share(config_.chip, h.records, [&](std::int64_t r0, std::int64_t r1, int) {
+    for (std::int64_t i = r0; i < r1; ++i) {
+      const std::uint8_t* payload = record(i) + meta_bytes_;
+      for (std::int64_t k = 0; k < topk; ++k) {
+        const std::int64_t row = h.record_rows[std::size_t(i * topk + k)];
+        if (row >= 0) stream_copy(r.x_bytes.data() + std::size_t(row) * payload_bytes, payload, payload_bytes);
+      }
+    }
+    return Status::ok();
+  }));
   HP_RETURN_IF_ERROR(comm.quiet());
   r.handle = std::move(h);
   return Status::ok();
@@ -370,53 +400,70 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
   const std::size_t wire_bytes = std::size_t(hidden) * dtype_size(wire);
   const auto* out_bytes = static_cast<const std::uint8_t*>(expert_out.data());
   const std::size_t y_row_bytes = std::size_t(hidden) * dtype_size(y.dtype());
-  row_sum_.resize(std::size_t(hidden) * sizeof(float));
-  std::vector<const void*> rows;
-  std::vector<float> row_weights;
-  // Records from source s are rows [first_s, first_s + tok[s][me]) of this rank's records.
-  std::int64_t rec_base = 0;
+  scratch_.resize(std::size_t(share_workers(config_.chip)));
+  for (WorkerScratch& w : scratch_) w.row.resize(std::size_t(hidden) * sizeof(float));
+  // ---- send: per received record, the weighted sum of its rows, to the record's source -------
+  // Records from source s are [rec_first[s], rec_first[s + 1]) of this rank's records; their
+  // rows go to s's back region after those of ranks before me, in record order.
+  std::vector<std::int64_t> rec_first(R + 1, 0);
+  std::vector<std::uint8_t*> dst(R, nullptr);
+  std::vector<std::int64_t> slot(R, 0);  // where my rows start in s's back region
   for (std::size_t s = 0; s < R; ++s) {
     const std::int64_t n = h.tok[s * R + std::size_t(rank_)];
-    const int src = int(s);
-    std::int64_t slot = 0;  // where my rows start in src's back region
-    for (int d = 0; d < rank_; ++d) slot += h.tok[s * R + std::size_t(d)];
-    const std::size_t bytes = n == 0 ? 0 : std::size_t(n - 1) * back_row_bytes_ + wire_bytes;
+    rec_first[s + 1] = rec_first[s] + n;
+    for (std::size_t d = 0; d < std::size_t(rank_); ++d) slot[s] += h.tok[s * R + d];
+    if (n == 0) continue;
     Status st;
-    std::uint8_t* dst = n == 0 ? nullptr : comm.open(src, back_row(epoch, slot), bytes, &st);
-    if (n != 0 && dst == nullptr) return st;
-    for (std::int64_t i = 0; i < n; ++i) {
-      rows.clear();
-      row_weights.clear();
+    dst[s] = comm.open(int(s), back_row(epoch, slot[s]), std::size_t(n - 1) * back_row_bytes_ + wire_bytes, &st);
+    if (dst[s] == nullptr) return st;
+  }
+  HP_RETURN_IF_ERROR(for_each_share(config_.chip, h.records, [&](std::int64_t r0, std::int64_t r1, int worker) {
+    WorkerScratch& w = scratch_[std::size_t(worker)];
+    std::size_t s = 0;
+    for (std::int64_t i = r0; i < r1; ++i) {
+      while (i >= rec_first[s + 1]) ++s;
+      w.rows.clear();
+      w.weights.clear();
       for (std::int64_t k = 0; k < topk; ++k) {
-        const std::int64_t row = h.record_rows[std::size_t((rec_base + i) * topk + k)];
+        const std::int64_t row = h.record_rows[std::size_t(i * topk + k)];
         if (row < 0) continue;
-        rows.push_back(out_bytes + std::size_t(row) * wire_bytes);
-        row_weights.push_back(weights ? weights[row] : 1.0f);
+        w.rows.push_back(out_bytes + std::size_t(row) * wire_bytes);
+        w.weights.push_back(weights ? weights[row] : 1.0f);
       }
       // Summed in cache, then streamed to the source rank's window.
-      HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, rows, wire, row_weights, TensorView(row_sum_.data(), wire, {hidden})));
-      stream_copy(dst + std::size_t(i) * back_row_bytes_, row_sum_.data(), wire_bytes);
+      HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, w.rows, wire, w.weights, TensorView(w.row.data(), wire, {hidden})));
+      stream_copy(dst[s] + std::size_t(i - rec_first[s]) * back_row_bytes_, w.row.data(), wire_bytes);
     }
-    rec_base += n;
-    HP_RETURN_IF_ERROR(comm.close(src, back_row(epoch, slot), dst, bytes));
-    HP_RETURN_IF_ERROR(comm.signal(flag(kCombine, rank_), epoch, src));
+    return Status::ok();
+  }));
+  for (std::size_t s = 0; s < R; ++s) {
+    const std::int64_t n = rec_first[s + 1] - rec_first[s];
+    const std::size_t bytes = n == 0 ? 0 : std::size_t(n - 1) * back_row_bytes_ + wire_bytes;
+    HP_RETURN_IF_ERROR(comm.close(int(s), back_row(epoch, slot[s]), dst[s], bytes));
+    HP_RETURN_IF_ERROR(comm.signal(flag(kCombine, rank_), epoch, int(s)));
   }
   for (int d = 0; d < ranks_; ++d) {
     HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kCombine, d), hp::shmem::Cmp::kGe, epoch));
   }
-  // ---- reduce: y[t] = sum over ranks d holding t of d's row, in rank order -------------
-  const std::int64_t tokens = h.layout.num_tokens;
-  std::vector<std::int64_t> base(R, 0), at(R, 0);
+  // ---- reduce: y[t] = sum over ranks d holding t of d's row, in rank order; tokens split ----
+  std::vector<std::int64_t> base(R, 0);
   for (std::size_t d = 1; d < R; ++d) base[d] = base[d - 1] + h.tok[std::size_t(rank_) * R + d - 1];
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    rows.clear();
-    for (std::size_t d = 0; d < R; ++d) {
-      if (h.layout.in_rank(t, std::int64_t(d))) rows.push_back(back_row(epoch, base[d] + at[d]++));
+  HP_RETURN_IF_ERROR(for_each_share(config_.chip, h.layout.num_tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
+    WorkerScratch& w = scratch_[std::size_t(worker)];
+    std::vector<std::int64_t> at(R, 0);
+    for (std::int64_t t = 0; t < t0; ++t) {
+      for (std::size_t d = 0; d < R; ++d) at[d] += h.layout.in_rank(t, std::int64_t(d));
     }
-    HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, rows, wire, {}, TensorView(row_sum_.data(), y.dtype(), {hidden})));
-    stream_copy(static_cast<std::uint8_t*>(y.data()) + std::size_t(t) * y_row_bytes, row_sum_.data(), y_row_bytes);
-  }
-  stream_fence();
+    for (std::int64_t t = t0; t < t1; ++t) {
+      w.rows.clear();
+      for (std::size_t d = 0; d < R; ++d) {
+        if (h.layout.in_rank(t, std::int64_t(d))) w.rows.push_back(back_row(epoch, base[d] + at[d]++));
+      }
+      HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, w.rows, wire, {}, TensorView(w.row.data(), y.dtype(), {hidden})));
+      stream_copy(static_cast<std::uint8_t*>(y.data()) + std::size_t(t) * y_row_bytes, w.row.data(), y_row_bytes);
+    }
+    return Status::ok();
+  }));
   return comm.quiet();
 }
 

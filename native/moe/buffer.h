@@ -38,6 +38,7 @@
 #include "common/tensor_view.h"
 #include "moe/comm.h"
 #include "moe/layout.h"
+#include "platform/chip.h"
 
 namespace hp::kernels {
 struct KernelTable;
@@ -53,6 +54,9 @@ struct BufferConfig {
   std::int64_t max_element_bytes = 4;    // the widest x dtype dispatched unquantised (4: fp32)
   std::int64_t combine_element_bytes = 4;  // the widest expert_out dtype combined (4: fp32, 2: bf16)
   CommKind comm = CommKind::kShmem;
+  // The vector cores dispatch and combine split their tokens over (a kVector launch); null:
+  // the calling thread. Per rank (not compared across ranks); the chip must outlive its use.
+  hp::platform::Chip* chip = nullptr;
 };
 
 enum class Quant : std::int32_t { kNone = 0, kDynamicInt8 = 1 };
@@ -130,7 +134,12 @@ class HP_API Buffer {
   std::uint64_t dispatch_epoch_ = 0, combine_epoch_ = 0;
   std::vector<std::int8_t> quant_rows_;  // this rank's tokens quantised once per dispatch
   std::vector<float> quant_scales_;
-  std::vector<std::uint8_t> row_sum_;    // one combined row (fp32 or bf16), before it is streamed
+  struct WorkerScratch {                 // one per worker (shares.h)
+    std::vector<const void*> rows;       // the rows of one sum
+    std::vector<float> weights;
+    std::vector<std::uint8_t> row;       // one summed row (fp32 or bf16), before it is streamed
+  };
+  std::vector<WorkerScratch> scratch_;
   WindowComm window_comm_;
   ShmemComm shmem_comm_;  // its staging is kept from call to call
   const hp::kernels::KernelTable* table_ = nullptr;  // quantisation and combine's row sums

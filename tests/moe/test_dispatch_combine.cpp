@@ -35,6 +35,7 @@ struct Case {
   Routing routing = Routing::kUniform;
   bool masked = false;
   std::uint32_t seed = 1;
+  int vector_cores = 0;  // > 0: dispatch and combine split their work over a chip's vector cores
 };
 
 Inputs make_inputs(const Case& c, int rank, int ranks) {
@@ -118,11 +119,14 @@ std::vector<std::vector<Expected>> expected_rows(const Case& c, int me, int rank
 // Runs one dispatch + combine with `comm` and checks everything against the reference.
 Status check_round_trip(const Case& c, CommKind comm, Quant quant, DType x_dtype, std::int64_t alignment) {
   const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+  std::unique_ptr<hp::platform::Chip> chip;
+  if (c.vector_cores > 0) HP_EXPECT_OK(hp::platform::Chip::create({.num_cube = 1, .num_vector = c.vector_cores}, &chip));
   std::unique_ptr<Buffer> buffer;
   // bf16 runs combine bf16 rows: their return rows are made 2 bytes wide.
   const Status created = Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
                                          .num_experts = c.experts, .topk = c.topk,
-                                         .combine_element_bytes = x_dtype == DType::kBF16 ? 2 : 4, .comm = comm},
+                                         .combine_element_bytes = x_dtype == DType::kBF16 ? 2 : 4, .comm = comm,
+                                         .chip = chip.get()},
                                         &buffer);
   if (comm == CommKind::kWindow && !all_mapped()) {
     // Not every rank maps every window (the mpi transport): the window context says so.
@@ -265,6 +269,19 @@ TEST_P(DispatchCombine, RepeatedCallsOnOneBuffer) {
       HP_RETURN_IF_ERROR(check_round_trip(Case{.tokens = 7, .seed = seed}, GetParam(), Quant::kNone, DType::kFP32, 1));
     }
     return Status::ok();
+  });
+}
+
+// The same results with the work split over a chip's vector cores (1:1 and 1:2 chips; tokens
+// fewer than cores on some ranks).
+TEST_P(DispatchCombine, OnVectorCores) {
+  run_scenario([&]() -> Status {
+    HP_RETURN_IF_ERROR(check_round_trip(Case{.seed = 20, .vector_cores = 2}, GetParam(), Quant::kDynamicInt8,
+                                        DType::kBF16, 4));
+    HP_RETURN_IF_ERROR(check_round_trip(Case{.tokens = 1, .seed = 21, .vector_cores = 2}, GetParam(), Quant::kNone,
+                                        DType::kFP32, 1));
+    return check_round_trip(Case{.routing = Routing::kSomeRanksEmpty, .masked = true, .seed = 22, .vector_cores = 1},
+                            GetParam(), Quant::kNone, DType::kFP32, 1);
   });
 }
 
