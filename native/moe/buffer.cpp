@@ -10,15 +10,12 @@
 #include "kernels/tiles.h"
 #include "moe/shares.h"
 #include "moe/stream_copy.h"
+#include "moe/window_layout.h"
 
 namespace hp::moe {
 namespace {
 
-constexpr std::size_t kSlot = 64;  // status words 64 bytes apart (the protocol rule)
-enum FlagKind { kNotify = 0, kDispatch = 1, kCombine = 2 };
-constexpr std::ptrdiff_t kCountsHeader = 1;  // counts slot: [status code][R tokens][E pairs]
-
-std::size_t round64(std::size_t n) { return std::size_t(hp::kernels::round_up(std::int64_t(n), 64)); }
+using namespace window;  // NOLINT: the window's own constants
 
 // A record's meta: token index, scale, then expert[K] and weight[K].
 struct RecordMeta {
@@ -30,11 +27,6 @@ float* meta_weights(std::uint8_t* rec, std::int64_t k) {
   return reinterpret_cast<float*>(rec + sizeof(RecordMeta) + std::size_t(k) * 4);
 }
 
-Status expect_contiguous(const TensorView& t, const char* what) {
-  HP_ENSURE(t.is_contiguous(), ErrorCode::kInvalidArgument, "{} {}: expected contiguous", what, t.to_string());
-  return Status::ok();
-}
-
 }  // namespace
 
 Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) {
@@ -44,11 +36,11 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   const int ranks = hp::shmem::n_pes(), rank = hp::shmem::my_pe();
   // Every rank checks every rank's config (the same data everywhere: the same verdict), and,
   // for the window context, that it maps every peer's window.
-  constexpr int kFields = 7;
+  constexpr int kFields = 8;
   const std::array<std::int64_t, kFields> mine = {config.hidden,      config.max_tokens_per_rank,
                                                   config.num_experts, config.topk,
                                                   config.max_element_bytes, config.combine_element_bytes,
-                                                  std::int64_t(config.comm)};
+                                                  std::int64_t(config.comm), std::int64_t(config.low_latency)};
   void* scratch = nullptr;
   HP_RETURN_IF_ERROR(hp::shmem::calloc(std::size_t(ranks + 1) * kFields, sizeof(std::int64_t), &scratch));
   auto* all = static_cast<std::int64_t*>(scratch);
@@ -75,7 +67,8 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   HP_RETURN_IF_ERROR(hp::shmem::free(scratch));
   HP_RETURN_IF_ERROR(s);
   static constexpr const char* kNames[kFields] = {"hidden", "max_tokens_per_rank", "num_experts", "topk",
-                                                  "max_element_bytes", "combine_element_bytes", "comm"};
+                                                  "max_element_bytes", "combine_element_bytes", "comm",
+                                                  "low_latency"};
   for (int r = 1; r < ranks; ++r) {
     for (int f = 0; f < kFields; ++f) {
       if (table[std::size_t(r * kFields + f)] != table[std::size_t(f)]) {
@@ -113,10 +106,18 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   b->meta_bytes_ = round64(sizeof(RecordMeta) + std::size_t(config.topk) * 8);
   b->record_bytes_ = b->meta_bytes_ + round64(std::size_t(config.hidden * config.max_element_bytes));
   b->back_row_bytes_ = round64(std::size_t(config.hidden * config.combine_element_bytes));
-  b->counts_offset_ = 3 * r * kSlot;
+  b->counts_offset_ = kFlagKinds * r * kSlot;
   b->recv_offset_ = b->counts_offset_ + round64(2 * r * (kCountsHeader + r + std::size_t(config.num_experts)) * 8);
   b->back_offset_ = b->recv_offset_ + r * tmax * b->record_bytes_;
   b->window_bytes_ = b->back_offset_ + 2 * r * tmax * b->back_row_bytes_;
+  if (config.low_latency) {
+    const auto local = std::size_t(config.num_experts) / r;
+    b->ll_slot_bytes_ = kSlot + round64(std::size_t(config.hidden * config.max_element_bytes));
+    b->ll_counts_offset_ = b->window_bytes_;
+    b->ll_recv_offset_ = b->ll_counts_offset_ + round64(2 * r * (kCountsHeader + local) * 8);
+    b->ll_back_offset_ = b->ll_recv_offset_ + 2 * local * r * tmax * b->ll_slot_bytes_;
+    b->window_bytes_ = b->ll_back_offset_ + 2 * std::size_t(config.num_experts) * tmax * b->back_row_bytes_;
+  }
   void* window = nullptr;
   HP_RETURN_IF_ERROR(hp::shmem::align(64, b->window_bytes_, &window));
   b->window_ = static_cast<std::uint8_t*>(window);
@@ -192,6 +193,50 @@ Status Buffer::combine(const TensorView& expert_out, const Handle& handle, const
   return combine_with(shmem_comm_, expert_out, handle, y, w);
 }
 
+// Checks a dispatch's inputs against the buffer, computes the source layout and, when asked,
+// quantises every token (quant_rows_, quant_scales_); any error here is the rank's input error.
+Status Buffer::prepare_dispatch(const DispatchArgs& a, DispatchLayout* layout) {
+  const std::int64_t hidden = config_.hidden, topk = config_.topk, experts = config_.num_experts;
+  const bool quant = a.quant == Quant::kDynamicInt8;
+  HP_RETURN_IF_ERROR(a.x.expect_shape("x", {-1, hidden}));
+  const std::int64_t tokens = a.x.dim(0);
+  if (a.x.dtype() != DType::kFP32 && a.x.dtype() != DType::kBF16) {
+    return Status::error(ErrorCode::kDTypeMismatch, "x {}: expected fp32 or bf16", a.x.to_string());
+  }
+  HP_RETURN_IF_ERROR(expect_contiguous(a.x, "x"));
+  if (tokens > config_.max_tokens_per_rank) {
+    return Status::error(ErrorCode::kOutOfRange, "x has {} tokens, more than the buffer's max_tokens_per_rank = {}",
+                         tokens, config_.max_tokens_per_rank);
+  }
+  HP_RETURN_IF_ERROR(a.topk_idx.expect_shape("topk_idx", {tokens, topk}));
+  HP_RETURN_IF_ERROR(a.topk_weights.expect_shape("topk_weights", {tokens, topk}));
+  HP_RETURN_IF_ERROR(a.topk_weights.expect_dtype("topk_weights", DType::kFP32));
+  HP_RETURN_IF_ERROR(expect_contiguous(a.topk_weights, "topk_weights"));
+  const std::size_t x_elem = a.x.element_size();
+  HP_ENSURE(quant || a.quant == Quant::kNone, ErrorCode::kInvalidArgument, "quant = {}: unknown", int(a.quant));
+  if (!quant && std::int64_t(x_elem) > config_.max_element_bytes) {
+    return Status::error(ErrorCode::kInvalidArgument,
+                         "x {} unquantised needs {} bytes per element; the buffer was made with max_element_bytes = {}",
+                         a.x.to_string(), x_elem, config_.max_element_bytes);
+  }
+  HP_ENSURE(a.expert_alignment >= 1, ErrorCode::kInvalidArgument, "expert_alignment = {}: expected >= 1",
+            a.expert_alignment);
+  HP_RETURN_IF_ERROR(dispatch_layout(a.topk_idx, experts, ranks_, layout, a.x_active_mask));
+  if (quant) {
+    quant_rows_.resize(std::size_t(tokens * hidden));
+    quant_scales_.resize(std::size_t(tokens));
+    const auto* x_rows = static_cast<const std::uint8_t*>(a.x.data());
+    HP_RETURN_IF_ERROR(for_each_share(config_.chip, tokens, [&](std::int64_t t0, std::int64_t t1, int) {
+      return hp::kernels::quantize(
+          *table_, TensorView(const_cast<std::uint8_t*>(x_rows) + std::size_t(t0 * hidden) * x_elem, a.x.dtype(),
+                              {t1 - t0, hidden}),
+          TensorView(quant_rows_.data() + t0 * hidden, DType::kInt8, {t1 - t0, hidden}),
+          TensorView(quant_scales_.data() + t0, DType::kFP32, {t1 - t0}));
+    }));
+  }
+  return Status::ok();
+}
+
 template <typename Comm>
 Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* out) {
   const std::int64_t hidden = config_.hidden, topk = config_.topk, experts = config_.num_experts;
@@ -203,45 +248,11 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
   std::int64_t tokens = 0;
   Handle h = std::move(out->handle);  // its storage is reused (see the result below)
   h.records = 0;
-  const Status input = [&]() -> Status {
-    HP_RETURN_IF_ERROR(a.x.expect_shape("x", {-1, hidden}));
+  const Status input = prepare_dispatch(a, &h.layout);
+  if (input.is_ok()) {
     tokens = a.x.dim(0);
-    if (a.x.dtype() != DType::kFP32 && a.x.dtype() != DType::kBF16) {
-      return Status::error(ErrorCode::kDTypeMismatch, "x {}: expected fp32 or bf16", a.x.to_string());
-    }
-    HP_RETURN_IF_ERROR(expect_contiguous(a.x, "x"));
-    if (tokens > config_.max_tokens_per_rank) {
-      return Status::error(ErrorCode::kOutOfRange, "x has {} tokens, more than the buffer's max_tokens_per_rank = {}",
-                           tokens, config_.max_tokens_per_rank);
-    }
-    HP_RETURN_IF_ERROR(a.topk_idx.expect_shape("topk_idx", {tokens, topk}));
-    HP_RETURN_IF_ERROR(a.topk_weights.expect_shape("topk_weights", {tokens, topk}));
-    HP_RETURN_IF_ERROR(a.topk_weights.expect_dtype("topk_weights", DType::kFP32));
-    HP_RETURN_IF_ERROR(expect_contiguous(a.topk_weights, "topk_weights"));
     x_elem = a.x.element_size();
-    HP_ENSURE(quant || a.quant == Quant::kNone, ErrorCode::kInvalidArgument, "quant = {}: unknown", int(a.quant));
-    if (!quant && std::int64_t(x_elem) > config_.max_element_bytes) {
-      return Status::error(ErrorCode::kInvalidArgument,
-                           "x {} unquantised needs {} bytes per element; the buffer was made with max_element_bytes = {}",
-                           a.x.to_string(), x_elem, config_.max_element_bytes);
-    }
-    HP_ENSURE(a.expert_alignment >= 1, ErrorCode::kInvalidArgument, "expert_alignment = {}: expected >= 1",
-              a.expert_alignment);
-    HP_RETURN_IF_ERROR(dispatch_layout(a.topk_idx, experts, ranks_, &h.layout, a.x_active_mask));
-    if (quant) {
-      quant_rows_.resize(std::size_t(tokens * hidden));
-      quant_scales_.resize(std::size_t(tokens));
-      const auto* x_rows = static_cast<const std::uint8_t*>(a.x.data());
-      HP_RETURN_IF_ERROR(for_each_share(config_.chip, tokens, [&](std::int64_t t0, std::int64_t t1, int) {
-        return hp::kernels::quantize(
-            *table_, TensorView(const_cast<std::uint8_t*>(x_rows) + std::size_t(t0 * hidden) * x_elem, a.x.dtype(),
-                                {t1 - t0, hidden}),
-            TensorView(quant_rows_.data() + t0 * hidden, DType::kInt8, {t1 - t0, hidden}),
-            TensorView(quant_scales_.data() + t0, DType::kFP32, {t1 - t0}));
-      }));
-    }
-    return Status::ok();
-  }();
+  }
   const std::uint64_t epoch = ++dispatch_epoch_;
   h.epoch = epoch;
   const auto R = std::size_t(ranks_);

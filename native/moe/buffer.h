@@ -3,8 +3,8 @@
 // A Buffer is created collectively (every rank, same BufferConfig; a disagreement is an error
 // on every rank) and owns one symmetric window per rank:
 //
-//   flags   3 x R status words, 64 bytes apart: notify[s], dispatch[s], combine[s] (set by
-//           rank s to the call's epoch)
+//   flags   5 x R status words, 64 bytes apart: notify[s], dispatch[s], combine[s],
+//           low-latency dispatch[s] and combine[s] (set by rank s to the call's epoch)
 //   counts  2 x R x (1 + R + E) int64: slot s = rank s's status code (0 or the ErrorCode that
 //           made it reject its inputs), tokens per rank [R], pairs per expert [E]; dispatch n
 //           uses half n % 2, so nobody overwrites a slot a slower rank is still reading
@@ -14,6 +14,13 @@
 //   back    2 x R x T_max combine rows of H x combine_element_bytes (rank d's rows start after those of
 //           d' < d, in the order of the tokens this rank sent to d); combine n uses half n % 2,
 //           so a rank may run the next combine while a slower one still sums this one
+// and, with low_latency (each region in two halves, call n using half n % 2; a rank can be
+// at most one call ahead of another, since a call returns only when every rank has entered it):
+//   ll counts  2 x R x (1 + E_local) int64: slot s = rank s's status code, its pairs per expert
+//   ll recv    2 x E_local x R x T_max slots: meta (int32 token, float scale, float weight; 64 B)
+//              + payload (H x max_element_bytes, padded to 64 B); source s fills [e][s][0, n)
+//   ll back    2 x E x T_max rows of H x combine_element_bytes: [expert][slot], the slot of
+//              this rank's pair at that expert (so each expert rank writes one contiguous run)
 //
 // Calls are collective and in the same order on every rank: notify (inside dispatch) -> data ->
 // (combine). A rank writes a peer's region only after the peer has entered the call that
@@ -54,6 +61,9 @@ struct BufferConfig {
   std::int64_t max_element_bytes = 4;    // the widest x dtype dispatched unquantised (4: fp32)
   std::int64_t combine_element_bytes = 4;  // the widest expert_out dtype combined (4: fp32, 2: bf16)
   CommKind comm = CommKind::kShmem;
+  // Adds the low-latency mode's regions (low_latency_dispatch/combine; max_tokens_per_rank is
+  // their per-rank batch bound too).
+  bool low_latency = false;
   // The vector cores dispatch and combine split their tokens over (a kVector launch); null:
   // the calling thread. Per rank (not compared across ranks); the chip must outlive its use.
   hp::platform::Chip* chip = nullptr;
@@ -95,6 +105,35 @@ struct DispatchResult {
   TensorView x() { return TensorView(x_bytes.data(), x_dtype, {rows, hidden}); }
 };
 
+// DeepEP's low-latency mode (decode): no count exchange before the data. Each (token, expert)
+// pair goes straight to its slot: source s's pairs for local expert e fill slots
+// [e][s][0, n) of the expert's rank, then s writes its counts and sets the flag. The receiver
+// packs each expert's rows by source, then token.
+struct LowLatencyHandle {
+  std::uint64_t epoch = 0;
+  std::int64_t tokens = 0;                  // this rank's T
+  std::vector<std::int64_t> topk_idx;       // [T x K] as dispatched; -1 where nothing was sent
+  std::vector<std::int32_t> pair_slot;      // [T x K]: the pair's slot at its expert (its rank among
+                                            // this rank's pairs for that expert), -1 none
+  std::vector<std::int32_t> row_src_rank;   // [E_local x R*T_max]; -1 past an expert's rows
+  std::vector<std::int32_t> row_src_token;  // [E_local x R*T_max]
+};
+
+struct LowLatencyResult {
+  DType x_dtype = DType::kInt8;
+  std::int64_t hidden = 0;
+  std::int64_t rows_per_expert = 0;              // R x T_max
+  std::vector<std::uint8_t> x_bytes;             // [E_local, R*T_max, H]; rows past an expert's count unspecified
+  std::vector<float> x_scale;                    // [E_local, R*T_max] (quantised dispatch)
+  std::vector<std::int64_t> tokens_per_expert;   // [E_local]: each expert's packed rows
+  std::vector<std::int64_t> layout_range;        // [E_local, R, 2]: first row and count from rank s
+  LowLatencyHandle handle;
+
+  TensorView x() {
+    return TensorView(x_bytes.data(), x_dtype, {std::int64_t(tokens_per_expert.size()), rows_per_expert, hidden});
+  }
+};
+
 class HP_API Buffer {
  public:
   // Collective over the shmem world (hp::shmem must be initialized).
@@ -114,8 +153,17 @@ class HP_API Buffer {
   Status combine(const TensorView& expert_out, const Handle& handle, const TensorView& y,
                  const TensorView& weights = {}, bool weighted = true);
 
+  // The low-latency mode (the buffer made with low_latency = true): args as dispatch's
+  // (expert_alignment unused). combine: expert_out fp32/bf16 [E_local, R*T_max, H] in the
+  // dispatch's row order; y[t] = sum over k of topk_weights[t][k] x the output of t's k-th
+  // expert (fp32, in k order), fp32/bf16 [T, H]; tokens that were not sent get zeros.
+  Status low_latency_dispatch(const DispatchArgs& args, LowLatencyResult* out);
+  Status low_latency_combine(const TensorView& expert_out, const TensorView& topk_weights,
+                             const LowLatencyHandle& handle, const TensorView& y);
+
  private:
   Buffer() = default;
+  Status prepare_dispatch(const DispatchArgs& args, DispatchLayout* layout);
   template <typename Comm>
   Status dispatch_with(Comm& comm, const DispatchArgs& args, DispatchResult* out);
   template <typename Comm>
@@ -125,13 +173,22 @@ class HP_API Buffer {
   std::int64_t* counts(std::uint64_t epoch, int rank) const;
   std::uint8_t* record(std::int64_t index) const;
   std::uint8_t* back_row(std::uint64_t epoch, std::int64_t index) const;
+  template <typename Comm>
+  Status low_latency_dispatch_with(Comm& comm, const DispatchArgs& args, LowLatencyResult* out);
+  template <typename Comm>
+  Status low_latency_combine_with(Comm& comm, const TensorView& expert_out, const float* weights,
+                                  const LowLatencyHandle& handle, const TensorView& y);
+  std::int64_t* ll_counts(std::uint64_t epoch, int rank) const;
+  std::uint8_t* ll_slot(std::uint64_t epoch, std::int64_t local_expert, int src, std::int64_t i) const;
+  std::uint8_t* ll_back_row(std::uint64_t epoch, std::int64_t expert, std::int64_t slot) const;
 
   BufferConfig config_;
   int rank_ = 0, ranks_ = 0;
   std::uint8_t* window_ = nullptr;
   std::size_t meta_bytes_ = 0, record_bytes_ = 0, back_row_bytes_ = 0;
   std::size_t counts_offset_ = 0, recv_offset_ = 0, back_offset_ = 0, window_bytes_ = 0;
-  std::uint64_t dispatch_epoch_ = 0, combine_epoch_ = 0;
+  std::size_t ll_slot_bytes_ = 0, ll_counts_offset_ = 0, ll_recv_offset_ = 0, ll_back_offset_ = 0;
+  std::uint64_t dispatch_epoch_ = 0, combine_epoch_ = 0, ll_dispatch_epoch_ = 0, ll_combine_epoch_ = 0;
   std::vector<std::int8_t> quant_rows_;  // this rank's tokens quantised once per dispatch
   std::vector<float> quant_scales_;
   struct WorkerScratch {                 // one per worker (shares.h)

@@ -13,83 +13,18 @@
 #include "kernels/ops.h"
 #include "kernels/targets.h"
 #include "moe/buffer.h"
+#include "moe/routing_inputs.h"
 #include "shmem/scenario.h"
 
 namespace hp::moe {
 namespace {
 
 using hp::shmem::testing::run_scenario;
-
-enum class Routing { kUniform, kAllToExpert0, kSomeRanksEmpty };
-
-struct Inputs {
-  std::int64_t tokens = 0;
-  std::vector<float> x;             // [T, H], small dyadic values: sums below are exact
-  std::vector<std::int64_t> idx;    // [T, K]
-  std::vector<float> weights;       // [T, K], dyadic, summing to 1 over a token's valid slots
-  std::vector<std::uint8_t> active; // [T]
-};
-
-struct Case {
-  std::int64_t hidden = 64, tokens = 24, experts = 8, topk = 4;
-  Routing routing = Routing::kUniform;
-  bool masked = false;
-  std::uint32_t seed = 1;
-  int vector_cores = 0;  // > 0: dispatch and combine split their work over a chip's vector cores
-};
-
-Inputs make_inputs(const Case& c, int rank, int ranks) {
-  Inputs in;
-  std::mt19937 rng(c.seed * 7919u + std::uint32_t(rank));
-  in.tokens = c.routing == Routing::kSomeRanksEmpty && rank % 2 == 1 ? 0 : c.tokens + rank;  // T differs by rank
-  in.x.resize(std::size_t(in.tokens * c.hidden));
-  for (auto& v : in.x) v = float(int(rng() % 129) - 64) / 8.0f;
-  in.idx.assign(std::size_t(in.tokens * c.topk), -1);
-  in.weights.assign(std::size_t(in.tokens * c.topk), 0.0f);
-  in.active.assign(std::size_t(in.tokens), 1);
-  static const float kDyadic[4] = {0.5f, 0.25f, 0.125f, 0.125f};
-  for (std::int64_t t = 0; t < in.tokens; ++t) {
-    std::vector<std::int64_t> chosen;
-    if (c.routing == Routing::kAllToExpert0) {
-      chosen.push_back(0);
-    } else {
-      while (std::int64_t(chosen.size()) < c.topk) {
-        const std::int64_t e = std::int64_t(rng() % std::uint32_t(c.experts + 1)) - 1;  // -1 sometimes
-        if (e >= 0 && std::find(chosen.begin(), chosen.end(), e) != chosen.end()) continue;
-        chosen.push_back(e);
-      }
-    }
-    float left = 1.0f;
-    std::int64_t last = -1;
-    for (std::size_t k = 0; k < chosen.size(); ++k) {
-      in.idx[std::size_t(t * c.topk) + k] = chosen[k];
-      if (chosen[k] < 0) continue;
-      in.weights[std::size_t(t * c.topk) + k] = kDyadic[k % 4];
-      left -= kDyadic[k % 4];
-      last = std::int64_t(k);
-    }
-    if (last >= 0) in.weights[std::size_t(t * c.topk + last)] += left;  // sum exactly 1
-    if (c.masked && t % 5 == 2) in.active[std::size_t(t)] = 0;
-  }
-  (void)ranks;
-  return in;
-}
-
-// Whether every rank maps every other rank's heap (false on the mpi transport).
-bool all_mapped() {
-  void* probe = nullptr;
-  if (!hp::shmem::malloc(64, &probe).is_ok()) return false;
-  int mapped = 1;
-  for (int pe = 0; pe < hp::shmem::n_pes(); ++pe) mapped &= hp::shmem::ptr(probe, pe) != nullptr;
-  *static_cast<int*>(probe) = mapped;
-  void* all = nullptr;
-  (void)hp::shmem::calloc(std::size_t(hp::shmem::n_pes()), sizeof(int), &all);
-  (void)hp::shmem::fcollect(hp::shmem::kTeamWorld, all, probe, sizeof(int));
-  for (int pe = 0; pe < hp::shmem::n_pes(); ++pe) mapped &= static_cast<int*>(all)[pe];
-  (void)hp::shmem::free(all);
-  (void)hp::shmem::free(probe);
-  return mapped != 0;
-}
+using hp::moe::testing::all_mapped;
+using hp::moe::testing::Case;
+using hp::moe::testing::Inputs;
+using hp::moe::testing::make_inputs;
+using hp::moe::testing::Routing;
 
 // One expected received row: the source and token, its local expert and weight.
 struct Expected {

@@ -1,0 +1,297 @@
+// The low-latency mode of Buffer (buffer.h: the ll regions of the window and their order).
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/ops.h"
+#include "moe/buffer.h"
+#include "moe/shares.h"
+#include "moe/stream_copy.h"
+#include "moe/window_layout.h"
+
+namespace hp::moe {
+namespace {
+
+using namespace window;  // NOLINT: the window's own constants
+
+struct SlotMeta {
+  std::int32_t token;
+  float scale;
+  float weight;
+};
+
+bool active(const TensorView& mask, std::int64_t t) {
+  return mask.data() == nullptr || static_cast<const std::uint8_t*>(mask.data())[t] != 0;
+}
+
+}  // namespace
+
+std::int64_t* Buffer::ll_counts(std::uint64_t epoch, int rank) const {
+  const auto slot = std::size_t(kCountsHeader + local_experts());
+  return reinterpret_cast<std::int64_t*>(window_ + ll_counts_offset_) +
+         ((epoch % 2) * std::size_t(ranks_) + std::size_t(rank)) * slot;
+}
+std::uint8_t* Buffer::ll_slot(std::uint64_t epoch, std::int64_t local_expert, int src, std::int64_t i) const {
+  const auto tmax = std::size_t(config_.max_tokens_per_rank), R = std::size_t(ranks_);
+  const std::size_t half = std::size_t(local_experts()) * R * tmax * ll_slot_bytes_;
+  return window_ + ll_recv_offset_ + (epoch % 2) * half +
+         ((std::size_t(local_expert) * R + std::size_t(src)) * tmax + std::size_t(i)) * ll_slot_bytes_;
+}
+std::uint8_t* Buffer::ll_back_row(std::uint64_t epoch, std::int64_t expert, std::int64_t slot) const {
+  const auto tmax = std::size_t(config_.max_tokens_per_rank);
+  const std::size_t half = std::size_t(config_.num_experts) * tmax * back_row_bytes_;
+  return window_ + ll_back_offset_ + (epoch % 2) * half + (std::size_t(expert) * tmax + std::size_t(slot)) * back_row_bytes_;
+}
+
+Status Buffer::low_latency_dispatch(const DispatchArgs& args, LowLatencyResult* out) {
+  HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition,
+            "Buffer::low_latency_dispatch: the buffer was destroyed");
+  HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument, "Buffer::low_latency_dispatch: out is null");
+  HP_ENSURE(config_.low_latency, ErrorCode::kFailedPrecondition,
+            "Buffer::low_latency_dispatch: the buffer has no low-latency regions (create it with "
+            "BufferConfig::low_latency = true)");
+  if (config_.comm == CommKind::kWindow) return low_latency_dispatch_with(window_comm_, args, out);
+  return low_latency_dispatch_with(shmem_comm_, args, out);
+}
+
+template <typename Comm>
+Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowLatencyResult* out) {
+  const std::int64_t hidden = config_.hidden, topk = config_.topk, experts = config_.num_experts;
+  const std::int64_t local = local_experts(), tmax = config_.max_tokens_per_rank;
+  const auto R = std::size_t(ranks_);
+  const bool quant = a.quant == Quant::kDynamicInt8;
+  LowLatencyHandle h = std::move(out->handle);  // its storage is reused
+  DispatchLayout layout;
+  // A rank with bad inputs still writes its counts (its error code first) and its flag, so
+  // every other rank returns ABORTED instead of waiting.
+  const Status input = prepare_dispatch(a, &layout);
+  const std::int64_t tokens = input.is_ok() ? a.x.dim(0) : 0;
+  const std::size_t payload_bytes = std::size_t(hidden) * (quant || !input.is_ok() ? 1 : a.x.element_size());
+  const std::uint64_t epoch = ++ll_dispatch_epoch_;
+  h.epoch = epoch;
+  h.tokens = tokens;
+  // ---- slots: each (token, expert) pair's rank among this rank's pairs for that expert -------
+  std::vector<std::int64_t> pairs(static_cast<std::size_t>(experts), 0);
+  h.topk_idx.assign(std::size_t(tokens * topk), -1);
+  h.pair_slot.assign(std::size_t(tokens * topk), -1);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    if (!active(a.x_active_mask, t)) continue;
+    for (std::int64_t k = 0; k < topk; ++k) {
+      const std::int64_t e = topk_at(a.topk_idx, t, k);
+      if (e < 0) continue;
+      h.topk_idx[std::size_t(t * topk + k)] = e;
+      h.pair_slot[std::size_t(t * topk + k)] = std::int32_t(pairs[std::size_t(e)]++);
+    }
+  }
+  // ---- data: each pair into its slot at its expert's rank; tokens split over the workers -----
+  std::vector<std::uint8_t*> dst(static_cast<std::size_t>(experts), nullptr);
+  for (std::int64_t e = 0; e < experts; ++e) {
+    const std::int64_t n = pairs[std::size_t(e)];
+    if (n == 0) continue;
+    Status st;
+    dst[std::size_t(e)] = comm.open(int(e / local), ll_slot(epoch, e % local, rank_, 0), std::size_t(n) * ll_slot_bytes_, &st);
+    if (dst[std::size_t(e)] == nullptr) return st;
+  }
+  const auto* x_bytes = static_cast<const std::uint8_t*>(a.x.data());
+  const auto* weights = static_cast<const float*>(a.topk_weights.data());
+  HP_RETURN_IF_ERROR(for_each_share(config_.chip, tokens, [&](std::int64_t t0, std::int64_t t1, int) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const std::uint8_t* src = quant ? reinterpret_cast<const std::uint8_t*>(quant_rows_.data()) + t * hidden
+                                      : x_bytes + std::size_t(t) * payload_bytes;
+      for (std::int64_t k = 0; k < topk; ++k) {
+        const std::int64_t e = h.topk_idx[std::size_t(t * topk + k)];
+        if (e < 0) continue;
+        std::uint8_t* slot = dst[std::size_t(e)] + std::size_t(h.pair_slot[std::size_t(t * topk + k)]) * ll_slot_bytes_;
+        const SlotMeta meta{std::int32_t(t), quant ? quant_scales_[std::size_t(t)] : 0.0f, weights[t * topk + k]};
+        std::memcpy(slot, &meta, sizeof(meta));
+        stream_copy(slot + kSlot, src, payload_bytes);
+      }
+    }
+    return Status::ok();
+  }));
+  for (std::int64_t e = 0; e < experts; ++e) {
+    const std::size_t bytes = std::size_t(pairs[std::size_t(e)]) * ll_slot_bytes_;
+    HP_RETURN_IF_ERROR(comm.close(int(e / local), ll_slot(epoch, e % local, rank_, 0), dst[std::size_t(e)], bytes));
+  }
+  // ---- counts (or this rank's error code), then the flag, to every rank ----------------------
+  std::vector<std::int64_t> mine(std::size_t(kCountsHeader + local), 0);
+  const std::size_t count_bytes = mine.size() * sizeof(std::int64_t);
+  for (int i = 0; i < ranks_; ++i) {
+    const int d = (rank_ + 1 + i) % ranks_;
+    mine[0] = std::int64_t(input.code());
+    std::copy_n(pairs.begin() + d * local, local, mine.begin() + kCountsHeader);
+    Status st;
+    std::uint8_t* p = comm.open(d, ll_counts(epoch, rank_), count_bytes, &st);
+    if (p == nullptr) return st;
+    std::memcpy(p, mine.data(), count_bytes);
+    HP_RETURN_IF_ERROR(comm.close(d, ll_counts(epoch, rank_), p, count_bytes));
+    HP_RETURN_IF_ERROR(comm.signal(flag(kLowLatencyDispatch, rank_), epoch, d));
+  }
+  for (int s = 0; s < ranks_; ++s) {
+    HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kLowLatencyDispatch, s), hp::shmem::Cmp::kGe, epoch));
+  }
+  HP_RETURN_IF_ERROR(comm.quiet());
+  if (!input.is_ok()) return input;
+  for (int s = 0; s < ranks_; ++s) {
+    if (ll_counts(epoch, s)[0] != 0) {
+      return Status::error(ErrorCode::kAborted, "low_latency_dispatch: rank {} rejected its inputs ({}); see its error",
+                           s, to_string(ErrorCode(ll_counts(epoch, s)[0])));
+    }
+  }
+  // ---- pack: each local expert's rows by source, then slot ------------------------------------
+  LowLatencyResult& r = *out;
+  const std::int64_t per_expert = std::int64_t(R) * tmax;
+  r.x_dtype = quant ? DType::kInt8 : a.x.dtype();
+  r.hidden = hidden;
+  r.rows_per_expert = per_expert;
+  r.x_bytes.resize(std::size_t(local * per_expert) * payload_bytes);
+  r.x_scale.assign(quant ? std::size_t(local * per_expert) : 0, 0.0f);
+  r.tokens_per_expert.assign(std::size_t(local), 0);
+  r.layout_range.assign(std::size_t(local) * R * 2, 0);
+  h.row_src_rank.assign(std::size_t(local * per_expert), -1);
+  h.row_src_token.assign(std::size_t(local * per_expert), -1);
+  for (std::int64_t le = 0; le < local; ++le) {
+    std::int64_t at = 0;
+    for (std::size_t s = 0; s < R; ++s) {
+      const std::int64_t n = ll_counts(epoch, int(s))[kCountsHeader + le];
+      r.layout_range[(std::size_t(le) * R + s) * 2] = at;
+      r.layout_range[(std::size_t(le) * R + s) * 2 + 1] = n;
+      for (std::int64_t i = 0; i < n; ++i) {
+        SlotMeta meta;
+        std::memcpy(&meta, ll_slot(epoch, le, int(s), i), sizeof(meta));
+        const auto row = std::size_t(le * per_expert + at + i);
+        if (quant) r.x_scale[row] = meta.scale;
+        h.row_src_rank[row] = std::int32_t(s);
+        h.row_src_token[row] = meta.token;
+      }
+      at += n;
+    }
+    r.tokens_per_expert[std::size_t(le)] = at;
+  }
+  // The payloads, (expert, source) runs split over the workers.
+  HP_RETURN_IF_ERROR(for_each_share(config_.chip, local * std::int64_t(R), [&](std::int64_t b0, std::int64_t b1, int) {
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const std::int64_t le = b / std::int64_t(R);
+      const auto s = std::size_t(b % std::int64_t(R));
+      const std::int64_t first = r.layout_range[(std::size_t(le) * R + s) * 2];
+      const std::int64_t n = r.layout_range[(std::size_t(le) * R + s) * 2 + 1];
+      for (std::int64_t i = 0; i < n; ++i) {
+        stream_copy(r.x_bytes.data() + std::size_t(le * per_expert + first + i) * payload_bytes,
+                    ll_slot(epoch, le, int(s), i) + kSlot, payload_bytes);
+      }
+    }
+    return Status::ok();
+  }));
+  r.handle = std::move(h);
+  return Status::ok();
+}
+
+Status Buffer::low_latency_combine(const TensorView& expert_out, const TensorView& topk_weights,
+                                   const LowLatencyHandle& handle, const TensorView& y) {
+  HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition, "Buffer::low_latency_combine: the buffer was destroyed");
+  HP_ENSURE(config_.low_latency, ErrorCode::kFailedPrecondition,
+            "Buffer::low_latency_combine: the buffer has no low-latency regions (create it with "
+            "BufferConfig::low_latency = true)");
+  const std::int64_t local = local_experts(), per_expert = std::int64_t(ranks_) * config_.max_tokens_per_rank;
+  HP_ENSURE(std::int64_t(handle.row_src_rank.size()) == local * per_expert &&
+                std::int64_t(handle.topk_idx.size()) == handle.tokens * config_.topk,
+            ErrorCode::kInvalidArgument, "Buffer::low_latency_combine: the handle is not one of this buffer's "
+                                         "low_latency_dispatch");
+  HP_RETURN_IF_ERROR(expert_out.expect_shape("expert_out", {local, per_expert, config_.hidden}));
+  if (expert_out.dtype() != DType::kFP32 && expert_out.dtype() != DType::kBF16) {
+    return Status::error(ErrorCode::kDTypeMismatch, "expert_out {}: expected fp32 or bf16", expert_out.to_string());
+  }
+  HP_RETURN_IF_ERROR(expect_contiguous(expert_out, "expert_out"));
+  if (std::int64_t(expert_out.element_size()) > config_.combine_element_bytes) {
+    return Status::error(ErrorCode::kInvalidArgument,
+                         "expert_out {} needs {} bytes per element; the buffer was made with combine_element_bytes = {}",
+                         expert_out.to_string(), expert_out.element_size(), config_.combine_element_bytes);
+  }
+  HP_RETURN_IF_ERROR(topk_weights.expect_shape("topk_weights", {handle.tokens, config_.topk}));
+  HP_RETURN_IF_ERROR(topk_weights.expect_dtype("topk_weights", DType::kFP32));
+  HP_RETURN_IF_ERROR(expect_contiguous(topk_weights, "topk_weights"));
+  HP_RETURN_IF_ERROR(y.expect_shape("y", {handle.tokens, config_.hidden}));
+  if (y.dtype() != DType::kFP32 && y.dtype() != DType::kBF16) {
+    return Status::error(ErrorCode::kDTypeMismatch, "y {}: expected fp32 or bf16", y.to_string());
+  }
+  HP_RETURN_IF_ERROR(expect_contiguous(y, "y"));
+  const auto* w = static_cast<const float*>(topk_weights.data());
+  if (config_.comm == CommKind::kWindow) return low_latency_combine_with(window_comm_, expert_out, w, handle, y);
+  return low_latency_combine_with(shmem_comm_, expert_out, w, handle, y);
+}
+
+template <typename Comm>
+Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out, const float* weights,
+                                        const LowLatencyHandle& h, const TensorView& y) {
+  const std::int64_t hidden = config_.hidden, topk = config_.topk, local = local_experts();
+  const std::int64_t per_expert = std::int64_t(ranks_) * config_.max_tokens_per_rank;
+  const auto R = std::size_t(ranks_);
+  const std::uint64_t epoch = ++ll_combine_epoch_;
+  const DType wire = expert_out.dtype();
+  const std::size_t wire_bytes = std::size_t(hidden) * dtype_size(wire);
+  const auto* out_bytes = static_cast<const std::uint8_t*>(expert_out.data());
+  // ---- send: the rows of (local expert, source) run back to the source's [expert][slot] -----
+  // A run's rows are the source's slots 0..n-1 at that expert, in order.
+  std::vector<std::int64_t> first(std::size_t(local) * R, 0), count(std::size_t(local) * R, 0);
+  std::vector<std::uint8_t*> dst(std::size_t(local) * R, nullptr);
+  for (std::int64_t le = 0; le < local; ++le) {
+    for (std::int64_t row = 0; row < per_expert; ++row) {
+      const std::int32_t s = h.row_src_rank[std::size_t(le * per_expert + row)];
+      if (s < 0) break;
+      const std::size_t b = std::size_t(le) * R + std::size_t(s);
+      if (count[b]++ == 0) first[b] = row;
+    }
+  }
+  for (std::size_t b = 0; b < dst.size(); ++b) {
+    if (count[b] == 0) continue;
+    Status st;
+    const int s = int(b % R);
+    const std::int64_t expert = rank_ * local + std::int64_t(b / R);
+    dst[b] = comm.open(s, ll_back_row(epoch, expert, 0), std::size_t(count[b] - 1) * back_row_bytes_ + wire_bytes, &st);
+    if (dst[b] == nullptr) return st;
+  }
+  HP_RETURN_IF_ERROR(for_each_share(config_.chip, std::int64_t(dst.size()), [&](std::int64_t b0, std::int64_t b1, int) {
+    for (auto b = std::size_t(b0); b < std::size_t(b1); ++b) {
+      const std::int64_t le = std::int64_t(b / R);
+      for (std::int64_t i = 0; i < count[b]; ++i) {
+        stream_copy(dst[b] + std::size_t(i) * back_row_bytes_,
+                    out_bytes + std::size_t(le * per_expert + first[b] + i) * wire_bytes, wire_bytes);
+      }
+    }
+    return Status::ok();
+  }));
+  for (std::size_t b = 0; b < dst.size(); ++b) {
+    if (count[b] == 0) continue;
+    const std::int64_t expert = rank_ * local + std::int64_t(b / R);
+    HP_RETURN_IF_ERROR(comm.close(int(b % R), ll_back_row(epoch, expert, 0), dst[b],
+                                  std::size_t(count[b] - 1) * back_row_bytes_ + wire_bytes));
+  }
+  for (int i = 0; i < ranks_; ++i) {
+    HP_RETURN_IF_ERROR(comm.signal(flag(kLowLatencyCombine, rank_), epoch, (rank_ + 1 + i) % ranks_));
+  }
+  for (int d = 0; d < ranks_; ++d) {
+    HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kLowLatencyCombine, d), hp::shmem::Cmp::kGe, epoch));
+  }
+  // ---- reduce: y[t] = sum over k of w[t][k] x row of (expert, slot), in k order -------------
+  scratch_.resize(std::size_t(share_workers(config_.chip)));
+  const std::size_t y_row_bytes = std::size_t(hidden) * dtype_size(y.dtype());
+  HP_RETURN_IF_ERROR(for_each_share(config_.chip, h.tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
+    WorkerScratch& ws = scratch_[std::size_t(worker)];
+    ws.row.resize(std::size_t(hidden) * sizeof(float));
+    for (std::int64_t t = t0; t < t1; ++t) {
+      ws.rows.clear();
+      ws.weights.clear();
+      for (std::int64_t k = 0; k < topk; ++k) {
+        const std::int64_t e = h.topk_idx[std::size_t(t * topk + k)];
+        if (e < 0) continue;
+        ws.rows.push_back(ll_back_row(epoch, e, h.pair_slot[std::size_t(t * topk + k)]));
+        ws.weights.push_back(weights[t * topk + k]);
+      }
+      HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, ws.rows, wire, ws.weights, TensorView(ws.row.data(), y.dtype(), {hidden})));
+      stream_copy(static_cast<std::uint8_t*>(y.data()) + std::size_t(t) * y_row_bytes, ws.row.data(), y_row_bytes);
+    }
+    return Status::ok();
+  }));
+  return comm.quiet();
+}
+
+}  // namespace hp::moe
