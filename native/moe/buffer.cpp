@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "common/bfloat16.h"
 #include "kernels/ops.h"
@@ -36,11 +39,13 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   const int ranks = hp::shmem::n_pes(), rank = hp::shmem::my_pe();
   // Every rank checks every rank's config (the same data everywhere: the same verdict), and,
   // for the window context, that it maps every peer's window.
-  constexpr int kFields = 8;
+  constexpr int kFields = 10;
   const std::array<std::int64_t, kFields> mine = {config.hidden,      config.max_tokens_per_rank,
                                                   config.num_experts, config.topk,
                                                   config.max_element_bytes, config.combine_element_bytes,
-                                                  std::int64_t(config.comm), std::int64_t(config.low_latency)};
+                                                  std::int64_t(config.comm), std::int64_t(config.low_latency),
+                                                  std::bit_cast<std::int64_t>(config.capacity_factor),
+                                                  std::int64_t(config.grow_on_overflow)};
   void* scratch = nullptr;
   HP_RETURN_IF_ERROR(hp::shmem::calloc(std::size_t(ranks + 1) * kFields, sizeof(std::int64_t), &scratch));
   auto* all = static_cast<std::int64_t*>(scratch);
@@ -68,7 +73,7 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   HP_RETURN_IF_ERROR(s);
   static constexpr const char* kNames[kFields] = {"hidden", "max_tokens_per_rank", "num_experts", "topk",
                                                   "max_element_bytes", "combine_element_bytes", "comm",
-                                                  "low_latency"};
+                                                  "low_latency", "capacity_factor", "grow_on_overflow"};
   for (int r = 1; r < ranks; ++r) {
     for (int f = 0; f < kFields; ++f) {
       if (table[std::size_t(r * kFields + f)] != table[std::size_t(f)]) {
@@ -94,6 +99,11 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
     return Status::error(ErrorCode::kInvalidArgument, "BufferConfig combine_element_bytes = {}: expected 2 or 4",
                          config.combine_element_bytes);
   }
+  if (!(config.capacity_factor == 0.0 || (config.capacity_factor >= 1.0 && config.capacity_factor <= 1e6))) {
+    return Status::error(ErrorCode::kInvalidArgument,
+                         "BufferConfig capacity_factor = {}: expected 0 (lossless) or a factor in [1, 1e6]",
+                         config.capacity_factor);
+  }
   if (config.comm != CommKind::kWindow && config.comm != CommKind::kShmem) {
     return Status::error(ErrorCode::kInvalidArgument, "BufferConfig comm = {}: unknown", int(config.comm));
   }
@@ -107,9 +117,10 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   b->record_bytes_ = b->meta_bytes_ + round64(std::size_t(config.hidden * config.max_element_bytes));
   b->back_row_bytes_ = round64(std::size_t(config.hidden * config.combine_element_bytes));
   b->counts_offset_ = kFlagKinds * r * kSlot;
-  b->recv_offset_ = b->counts_offset_ + round64(2 * r * (kCountsHeader + r + std::size_t(config.num_experts)) * 8);
-  b->back_offset_ = b->recv_offset_ + r * tmax * b->record_bytes_;
-  b->window_bytes_ = b->back_offset_ + 2 * r * tmax * b->back_row_bytes_;
+  // A rank sends a token to at most min(K, R) ranks: that many return rows per token.
+  const std::size_t sends = tmax * std::size_t(std::min<std::int64_t>(config.topk, ranks));
+  b->back_offset_ = b->counts_offset_ + round64(2 * r * (kCountsHeader + r + std::size_t(config.num_experts)) * 8);
+  b->window_bytes_ = b->back_offset_ + 2 * sends * b->back_row_bytes_;
   if (config.low_latency) {
     const auto local = std::size_t(config.num_experts) / r;
     b->ll_slot_bytes_ = kSlot + round64(std::size_t(config.hidden * config.max_element_bytes));
@@ -121,6 +132,13 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   void* window = nullptr;
   HP_RETURN_IF_ERROR(hp::shmem::align(64, b->window_bytes_, &window));
   b->window_ = static_cast<std::uint8_t*>(window);
+  // Records: lossless, every source's T_max to this rank, or the capacity factor's share of
+  // the average load (T_max x min(K, R) per rank), which dispatch grows when a batch needs more.
+  const auto lossless = std::int64_t(r * tmax);
+  b->recv_capacity_ = config.capacity_factor == 0.0
+                          ? lossless
+                          : std::min(lossless, std::int64_t(std::ceil(config.capacity_factor * double(sends))));
+  HP_RETURN_IF_ERROR(b->allocate_records(b->recv_capacity_));
   // Every rank initialises its own status words, then a barrier, before any remote write.
   std::memset(b->window_, 0, b->counts_offset_);
   HP_RETURN_IF_ERROR(hp::shmem::barrier_all());
@@ -135,7 +153,22 @@ Status Buffer::destroy() {
   void* w = window_;
   window_ = nullptr;
   HP_RETURN_IF_ERROR(hp::shmem::barrier_all());  // nobody writes into our window any more
+  if (recv_ != nullptr) HP_RETURN_IF_ERROR(hp::shmem::free(std::exchange(recv_, nullptr)));
   return hp::shmem::free(w);
+}
+
+// (Collective: every rank calls it with the same capacity.)
+Status Buffer::allocate_records(std::int64_t capacity) {
+  if (recv_ != nullptr) HP_RETURN_IF_ERROR(hp::shmem::free(std::exchange(recv_, nullptr)));
+  void* recv = nullptr;
+  const Status s = hp::shmem::align(64, std::max<std::size_t>(std::size_t(capacity) * record_bytes_, 64), &recv);
+  if (!s.is_ok()) {
+    return Status::error(s.code(), "{} records of {} bytes for dispatch ({}): raise HP_SHMEM_HEAP_SIZE or lower "
+                                   "max_tokens_per_rank / capacity_factor", capacity, record_bytes_, s.message());
+  }
+  recv_ = static_cast<std::uint8_t*>(recv);
+  recv_capacity_ = capacity;
+  return Status::ok();
 }
 
 std::uint64_t* Buffer::flag(int kind, int rank) const {
@@ -146,11 +179,10 @@ std::int64_t* Buffer::counts(std::uint64_t epoch, int rank) const {
   return reinterpret_cast<std::int64_t*>(window_ + counts_offset_) +
          ((epoch % 2) * std::size_t(ranks_) + std::size_t(rank)) * slot;
 }
-std::uint8_t* Buffer::record(std::int64_t index) const {
-  return window_ + recv_offset_ + std::size_t(index) * record_bytes_;
-}
+std::uint8_t* Buffer::record(std::int64_t index) const { return recv_ + std::size_t(index) * record_bytes_; }
 std::uint8_t* Buffer::back_row(std::uint64_t epoch, std::int64_t index) const {
-  const std::size_t half = std::size_t(ranks_) * std::size_t(config_.max_tokens_per_rank) * back_row_bytes_;
+  const std::size_t half = std::size_t(config_.max_tokens_per_rank) *
+                           std::size_t(std::min<std::int64_t>(config_.topk, ranks_)) * back_row_bytes_;
   return window_ + back_offset_ + (epoch % 2) * half + std::size_t(index) * back_row_bytes_;
 }
 
@@ -290,6 +322,26 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
     const std::int64_t* c = counts(epoch, int(s)) + kCountsHeader;
     for (std::size_t d = 0; d < R; ++d) h.tok[s * R + d] = c[d];
     for (std::int64_t le = 0; le < per_rank; ++le) expert_rows[std::size_t(le)] += c[R + std::size_t(rank_ * per_rank + le)];
+  }
+  // ---- capacity: every rank sees the same counts, so all grow (or fail) alike ---------------
+  std::int64_t needed = 0;
+  for (std::size_t d = 0; d < R; ++d) {
+    std::int64_t incoming = 0;
+    for (std::size_t s = 0; s < R; ++s) incoming += h.tok[s * R + d];
+    needed = std::max(needed, incoming);
+  }
+  if (needed > recv_capacity_) {
+    if (!config_.grow_on_overflow) {
+      return Status::error(ErrorCode::kOutOfMemory,
+                           "dispatch: a rank receives {} tokens, more than the {} the capacity factor {} holds (no "
+                           "token was sent; raise capacity_factor or set grow_on_overflow)",
+                           needed, recv_capacity_, config_.capacity_factor);
+    }
+    const std::int64_t lossless = std::int64_t(R) * config_.max_tokens_per_rank;
+    std::int64_t capacity = recv_capacity_;
+    while (capacity < needed) capacity = std::min(lossless, std::max(capacity + 1, std::int64_t(std::ceil(1.25 * double(capacity)))));
+    HP_RETURN_IF_ERROR(allocate_records(capacity));
+    ++records_grown_;
   }
   // ---- data: each token once per destination; tokens split over the workers ---------------
   // Every destination's region is opened first (staging under ShmemComm), the workers write

@@ -8,10 +8,10 @@
 //   counts  2 x R x (1 + R + E) int64: slot s = rank s's status code (0 or the ErrorCode that
 //           made it reject its inputs), tokens per rank [R], pairs per expert [E]; dispatch n
 //           uses half n % 2, so nobody overwrites a slot a slower rank is still reading
-//   recv    R x T_max dispatch records (compact: source s's records start after those of
-//           sources < s); a record = meta (int32 token, float scale, int32 expert[K],
+//   recv    (its own allocation) the capacity in dispatch records: R x T_max when lossless
+//           (compact: source s's records start after those of sources < s); a record = meta (int32 token, float scale, int32 expert[K],
 //           float weight[K], padded to 64 B) + payload (H elements, padded to 64 B)
-//   back    2 x R x T_max combine rows of H x combine_element_bytes (rank d's rows start after those of
+//   back    2 x T_max x min(K, R) combine rows of H x combine_element_bytes (rank d's rows start after those of
 //           d' < d, in the order of the tokens this rank sent to d); combine n uses half n % 2,
 //           so a rank may run the next combine while a slower one still sums this one
 // and, with low_latency (each region in two halves, call n using half n % 2; a rank can be
@@ -64,6 +64,13 @@ struct BufferConfig {
   // Adds the low-latency mode's regions (low_latency_dispatch/combine; max_tokens_per_rank is
   // their per-rank batch bound too).
   bool low_latency = false;
+  // 0: lossless (room for every rank's max_tokens_per_rank records at each rank). > 0 (>= 1):
+  // room for capacity_factor x the average load (max_tokens_per_rank x min(K, R) records);
+  // a dispatch that needs more grows it x1.25 at a time, collectively, up to the lossless
+  // bound, or, with grow_on_overflow = false, fails with OUT_OF_MEMORY on every rank before
+  // any token moves. No token is ever dropped.
+  double capacity_factor = 0.0;
+  bool grow_on_overflow = true;
   // The vector cores dispatch and combine split their tokens over (a kVector launch); null:
   // the calling thread. Per rank (not compared across ranks); the chip must outlive its use.
   hp::platform::Chip* chip = nullptr;
@@ -145,6 +152,8 @@ class HP_API Buffer {
   int rank() const { return rank_; }
   int num_ranks() const { return ranks_; }
   std::int64_t local_experts() const { return config_.num_experts / ranks_; }
+  std::int64_t record_capacity() const { return recv_capacity_; }  // dispatch records per rank
+  std::int64_t times_grown() const { return records_grown_; }
 
   Status dispatch(const DispatchArgs& args, DispatchResult* out);
   // expert_out fp32/bf16 [rows, H] (rows of the dispatch); weights: optional fp32 [rows]
@@ -164,6 +173,7 @@ class HP_API Buffer {
  private:
   Buffer() = default;
   Status prepare_dispatch(const DispatchArgs& args, DispatchLayout* layout);
+  Status allocate_records(std::int64_t capacity);
   template <typename Comm>
   Status dispatch_with(Comm& comm, const DispatchArgs& args, DispatchResult* out);
   template <typename Comm>
@@ -185,8 +195,10 @@ class HP_API Buffer {
   BufferConfig config_;
   int rank_ = 0, ranks_ = 0;
   std::uint8_t* window_ = nullptr;
+  std::uint8_t* recv_ = nullptr;  // the records region: its own allocation, so that it can grow
+  std::int64_t recv_capacity_ = 0, records_grown_ = 0;
   std::size_t meta_bytes_ = 0, record_bytes_ = 0, back_row_bytes_ = 0;
-  std::size_t counts_offset_ = 0, recv_offset_ = 0, back_offset_ = 0, window_bytes_ = 0;
+  std::size_t counts_offset_ = 0, back_offset_ = 0, window_bytes_ = 0;
   std::size_t ll_slot_bytes_ = 0, ll_counts_offset_ = 0, ll_recv_offset_ = 0, ll_back_offset_ = 0;
   std::uint64_t dispatch_epoch_ = 0, combine_epoch_ = 0, ll_dispatch_epoch_ = 0, ll_combine_epoch_ = 0;
   std::vector<std::int8_t> quant_rows_;  // this rank's tokens quantised once per dispatch

@@ -28,6 +28,7 @@ struct Case {
   bool masked = false;
   std::uint32_t seed = 1;
   int vector_cores = 0;  // > 0: dispatch and combine split their work over a chip's vector cores
+  double capacity_factor = 0.0;  // BufferConfig's
 };
 
 inline Inputs make_inputs(const Case& c, int rank, int ranks) {

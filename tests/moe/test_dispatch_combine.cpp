@@ -61,7 +61,7 @@ Status check_round_trip(const Case& c, CommKind comm, Quant quant, DType x_dtype
   const Status created = Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
                                          .num_experts = c.experts, .topk = c.topk,
                                          .combine_element_bytes = x_dtype == DType::kBF16 ? 2 : 4, .comm = comm,
-                                         .chip = chip.get()},
+                                         .capacity_factor = c.capacity_factor, .chip = chip.get()},
                                         &buffer);
   if (comm == CommKind::kWindow && !all_mapped()) {
     // Not every rank maps every window (the mpi transport): the window context says so.
@@ -217,6 +217,67 @@ TEST_P(DispatchCombine, OnVectorCores) {
                                         DType::kFP32, 1));
     return check_round_trip(Case{.routing = Routing::kSomeRanksEmpty, .masked = true, .seed = 22, .vector_cores = 1},
                             GetParam(), Quant::kNone, DType::kFP32, 1);
+  });
+}
+
+// Every token to expert 0 overflows a capacity of one average load: the records region grows
+// (x1.25 steps, collectively) and the results are exact; nothing is dropped.
+TEST_P(DispatchCombine, CapacityGrowsOnOverflow) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    const Case c{.topk = 1, .routing = Routing::kAllToExpert0, .seed = 40, .capacity_factor = 1.0};
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    std::unique_ptr<Buffer> buffer;
+    const std::int64_t tmax = c.tokens + ranks;
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = tmax, .num_experts = c.experts,
+                                       .topk = c.topk, .comm = GetParam(), .capacity_factor = 1.0},
+                                      &buffer));
+    EXPECT_EQ(buffer->record_capacity(), tmax);  // 1.0 x T_max x min(K = 1, R)
+    const Inputs in = make_inputs(c, me, ranks);
+    DispatchResult r;
+    HP_RETURN_IF_ERROR(buffer->dispatch(
+        {.x = TensorView(const_cast<float*>(in.x.data()), DType::kFP32, {in.tokens, c.hidden}),
+         .topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {in.tokens, c.topk}),
+         .topk_weights = TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {in.tokens, c.topk})},
+        &r));
+    std::int64_t all_tokens = 0;
+    for (int s = 0; s < ranks; ++s) all_tokens += c.tokens + s;
+    EXPECT_EQ(r.rows, me == 0 ? all_tokens : 0);
+    EXPECT_EQ(buffer->times_grown(), 1);
+    EXPECT_GE(buffer->record_capacity(), all_tokens);
+    EXPECT_LE(buffer->record_capacity(), ranks * tmax);
+    HP_RETURN_IF_ERROR(buffer->destroy());
+    // The whole round trip, exact, on a buffer that grows during it.
+    return check_round_trip(c, GetParam(), Quant::kNone, DType::kFP32, 1);
+  });
+}
+
+// Without growth, an overflow is OUT_OF_MEMORY on every rank before any token moves, and the
+// buffer stays usable for batches that fit.
+TEST_P(DispatchCombine, CapacityOverflowWithoutGrowthFailsEveryRank) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    std::unique_ptr<Buffer> buffer;
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 1,
+                                       .comm = GetParam(), .capacity_factor = 1.0, .grow_on_overflow = false},
+                                      &buffer));
+    std::vector<float> x(8 * 16, 1.0f), w(8, 1.0f);
+    std::vector<std::int64_t> to_zero(8, 0), to_own(8, 2 * me);
+    auto dispatch = [&](std::vector<std::int64_t>& idx, DispatchResult* r) {
+      return buffer->dispatch({.x = TensorView(x.data(), DType::kFP32, {8, 16}),
+                               .topk_idx = TensorView(idx.data(), DType::kInt64, {8, 1}),
+                               .topk_weights = TensorView(w.data(), DType::kFP32, {8, 1})},
+                              r);
+    };
+    DispatchResult r;
+    const Status s = dispatch(to_zero, &r);  // rank 0 would receive 8 x R > 8
+    EXPECT_EQ(s.code(), ErrorCode::kOutOfMemory) << s.to_string();
+    EXPECT_NE(s.message().find("capacity"), std::string::npos) << s.to_string();
+    HP_EXPECT_OK(dispatch(to_own, &r));  // each rank's tokens to its own expert: fits
+    EXPECT_EQ(r.rows, 8);
+    EXPECT_EQ(buffer->times_grown(), 0);
+    return buffer->destroy();
   });
 }
 
