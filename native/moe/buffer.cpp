@@ -197,32 +197,73 @@ Status Buffer::combine(const TensorView& expert_out, const Handle& handle, const
                        const TensorView& weights, bool weighted) {
   HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition, "Buffer::combine: the buffer was destroyed");
   const std::int64_t rows = std::int64_t(handle.row_src_rank.size());
-  HP_RETURN_IF_ERROR(expert_out.expect_shape("expert_out", {rows, config_.hidden}));
-  if (expert_out.dtype() != DType::kFP32 && expert_out.dtype() != DType::kBF16) {
-    return Status::error(ErrorCode::kDTypeMismatch, "expert_out {}: expected fp32 or bf16", expert_out.to_string());
-  }
-  HP_RETURN_IF_ERROR(expect_contiguous(expert_out, "expert_out"));
-  if (std::int64_t(expert_out.element_size()) > config_.combine_element_bytes) {
-    return Status::error(ErrorCode::kInvalidArgument,
-                         "expert_out {} needs {} bytes per element; the buffer was made with combine_element_bytes = {}",
-                         expert_out.to_string(), expert_out.element_size(), config_.combine_element_bytes);
-  }
-  HP_RETURN_IF_ERROR(y.expect_shape("y", {handle.layout.num_tokens, config_.hidden}));
-  if (y.dtype() != DType::kFP32 && y.dtype() != DType::kBF16) {
-    return Status::error(ErrorCode::kDTypeMismatch, "y {}: expected fp32 or bf16", y.to_string());
-  }
-  HP_RETURN_IF_ERROR(expect_contiguous(y, "y"));
   const float* w = nullptr;
-  if (weighted) {
-    HP_RETURN_IF_ERROR(weights.expect_shape("weights", {rows}));
-    HP_RETURN_IF_ERROR(weights.expect_dtype("weights", DType::kFP32));
-    HP_RETURN_IF_ERROR(expect_contiguous(weights, "weights"));
-    HP_ENSURE(rows == 0 || weights.data() != nullptr, ErrorCode::kInvalidArgument,
-              "Buffer::combine: weighted without weights: pass the dispatch result's topk_weights");
-    w = static_cast<const float*>(weights.data());
+  const Status input = [&]() -> Status {
+    HP_RETURN_IF_ERROR(expert_out.expect_shape("expert_out", {rows, config_.hidden}));
+    if (expert_out.dtype() != DType::kFP32 && expert_out.dtype() != DType::kBF16) {
+      return Status::error(ErrorCode::kDTypeMismatch, "expert_out {}: expected fp32 or bf16", expert_out.to_string());
+    }
+    HP_RETURN_IF_ERROR(expect_contiguous(expert_out, "expert_out"));
+    if (std::int64_t(expert_out.element_size()) > config_.combine_element_bytes) {
+      return Status::error(ErrorCode::kInvalidArgument,
+                           "expert_out {} needs {} bytes per element; the buffer was made with combine_element_bytes = {}",
+                           expert_out.to_string(), expert_out.element_size(), config_.combine_element_bytes);
+    }
+    HP_RETURN_IF_ERROR(y.expect_shape("y", {handle.layout.num_tokens, config_.hidden}));
+    if (y.dtype() != DType::kFP32 && y.dtype() != DType::kBF16) {
+      return Status::error(ErrorCode::kDTypeMismatch, "y {}: expected fp32 or bf16", y.to_string());
+    }
+    HP_RETURN_IF_ERROR(expect_contiguous(y, "y"));
+    if (weighted) {
+      HP_RETURN_IF_ERROR(weights.expect_shape("weights", {rows}));
+      HP_RETURN_IF_ERROR(weights.expect_dtype("weights", DType::kFP32));
+      HP_RETURN_IF_ERROR(expect_contiguous(weights, "weights"));
+      HP_ENSURE(rows == 0 || weights.data() != nullptr, ErrorCode::kInvalidArgument,
+                "Buffer::combine: weighted without weights: pass the dispatch result's topk_weights");
+      w = static_cast<const float*>(weights.data());
+    }
+    return Status::ok();
+  }();
+  if (config_.comm == CommKind::kWindow) {
+    if (!input.is_ok()) return reject_call(window_comm_, kCombine, ++combine_epoch_, input);
+    return combine_with(window_comm_, expert_out, handle, y, w);
   }
-  if (config_.comm == CommKind::kWindow) return combine_with(window_comm_, expert_out, handle, y, w);
+  if (!input.is_ok()) return reject_call(shmem_comm_, kCombine, ++combine_epoch_, input);
   return combine_with(shmem_comm_, expert_out, handle, y, w);
+}
+
+// A call whose inputs this rank rejected: it still takes the call's epoch and sets its flag on
+// every rank, its error code first written to the slot's status word, so that the others
+// return ABORTED at once instead of waiting for their deadline.
+template <typename Comm>
+Status Buffer::reject_call(Comm& comm, int kind, std::uint64_t epoch, const Status& input) {
+  const std::uint64_t word = (epoch << 16) | std::uint64_t(input.code());
+  for (int i = 0; i < ranks_; ++i) {
+    const int d = (rank_ + 1 + i) % ranks_;
+    std::uint64_t* status = flag(kind, rank_) + 1;
+    Status st;
+    std::uint8_t* p = comm.open(d, status, sizeof(word), &st);
+    if (p == nullptr) return st;
+    std::memcpy(p, &word, sizeof(word));
+    HP_RETURN_IF_ERROR(comm.close(d, status, p, sizeof(word)));
+    HP_RETURN_IF_ERROR(comm.signal(flag(kind, rank_), epoch, d));
+  }
+  HP_RETURN_IF_ERROR(comm.quiet());
+  return input;
+}
+template Status Buffer::reject_call(WindowComm&, int, std::uint64_t, const Status&);
+template Status Buffer::reject_call(ShmemComm&, int, std::uint64_t, const Status&);
+
+// After every flag of `kind` reached `epoch`: ABORTED naming a rank that rejected the call.
+Status Buffer::check_rejections(int kind, std::uint64_t epoch, const char* call) const {
+  for (int s = 0; s < ranks_; ++s) {
+    const std::uint64_t word = *(flag(kind, s) + 1);
+    if (word >> 16 == epoch && (word & 0xFFFF) != 0) {
+      return Status::error(ErrorCode::kAborted, "{}: rank {} rejected its inputs ({}); see its error", call, s,
+                           to_string(ErrorCode(word & 0xFFFF)));
+    }
+  }
+  return Status::ok();
 }
 
 // Checks a dispatch's inputs against the buffer, computes the source layout and, when asked,
@@ -507,6 +548,10 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
   }
   for (int d = 0; d < ranks_; ++d) {
     HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kCombine, d), hp::shmem::Cmp::kGe, epoch));
+  }
+  if (Status rejected = check_rejections(kCombine, epoch, "combine"); !rejected.is_ok()) {
+    HP_RETURN_IF_ERROR(comm.quiet());
+    return rejected;
   }
   // ---- reduce: y[t] = sum over ranks d holding t of d's row, in rank order; tokens split ----
   std::vector<std::int64_t> base(R, 0);

@@ -4,7 +4,9 @@
 // on every rank) and owns one symmetric window per rank:
 //
 //   flags   5 x R status words, 64 bytes apart: notify[s], dispatch[s], combine[s],
-//           low-latency dispatch[s] and combine[s] (set by rank s to the call's epoch)
+//           low-latency dispatch[s] and combine[s] (set by rank s to the call's epoch); the
+//           combine slots' second word is (epoch << 16 | error code) when rank s rejected its
+//           inputs for that call (it still sets its flag: the others return ABORTED at once)
 //   counts  2 x R x (1 + R + E) int64: slot s = rank s's status code (0 or the ErrorCode that
 //           made it reject its inputs), tokens per rank [R], pairs per expert [E]; dispatch n
 //           uses half n % 2, so nobody overwrites a slot a slower rank is still reading
@@ -174,6 +176,9 @@ class HP_API Buffer {
   Buffer() = default;
   Status prepare_dispatch(const DispatchArgs& args, DispatchLayout* layout);
   Status allocate_records(std::int64_t capacity);
+  template <typename Comm>
+  Status reject_call(Comm& comm, int kind, std::uint64_t epoch, const Status& input);
+  Status check_rejections(int kind, std::uint64_t epoch, const char* call) const;
   template <typename Comm>
   Status dispatch_with(Comm& comm, const DispatchArgs& args, DispatchResult* out);
   template <typename Comm>

@@ -192,30 +192,37 @@ Status Buffer::low_latency_combine(const TensorView& expert_out, const TensorVie
             "Buffer::low_latency_combine: the buffer has no low-latency regions (create it with "
             "BufferConfig::low_latency = true)");
   const std::int64_t local = local_experts(), per_expert = std::int64_t(ranks_) * config_.max_tokens_per_rank;
-  HP_ENSURE(std::int64_t(handle.row_src_rank.size()) == local * per_expert &&
-                std::int64_t(handle.topk_idx.size()) == handle.tokens * config_.topk,
-            ErrorCode::kInvalidArgument, "Buffer::low_latency_combine: the handle is not one of this buffer's "
-                                         "low_latency_dispatch");
-  HP_RETURN_IF_ERROR(expert_out.expect_shape("expert_out", {local, per_expert, config_.hidden}));
-  if (expert_out.dtype() != DType::kFP32 && expert_out.dtype() != DType::kBF16) {
-    return Status::error(ErrorCode::kDTypeMismatch, "expert_out {}: expected fp32 or bf16", expert_out.to_string());
-  }
-  HP_RETURN_IF_ERROR(expect_contiguous(expert_out, "expert_out"));
-  if (std::int64_t(expert_out.element_size()) > config_.combine_element_bytes) {
-    return Status::error(ErrorCode::kInvalidArgument,
-                         "expert_out {} needs {} bytes per element; the buffer was made with combine_element_bytes = {}",
-                         expert_out.to_string(), expert_out.element_size(), config_.combine_element_bytes);
-  }
-  HP_RETURN_IF_ERROR(topk_weights.expect_shape("topk_weights", {handle.tokens, config_.topk}));
-  HP_RETURN_IF_ERROR(topk_weights.expect_dtype("topk_weights", DType::kFP32));
-  HP_RETURN_IF_ERROR(expect_contiguous(topk_weights, "topk_weights"));
-  HP_RETURN_IF_ERROR(y.expect_shape("y", {handle.tokens, config_.hidden}));
-  if (y.dtype() != DType::kFP32 && y.dtype() != DType::kBF16) {
-    return Status::error(ErrorCode::kDTypeMismatch, "y {}: expected fp32 or bf16", y.to_string());
-  }
-  HP_RETURN_IF_ERROR(expect_contiguous(y, "y"));
+  const Status input = [&]() -> Status {
+    HP_ENSURE(std::int64_t(handle.row_src_rank.size()) == local * per_expert &&
+                  std::int64_t(handle.topk_idx.size()) == handle.tokens * config_.topk &&
+                  handle.pair_slot.size() == handle.topk_idx.size(),
+              ErrorCode::kInvalidArgument,
+              "Buffer::low_latency_combine: the handle is not one of this buffer's low_latency_dispatch");
+    HP_RETURN_IF_ERROR(expert_out.expect_shape("expert_out", {local, per_expert, config_.hidden}));
+    if (expert_out.dtype() != DType::kFP32 && expert_out.dtype() != DType::kBF16) {
+      return Status::error(ErrorCode::kDTypeMismatch, "expert_out {}: expected fp32 or bf16", expert_out.to_string());
+    }
+    HP_RETURN_IF_ERROR(expect_contiguous(expert_out, "expert_out"));
+    if (std::int64_t(expert_out.element_size()) > config_.combine_element_bytes) {
+      return Status::error(ErrorCode::kInvalidArgument,
+                           "expert_out {} needs {} bytes per element; the buffer was made with combine_element_bytes = {}",
+                           expert_out.to_string(), expert_out.element_size(), config_.combine_element_bytes);
+    }
+    HP_RETURN_IF_ERROR(topk_weights.expect_shape("topk_weights", {handle.tokens, config_.topk}));
+    HP_RETURN_IF_ERROR(topk_weights.expect_dtype("topk_weights", DType::kFP32));
+    HP_RETURN_IF_ERROR(expect_contiguous(topk_weights, "topk_weights"));
+    HP_RETURN_IF_ERROR(y.expect_shape("y", {handle.tokens, config_.hidden}));
+    if (y.dtype() != DType::kFP32 && y.dtype() != DType::kBF16) {
+      return Status::error(ErrorCode::kDTypeMismatch, "y {}: expected fp32 or bf16", y.to_string());
+    }
+    return expect_contiguous(y, "y");
+  }();
   const auto* w = static_cast<const float*>(topk_weights.data());
-  if (config_.comm == CommKind::kWindow) return low_latency_combine_with(window_comm_, expert_out, w, handle, y);
+  if (config_.comm == CommKind::kWindow) {
+    if (!input.is_ok()) return reject_call(window_comm_, kLowLatencyCombine, ++ll_combine_epoch_, input);
+    return low_latency_combine_with(window_comm_, expert_out, w, handle, y);
+  }
+  if (!input.is_ok()) return reject_call(shmem_comm_, kLowLatencyCombine, ++ll_combine_epoch_, input);
   return low_latency_combine_with(shmem_comm_, expert_out, w, handle, y);
 }
 
@@ -270,6 +277,10 @@ Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out
   }
   for (int d = 0; d < ranks_; ++d) {
     HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kLowLatencyCombine, d), hp::shmem::Cmp::kGe, epoch));
+  }
+  if (Status rejected = check_rejections(kLowLatencyCombine, epoch, "low_latency_combine"); !rejected.is_ok()) {
+    HP_RETURN_IF_ERROR(comm.quiet());
+    return rejected;
   }
   // ---- reduce: y[t] = sum over k of w[t][k] x row of (expert, slot), in k order -------------
   scratch_.resize(std::size_t(share_workers(config_.chip)));

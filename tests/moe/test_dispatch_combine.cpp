@@ -309,6 +309,40 @@ TEST_P(DispatchCombine, BadExpertIdOnOneRankFailsEveryRank) {
   });
 }
 
+// A rank whose combine inputs are bad returns its own error, every other rank ABORTED naming it
+// (at once, not at a deadline), and the buffer stays usable.
+TEST_P(DispatchCombine, BadCombineInputOnOneRankFailsEveryRank) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    std::unique_ptr<Buffer> buffer;
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
+                                       .comm = GetParam()},
+                                      &buffer));
+    std::vector<float> x(4 * 16, 1.0f), w(8, 0.5f);
+    std::vector<std::int64_t> idx = {0, 1, 1, 2, 0, 3, 1, 0};
+    for (int round = 0; round < 2; ++round) {
+      DispatchResult r;
+      HP_RETURN_IF_ERROR(buffer->dispatch({.x = TensorView(x.data(), DType::kFP32, {4, 16}),
+                                           .topk_idx = TensorView(idx.data(), DType::kInt64, {4, 2}),
+                                           .topk_weights = TensorView(w.data(), DType::kFP32, {4, 2})},
+                                          &r));
+      std::vector<float> out(std::size_t(r.rows * 16), 1.0f), y(4 * 16, -1.0f);
+      const bool bad = round == 0 && me == ranks - 1;
+      const Status s = buffer->combine(TensorView(out.data(), bad ? DType::kInt32 : DType::kFP32, {r.rows, 16}),
+                                       r.handle, TensorView(y.data(), DType::kFP32, {4, 16}),
+                                       TensorView(r.topk_weights.data(), DType::kFP32, {r.rows}));
+      if (round == 0) {
+        EXPECT_EQ(s.code(), bad ? ErrorCode::kDTypeMismatch : ErrorCode::kAborted) << s.to_string();
+      } else {
+        HP_EXPECT_OK(s);  // usable again: y = sum of the (two) weights x 1
+        EXPECT_EQ(y[0], 1.0f);
+      }
+    }
+    return buffer->destroy();
+  });
+}
+
 TEST_P(DispatchCombine, RanksDisagreeingOnConfigFailEverywhere) {
   run_scenario([&]() -> Status {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
