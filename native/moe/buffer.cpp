@@ -187,10 +187,60 @@ std::uint8_t* Buffer::back_row(std::uint64_t epoch, std::int64_t index) const {
 }
 
 Status Buffer::dispatch(const DispatchArgs& args, DispatchResult* out) {
-  HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition, "Buffer::dispatch: the buffer was destroyed");
   HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument, "Buffer::dispatch: out is null");
-  if (config_.comm == CommKind::kWindow) return dispatch_with(window_comm_, args, out);
-  return dispatch_with(shmem_comm_, args, out);
+  HP_RETURN_IF_ERROR(notify_dispatch(args, &out->handle));
+  // The result's storage is reused from call to call (no page faults for a same-sized batch).
+  DispatchResult& r = *out;
+  const Handle& h = r.handle;
+  const bool quant = args.quant == Quant::kDynamicInt8;
+  r.x_dtype = quant ? DType::kInt8 : args.x.dtype();
+  r.rows = h.rows;
+  r.hidden = config_.hidden;
+  r.x_bytes.resize(std::size_t(r.rows * r.hidden) * dtype_size(r.x_dtype));
+  r.x_scale.resize(quant ? std::size_t(r.rows) : 0);
+  r.topk_weights.resize(std::size_t(r.rows));
+  r.tokens_per_expert = h.tokens_per_expert;
+  r.expert_offsets = h.expert_offsets;
+  return dispatch_data(args, &r.handle,
+                       {.x = r.x(),
+                        .x_scale = quant ? TensorView(r.x_scale.data(), DType::kFP32, {r.rows}) : TensorView(),
+                        .topk_weights = TensorView(r.topk_weights.data(), DType::kFP32, {r.rows})});
+}
+
+Status Buffer::notify_dispatch(const DispatchArgs& args, Handle* handle) {
+  HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition, "Buffer::notify_dispatch: the buffer was destroyed");
+  HP_ENSURE(handle != nullptr, ErrorCode::kInvalidArgument, "Buffer::notify_dispatch: handle is null");
+  if (config_.comm == CommKind::kWindow) return notify_with(window_comm_, args, handle);
+  return notify_with(shmem_comm_, args, handle);
+}
+
+Status Buffer::dispatch_data(const DispatchArgs& args, Handle* handle, const DispatchOutputs& out) {
+  HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition, "Buffer::dispatch_data: the buffer was destroyed");
+  HP_ENSURE(handle != nullptr && handle->epoch == notified_epoch_ && notified_epoch_ != 0,
+            ErrorCode::kFailedPrecondition,
+            "Buffer::dispatch_data: no notify_dispatch to continue (call notify_dispatch with the same arguments "
+            "first, then dispatch_data once with its handle)");
+  HP_ENSURE(args.x.ndim() == 2 && args.x.dim(0) == handle->layout.num_tokens, ErrorCode::kInvalidArgument,
+            "Buffer::dispatch_data: x {} is not the x of notify_dispatch ({} tokens)", args.x.to_string(),
+            handle->layout.num_tokens);
+  notified_epoch_ = 0;
+  if (config_.comm == CommKind::kWindow) return data_with(window_comm_, args, handle, out);
+  return data_with(shmem_comm_, args, handle, out);
+}
+
+Status Buffer::check_dispatch_outputs(const DispatchArgs& a, const Handle& h, const DispatchOutputs& out) const {
+  const bool quant = a.quant == Quant::kDynamicInt8;
+  HP_RETURN_IF_ERROR(out.x.expect_shape("recv x", {h.rows, config_.hidden}));
+  HP_RETURN_IF_ERROR(out.x.expect_dtype("recv x", quant ? DType::kInt8 : a.x.dtype()));
+  HP_RETURN_IF_ERROR(expect_contiguous(out.x, "recv x"));
+  if (quant) {
+    HP_RETURN_IF_ERROR(out.x_scale.expect_shape("recv x_scale", {h.rows}));
+    HP_RETURN_IF_ERROR(out.x_scale.expect_dtype("recv x_scale", DType::kFP32));
+    HP_RETURN_IF_ERROR(expect_contiguous(out.x_scale, "recv x_scale"));
+  }
+  HP_RETURN_IF_ERROR(out.topk_weights.expect_shape("recv topk_weights", {h.rows}));
+  HP_RETURN_IF_ERROR(out.topk_weights.expect_dtype("recv topk_weights", DType::kFP32));
+  return expect_contiguous(out.topk_weights, "recv topk_weights");
 }
 
 Status Buffer::combine(const TensorView& expert_out, const Handle& handle, const TensorView& y,
@@ -311,21 +361,15 @@ Status Buffer::prepare_dispatch(const DispatchArgs& a, DispatchLayout* layout) {
 }
 
 template <typename Comm>
-Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* out) {
-  const std::int64_t hidden = config_.hidden, topk = config_.topk, experts = config_.num_experts;
+Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle) {
+  const std::int64_t experts = config_.num_experts;
   const std::int64_t per_rank = local_experts();
   // ---- validation: a rank with bad inputs still takes part in the count exchange, with its
   // error code in place of counts, so every rank returns an error instead of waiting.
-  const bool quant = a.quant == Quant::kDynamicInt8;
-  std::size_t x_elem = 0;
-  std::int64_t tokens = 0;
-  Handle h = std::move(out->handle);  // its storage is reused (see the result below)
+  Handle& h = *handle;  // its storage is reused from call to call
   h.records = 0;
+  notified_epoch_ = 0;
   const Status input = prepare_dispatch(a, &h.layout);
-  if (input.is_ok()) {
-    tokens = a.x.dim(0);
-    x_elem = a.x.element_size();
-  }
   const std::uint64_t epoch = ++dispatch_epoch_;
   h.epoch = epoch;
   const auto R = std::size_t(ranks_);
@@ -358,7 +402,8 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
     }
   }
   h.tok.resize(R * R);
-  std::vector<std::int64_t> expert_rows(std::size_t(per_rank), 0);
+  std::vector<std::int64_t>& expert_rows = h.tokens_per_expert;
+  expert_rows.assign(std::size_t(per_rank), 0);
   for (std::size_t s = 0; s < R; ++s) {
     const std::int64_t* c = counts(epoch, int(s)) + kCountsHeader;
     for (std::size_t d = 0; d < R; ++d) h.tok[s * R + d] = c[d];
@@ -384,11 +429,35 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
     HP_RETURN_IF_ERROR(allocate_records(capacity));
     ++records_grown_;
   }
+  // ---- the receive layout: each local expert's rows, padded to expert_alignment ------------
+  h.expert_offsets.assign(std::size_t(per_rank) + 1, 0);
+  for (std::int64_t le = 0; le < per_rank; ++le) {
+    const std::int64_t padded = (expert_rows[std::size_t(le)] + a.expert_alignment - 1) / a.expert_alignment *
+                                a.expert_alignment;
+    h.expert_offsets[std::size_t(le) + 1] = h.expert_offsets[std::size_t(le)] + padded;
+  }
+  h.rows = h.expert_offsets.back();
+  for (std::size_t s = 0; s < R; ++s) h.records += h.tok[s * R + std::size_t(rank_)];
+  notified_epoch_ = epoch;
+  return comm.quiet();
+}
+
+template <typename Comm>
+Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle, const DispatchOutputs& out) {
+  const std::int64_t hidden = config_.hidden, topk = config_.topk, per_rank = local_experts();
+  const bool quant = a.quant == Quant::kDynamicInt8;
+  const std::int64_t tokens = a.x.dim(0);
+  Handle& h = *handle;
+  const std::uint64_t epoch = h.epoch;
+  const auto R = std::size_t(ranks_);
+  // Validated by notify_dispatch (the same args): the outputs are checked here, after this
+  // rank's records are sent, so that a bad output is this rank's error only.
+  const Status outputs = check_dispatch_outputs(a, h, out);
   // ---- data: each token once per destination; tokens split over the workers ---------------
   // Every destination's region is opened first (staging under ShmemComm), the workers write
   // their tokens' records (a token's record for d comes after those of earlier tokens in d),
   // then each region is sent and flagged.
-  const std::size_t payload_bytes = std::size_t(hidden) * (quant ? 1 : x_elem);
+  const std::size_t payload_bytes = std::size_t(hidden) * (quant ? 1 : a.x.element_size());
   const auto* x_bytes = static_cast<const std::uint8_t*>(a.x.data());
   const auto* weights = static_cast<const float*>(a.topk_weights.data());
   std::vector<std::uint8_t*> dst(R, nullptr);
@@ -432,33 +501,25 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
   for (int s = 0; s < ranks_; ++s) {
     HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kDispatch, s), hp::shmem::Cmp::kGe, epoch));
   }
-  // ---- expand: records into rows grouped by local expert --------------------------------
-  // The result's storage is reused from call to call (no page faults for a same-sized batch);
-  // only pad rows are cleared.
-  DispatchResult& r = *out;
-  r.x_dtype = quant ? DType::kInt8 : a.x.dtype();
-  r.hidden = hidden;
-  r.tokens_per_expert = expert_rows;
-  r.expert_offsets.assign(std::size_t(per_rank) + 1, 0);
-  for (std::int64_t le = 0; le < per_rank; ++le) {
-    const std::int64_t padded = (expert_rows[std::size_t(le)] + a.expert_alignment - 1) / a.expert_alignment *
-                                a.expert_alignment;
-    r.expert_offsets[std::size_t(le) + 1] = r.expert_offsets[std::size_t(le)] + padded;
+  if (!outputs.is_ok()) {
+    HP_RETURN_IF_ERROR(comm.quiet());
+    return outputs;
   }
-  r.rows = r.expert_offsets.back();
-  r.x_bytes.resize(std::size_t(r.rows) * payload_bytes);
+  // ---- expand: records into rows grouped by local expert; pad rows are zero ---------------
+  auto* x_out = static_cast<std::uint8_t*>(out.x.data());
+  auto* scale_out = static_cast<float*>(out.x_scale.data());
+  auto* weight_out = static_cast<float*>(out.topk_weights.data());
   for (std::int64_t le = 0; le < per_rank; ++le) {
-    const std::int64_t pad_begin = r.expert_offsets[std::size_t(le)] + expert_rows[std::size_t(le)];
-    std::memset(r.x_bytes.data() + std::size_t(pad_begin) * payload_bytes, 0,
-                std::size_t(r.expert_offsets[std::size_t(le) + 1] - pad_begin) * payload_bytes);
+    const std::int64_t pad_begin = h.expert_offsets[std::size_t(le)] + h.tokens_per_expert[std::size_t(le)];
+    const std::int64_t pad_end = h.expert_offsets[std::size_t(le) + 1];
+    std::memset(x_out + std::size_t(pad_begin) * payload_bytes, 0, std::size_t(pad_end - pad_begin) * payload_bytes);
+    if (quant) std::fill(scale_out + pad_begin, scale_out + pad_end, 0.0f);
+    std::fill(weight_out + pad_begin, weight_out + pad_end, 0.0f);
   }
-  r.x_scale.assign(quant ? std::size_t(r.rows) : 0, 0.0f);
-  r.topk_weights.assign(std::size_t(r.rows), 0.0f);
-  h.row_src_rank.assign(std::size_t(r.rows), -1);
-  h.row_src_token.assign(std::size_t(r.rows), -1);
-  for (std::size_t s = 0; s < R; ++s) h.records += h.tok[s * R + std::size_t(rank_)];
+  h.row_src_rank.assign(std::size_t(h.rows), -1);
+  h.row_src_token.assign(std::size_t(h.rows), -1);
   h.record_rows.assign(std::size_t(h.records * topk), -1);
-  std::vector<std::int64_t> cursor(r.expert_offsets.begin(), r.expert_offsets.end() - 1);
+  std::vector<std::int64_t> cursor(h.expert_offsets.begin(), h.expert_offsets.end() - 1);
   std::int64_t rec_index = 0;
   for (std::size_t s = 0; s < R; ++s) {
     const std::int64_t n = h.tok[s * R + std::size_t(rank_)];
@@ -470,8 +531,8 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
         const std::int64_t e = meta_experts(rec)[k];
         if (e < rank_ * per_rank || e >= (rank_ + 1) * per_rank) continue;
         const std::int64_t row = cursor[std::size_t(e - rank_ * per_rank)]++;
-        if (quant) r.x_scale[std::size_t(row)] = meta.scale;
-        r.topk_weights[std::size_t(row)] = meta_weights(rec, topk)[k];
+        if (quant) scale_out[row] = meta.scale;
+        weight_out[row] = meta_weights(rec, topk)[k];
         h.row_src_rank[std::size_t(row)] = std::int32_t(s);
         h.row_src_token[std::size_t(row)] = meta.token;
         h.record_rows[std::size_t(rec_index * topk + k)] = row;
@@ -484,14 +545,12 @@ Status Buffer::dispatch_with(Comm& comm, const DispatchArgs& a, DispatchResult* 
       const std::uint8_t* payload = record(i) + meta_bytes_;
       for (std::int64_t k = 0; k < topk; ++k) {
         const std::int64_t row = h.record_rows[std::size_t(i * topk + k)];
-        if (row >= 0) stream_copy(r.x_bytes.data() + std::size_t(row) * payload_bytes, payload, payload_bytes);
+        if (row >= 0) stream_copy(x_out + std::size_t(row) * payload_bytes, payload, payload_bytes);
       }
     }
     return Status::ok();
   }));
-  HP_RETURN_IF_ERROR(comm.quiet());
-  r.handle = std::move(h);
-  return Status::ok();
+  return comm.quiet();
 }
 
 template <typename Comm>

@@ -95,10 +95,21 @@ struct Handle {
   std::uint64_t epoch = 0;
   DispatchLayout layout;                 // the source side (this rank's tokens)
   std::vector<std::int64_t> tok;         // [R x R] tokens rank s sends to rank d (s-major)
+  // The receive layout (notify_dispatch): rows per local expert, their offsets (padded to
+  // expert_alignment) and the total, which sizes dispatch_data's outputs.
+  std::vector<std::int64_t> tokens_per_expert;  // [E_local]
+  std::vector<std::int64_t> expert_offsets;     // [E_local + 1]
+  std::int64_t rows = 0;
   std::vector<std::int64_t> record_rows; // [records x K]: rows of each received record, -1 none
   std::vector<std::int32_t> row_src_rank;   // [rows], -1 for pad rows
   std::vector<std::int32_t> row_src_token;  // [rows]
   std::int64_t records = 0;
+};
+
+// Where dispatch_data writes (sized by notify_dispatch's handle.rows): x int8 (quantised) or
+// x's dtype [rows, H]; x_scale fp32 [rows] (quantised only); topk_weights fp32 [rows].
+struct DispatchOutputs {
+  TensorView x, x_scale, topk_weights;
 };
 
 struct DispatchResult {
@@ -157,7 +168,14 @@ class HP_API Buffer {
   std::int64_t record_capacity() const { return recv_capacity_; }  // dispatch records per rank
   std::int64_t times_grown() const { return records_grown_; }
 
+  // dispatch = notify_dispatch + dispatch_data into the result's own storage.
   Status dispatch(const DispatchArgs& args, DispatchResult* out);
+  // The two halves, for callers that allocate the outputs themselves (the op ABI): the count
+  // exchange (validating and quantising the inputs) fills handle's receive layout; then
+  // dispatch_data with the same args sends the tokens and writes the rows into `out`. No other
+  // call on the buffer may come between them.
+  Status notify_dispatch(const DispatchArgs& args, Handle* handle);
+  Status dispatch_data(const DispatchArgs& args, Handle* handle, const DispatchOutputs& out);
   // expert_out fp32/bf16 [rows, H] (rows of the dispatch); weights: optional fp32 [rows]
   // (default: the dispatched top-k weights; pass `weighted = false` to sum without weights,
   // dispatch's adjoint); y fp32/bf16 [T, H] of the dispatching rank.
@@ -180,7 +198,10 @@ class HP_API Buffer {
   Status reject_call(Comm& comm, int kind, std::uint64_t epoch, const Status& input);
   Status check_rejections(int kind, std::uint64_t epoch, const char* call) const;
   template <typename Comm>
-  Status dispatch_with(Comm& comm, const DispatchArgs& args, DispatchResult* out);
+  Status notify_with(Comm& comm, const DispatchArgs& args, Handle* handle);
+  template <typename Comm>
+  Status data_with(Comm& comm, const DispatchArgs& args, Handle* handle, const DispatchOutputs& out);
+  Status check_dispatch_outputs(const DispatchArgs& args, const Handle& handle, const DispatchOutputs& out) const;
   template <typename Comm>
   Status combine_with(Comm& comm, const TensorView& expert_out, const Handle& handle, const TensorView& y,
                       const float* weights);
@@ -206,6 +227,7 @@ class HP_API Buffer {
   std::size_t counts_offset_ = 0, back_offset_ = 0, window_bytes_ = 0;
   std::size_t ll_slot_bytes_ = 0, ll_counts_offset_ = 0, ll_recv_offset_ = 0, ll_back_offset_ = 0;
   std::uint64_t dispatch_epoch_ = 0, combine_epoch_ = 0, ll_dispatch_epoch_ = 0, ll_combine_epoch_ = 0;
+  std::uint64_t notified_epoch_ = 0;  // the notify_dispatch dispatch_data may continue, 0: none
   std::vector<std::int8_t> quant_rows_;  // this rank's tokens quantised once per dispatch
   std::vector<float> quant_scales_;
   struct WorkerScratch {                 // one per worker (shares.h)

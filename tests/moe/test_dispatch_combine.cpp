@@ -343,6 +343,55 @@ TEST_P(DispatchCombine, BadCombineInputOnOneRankFailsEveryRank) {
   });
 }
 
+// notify_dispatch + dispatch_data into outputs the caller allocated (the op ABI's way) gives
+// what dispatch gives; a bad output on one rank is that rank's error only; dispatch_data
+// without a notify_dispatch is FAILED_PRECONDITION.
+TEST_P(DispatchCombine, TwoPhaseIntoCallerOutputs) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    const Case c{.seed = 50};
+    std::unique_ptr<Buffer> buffer;
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
+                                       .num_experts = c.experts, .topk = c.topk, .comm = GetParam()},
+                                      &buffer));
+    const Inputs in = make_inputs(c, me, ranks);
+    const DispatchArgs args{
+        .x = TensorView(const_cast<float*>(in.x.data()), DType::kFP32, {in.tokens, c.hidden}),
+        .topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {in.tokens, c.topk}),
+        .topk_weights = TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {in.tokens, c.topk}),
+        .quant = Quant::kDynamicInt8,
+        .expert_alignment = 8};
+    DispatchResult whole;
+    HP_RETURN_IF_ERROR(buffer->dispatch(args, &whole));
+    Handle h;
+    EXPECT_EQ(buffer->dispatch_data(args, &h, {}).code(), ErrorCode::kFailedPrecondition);
+    for (int round = 0; round < 2; ++round) {
+      HP_RETURN_IF_ERROR(buffer->notify_dispatch(args, &h));
+      EXPECT_EQ(h.rows, whole.rows);
+      EXPECT_EQ(h.expert_offsets, whole.expert_offsets);
+      std::vector<std::int8_t> x(std::size_t(h.rows * c.hidden), 7);
+      std::vector<float> scale(std::size_t(h.rows), 7.0f), w(std::size_t(h.rows), 7.0f);
+      const bool bad = round == 0 && me == 0;
+      const Status s = buffer->dispatch_data(
+          args, &h,
+          {.x = TensorView(x.data(), DType::kInt8, {bad ? h.rows + 1 : h.rows, c.hidden}),
+           .x_scale = TensorView(scale.data(), DType::kFP32, {h.rows}),
+           .topk_weights = TensorView(w.data(), DType::kFP32, {h.rows})});
+      if (bad) {
+        EXPECT_EQ(s.code(), ErrorCode::kShapeMismatch) << s.to_string();
+        continue;
+      }
+      HP_EXPECT_OK(s);
+      EXPECT_EQ(std::memcmp(x.data(), whole.x_bytes.data(), x.size()), 0);  // pad rows zero too
+      EXPECT_EQ(scale, whole.x_scale);
+      EXPECT_EQ(w, whole.topk_weights);
+      EXPECT_EQ(h.row_src_token, whole.handle.row_src_token);
+    }
+    return buffer->destroy();
+  });
+}
+
 TEST_P(DispatchCombine, RanksDisagreeingOnConfigFailEverywhere) {
   run_scenario([&]() -> Status {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
