@@ -207,11 +207,11 @@ Status Buffer::dispatch(const DispatchArgs& args, DispatchResult* out) {
                         .topk_weights = TensorView(r.topk_weights.data(), DType::kFP32, {r.rows})});
 }
 
-Status Buffer::notify_dispatch(const DispatchArgs& args, Handle* handle) {
+Status Buffer::notify_dispatch(const DispatchArgs& args, Handle* handle, const Status& caller_check) {
   HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition, "Buffer::notify_dispatch: the buffer was destroyed");
   HP_ENSURE(handle != nullptr, ErrorCode::kInvalidArgument, "Buffer::notify_dispatch: handle is null");
-  if (config_.comm == CommKind::kWindow) return notify_with(window_comm_, args, handle);
-  return notify_with(shmem_comm_, args, handle);
+  if (config_.comm == CommKind::kWindow) return notify_with(window_comm_, args, handle, caller_check);
+  return notify_with(shmem_comm_, args, handle, caller_check);
 }
 
 Status Buffer::dispatch_data(const DispatchArgs& args, Handle* handle, const DispatchOutputs& out) {
@@ -361,7 +361,7 @@ Status Buffer::prepare_dispatch(const DispatchArgs& a, DispatchLayout* layout) {
 }
 
 template <typename Comm>
-Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle) {
+Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle, const Status& caller_check) {
   const std::int64_t experts = config_.num_experts;
   const std::int64_t per_rank = local_experts();
   // ---- validation: a rank with bad inputs still takes part in the count exchange, with its
@@ -369,7 +369,7 @@ Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle) {
   Handle& h = *handle;  // its storage is reused from call to call
   h.records = 0;
   notified_epoch_ = 0;
-  const Status input = prepare_dispatch(a, &h.layout);
+  const Status input = caller_check.is_ok() ? prepare_dispatch(a, &h.layout) : caller_check;
   const std::uint64_t epoch = ++dispatch_epoch_;
   h.epoch = epoch;
   const auto R = std::size_t(ranks_);

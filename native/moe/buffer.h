@@ -174,7 +174,9 @@ class HP_API Buffer {
   // exchange (validating and quantising the inputs) fills handle's receive layout; then
   // dispatch_data with the same args sends the tokens and writes the rows into `out`. No other
   // call on the buffer may come between them.
-  Status notify_dispatch(const DispatchArgs& args, Handle* handle);
+  // caller_check: an error the caller found in its own arguments (e.g. an op's outputs), sent
+  // in place of the counts like an input error, so that every rank fails alike.
+  Status notify_dispatch(const DispatchArgs& args, Handle* handle, const Status& caller_check = Status::ok());
   Status dispatch_data(const DispatchArgs& args, Handle* handle, const DispatchOutputs& out);
   // expert_out fp32/bf16 [rows, H] (rows of the dispatch); weights: optional fp32 [rows]
   // (default: the dispatched top-k weights; pass `weighted = false` to sum without weights,
@@ -198,7 +200,7 @@ class HP_API Buffer {
   Status reject_call(Comm& comm, int kind, std::uint64_t epoch, const Status& input);
   Status check_rejections(int kind, std::uint64_t epoch, const char* call) const;
   template <typename Comm>
-  Status notify_with(Comm& comm, const DispatchArgs& args, Handle* handle);
+  Status notify_with(Comm& comm, const DispatchArgs& args, Handle* handle, const Status& caller_check);
   template <typename Comm>
   Status data_with(Comm& comm, const DispatchArgs& args, Handle* handle, const DispatchOutputs& out);
   Status check_dispatch_outputs(const DispatchArgs& args, const Handle& handle, const DispatchOutputs& out) const;

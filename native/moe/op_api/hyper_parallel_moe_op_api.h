@@ -1,0 +1,125 @@
+/* The MoE communication ops of HyperParallel's multicore component, C ABI
+ * (libhyper_parallel_moe_op_api.so). Two phases, as CANN's aclnn: hp<Op>GetWorkspaceSize checks
+ * what it can and returns the workspace size and an executor; hp<Op>(workspace, size, executor)
+ * runs the op and frees the executor (hpOpExecutorDestroy frees one that is never run).
+ *
+ *   hpDispatchLayout         topk_idx -> tokens per rank, tokens per expert, is_token_in_rank
+ *   hpNotifyDispatch         the count exchange: each local expert's receive rows and offsets
+ *   hpMoeDispatchNormal      the tokens, into outputs sized by hpNotifyDispatch's offsets
+ *   hpMoeCombineNormal       the weighted sum of the expert outputs back at each token's rank
+ *
+ * hpNotifyDispatch, hpMoeDispatchNormal and hpMoeCombineNormal are collective over the ranks of
+ * the buffer, in this order, with the same x / topk_idx / topk_weights for the notify and the
+ * dispatch; the combine uses the last dispatch. Their GetWorkspaceSize never fails on the
+ * tensors' contents: every check happens in the run, where a rank's bad input becomes an error
+ * on every rank (the others: HP_STATUS_ABORTED), so no rank waits for one that stopped early.
+ * Statuses are hp::ErrorCode numbers (0 = success); hpGetLastErrorMessage() says what failed
+ * and what to do, for the calling thread's last failed call.
+ */
+#ifndef HYPER_PARALLEL_MOE_OP_API_H_
+#define HYPER_PARALLEL_MOE_OP_API_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int32_t hpStatus;
+#define HP_STATUS_OK 0
+#define HP_STATUS_INVALID_ARGUMENT 1
+#define HP_STATUS_OUT_OF_RANGE 2
+#define HP_STATUS_SHAPE_MISMATCH 3
+#define HP_STATUS_DTYPE_MISMATCH 4
+#define HP_STATUS_UNSUPPORTED 5
+#define HP_STATUS_TIMEOUT 6
+#define HP_STATUS_ABORTED 7
+#define HP_STATUS_OUT_OF_MEMORY 8
+#define HP_STATUS_FAILED_PRECONDITION 18
+
+/* Element types (hp::DType numbers). */
+#define HP_DTYPE_INT8 0
+#define HP_DTYPE_UINT8 1
+#define HP_DTYPE_INT32 2
+#define HP_DTYPE_INT64 3
+#define HP_DTYPE_BF16 4
+#define HP_DTYPE_FP32 6
+
+#define HP_TENSOR_MAX_DIMS 8
+/* A tensor in host memory: shape and strides in elements (strides of a row-major tensor:
+ * shape[i+1] * strides[i+1], the last 1). */
+typedef struct hpTensor {
+  void* data;
+  int32_t dtype;
+  int32_t ndim;
+  int64_t shape[HP_TENSOR_MAX_DIMS];
+  int64_t strides[HP_TENSOR_MAX_DIMS];
+} hpTensor;
+
+#define HP_MOE_COMM_WINDOW 0 /* peers' windows mapped: plain stores (one node) */
+#define HP_MOE_COMM_SHMEM 1  /* put + signal: every transport */
+#define HP_MOE_QUANT_NONE 0
+#define HP_MOE_QUANT_DYNAMIC_INT8 1
+
+typedef struct hpMoeBufferConfig {
+  int64_t hidden;
+  int64_t max_tokens_per_rank;
+  int64_t num_experts;
+  int64_t topk;
+  int64_t max_element_bytes;     /* the widest x dispatched unquantised: 4 fp32, 2 bf16, 1 */
+  int64_t combine_element_bytes; /* the widest expert output combined: 4 fp32, 2 bf16 */
+  int32_t comm;                  /* HP_MOE_COMM_* */
+  int32_t grow_on_overflow;      /* with capacity_factor > 0: grow (1) or fail (0) on overflow */
+  double capacity_factor;        /* 0: lossless */
+} hpMoeBufferConfig;
+
+typedef struct hpMoeBuffer hpMoeBuffer;
+typedef struct hpOpExecutor hpOpExecutor;
+
+const char* hpGetLastErrorMessage(void);
+
+/* Collective over the shmem world (shmem_init or hprun's environment first). */
+hpStatus hpMoeBufferCreate(const hpMoeBufferConfig* config, hpMoeBuffer** buffer);
+hpStatus hpMoeBufferDestroy(hpMoeBuffer* buffer);
+void hpOpExecutorDestroy(hpOpExecutor* executor);
+
+/* topkIdx int64/int32 [T, K] (-1: none); outputs int64 [R], int64 [E], uint8 [T, R]. Local. */
+hpStatus hpDispatchLayoutGetWorkspaceSize(const hpTensor* topkIdx, int64_t numExperts, int64_t numRanks,
+                                          const hpTensor* tokensPerRank, const hpTensor* tokensPerExpert,
+                                          const hpTensor* isTokenInRank, uint64_t* workspaceSize,
+                                          hpOpExecutor** executor);
+hpStatus hpDispatchLayout(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
+
+/* x fp32/bf16 [T, H]; topkWeights fp32 [T, K]; xActiveMask uint8 [T] or NULL; outputs
+ * recvTokensPerExpert int64 [E_local] (unpadded) and recvExpertOffsets int64 [E_local + 1]
+ * (padded to expertAlignment; the last is the rows hpMoeDispatchNormal writes). */
+hpStatus hpNotifyDispatchGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* x, const hpTensor* topkIdx,
+                                          const hpTensor* topkWeights, const hpTensor* xActiveMask, int32_t quant,
+                                          int64_t expertAlignment, const hpTensor* recvTokensPerExpert,
+                                          const hpTensor* recvExpertOffsets, uint64_t* workspaceSize,
+                                          hpOpExecutor** executor);
+hpStatus hpNotifyDispatch(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
+
+/* The notify's inputs again; outputs (rows = recvExpertOffsets[E_local]): recvX int8
+ * (quantised) or x's dtype [rows, H]; recvXScale fp32 [rows] (quantised; else NULL);
+ * recvTopkWeights fp32 [rows]; recvSrcInfo int32 [rows, 2] or NULL: each row's source rank and
+ * token (-1 for pad rows). */
+hpStatus hpMoeDispatchNormalGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* x, const hpTensor* topkIdx,
+                                             const hpTensor* topkWeights, const hpTensor* xActiveMask,
+                                             int32_t quant, int64_t expertAlignment, const hpTensor* recvX,
+                                             const hpTensor* recvXScale, const hpTensor* recvTopkWeights,
+                                             const hpTensor* recvSrcInfo, uint64_t* workspaceSize,
+                                             hpOpExecutor** executor);
+hpStatus hpMoeDispatchNormal(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
+
+/* expertOut fp32/bf16 [rows, H] of the last dispatch; weights fp32 [rows] (normally its
+ * recvTopkWeights) or NULL for the plain sum (dispatch's adjoint); y fp32/bf16 [T, H]. */
+hpStatus hpMoeCombineNormalGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* expertOut, const hpTensor* weights,
+                                            const hpTensor* y, uint64_t* workspaceSize, hpOpExecutor** executor);
+hpStatus hpMoeCombineNormal(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HYPER_PARALLEL_MOE_OP_API_H_ */

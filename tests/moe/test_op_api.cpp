@@ -1,0 +1,218 @@
+// The C op ABI (hyper_parallel_moe_op_api.h): the two phases of every op, a full round trip
+// through notify -> dispatch -> combine into tensors the caller allocates, checked against the
+// reference, and bad inputs failing on every rank. op_api_header.c compiles the header as C.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <initializer_list>
+#include <vector>
+
+#include "hyper_parallel_moe_op_api.h"
+#include "moe/routing_inputs.h"
+#include "shmem/scenario.h"
+
+extern "C" int hp_op_api_header_is_c(void);
+
+namespace hp::moe {
+namespace {
+
+using hp::moe::testing::all_mapped;
+using hp::moe::testing::Case;
+using hp::moe::testing::Inputs;
+using hp::moe::testing::make_inputs;
+using hp::shmem::testing::run_scenario;
+
+hpTensor tensor(const void* data, int32_t dtype, std::initializer_list<std::int64_t> shape) {
+  hpTensor t{};
+  t.data = const_cast<void*>(data);
+  t.dtype = dtype;
+  t.ndim = int32_t(shape.size());
+  std::int64_t stride = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    t.shape[i] = shape.begin()[i];
+    t.strides[i] = stride;
+    stride *= t.shape[i];
+  }
+  return t;
+}
+
+// Status of an op run through both phases.
+template <typename Get, typename Run>
+hpStatus two_phase(Get get, Run run) {
+  uint64_t workspace = 99;
+  hpOpExecutor* executor = nullptr;
+  const hpStatus s = get(&workspace, &executor);
+  if (s != HP_STATUS_OK) return s;
+  EXPECT_EQ(workspace, 0u);
+  return run(nullptr, workspace, executor);
+}
+
+TEST(OpApi, HeaderIsC) { EXPECT_EQ(hp_op_api_header_is_c(), 1); }
+
+TEST(OpApi, DispatchLayout) {
+  const std::vector<std::int64_t> idx = {0, 3, 2, -1, 1, 0};  // T = 3, K = 2, E = 4, R = 2
+  std::vector<std::int64_t> per_rank(2), per_expert(4);
+  std::vector<std::uint8_t> in_rank(6);
+  const hpTensor t_idx = tensor(idx.data(), HP_DTYPE_INT64, {3, 2}), t_rank = tensor(per_rank.data(), HP_DTYPE_INT64, {2}),
+                 t_expert = tensor(per_expert.data(), HP_DTYPE_INT64, {4}),
+                 t_in = tensor(in_rank.data(), HP_DTYPE_UINT8, {3, 2});
+  ASSERT_EQ(two_phase([&](uint64_t* w, hpOpExecutor** e) {
+              return hpDispatchLayoutGetWorkspaceSize(&t_idx, 4, 2, &t_rank, &t_expert, &t_in, w, e);
+            },
+            hpDispatchLayout),
+            HP_STATUS_OK)
+      << hpGetLastErrorMessage();
+  EXPECT_EQ(per_rank, (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(per_expert, (std::vector<std::int64_t>{2, 1, 1, 1}));
+  EXPECT_EQ(in_rank, (std::vector<std::uint8_t>{1, 1, 0, 1, 1, 0}));
+  // Bad shapes fail in GetWorkspaceSize (a local op), with the tensor named.
+  const hpTensor short_rank = tensor(per_rank.data(), HP_DTYPE_INT64, {1});
+  uint64_t w = 0;
+  hpOpExecutor* e = nullptr;
+  EXPECT_EQ(hpDispatchLayoutGetWorkspaceSize(&t_idx, 4, 2, &short_rank, &t_expert, &t_in, &w, &e),
+            HP_STATUS_SHAPE_MISMATCH);
+  EXPECT_NE(std::strstr(hpGetLastErrorMessage(), "tokensPerRank"), nullptr) << hpGetLastErrorMessage();
+  // An id out of range fails in the run.
+  const std::vector<std::int64_t> bad = {0, 9, 2, -1, 1, 0};
+  const hpTensor t_bad = tensor(bad.data(), HP_DTYPE_INT64, {3, 2});
+  EXPECT_EQ(two_phase([&](uint64_t* w2, hpOpExecutor** e2) {
+              return hpDispatchLayoutGetWorkspaceSize(&t_bad, 4, 2, &t_rank, &t_expert, &t_in, w2, e2);
+            },
+            hpDispatchLayout),
+            HP_STATUS_OUT_OF_RANGE);
+  EXPECT_EQ(hpDispatchLayoutGetWorkspaceSize(&t_idx, 4, 2, &t_rank, &t_expert, &t_in, nullptr, &e),
+            HP_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(hpDispatchLayout(nullptr, 0, nullptr), HP_STATUS_INVALID_ARGUMENT);
+  ASSERT_EQ(hpDispatchLayoutGetWorkspaceSize(&t_idx, 4, 2, &t_rank, &t_expert, &t_in, &w, &e), HP_STATUS_OK);
+  hpOpExecutorDestroy(e);  // never run
+}
+
+class OpApiRoundTrip : public ::testing::TestWithParam<int32_t> {};
+
+// notify -> dispatch -> combine through the ABI, quantised, with expert alignment: the rows and
+// their sources match the reference and combine(expert e's output = (e + 1) x) is exact.
+TEST_P(OpApiRoundTrip, MatchesTheReference) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == HP_MOE_COMM_WINDOW && !all_mapped()) return Status::ok();
+    const Case c{.seed = 60};
+    const std::int64_t local = c.experts / ranks;
+    hpMoeBufferConfig config{.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks, .num_experts = c.experts,
+                             .topk = c.topk, .max_element_bytes = 4, .combine_element_bytes = 4, .comm = GetParam(),
+                             .grow_on_overflow = 1, .capacity_factor = 0.0};
+    hpMoeBuffer* buffer = nullptr;
+    EXPECT_EQ(hpMoeBufferCreate(&config, &buffer), HP_STATUS_OK) << hpGetLastErrorMessage();
+    const Inputs in = make_inputs(c, me, ranks);
+    const hpTensor x = tensor(in.x.data(), HP_DTYPE_FP32, {in.tokens, c.hidden}),
+                   idx = tensor(in.idx.data(), HP_DTYPE_INT64, {in.tokens, c.topk}),
+                   w = tensor(in.weights.data(), HP_DTYPE_FP32, {in.tokens, c.topk});
+    std::vector<std::int64_t> per_expert(static_cast<std::size_t>(local)), offsets(static_cast<std::size_t>(local + 1));
+    const hpTensor t_per = tensor(per_expert.data(), HP_DTYPE_INT64, {local}),
+                   t_off = tensor(offsets.data(), HP_DTYPE_INT64, {local + 1});
+    EXPECT_EQ(two_phase([&](uint64_t* ws, hpOpExecutor** e) {
+                return hpNotifyDispatchGetWorkspaceSize(buffer, &x, &idx, &w, nullptr, HP_MOE_QUANT_NONE, 4, &t_per,
+                                                        &t_off, ws, e);
+              },
+              hpNotifyDispatch),
+              HP_STATUS_OK)
+        << hpGetLastErrorMessage();
+    const std::int64_t rows = offsets.back();
+    std::vector<float> recv_x(std::size_t(rows * c.hidden), -1.0f), recv_w(std::size_t(rows), -1.0f);
+    std::vector<std::int32_t> src(std::size_t(rows * 2), -7);
+    const hpTensor t_x = tensor(recv_x.data(), HP_DTYPE_FP32, {rows, c.hidden}),
+                   t_w = tensor(recv_w.data(), HP_DTYPE_FP32, {rows}),
+                   t_src = tensor(src.data(), HP_DTYPE_INT32, {rows, 2});
+    EXPECT_EQ(two_phase([&](uint64_t* ws, hpOpExecutor** e) {
+                return hpMoeDispatchNormalGetWorkspaceSize(buffer, &x, &idx, &w, nullptr, HP_MOE_QUANT_NONE, 4, &t_x,
+                                                           nullptr, &t_w, &t_src, ws, e);
+              },
+              hpMoeDispatchNormal),
+              HP_STATUS_OK)
+        << hpGetLastErrorMessage();
+    // Rows: each local expert's, padded to 4; a real row holds its source token's x.
+    std::vector<float> out(recv_x.size(), 0.0f);
+    for (std::int64_t le = 0; le < local; ++le) {
+      EXPECT_EQ(offsets[std::size_t(le) + 1] - offsets[std::size_t(le)], (per_expert[std::size_t(le)] + 3) / 4 * 4);
+      for (std::int64_t r = offsets[std::size_t(le)]; r < offsets[std::size_t(le) + 1]; ++r) {
+        const int s = src[std::size_t(r * 2)];
+        const std::int32_t t = src[std::size_t(r * 2 + 1)];
+        const bool pad = r >= offsets[std::size_t(le)] + per_expert[std::size_t(le)];
+        EXPECT_EQ(s < 0, pad);
+        if (pad) continue;
+        const Inputs src_in = make_inputs(c, s, ranks);
+        EXPECT_EQ(std::memcmp(recv_x.data() + r * c.hidden, src_in.x.data() + t * c.hidden, std::size_t(c.hidden) * 4), 0);
+        for (std::int64_t j = 0; j < c.hidden; ++j) {
+          out[std::size_t(r * c.hidden + j)] = float(me * local + le + 1) * recv_x[std::size_t(r * c.hidden + j)];
+        }
+      }
+    }
+    std::vector<float> y(std::size_t(in.tokens * c.hidden), -1.0f);
+    const hpTensor t_out = tensor(out.data(), HP_DTYPE_FP32, {rows, c.hidden}),
+                   t_y = tensor(y.data(), HP_DTYPE_FP32, {in.tokens, c.hidden});
+    EXPECT_EQ(two_phase([&](uint64_t* ws, hpOpExecutor** e) {
+                return hpMoeCombineNormalGetWorkspaceSize(buffer, &t_out, &t_w, &t_y, ws, e);
+              },
+              hpMoeCombineNormal),
+              HP_STATUS_OK)
+        << hpGetLastErrorMessage();
+    for (std::int64_t t = 0; t < in.tokens; ++t) {
+      for (std::int64_t j = 0; j < c.hidden; ++j) {
+        double want = 0;
+        for (std::int64_t k = 0; k < c.topk; ++k) {
+          const std::int64_t e = in.idx[std::size_t(t * c.topk + k)];
+          if (e >= 0) want += double(in.weights[std::size_t(t * c.topk + k)]) * double(e + 1) * in.x[std::size_t(t * c.hidden + j)];
+        }
+        if (double(y[std::size_t(t * c.hidden + j)]) != want) {
+          ADD_FAILURE() << "rank " << me << " y[" << t << "][" << j << "] = " << y[std::size_t(t * c.hidden + j)]
+                        << ", expected " << want;
+          return Status::ok();
+        }
+      }
+    }
+    EXPECT_EQ(hpMoeBufferDestroy(buffer), HP_STATUS_OK);
+    return Status::ok();
+  });
+}
+
+// A bad expert id, or a bad notify output, on one rank: its own error there, ABORTED on the
+// others, in the run (GetWorkspaceSize of a collective op never fails on contents).
+TEST_P(OpApiRoundTrip, BadInputOnOneRankFailsEveryRank) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == HP_MOE_COMM_WINDOW && !all_mapped()) return Status::ok();
+    hpMoeBufferConfig config{.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
+                             .max_element_bytes = 4, .combine_element_bytes = 4, .comm = GetParam(),
+                             .grow_on_overflow = 1, .capacity_factor = 0.0};
+    hpMoeBuffer* buffer = nullptr;
+    EXPECT_EQ(hpMoeBufferCreate(&config, &buffer), HP_STATUS_OK) << hpGetLastErrorMessage();
+    std::vector<float> xs(4 * 16, 1.0f), ws(8, 0.5f);
+    std::vector<std::int64_t> ids = {0, 1, 1, 2, 0, 3, 1, 0};
+    std::vector<std::int64_t> per_expert(2), offsets(3);
+    const hpTensor x = tensor(xs.data(), HP_DTYPE_FP32, {4, 16}), w = tensor(ws.data(), HP_DTYPE_FP32, {4, 2}),
+                   t_per = tensor(per_expert.data(), HP_DTYPE_INT64, {2}),
+                   t_off = tensor(offsets.data(), HP_DTYPE_INT64, {3}),
+                   t_off_bad = tensor(offsets.data(), HP_DTYPE_INT64, {2});
+    auto notify = [&](const hpTensor* idx, const hpTensor* off) {
+      return two_phase([&](uint64_t* wsz, hpOpExecutor** e) {
+        return hpNotifyDispatchGetWorkspaceSize(buffer, &x, idx, &w, nullptr, HP_MOE_QUANT_NONE, 1, &t_per, off, wsz, e);
+      }, hpNotifyDispatch);
+    };
+    if (me == ranks - 1) ids[3] = 2 * ranks;
+    const hpTensor idx = tensor(ids.data(), HP_DTYPE_INT64, {4, 2});
+    EXPECT_EQ(notify(&idx, &t_off), me == ranks - 1 ? HP_STATUS_OUT_OF_RANGE : HP_STATUS_ABORTED);
+    EXPECT_NE(std::strlen(hpGetLastErrorMessage()), 0u);
+    ids[3] = 2;
+    EXPECT_EQ(notify(&idx, me == 0 ? &t_off_bad : &t_off), me == 0 ? HP_STATUS_SHAPE_MISMATCH : HP_STATUS_ABORTED);
+    EXPECT_EQ(notify(&idx, &t_off), HP_STATUS_OK) << hpGetLastErrorMessage();  // usable again
+    EXPECT_EQ(hpMoeBufferDestroy(buffer), HP_STATUS_OK);
+    return Status::ok();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Comm, OpApiRoundTrip, ::testing::Values(HP_MOE_COMM_SHMEM, HP_MOE_COMM_WINDOW),
+                         [](const auto& info) { return info.param == HP_MOE_COMM_SHMEM ? "shmem" : "window"; });
+
+}  // namespace
+}  // namespace hp::moe
+
+int main(int argc, char** argv) { return hp::shmem::testing::scenario_main(argc, argv); }
