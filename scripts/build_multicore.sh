@@ -34,7 +34,7 @@ else
         -DHP_SOC_LIST="$(IFS=';'; echo "${cpu_socs[*]}")")
     key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform native/shmem \
         native/kernels native/moe tests/kernels tests/moe bench/CMakeLists.txt bench/common bench/kernels \
-        bench/moe_comm tests/common tests/shmem/scenario.h)"
+        bench/moe_comm tests/common tests/shmem/scenario.h python/bindings)"
     # The per-target results of the configure step, kept in the install so a cache hit has them.
     hp_check_install() {
         cp "$HP_WORK_DIR/soc_status.txt" "$HP_INSTALL_DIR/soc_status.txt"

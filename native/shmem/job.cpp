@@ -172,7 +172,9 @@ void JobSegment::wake_all_doorbells() noexcept {
 int JobSegment::unlink_all(std::string_view job_id) noexcept {
   if (!validate_job_id(job_id).is_ok()) return 0;
   const std::string prefix = fmt::format("hp.{}.", job_id);
-  int removed = 0;
+  // The control segment by name: a readdir() racing with the PEs unlinking their heaps may
+  // not return every entry (POSIX leaves it unspecified), and a left .ctl was seen.
+  int removed = shm_unlink(control_name(job_id).c_str()) == 0 ? 1 : 0;
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return 0;
   while (dirent* entry = readdir(dir)) {

@@ -1,0 +1,174 @@
+// hyper_parallel._hp_moe: the MoE communication calls hyper_parallel.moe builds on. Tensors
+// cross as specs (address, dtype name, shape, strides in elements) of arrays the Python side
+// owns; collective calls release the GIL; errors raise HpError after the GIL is back.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "moe/buffer.h"
+#include "moe/layout.h"
+#include "raise_status.h"
+#include "shmem/shmem.h"
+
+namespace py = pybind11;
+using hp::python::check;
+
+namespace {
+
+using Spec = std::tuple<std::uintptr_t, std::string, std::vector<std::int64_t>, std::vector<std::int64_t>>;
+
+hp::TensorView view(const std::optional<Spec>& spec) {
+  if (!spec) return {};
+  const auto& [address, dtype_name, shape, strides] = *spec;
+  hp::DType dtype{};
+  check(hp::parse_dtype(dtype_name, &dtype));
+  return hp::TensorView(reinterpret_cast<void*>(address), dtype, shape, strides);
+}
+
+template <typename F>
+void blocking(F&& call) {
+  hp::Status status;
+  {
+    py::gil_scoped_release release;
+    status = call();
+  }
+  check(status);
+}
+
+hp::moe::DispatchArgs dispatch_args(const Spec& x, const Spec& topk_idx, const Spec& topk_weights,
+                                    const std::optional<Spec>& mask, bool quantize, std::int64_t alignment) {
+  return {.x = view(x),
+          .topk_idx = view(topk_idx),
+          .topk_weights = view(topk_weights),
+          .x_active_mask = view(mask),
+          .quant = quantize ? hp::moe::Quant::kDynamicInt8 : hp::moe::Quant::kNone,
+          .expert_alignment = alignment};
+}
+
+// Copies a native vector into an output the caller allocated with its size in bytes.
+template <typename T>
+void copy_out(const std::vector<T>& values, const Spec& out) {
+  const hp::TensorView v = view(out);
+  check(v.validate("output"));
+  if (std::size_t(v.numel()) * v.element_size() != values.size() * sizeof(T) || !v.is_contiguous()) {
+    hp::python::raise(hp::Status::error(hp::ErrorCode::kInternal, "output {}: expected {} contiguous bytes",
+                                        v.to_string(), values.size() * sizeof(T)));
+  }
+  if (!values.empty()) std::memcpy(v.data(), values.data(), values.size() * sizeof(T));
+}
+
+// A Buffer with the handles of its last normal and low-latency dispatch (what combine uses).
+struct PyBuffer {
+  std::unique_ptr<hp::moe::Buffer> buffer;
+  hp::moe::Handle handle;
+  hp::moe::LowLatencyResult low_latency;
+
+  hp::moe::Buffer& get() {
+    if (!buffer) hp::python::raise(hp::Status::error(hp::ErrorCode::kFailedPrecondition, "the buffer was destroyed"));
+    return *buffer;
+  }
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_hp_moe, m) {
+  m.doc() = "HyperParallel MoE communication (native layer of hyper_parallel.moe)";
+  m.def("dispatch_layout", [](const Spec& topk_idx, std::int64_t num_experts, int num_ranks,
+                              const std::optional<Spec>& mask) {
+    hp::moe::DispatchLayout layout;
+    check(hp::moe::dispatch_layout(view(topk_idx), num_experts, num_ranks, &layout, view(mask)));
+    return py::make_tuple(layout.tokens_per_rank, layout.tokens_per_expert,
+                          py::bytes(reinterpret_cast<const char*>(layout.is_token_in_rank.data()),
+                                    layout.is_token_in_rank.size()));
+  });
+  py::class_<PyBuffer>(m, "Buffer")
+      .def(py::init([](std::int64_t hidden, std::int64_t max_tokens, std::int64_t experts, std::int64_t topk,
+                       std::int64_t max_element_bytes, std::int64_t combine_element_bytes, const std::string& comm,
+                       bool low_latency, double capacity_factor, bool grow_on_overflow) {
+             hp::moe::CommKind kind = hp::moe::CommKind::kShmem;
+             if (comm == "window") {
+               kind = hp::moe::CommKind::kWindow;
+             } else if (comm != "shmem") {
+               hp::python::raise(hp::Status::error(hp::ErrorCode::kInvalidArgument,
+                                                   "comm='{}': expected 'shmem' or 'window'", comm));
+             }
+             auto b = std::make_unique<PyBuffer>();
+             blocking([&] {
+               return hp::moe::Buffer::create({.hidden = hidden,
+                                               .max_tokens_per_rank = max_tokens,
+                                               .num_experts = experts,
+                                               .topk = topk,
+                                               .max_element_bytes = max_element_bytes,
+                                               .combine_element_bytes = combine_element_bytes,
+                                               .comm = kind,
+                                               .low_latency = low_latency,
+                                               .capacity_factor = capacity_factor,
+                                               .grow_on_overflow = grow_on_overflow},
+                                              &b->buffer);
+             });
+             return b;
+           }))
+      .def("destroy", [](PyBuffer& self) {
+        if (!self.buffer) return;
+        blocking([&] { return self.buffer->destroy(); });
+        self.buffer.reset();
+      })
+      .def_property_readonly("rank", [](PyBuffer& self) { return self.get().rank(); })
+      .def_property_readonly("num_ranks", [](PyBuffer& self) { return self.get().num_ranks(); })
+      .def_property_readonly("local_experts", [](PyBuffer& self) { return self.get().local_experts(); })
+      .def("notify_dispatch",
+           [](PyBuffer& self, const Spec& x, const Spec& idx, const Spec& w, const std::optional<Spec>& mask,
+              bool quantize, std::int64_t alignment) {
+             hp::moe::Buffer& b = self.get();
+             const auto args = dispatch_args(x, idx, w, mask, quantize, alignment);
+             blocking([&] { return b.notify_dispatch(args, &self.handle); });
+             return py::make_tuple(self.handle.rows, self.handle.tokens_per_expert, self.handle.expert_offsets);
+           })
+      .def("dispatch_data",
+           [](PyBuffer& self, const Spec& x, const Spec& idx, const Spec& w, const std::optional<Spec>& mask,
+              bool quantize, std::int64_t alignment, const Spec& recv_x, const std::optional<Spec>& recv_scale,
+              const Spec& recv_weights, const Spec& src_rank, const Spec& src_token) {
+             hp::moe::Buffer& b = self.get();
+             const auto args = dispatch_args(x, idx, w, mask, quantize, alignment);
+             const hp::moe::DispatchOutputs out{
+                 .x = view(recv_x), .x_scale = view(recv_scale), .topk_weights = view(recv_weights)};
+             blocking([&] { return b.dispatch_data(args, &self.handle, out); });
+             copy_out(self.handle.row_src_rank, src_rank);
+             copy_out(self.handle.row_src_token, src_token);
+           })
+      .def("combine",
+           [](PyBuffer& self, const Spec& expert_out, const std::optional<Spec>& weights, const Spec& y) {
+             hp::moe::Buffer& b = self.get();
+             blocking([&] { return b.combine(view(expert_out), self.handle, view(y), view(weights), weights.has_value()); });
+           })
+      .def("low_latency_dispatch",
+           [](PyBuffer& self, const Spec& x, const Spec& idx, const Spec& w, const std::optional<Spec>& mask,
+              bool quantize) {
+             hp::moe::Buffer& b = self.get();
+             const auto args = dispatch_args(x, idx, w, mask, quantize, 1);
+             blocking([&] { return b.low_latency_dispatch(args, &self.low_latency); });
+             const hp::moe::LowLatencyResult& r = self.low_latency;
+             return py::make_tuple(std::string(hp::to_string(r.x_dtype)), r.rows_per_expert, r.tokens_per_expert,
+                                   r.layout_range);
+           })
+      .def("low_latency_outputs",
+           [](PyBuffer& self, const Spec& recv_x, const std::optional<Spec>& recv_scale, const Spec& src_rank,
+              const Spec& src_token) {
+             const hp::moe::LowLatencyResult& r = self.low_latency;
+             copy_out(r.x_bytes, recv_x);
+             if (recv_scale) copy_out(r.x_scale, *recv_scale);
+             copy_out(r.handle.row_src_rank, src_rank);
+             copy_out(r.handle.row_src_token, src_token);
+           })
+      .def("low_latency_combine", [](PyBuffer& self, const Spec& expert_out, const Spec& weights, const Spec& y) {
+        hp::moe::Buffer& b = self.get();
+        blocking([&] { return b.low_latency_combine(view(expert_out), view(weights), self.low_latency.handle, view(y)); });
+      });
+}

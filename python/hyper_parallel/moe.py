@@ -1,0 +1,236 @@
+"""MoE communication from Python (DeepEP's shape): route tokens to the ranks holding their top-k
+experts and bring the weighted expert outputs back, over the symmetric heap.
+
+    import numpy as np
+    from hyper_parallel import moe
+
+    buf = moe.Buffer(hidden=1024, num_experts=16, topk=4, max_tokens_per_rank=256)  # collective
+    layout = buf.get_dispatch_layout(topk_idx)             # tokens per rank / expert, in-rank mask
+    d = buf.dispatch(x, topk_idx, topk_weights, quantize=True, expert_alignment=16)
+    # d.recv_x: int8 rows grouped by local expert (d.expert_offsets), d.recv_x_scale, ...
+    y = buf.combine(expert_out, d.handle).combined_x      # sum_k weight_k x out_k per token
+    buf.destroy()                                          # collective
+
+Run one process per rank (`hprun -n 4 python3 prog.py`, or under mpirun). Arrays are numpy
+(x float32; topk_idx int64/int32, -1 = no expert; topk_weights float32; masks bool/uint8); CPU
+torch tensors work too, and then bf16 x and torch results (zero-copy views of their storage).
+Calls are collective and in the same order on every rank. Bad inputs raise HpError with the
+native error code on the rank that has them, and ABORTED on every other rank.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import native, shmem
+from .errors import HpError
+
+_NUMPY_DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.int64): "int64", np.dtype(np.int32): "int32",
+                 np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8", np.dtype(np.bool_): "uint8"}
+
+
+def _lib():
+    return native.load_extension("multicore", "_hp_moe")
+
+
+def _is_torch(t) -> bool:
+    return type(t).__module__.startswith("torch")
+
+
+def _spec(a) -> tuple:
+    """(address, dtype name, shape, strides in elements) of a numpy array or CPU torch tensor."""
+    if _is_torch(a):
+        import torch
+        names = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.int64: "int64", torch.int32: "int32",
+                 torch.int8: "int8", torch.uint8: "uint8", torch.bool: "uint8"}
+        if a.device.type != "cpu" or a.dtype not in names:
+            raise HpError(4, "DTYPE_MISMATCH", f"tensor {a.dtype} on {a.device}: expected a CPU tensor of "
+                          "float32, bfloat16, int64, int32, int8, uint8 or bool")
+        return a.data_ptr(), names[a.dtype], list(a.shape), list(a.stride())
+    a = np.asarray(a)
+    if a.dtype not in _NUMPY_DTYPES:
+        raise HpError(4, "DTYPE_MISMATCH", f"array of {a.dtype}: expected float32, int64, int32, int8, uint8 or "
+                      "bool (bf16 x: pass a torch tensor)")
+    return a.ctypes.data, _NUMPY_DTYPES[a.dtype], list(a.shape), [s // a.itemsize for s in a.strides]
+
+
+def _contiguous(a):
+    if _is_torch(a):
+        return a.contiguous()
+    return np.ascontiguousarray(a)
+
+
+def _empty(like, shape, dtype: str):
+    """An output of `dtype` ("int8", "fp32", "bf16", "int32", "int64", "uint8") in like's library."""
+    if _is_torch(like):
+        import torch
+        names = {"int8": torch.int8, "fp32": torch.float32, "bf16": torch.bfloat16, "int32": torch.int32,
+                 "int64": torch.int64, "uint8": torch.uint8}
+        return torch.empty(shape, dtype=names[dtype])
+    names = {"int8": np.int8, "fp32": np.float32, "int32": np.int32, "int64": np.int64, "uint8": np.uint8}
+    return np.empty(shape, dtype=names[dtype])
+
+
+@dataclass
+class DispatchLayout:
+    num_tokens_per_rank: np.ndarray      # int64 [R]
+    num_tokens_per_expert: np.ndarray    # int64 [E]
+    is_token_in_rank: np.ndarray         # bool [T, R]
+
+
+@dataclass
+class DispatchHandle:
+    """What combine needs of a dispatch (the buffer keeps the native part: use the latest)."""
+    serial: int
+    num_tokens: int
+    recv_topk_weights: Any
+
+
+@dataclass
+class DispatchResult:
+    recv_x: Any                          # [rows, H] int8 (quantised) or x's dtype; pad rows zero
+    recv_x_scale: Any                    # float32 [rows] (quantised), else None
+    recv_topk_weights: Any               # float32 [rows]: each row's expert weight
+    num_recv_tokens_per_expert: list     # [E_local], unpadded
+    expert_offsets: list                 # [E_local + 1]: rows of local expert e (padded)
+    recv_src_rank: Any                   # int32 [rows], -1 for pad rows
+    recv_src_token: Any                  # int32 [rows]
+    handle: DispatchHandle
+
+
+@dataclass
+class CombineResult:
+    combined_x: Any                      # [T, H] of expert_out's dtype (float32 or bf16)
+
+
+@dataclass
+class LowLatencyHandle:
+    serial: int
+    num_tokens: int
+
+
+@dataclass
+class LowLatencyDispatchResult:
+    recv_x: Any                          # [E_local, R * max_tokens_per_rank, H]; rows past the count unspecified
+    recv_x_scale: Any                    # float32 [E_local, R * max_tokens_per_rank] (quantised), else None
+    recv_count: list                     # [E_local]: rows of each local expert
+    layout_range: np.ndarray             # int64 [E_local, R, 2]: first row and count from each rank
+    recv_src_rank: Any                   # int32 [E_local, R * max_tokens_per_rank], -1 past the count
+    recv_src_token: Any
+    handle: LowLatencyHandle
+
+
+class Buffer:
+    """The communication buffer of one rank (collective: every rank makes one alike).
+
+    comm: "shmem" (put + signal, every transport) or "window" (peers' memory mapped: one node).
+    low_latency: also make the regions of low_latency_dispatch/combine. capacity_factor: 0 for
+    lossless, else the receive room in average loads (grown x1.25 on overflow, or HpError
+    OUT_OF_MEMORY with grow_on_overflow=False). max_element_bytes / combine_element_bytes: the
+    widest x dispatched unquantised / expert output combined (4 float32, 2 bf16).
+    """
+
+    def __init__(self, hidden: int, num_experts: int, topk: int, max_tokens_per_rank: int, *,
+                 comm: str = "shmem", low_latency: bool = False, capacity_factor: float = 0.0,
+                 grow_on_overflow: bool = True, max_element_bytes: int = 4, combine_element_bytes: int = 4):
+        shmem.acquire()
+        try:
+            self._native = _lib().Buffer(hidden, max_tokens_per_rank, num_experts, topk, max_element_bytes,
+                                         combine_element_bytes, comm, low_latency, capacity_factor,
+                                         grow_on_overflow)
+        except BaseException:
+            shmem.release()
+            raise
+        self.hidden, self.num_experts, self.topk = hidden, num_experts, topk
+        self.max_tokens_per_rank = max_tokens_per_rank
+        self.rank, self.num_ranks = self._native.rank, self._native.num_ranks
+        self.num_local_experts = self._native.local_experts
+        self._serial = 0
+        self._ll_serial = 0
+
+    def destroy(self) -> None:
+        """Frees the buffer (collective)."""
+        if self._native is not None:
+            self._native.destroy()
+            self._native = None
+            shmem.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.destroy()
+
+    def get_dispatch_layout(self, topk_idx, x_active_mask=None) -> DispatchLayout:
+        idx = _contiguous(topk_idx)
+        mask = None if x_active_mask is None else _contiguous(x_active_mask)
+        per_rank, per_expert, in_rank = _lib().dispatch_layout(
+            _spec(idx), self.num_experts, self.num_ranks, None if mask is None else _spec(mask))
+        tokens = len(in_rank) // self.num_ranks if self.num_ranks else 0
+        return DispatchLayout(np.array(per_rank, np.int64), np.array(per_expert, np.int64),
+                              np.frombuffer(in_rank, np.uint8).astype(bool).reshape(tokens, self.num_ranks))
+
+    def dispatch(self, x, topk_idx, topk_weights, *, x_active_mask=None, quantize: bool = False,
+                 expert_alignment: int = 1) -> DispatchResult:
+        x, idx, w = _contiguous(x), _contiguous(topk_idx), _contiguous(topk_weights)
+        mask = None if x_active_mask is None else _contiguous(x_active_mask)
+        args = (_spec(x), _spec(idx), _spec(w), None if mask is None else _spec(mask), quantize, expert_alignment)
+        rows, per_expert, offsets = self._native.notify_dispatch(*args)
+        x_dtype = "int8" if quantize else _spec(x)[1]
+        recv_x = _empty(x, (rows, self.hidden), x_dtype)
+        scale = _empty(x, (rows,), "fp32") if quantize else None
+        weights = _empty(x, (rows,), "fp32")
+        src_rank, src_token = _empty(x, (rows,), "int32"), _empty(x, (rows,), "int32")
+        self._native.dispatch_data(*args, _spec(recv_x), None if scale is None else _spec(scale), _spec(weights),
+                                   _spec(src_rank), _spec(src_token))
+        self._serial += 1
+        handle = DispatchHandle(self._serial, int(_spec(x)[2][0]), weights)
+        return DispatchResult(recv_x, scale, weights, list(per_expert), list(offsets), src_rank, src_token, handle)
+
+    def combine(self, expert_out, handle: DispatchHandle, topk_weights=None, *, weighted: bool = True) -> CombineResult:
+        """y[t] = sum over t's rows of weight x expert_out row (fp32 sums; y in expert_out's
+        dtype). topk_weights: per received row (default: the dispatch's); weighted=False sums
+        plainly (dispatch's adjoint)."""
+        self._check_latest(handle.serial, self._serial, "dispatch")
+        out = _contiguous(expert_out)
+        weights = None
+        if weighted:
+            weights = _contiguous(handle.recv_topk_weights if topk_weights is None else topk_weights)
+        y_dtype = _spec(out)[1]
+        y = _empty(out, (handle.num_tokens, self.hidden), y_dtype)
+        self._native.combine(_spec(out), None if weights is None else _spec(weights), _spec(y))
+        return CombineResult(y)
+
+    def low_latency_dispatch(self, x, topk_idx, topk_weights, *, x_active_mask=None,
+                             quantize: bool = False) -> LowLatencyDispatchResult:
+        x, idx, w = _contiguous(x), _contiguous(topk_idx), _contiguous(topk_weights)
+        mask = None if x_active_mask is None else _contiguous(x_active_mask)
+        x_dtype, per_expert, counts, ranges = self._native.low_latency_dispatch(
+            _spec(x), _spec(idx), _spec(w), None if mask is None else _spec(mask), quantize)
+        local = self.num_local_experts
+        recv_x = _empty(x, (local, per_expert, self.hidden), x_dtype)
+        scale = _empty(x, (local, per_expert), "fp32") if quantize else None
+        src_rank, src_token = _empty(x, (local, per_expert), "int32"), _empty(x, (local, per_expert), "int32")
+        self._native.low_latency_outputs(_spec(recv_x), None if scale is None else _spec(scale), _spec(src_rank),
+                                         _spec(src_token))
+        self._ll_serial += 1
+        return LowLatencyDispatchResult(recv_x, scale, list(counts),
+                                        np.array(ranges, np.int64).reshape(local, self.num_ranks, 2), src_rank,
+                                        src_token, LowLatencyHandle(self._ll_serial, int(_spec(x)[2][0])))
+
+    def low_latency_combine(self, expert_out, topk_weights, handle: LowLatencyHandle):
+        """y[t] = sum over k of topk_weights[t, k] x the output of t's k-th expert."""
+        self._check_latest(handle.serial, self._ll_serial, "low_latency_dispatch")
+        out, w = _contiguous(expert_out), _contiguous(topk_weights)
+        y = _empty(out, (handle.num_tokens, self.hidden), _spec(out)[1])
+        self._native.low_latency_combine(_spec(out), _spec(w), _spec(y))
+        return y
+
+    @staticmethod
+    def _check_latest(serial: int, latest: int, call: str) -> None:
+        if serial != latest:
+            raise HpError(18, "FAILED_PRECONDITION",
+                          f"this handle is of an earlier {call}: combine the latest one (the buffer keeps "
+                          "only its handle)")

@@ -1,0 +1,172 @@
+"""hyper_parallel.moe (DeepEP-shaped Buffer on numpy, and CPU torch tensors) in real multi-process
+jobs under hprun, checked against a plain numpy reference built from every rank's inputs."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from conftest import REPO, SYSTEM_PYTHON, describe
+from jobs import hprun, job_env
+
+PROLOGUE = """
+import numpy as np
+from hyper_parallel import moe, shmem, HpError
+shmem.acquire()
+me, n = shmem.my_pe(), shmem.n_pes()
+H, E, K = 32, 4 * n, 3
+
+def inputs(rank, tokens=None):
+    # Small integers and dyadic weights: every sum below is exact in float32.
+    rng = np.random.default_rng(100 + rank)
+    T = 10 + rank if tokens is None else tokens
+    x = rng.integers(-8, 9, size=(T, H)).astype(np.float32)
+    idx = np.stack([rng.permutation(E)[:K] for _ in range(T)]).astype(np.int64)
+    idx[::4, 2] = -1                                  # some tokens use fewer experts
+    w = np.tile(np.array([0.5, 0.25, 0.25], np.float32), (T, 1))
+    return x, idx, w
+
+def expected_rows(local_expert_of_rank):
+    # (source rank, token) of each row of each local expert, by source then token
+    rows = [[] for _ in range(E // n)]
+    for s in range(n):
+        _, idx, _ = inputs(s)
+        for t in range(idx.shape[0]):
+            for e in idx[t]:
+                if e >= 0 and e // (E // n) == me:
+                    rows[e % (E // n)].append((s, t))
+    return rows
+"""
+
+
+def run_ranks(n: int, body: str, tmp_path) -> str:
+    script = tmp_path / "job.py"
+    script.write_text(PROLOGUE + textwrap.dedent(body) + "\nshmem.release()\nprint(f'rank {me} done')\n")
+    result = hprun("-n", n, "--heap-size", "64M", SYSTEM_PYTHON, script,
+                   env=job_env(PYTHONPATH=str(REPO / "python")), timeout=60)
+    assert result.returncode == 0, describe(result)
+    for rank in range(n):
+        assert f"rank {rank} done" in result.stdout, describe(result)
+    return result.stdout
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("comm", ["shmem", "window"])
+def test_dispatch_combine_round_trip(n, comm, tmp_path):
+    run_ranks(n, f"""
+        buf = moe.Buffer(hidden=H, num_experts=E, topk=K, max_tokens_per_rank=16, comm="{comm}")
+        x, idx, w = inputs(me)
+        layout = buf.get_dispatch_layout(idx)
+        owner = np.where(idx >= 0, idx // (E // n), -1)
+        for r in range(n):
+            assert layout.is_token_in_rank[:, r].tolist() == (owner == r).any(axis=1).tolist()
+            assert layout.num_tokens_per_rank[r] == (owner == r).any(axis=1).sum()
+        assert layout.num_tokens_per_expert.tolist() == [(idx == e).sum() for e in range(E)]
+
+        d = buf.dispatch(x, idx, w, expert_alignment=4)
+        want = expected_rows(me)
+        for le, rows in enumerate(want):
+            first, end = d.expert_offsets[le], d.expert_offsets[le + 1]
+            assert d.num_recv_tokens_per_expert[le] == len(rows)
+            assert end - first == (len(rows) + 3) // 4 * 4
+            for i, (s, t) in enumerate(rows):
+                assert (d.recv_src_rank[first + i], d.recv_src_token[first + i]) == (s, t)
+                assert np.array_equal(d.recv_x[first + i], inputs(s)[0][t])
+            assert (d.recv_src_rank[first + len(rows):end] == -1).all()
+            assert (d.recv_x[first + len(rows):end] == 0).all()
+        # Expert e's output is (e + 1) x its input: y = sum_k w_k (e_k + 1) x, exactly.
+        expert = np.repeat(np.arange(E // n), np.diff(d.expert_offsets)) + me * (E // n)
+        y = buf.combine((d.recv_x * (expert[:, None] + 1)).astype(np.float32), d.handle).combined_x
+        factor = (np.where(idx >= 0, w * (idx + 1), 0)).sum(axis=1)
+        assert np.array_equal(y, x * factor[:, None]), (y - x * factor[:, None])
+        # Unweighted: dispatch's adjoint sums the rows plainly.
+        y1 = buf.combine(d.recv_x, d.handle, weighted=False).combined_x
+        assert np.array_equal(y1, x * (idx >= 0).sum(axis=1)[:, None])
+        buf.destroy()
+    """, tmp_path)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_quantised_dispatch_and_low_latency(n, tmp_path):
+    run_ranks(n, """
+        buf = moe.Buffer(hidden=H, num_experts=E, topk=K, max_tokens_per_rank=16, low_latency=True)
+        x, idx, w = inputs(me)
+        d = buf.dispatch(x, idx, w, quantize=True)
+        assert d.recv_x.dtype == np.int8 and d.recv_x_scale.dtype == np.float32
+        for r in range(d.recv_x.shape[0]):
+            s, t = d.recv_src_rank[r], d.recv_src_token[r]
+            src = inputs(s)[0][t]
+            scale = np.abs(src).max() / 127
+            assert d.recv_x_scale[r] == np.float32(scale)
+            assert np.abs(d.recv_x[r] * d.recv_x_scale[r] - src).max() <= scale / 2 + 1e-6
+
+        ll = buf.low_latency_dispatch(x, idx, w)
+        assert ll.recv_x.shape == (E // n, n * 16, H)
+        want = expected_rows(me)
+        for le, rows in enumerate(want):
+            assert ll.recv_count[le] == len(rows)
+            for i, (s, t) in enumerate(rows):
+                assert (ll.recv_src_rank[le, i], ll.recv_src_token[le, i]) == (s, t)
+                assert np.array_equal(ll.recv_x[le, i], inputs(s)[0][t])
+            for s in range(n):
+                first, count = ll.layout_range[le, s]
+                assert count == sum(1 for (r, _) in rows if r == s)
+        out = (ll.recv_x * (np.arange(E // n)[:, None, None] + me * (E // n) + 1)).astype(np.float32)
+        y = buf.low_latency_combine(out, w, ll.handle)
+        factor = (np.where(idx >= 0, w * (idx + 1), 0)).sum(axis=1)
+        assert np.array_equal(y, x * factor[:, None])
+        buf.destroy()
+    """, tmp_path)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_bad_input_fails_every_rank(n, tmp_path):
+    run_ranks(n, """
+        buf = moe.Buffer(hidden=H, num_experts=E, topk=K, max_tokens_per_rank=16)
+        x, idx, w = inputs(me)
+        if me == n - 1:
+            idx[0, 0] = E + 5
+        try:
+            buf.dispatch(x, idx, w)
+            raise AssertionError("dispatch accepted an expert out of range")
+        except HpError as e:
+            assert e.name == ("OUT_OF_RANGE" if me == n - 1 else "ABORTED"), e
+        x, idx, w = inputs(me)
+        d = buf.dispatch(x, idx, w)                    # usable again
+        old = d.handle
+        d2 = buf.dispatch(x, idx, w)
+        try:
+            buf.combine(d2.recv_x, old)
+            raise AssertionError("combine accepted a stale handle")
+        except HpError as e:
+            assert e.name == "FAILED_PRECONDITION", e
+        y = buf.combine(d2.recv_x, d2.handle).combined_x
+        assert y.shape == x.shape
+        try:
+            moe.Buffer(hidden=H, num_experts=E + (me == 0), topk=K, max_tokens_per_rank=16)
+            raise AssertionError("ranks disagreeing on num_experts were accepted")
+        except HpError as e:
+            assert e.name == "INVALID_ARGUMENT" and "num_experts" in str(e), e
+        buf.destroy()
+    """, tmp_path)
+
+
+def test_torch_tensors_bf16(tmp_path):
+    pytest.importorskip("torch")
+    run_ranks(2, """
+        import torch
+        buf = moe.Buffer(hidden=H, num_experts=E, topk=K, max_tokens_per_rank=16, max_element_bytes=2,
+                         combine_element_bytes=2)
+        x, idx, w = inputs(me)
+        xt = torch.from_numpy(x).to(torch.bfloat16)
+        d = buf.dispatch(xt, torch.from_numpy(idx), torch.from_numpy(w))
+        assert isinstance(d.recv_x, torch.Tensor) and d.recv_x.dtype == torch.bfloat16
+        for r in range(d.recv_x.shape[0]):
+            s, t = int(d.recv_src_rank[r]), int(d.recv_src_token[r])
+            assert torch.equal(d.recv_x[r], torch.from_numpy(inputs(s)[0][t]).to(torch.bfloat16))
+        y = buf.combine(d.recv_x, d.handle).combined_x
+        assert y.dtype == torch.bfloat16
+        factor = (np.where(idx >= 0, w, 0)).sum(axis=1)
+        assert torch.allclose(y.float(), torch.from_numpy(x * factor[:, None]), rtol=1e-2, atol=1e-2)
+        buf.destroy()
+    """, tmp_path)
