@@ -281,6 +281,152 @@ TEST_P(DispatchCombine, CapacityOverflowWithoutGrowthFailsEveryRank) {
   });
 }
 
+// combine(dispatch(x)) with the identity as every expert and weights summing to 1 is x, bit
+// for bit (fp32, unquantised).
+TEST_P(DispatchCombine, RoundTripOfTheIdentityIsX) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    const Case c{.seed = 70};
+    std::unique_ptr<Buffer> buffer;
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
+                                       .num_experts = c.experts, .topk = c.topk, .comm = GetParam()},
+                                      &buffer));
+    const Inputs in = make_inputs(c, me, ranks);
+    DispatchResult r;
+    HP_RETURN_IF_ERROR(buffer->dispatch(
+        {.x = TensorView(const_cast<float*>(in.x.data()), DType::kFP32, {in.tokens, c.hidden}),
+         .topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {in.tokens, c.topk}),
+         .topk_weights = TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {in.tokens, c.topk}),
+         .expert_alignment = 3},
+        &r));
+    std::vector<float> y(in.x.size(), -1.0f);
+    HP_RETURN_IF_ERROR(buffer->combine(r.x(), r.handle, TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden}),
+                                       TensorView(r.topk_weights.data(), DType::kFP32, {r.rows})));
+    for (std::int64_t t = 0; t < in.tokens; ++t) {
+      bool any = false;
+      for (std::int64_t k = 0; k < c.topk; ++k) any |= in.idx[std::size_t(t * c.topk + k)] >= 0;
+      for (std::int64_t j = 0; j < c.hidden; ++j) {
+        const float want = any ? in.x[std::size_t(t * c.hidden + j)] : 0.0f;
+        if (y[std::size_t(t * c.hidden + j)] != want) {
+          ADD_FAILURE() << "rank " << me << " y[" << t << "][" << j << "] = " << y[std::size_t(t * c.hidden + j)]
+                        << ", x = " << want;
+          return Status::ok();
+        }
+      }
+    }
+    return buffer->destroy();
+  });
+}
+
+// dispatch and combine are adjoint: <combine(e), y> = <e, dispatch(y)> for any rows e and
+// tokens y (unweighted), and with weights <combine_w(e), y> = <e, w x dispatch(y)>, summed over
+// every rank. Small integers keep the sums exact.
+TEST_P(DispatchCombine, DispatchAndCombineAreAdjoint) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    const Case c{.seed = 71};
+    std::unique_ptr<Buffer> buffer;
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
+                                       .num_experts = c.experts, .topk = c.topk, .comm = GetParam()},
+                                      &buffer));
+    const Inputs in = make_inputs(c, me, ranks);
+    std::vector<float> yv(in.x.size());
+    for (std::size_t i = 0; i < yv.size(); ++i) yv[i] = float(int((i * 7 + std::size_t(me) * 3) % 11) - 5);
+    DispatchResult r;  // dispatch(y): y's rows at the experts
+    HP_RETURN_IF_ERROR(buffer->dispatch(
+        {.x = TensorView(yv.data(), DType::kFP32, {in.tokens, c.hidden}),
+         .topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {in.tokens, c.topk}),
+         .topk_weights = TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {in.tokens, c.topk})},
+        &r));
+    std::vector<float> e(std::size_t(r.rows * c.hidden));
+    for (std::size_t i = 0; i < e.size(); ++i) e[i] = float(int((i * 5 + std::size_t(me)) % 9) - 4);
+    const auto* dy = reinterpret_cast<const float*>(r.x_bytes.data());
+    for (bool weighted : {false, true}) {
+      std::vector<float> ce(yv.size());
+      HP_RETURN_IF_ERROR(buffer->combine(TensorView(e.data(), DType::kFP32, {r.rows, c.hidden}), r.handle,
+                                         TensorView(ce.data(), DType::kFP32, {in.tokens, c.hidden}),
+                                         TensorView(r.topk_weights.data(), DType::kFP32, {r.rows}), weighted));
+      // [0]: <combine(e), y> on this rank; [1]: <e, (w x) dispatch(y)> on this rank.
+      double local[2] = {0, 0};
+      for (std::size_t i = 0; i < yv.size(); ++i) local[0] += double(ce[i]) * double(yv[i]);
+      for (std::int64_t row = 0; row < r.rows; ++row) {
+        const double w = weighted ? double(r.topk_weights[std::size_t(row)]) : 1.0;
+        for (std::int64_t j = 0; j < c.hidden; ++j) {
+          local[1] += w * double(e[std::size_t(row * c.hidden + j)]) * double(dy[row * c.hidden + j]);
+        }
+      }
+      void* sym = nullptr;
+      HP_RETURN_IF_ERROR(hp::shmem::calloc(std::size_t(2 * ranks + 2), sizeof(double), &sym));
+      auto* all = static_cast<double*>(sym);
+      std::memcpy(all + 2 * ranks, local, sizeof(local));
+      HP_RETURN_IF_ERROR(hp::shmem::fcollect(hp::shmem::kTeamWorld, all, all + 2 * ranks, sizeof(local)));
+      double sums[2] = {0, 0};
+      for (int rank = 0; rank < ranks; ++rank) {
+        sums[0] += all[2 * rank];
+        sums[1] += all[2 * rank + 1];
+      }
+      HP_RETURN_IF_ERROR(hp::shmem::free(sym));
+      EXPECT_EQ(sums[0], sums[1]) << (weighted ? "weighted" : "unweighted");
+      EXPECT_NE(sums[0], 0.0);
+    }
+    return buffer->destroy();
+  });
+}
+
+// Every kind of bad input on one rank: that rank's own named error, ABORTED on the others, and
+// the buffer still works afterwards.
+TEST_P(DispatchCombine, EachBadInputFailsEveryRank) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    std::unique_ptr<Buffer> buffer;
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
+                                       .comm = GetParam()},
+                                      &buffer));
+    std::vector<float> x(4 * 17, 1.0f), w(8, 0.5f);
+    std::vector<std::int32_t> w_int(8, 1);
+    struct Bad {
+      const char* what;
+      ErrorCode code;
+      std::vector<std::int64_t> idx;
+      std::int64_t hidden = 16;
+      bool int_weights = false;
+      std::int64_t idx_cols = 2;
+    };
+    const std::vector<Bad> cases = {
+        {"expert id out of range", ErrorCode::kOutOfRange, {0, 1, 1, 2 * ranks, 0, 3, 1, 0}},
+        {"negative expert id other than -1", ErrorCode::kOutOfRange, {0, 1, 1, -2, 0, 3, 1, 0}},
+        {"an expert twice in one token", ErrorCode::kInvalidArgument, {0, 1, 1, 1, 0, 3, 1, 0}},
+        {"x with another H than the buffer's", ErrorCode::kShapeMismatch, {0, 1, 1, 2, 0, 3, 1, 0}, 17},
+        {"weights of the wrong dtype", ErrorCode::kDTypeMismatch, {0, 1, 1, 2, 0, 3, 1, 0}, 16, true},
+        {"topk_idx of the wrong shape", ErrorCode::kShapeMismatch, {0, 1, 1, 2, 0, 3, 1, 0}, 16, false, 1},
+    };
+    const std::vector<std::int64_t> good = {0, 1, 1, 2, 0, 3, 1, 0};
+    for (const Bad& bad : cases) {
+      const bool mine = me == ranks - 1;
+      const std::vector<std::int64_t>& idx = mine ? bad.idx : good;
+      const std::int64_t hidden = mine ? bad.hidden : 16;
+      const std::int64_t cols = mine ? bad.idx_cols : 2;
+      DispatchResult r;
+      const Status s = buffer->dispatch(
+          {.x = TensorView(x.data(), DType::kFP32, {4, hidden}),
+           .topk_idx = TensorView(const_cast<std::int64_t*>(idx.data()), DType::kInt64, {8 / cols, cols}),
+           .topk_weights = mine && bad.int_weights ? TensorView(w_int.data(), DType::kInt32, {4, 2})
+                                                   : TensorView(w.data(), DType::kFP32, {4, 2})},
+          &r);
+      EXPECT_EQ(s.code(), mine ? bad.code : ErrorCode::kAborted) << bad.what << ": " << s.to_string();
+    }
+    DispatchResult r;
+    HP_EXPECT_OK(buffer->dispatch({.x = TensorView(x.data(), DType::kFP32, {4, 16}),
+                                   .topk_idx = TensorView(const_cast<std::int64_t*>(good.data()), DType::kInt64, {4, 2}),
+                                   .topk_weights = TensorView(w.data(), DType::kFP32, {4, 2})},
+                                  &r));
+    return buffer->destroy();
+  });
+}
+
 // A rank with a bad expert id fails with OUT_OF_RANGE; every other rank gets ABORTED naming it.
 TEST_P(DispatchCombine, BadExpertIdOnOneRankFailsEveryRank) {
   run_scenario([&]() -> Status {
