@@ -27,6 +27,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "common/bfloat16.h"
 #include "kernels/kernel_math.h"
 #include "kernels/kernel_table.h"
@@ -159,9 +163,34 @@ using U16x16 = std::uint16_t __attribute__((vector_size(32)));
 // the target's flags.)
 inline void load_f32x16(const float* p, F32x16* v) { std::memcpy(v, p, sizeof(*v)); }
 inline void load_f32x16(const std::uint16_t* p, F32x16* v) {  // bf16
+#if defined(__AVX512F__)
+  // One widening load (the generic form below compiles to two half-width ones and a merge).
+  // (maskz forms and vector-extension shifts: GCC 12 flags the undefined-source intrinsics.)
+  const auto wide = reinterpret_cast<U32x16>(
+      _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+  *v = reinterpret_cast<F32x16>(wide << 16);
+#else
   U16x16 h;
   std::memcpy(&h, p, sizeof(h));
   *v = reinterpret_cast<F32x16>(__builtin_convertvector(h, U32x16) << 16);
+#endif
+}
+
+// 16 floats to bf16 (float_to_bf16, lane by lane), then stored.
+inline void store_bf16x16(std::uint16_t* out, const F32x16& v) {
+#if defined(__AVX512F__)
+  const auto bits = reinterpret_cast<U32x16>(v);
+  const U32x16 high = bits >> 16;
+  const U32x16 rounded = (bits + ((high & 1u) + 0x7FFFu)) >> 16;
+  const U32x16 quiet = high | 0x40u;
+  const __mmask16 nan = _mm512_cmp_ps_mask(reinterpret_cast<__m512>(v), reinterpret_cast<__m512>(v), _CMP_UNORD_Q);
+  const __m512i lanes = _mm512_mask_mov_epi32(reinterpret_cast<__m512i>(rounded), nan, reinterpret_cast<__m512i>(quiet));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_maskz_cvtepi32_epi16(0xFFFF, lanes));
+#else
+  alignas(64) float lanes[16];
+  std::memcpy(lanes, &v, sizeof(lanes));
+  for (int i = 0; i < 16; ++i) out[i] = float_to_bf16(lanes[i]);
+#endif
 }
 
 // The row sum 64 columns at a time, every row read in the same pass: the accumulators stay in
@@ -190,6 +219,14 @@ void row_sum_typed(const RowSumArgs& a) {
       s1 = s1 + w * x1;
       s2 = s2 + w * x2;
       s3 = s3 + w * x3;
+    }
+    if (a.out_type == ElementType::kBF16) {
+      std::uint16_t* out = static_cast<std::uint16_t*>(a.out) + c0;
+      store_bf16x16(out, s0);
+      store_bf16x16(out + 16, s1);
+      store_bf16x16(out + 32, s2);
+      store_bf16x16(out + 48, s3);
+      continue;
     }
     std::memcpy(sums, &s0, 64);
     std::memcpy(sums + 16, &s1, 64);

@@ -1,6 +1,7 @@
 // The weighted row sum (MoE combine's reduction) of every target against the reference, bit for
 // bit, and the front end's argument checks.
 #include <cstring>
+#include <limits>
 
 #include "kernels/target_fixture.h"
 
@@ -53,6 +54,32 @@ TEST_P(RowSum, MatchesReferenceBitForBit) {
         }
       }
     }
+  }
+}
+
+// Rounding to bf16 at ties and NaN/infinity lanes match the reference too.
+TEST_P(RowSum, SpecialValuesMatchTheReference) {
+  const std::int64_t cols = 128;
+  std::vector<float> a(static_cast<std::size_t>(cols)), b(static_cast<std::size_t>(cols));
+  for (std::int64_t c = 0; c < cols; ++c) {
+    const std::uint32_t tie = 0x3F808000u + std::uint32_t(c % 4) * 0x10000u;  // halfway between two bf16
+    std::memcpy(&a[std::size_t(c)], &tie, 4);
+    b[std::size_t(c)] = 0.0f;
+  }
+  a[3] = std::numeric_limits<float>::quiet_NaN();
+  const std::uint32_t nan_payload = 0x7FC0FFFFu;  // rounding would carry into the payload
+  std::memcpy(&a[5], &nan_payload, 4);
+  a[17] = std::numeric_limits<float>::infinity();
+  b[17] = -std::numeric_limits<float>::infinity();  // inf - inf: NaN
+  a[40] = -std::numeric_limits<float>::infinity();
+  a[70] = 3.0e38f;
+  b[70] = 3.0e38f;  // overflows to infinity
+  const void* rows[2] = {a.data(), b.data()};
+  for (DType out : {DType::kFP32, DType::kBF16}) {
+    std::vector<std::uint8_t> want(std::size_t(cols) * dtype_size(out)), got(want.size());
+    HP_ASSERT_OK(row_sum(reference(), rows, DType::kFP32, {}, TensorView(want.data(), out, {cols})));
+    HP_ASSERT_OK(row_sum(target(), rows, DType::kFP32, {}, TensorView(got.data(), out, {cols})));
+    EXPECT_EQ(want, got) << to_string(out);
   }
 }
 
