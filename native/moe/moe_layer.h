@@ -1,0 +1,75 @@
+// HyperMegaMoe forward, staged (seed 002 §5: the non-deep-fuse path's stages, run for any number
+// of experts per rank): dispatch with int8 quantisation -> GMM1 with the fused
+// dequant + SwiGLU + requant epilogue -> GMM2 with dequant x top-k weight -> combine (the plain
+// sum: the weights are already applied). Collective like the Buffer it owns.
+//
+// Weights are this rank's local experts (expert e = rank x E_local + local index), int8 with
+// per-output-channel fp32 scales, packed once at create:
+//   w1 [E_local, H, 2I] (columns [0, I) gate, [I, 2I) up), w1_scale [E_local, 2I]
+//   w2 [E_local, I, H], w2_scale [E_local, H]
+// With a chip, the GEMMs run on its cube cores and the communication on its vector cores;
+// without, on the calling thread.
+#ifndef HYPER_PARALLEL_MOE_MOE_LAYER_H_
+#define HYPER_PARALLEL_MOE_MOE_LAYER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/api.h"
+#include "common/status.h"
+#include "common/tensor_view.h"
+#include "kernels/ops.h"
+#include "kernels/packing.h"
+#include "moe/buffer.h"
+#include "platform/chip.h"
+
+namespace hp::moe {
+
+struct MoeLayerConfig {
+  std::int64_t hidden = 0, intermediate = 0, num_experts = 0, topk = 0, max_tokens_per_rank = 0;
+  CommKind comm = CommKind::kShmem;
+  hp::platform::Chip* chip = nullptr;
+};
+
+struct ExpertWeights {
+  TensorView w1, w1_scale, w2, w2_scale;
+};
+
+// Seconds of each stage of the last forward on this rank.
+struct MoeStageTimes {
+  double dispatch = 0, gmm1 = 0, gmm2 = 0, combine = 0;
+};
+
+class HP_API MoeLayer {
+ public:
+  static Status create(const MoeLayerConfig& config, const ExpertWeights& weights, std::unique_ptr<MoeLayer>* out);
+  ~MoeLayer();
+  Status destroy();  // collective
+
+  // x fp32/bf16 [T, H], topk_idx int64/int32 [T, K] (-1: none), topk_weights fp32 [T, K],
+  // y fp32 [T, H]; x_active_mask optional uint8 [T] (inactive tokens get zeros).
+  Status forward(const TensorView& x, const TensorView& topk_idx, const TensorView& topk_weights, const TensorView& y,
+                 const TensorView& x_active_mask = {});
+  const MoeStageTimes& last_times() const { return times_; }
+  std::int64_t last_rows() const { return rows_; }  // rows this rank's experts computed
+
+ private:
+  MoeLayer() = default;
+  Status run_gemm(const hp::kernels::GroupedGemmProblem& problem);
+
+  MoeLayerConfig config_;
+  std::unique_ptr<Buffer> buffer_;
+  hp::kernels::PackedWeights w1_, w2_;
+  const hp::kernels::KernelTable* table_ = nullptr;
+  DispatchResult dispatched_;
+  std::vector<std::int8_t> h_;       // GMM1's requantised SwiGLU rows [rows, I]
+  std::vector<float> h_scale_, out_;  // [rows], GMM2's rows [rows, H]
+  std::vector<std::vector<std::uint8_t>> workspaces_;  // one per GEMM worker
+  MoeStageTimes times_;
+  std::int64_t rows_ = 0;
+};
+
+}  // namespace hp::moe
+
+#endif  // HYPER_PARALLEL_MOE_MOE_LAYER_H_

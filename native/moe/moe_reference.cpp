@@ -1,0 +1,128 @@
+#include "moe/moe_reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace hp::moe {
+namespace {
+
+struct Shapes {
+  std::int64_t tokens, hidden, inter, experts, topk;
+};
+
+Status check(const MoeReferenceArgs& a, Shapes* s) {
+  HP_RETURN_IF_ERROR(a.w1.expect_shape("w1", {-1, -1, -1}));
+  s->experts = a.w1.dim(0);
+  s->hidden = a.w1.dim(1);
+  HP_ENSURE(a.w1.dim(2) % 2 == 0, ErrorCode::kShapeMismatch, "w1 {}: expected 2I columns", a.w1.to_string());
+  s->inter = a.w1.dim(2) / 2;
+  HP_RETURN_IF_ERROR(a.w1.expect_dtype("w1", DType::kInt8));
+  HP_RETURN_IF_ERROR(a.w1_scale.expect_shape("w1_scale", {s->experts, 2 * s->inter}));
+  HP_RETURN_IF_ERROR(a.w1_scale.expect_dtype("w1_scale", DType::kFP32));
+  HP_RETURN_IF_ERROR(a.w2.expect_shape("w2", {s->experts, s->inter, s->hidden}));
+  HP_RETURN_IF_ERROR(a.w2.expect_dtype("w2", DType::kInt8));
+  HP_RETURN_IF_ERROR(a.w2_scale.expect_shape("w2_scale", {s->experts, s->hidden}));
+  HP_RETURN_IF_ERROR(a.w2_scale.expect_dtype("w2_scale", DType::kFP32));
+  HP_RETURN_IF_ERROR(a.x.expect_shape("x", {-1, s->hidden}));
+  HP_RETURN_IF_ERROR(a.x.expect_dtype("x", DType::kFP32));
+  s->tokens = a.x.dim(0);
+  HP_RETURN_IF_ERROR(a.topk_idx.expect_shape("topk_idx", {s->tokens, -1}));
+  HP_RETURN_IF_ERROR(a.topk_idx.expect_dtype("topk_idx", DType::kInt64));
+  s->topk = a.topk_idx.dim(1);
+  HP_RETURN_IF_ERROR(a.topk_weights.expect_shape("topk_weights", {s->tokens, s->topk}));
+  HP_RETURN_IF_ERROR(a.topk_weights.expect_dtype("topk_weights", DType::kFP32));
+  HP_RETURN_IF_ERROR(a.y.expect_shape("y", {s->tokens, s->hidden}));
+  HP_RETURN_IF_ERROR(a.y.expect_dtype("y", DType::kFP32));
+  for (const TensorView* t : {&a.w1, &a.w1_scale, &a.w2, &a.w2_scale, &a.x, &a.topk_idx, &a.topk_weights, &a.y}) {
+    HP_ENSURE(t->is_contiguous(), ErrorCode::kInvalidArgument, "{}: expected contiguous", t->to_string());
+  }
+  if (a.x_active_mask.data() != nullptr) HP_RETURN_IF_ERROR(a.x_active_mask.expect_shape("x_active_mask", {s->tokens}));
+  return Status::ok();
+}
+
+// Per-row dynamic int8: scale = max|v| / 127, q = round-half-even(v x 127 / max|v|).
+float quantize(const std::vector<float>& v, std::vector<std::int32_t>* q) {
+  float amax = 0;
+  for (float x : v) amax = std::max(amax, std::fabs(x));
+  q->assign(v.size(), 0);
+  if (amax == 0) return 0.0f;
+  const float mul = 127.0f / amax;
+  for (std::size_t i = 0; i < v.size(); ++i) (*q)[i] = std::int32_t(std::clamp(std::nearbyint(v[i] * mul), -127.0f, 127.0f));
+  return amax / 127.0f;
+}
+
+float silu(float g) { return g / (1.0f + std::exp(-g)); }
+
+template <bool kQuantized>
+Status reference(const MoeReferenceArgs& a) {
+  Shapes s{};
+  HP_RETURN_IF_ERROR(check(a, &s));
+  const auto* w1 = static_cast<const std::int8_t*>(a.w1.data());
+  const auto* w1s = static_cast<const float*>(a.w1_scale.data());
+  const auto* w2 = static_cast<const std::int8_t*>(a.w2.data());
+  const auto* w2s = static_cast<const float*>(a.w2_scale.data());
+  const auto* x = static_cast<const float*>(a.x.data());
+  const auto* idx = static_cast<const std::int64_t*>(a.topk_idx.data());
+  const auto* weights = static_cast<const float*>(a.topk_weights.data());
+  const auto* mask = static_cast<const std::uint8_t*>(a.x_active_mask.data());
+  auto* y = static_cast<float*>(a.y.data());
+  const std::int64_t H = s.hidden, I = s.inter;
+  std::vector<float> row(static_cast<std::size_t>(H)), h(static_cast<std::size_t>(I));
+  std::vector<std::int32_t> qx, qh;
+  for (std::int64_t t = 0; t < s.tokens; ++t) {
+    std::fill_n(y + t * H, H, 0.0f);
+    if (mask != nullptr && mask[t] == 0) continue;
+    row.assign(x + t * H, x + (t + 1) * H);
+    const float sx = kQuantized ? quantize(row, &qx) : 0.0f;
+    for (std::int64_t k = 0; k < s.topk; ++k) {
+      const std::int64_t e = idx[t * s.topk + k];
+      if (e < 0) continue;
+      HP_ENSURE(e < s.experts, ErrorCode::kOutOfRange, "topk_idx[{}][{}] = {}: expected < {}", t, k, e, s.experts);
+      for (std::int64_t i = 0; i < I; ++i) {
+        float gate, up;
+        if constexpr (kQuantized) {
+          std::int32_t acc_g = 0, acc_u = 0;
+          for (std::int64_t j = 0; j < H; ++j) {
+            acc_g += qx[std::size_t(j)] * w1[(e * H + j) * 2 * I + i];
+            acc_u += qx[std::size_t(j)] * w1[(e * H + j) * 2 * I + I + i];
+          }
+          gate = float(acc_g) * w1s[e * 2 * I + i] * sx;
+          up = float(acc_u) * w1s[e * 2 * I + I + i] * sx;
+        } else {
+          double g = 0, u = 0;
+          for (std::int64_t j = 0; j < H; ++j) {
+            g += double(row[std::size_t(j)]) * w1[(e * H + j) * 2 * I + i] * w1s[e * 2 * I + i];
+            u += double(row[std::size_t(j)]) * w1[(e * H + j) * 2 * I + I + i] * w1s[e * 2 * I + I + i];
+          }
+          gate = float(g);
+          up = float(u);
+        }
+        h[std::size_t(i)] = silu(gate) * up;
+      }
+      const float sh = kQuantized ? quantize(h, &qh) : 0.0f;
+      for (std::int64_t c = 0; c < H; ++c) {
+        float out;
+        if constexpr (kQuantized) {
+          std::int32_t acc = 0;
+          for (std::int64_t i = 0; i < I; ++i) acc += qh[std::size_t(i)] * w2[(e * I + i) * H + c];
+          out = float(acc) * w2s[e * H + c] * sh;
+        } else {
+          double acc = 0;
+          for (std::int64_t i = 0; i < I; ++i) acc += double(h[std::size_t(i)]) * w2[(e * I + i) * H + c] * w2s[e * H + c];
+          out = float(acc);
+        }
+        y[t * H + c] += weights[t * s.topk + k] * out;
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status moe_reference_quantized(const MoeReferenceArgs& args) { return reference<true>(args); }
+Status moe_reference_float(const MoeReferenceArgs& args) { return reference<false>(args); }
+
+}  // namespace hp::moe

@@ -1,0 +1,31 @@
+// Plainly written references of the MoE layer for one rank's tokens, over every expert's
+// weights (global: [E, ...]), for tests and `hp moe --check`:
+//   quantised: the layer's math step by step: per-token dynamic int8 x, int32 dot products with
+//     the int8 weights, dequantised per channel and per token, SwiGLU (silu(g) = g / (1 +
+//     exp(-g)) with std::exp), per-row int8 requantisation, the second int32 GEMM, dequantised,
+//     times the top-k weight, summed over k in fp32;
+//   float: no activation quantisation: the dequantised weights (w x scale) in fp32 throughout.
+// Weights: w1 int8 [E, H, 2I] (gate | up), w1_scale fp32 [E, 2I], w2 int8 [E, I, H], w2_scale
+// fp32 [E, H]; x fp32 [T, H], topk_idx int64 [T, K] (-1: none), topk_weights fp32 [T, K],
+// optional mask uint8 [T]; y fp32 [T, H].
+#ifndef HYPER_PARALLEL_MOE_MOE_REFERENCE_H_
+#define HYPER_PARALLEL_MOE_MOE_REFERENCE_H_
+
+#include "common/api.h"
+#include "common/status.h"
+#include "common/tensor_view.h"
+
+namespace hp::moe {
+
+struct MoeReferenceArgs {
+  TensorView w1, w1_scale, w2, w2_scale;
+  TensorView x, topk_idx, topk_weights, x_active_mask;
+  TensorView y;
+};
+
+HP_API Status moe_reference_quantized(const MoeReferenceArgs& args);
+HP_API Status moe_reference_float(const MoeReferenceArgs& args);
+
+}  // namespace hp::moe
+
+#endif  // HYPER_PARALLEL_MOE_MOE_REFERENCE_H_
