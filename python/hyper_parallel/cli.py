@@ -91,6 +91,17 @@ def cmd_doctor(_args) -> int:
     return 0 if ok else 1
 
 
+def cmd_moe(args) -> int:
+    """Runs the payload's hp-moe (the multicore slice), which starts the ranks itself."""
+    binary = native.component_dir("multicore") / "bin" / "hp-moe"
+    if not binary.is_file():
+        raise NativeLoadError("HP-NATIVE-PAYLOAD-MISSING", f"{binary} does not exist",
+                              "./build.sh --multicore torch")
+    sys.stdout.flush()
+    os.execv(binary, [str(binary), *args.rest])
+    return 127  # not reached
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `hp config | head` ends quietly
@@ -102,7 +113,13 @@ def main(argv: list[str] | None = None) -> int:
         func=cmd_doctor)
     sub.add_parser("config", help="list every HP_* environment variable").set_defaults(func=cmd_config)
     sub.add_parser("version", help="print the version").set_defaults(func=cmd_version)
-    args = parser.parse_args(argv)
+    sub.add_parser("moe", add_help=False,
+                   help="run the MoE layer on N ranks, check it, time it (hp moe --help)")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["moe"]:  # every further argument is hp-moe's own
+        args = argparse.Namespace(func=cmd_moe, rest=argv[1:])
+    else:
+        args = parser.parse_args(argv)
     try:
         return args.func(args)
     except NativeLoadError as e:

@@ -1,0 +1,323 @@
+// hp moe (the binary hp-moe): the main job. Runs the MoE layer on N ranks of this machine
+// (started under the payload's hprun unless it already is a rank of an hprun or mpirun job),
+// with realistic shapes, seeded weights and a random softmax router; checks the first
+// iteration against the plain references; prints where the time went.
+//
+//   hp moe [--ranks 4] [--tokens 256] [--hidden 2048] [--intermediate 768] [--experts 32]
+//          [--topk 8] [--skew 0] [--iterations 10] [--warmup 2] [--no-check] [--check-tokens 8]
+//          [--comm shmem|window] [--vector-cores 0] [--path auto|non-deep|deep|shared]
+//          [--trace out.json] [--json] [--backward]
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/core.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "moe/moe_layer.h"
+#include "moe/moe_reference.h"
+#include "moe/workspace_plan.h"
+#include "moe_workload.h"
+#include "shmem/shmem.h"
+
+namespace hp::moe::tools {
+namespace {
+
+struct Options {
+  int ranks = 4;
+  WorkloadShape shape;
+  int iterations = 10, warmup = 2, check_tokens = 8, vector_cores = 0;
+  bool check = true, json = false, backward = false;
+  std::string comm = "shmem", path = "auto", trace;
+};
+
+constexpr int kPhases = 4;  // dispatch, GMM1, GMM2, combine
+constexpr const char* kPhaseNames[kPhases] = {"dispatch", "GMM1+SwiGLU", "GMM2", "combine"};
+
+bool inside_a_job() {
+  for (const char* name : {"HP_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
+// Re-runs this program as `ranks` ranks under the payload's hprun (next to this slice).
+int launch(const Options& o, int argc, char** argv) {
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
+  const std::filesystem::path hprun = self.parent_path().parent_path().parent_path() / "symmetric_memory" / "bin" / "hprun";
+  // The heap: two halves of records and return rows per buffer, generously.
+  const std::int64_t T = o.shape.tokens, H = o.shape.hidden;
+  const std::int64_t heap_mb =
+      (std::int64_t(o.ranks) * T * (H + 256) + 2 * T * std::min<std::int64_t>(o.shape.topk, o.ranks) * H * 4) /
+          (1 << 20) * 2 + 64;
+  std::vector<std::string> args = {hprun.string(), "-n", std::to_string(o.ranks), "--heap-size",
+                                   std::to_string(heap_mb) + "M", self.string()};
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  std::vector<char*> c_args;
+  for (auto& a : args) c_args.push_back(a.data());
+  c_args.push_back(nullptr);
+  execv(c_args[0], c_args.data());
+  fmt::print(stderr, "hp moe: cannot run {}: {}\n", hprun.string(), std::strerror(errno));
+  return 127;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Every rank's doubles gathered on every rank (fcollect through the symmetric heap).
+Status gather(const std::vector<double>& mine, std::vector<double>* all) {
+  const int n = hp::shmem::n_pes();
+  void* sym = nullptr;
+  const std::size_t count = mine.size();
+  HP_RETURN_IF_ERROR(hp::shmem::calloc(count * std::size_t(n + 1) + 1, sizeof(double), &sym));
+  auto* p = static_cast<double*>(sym);
+  std::copy(mine.begin(), mine.end(), p + count * std::size_t(n));
+  Status s = hp::shmem::fcollect(hp::shmem::kTeamWorld, p, p + count * std::size_t(n), count * sizeof(double));
+  if (s.is_ok()) all->assign(p, p + count * std::size_t(n));
+  HP_RETURN_IF_ERROR(hp::shmem::free(sym));
+  return s;
+}
+
+double relative_error(const float* got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    norm += double(want[i]) * want[i];
+  }
+  return norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
+}
+
+// The first check_tokens tokens of this rank against both references: {quantised, float} errors.
+Status check_against_references(const Options& o, const RankInputs& in, const std::vector<float>& y,
+                                std::vector<double>* errors) {
+  const WorkloadShape& s = o.shape;
+  const std::int64_t T = std::min<std::int64_t>(o.check_tokens, s.tokens);
+  const ExpertWeightsData all = make_expert_weights(s, 0, s.experts);
+  std::vector<float> ref_q(std::size_t(T * s.hidden)), ref_f(ref_q.size());
+  MoeReferenceArgs args{
+      .w1 = TensorView(const_cast<std::int8_t*>(all.w1.data()), DType::kInt8, {s.experts, s.hidden, 2 * s.intermediate}),
+      .w1_scale = TensorView(const_cast<float*>(all.w1_scale.data()), DType::kFP32, {s.experts, 2 * s.intermediate}),
+      .w2 = TensorView(const_cast<std::int8_t*>(all.w2.data()), DType::kInt8, {s.experts, s.intermediate, s.hidden}),
+      .w2_scale = TensorView(const_cast<float*>(all.w2_scale.data()), DType::kFP32, {s.experts, s.hidden}),
+      .x = TensorView(const_cast<float*>(in.x.data()), DType::kFP32, {T, s.hidden}),
+      .topk_idx = TensorView(const_cast<std::int64_t*>(in.topk_idx.data()), DType::kInt64, {T, s.topk}),
+      .topk_weights = TensorView(const_cast<float*>(in.topk_weights.data()), DType::kFP32, {T, s.topk}),
+      .y = TensorView(ref_q.data(), DType::kFP32, {T, s.hidden})};
+  HP_RETURN_IF_ERROR(moe_reference_quantized(args));
+  args.y = TensorView(ref_f.data(), DType::kFP32, {T, s.hidden});
+  HP_RETURN_IF_ERROR(moe_reference_float(args));
+  *errors = {relative_error(y.data(), ref_q), relative_error(y.data(), ref_f)};
+  return Status::ok();
+}
+
+Status run_rank(const Options& o) {
+  const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+  const WorkloadShape& s = o.shape;
+  MoeTiling plan;
+  HP_RETURN_IF_ERROR(plan_moe({.tokens = s.tokens, .hidden = s.hidden, .intermediate = s.intermediate, .topk = s.topk,
+                               .experts = s.experts, .ranks = ranks},
+                              &plan));
+  static constexpr const char* kPathNames[] = {"non-deep", "deep", "shared"};
+  const std::string planned = kPathNames[int(plan.path)];
+  std::unique_ptr<hp::platform::Chip> chip;
+  if (o.vector_cores > 0) {
+    HP_RETURN_IF_ERROR(hp::platform::Chip::create({.num_cube = 1, .num_vector = o.vector_cores}, &chip));
+  }
+  const std::int64_t local = s.experts / ranks;
+  const ExpertWeightsData w = make_expert_weights(s, me * local, local);
+  std::unique_ptr<MoeLayer> layer;
+  HP_RETURN_IF_ERROR(MoeLayer::create(
+      {.hidden = s.hidden, .intermediate = s.intermediate, .num_experts = s.experts, .topk = s.topk,
+       .max_tokens_per_rank = s.tokens, .comm = o.comm == "window" ? CommKind::kWindow : CommKind::kShmem,
+       .chip = chip.get()},
+      {.w1 = TensorView(const_cast<std::int8_t*>(w.w1.data()), DType::kInt8, {local, s.hidden, 2 * s.intermediate}),
+       .w1_scale = TensorView(const_cast<float*>(w.w1_scale.data()), DType::kFP32, {local, 2 * s.intermediate}),
+       .w2 = TensorView(const_cast<std::int8_t*>(w.w2.data()), DType::kInt8, {local, s.intermediate, s.hidden}),
+       .w2_scale = TensorView(const_cast<float*>(w.w2_scale.data()), DType::kFP32, {local, s.hidden})},
+      &layer));
+  const RankInputs in = make_rank_inputs(s, me);
+  std::vector<float> y(std::size_t(s.tokens * s.hidden));
+  const TensorView xv(const_cast<float*>(in.x.data()), DType::kFP32, {s.tokens, s.hidden});
+  const TensorView iv(const_cast<std::int64_t*>(in.topk_idx.data()), DType::kInt64, {s.tokens, s.topk});
+  const TensorView wv(const_cast<float*>(in.topk_weights.data()), DType::kFP32, {s.tokens, s.topk});
+  const TensorView yv(y.data(), DType::kFP32, {s.tokens, s.hidden});
+  // Per timed iteration: start (s since the first barrier), the four phases, rows.
+  const auto origin = std::chrono::steady_clock::now();
+  std::vector<double> record;
+  const int total = o.warmup + o.iterations;
+  for (int it = 0; it < total; ++it) {
+    HP_RETURN_IF_ERROR(hp::shmem::barrier_all());
+    const double start = std::chrono::duration<double>(std::chrono::steady_clock::now() - origin).count();
+    HP_RETURN_IF_ERROR(layer->forward(xv, iv, wv, yv));
+    if (it >= o.warmup) {
+      const MoeStageTimes& t = layer->last_times();
+      record.insert(record.end(), {start, t.dispatch, t.gmm1, t.gmm2, t.combine, double(layer->last_rows())});
+    }
+    if (me == 0 && !o.json && total >= 20 && isatty(2)) fmt::print(stderr, "\riteration {}/{}", it + 1, total);
+  }
+  if (me == 0 && !o.json && total >= 20 && isatty(2)) fmt::print(stderr, "\n");
+  std::vector<double> errors = {0, 0};
+  if (o.check) HP_RETURN_IF_ERROR(check_against_references(o, in, y, &errors));
+  std::vector<double> all_records, all_errors;
+  HP_RETURN_IF_ERROR(gather(record, &all_records));
+  HP_RETURN_IF_ERROR(gather(errors, &all_errors));
+  HP_RETURN_IF_ERROR(layer->destroy());
+  // Quantising the activations twice costs about a percent against the float reference; the
+  // same quantised math differs only by rounding order (and the odd requantisation flip).
+  constexpr double kQuantizedTolerance = 5e-3, kFloatTolerance = 6e-2;
+  double worst_q = 0, worst_f = 0;
+  for (int r = 0; r < ranks; ++r) {
+    worst_q = std::max(worst_q, all_errors[std::size_t(2 * r)]);
+    worst_f = std::max(worst_f, all_errors[std::size_t(2 * r + 1)]);
+  }
+  const bool passed = !o.check || (worst_q < kQuantizedTolerance && worst_f < kFloatTolerance);
+  if (me != 0) return passed ? Status::ok() : Status::error(ErrorCode::kInternal, "the check failed (see rank 0)");
+  // ---- report: per phase, the slowest rank's time, median over iterations -----------------
+  const std::size_t per = 6, iters = std::size_t(o.iterations);
+  std::vector<double> phase_ms(kPhases), total_ms;
+  double rows_total = 0;
+  for (int p = 0; p < kPhases; ++p) {
+    std::vector<double> slowest(iters, 0.0);
+    for (std::size_t i = 0; i < iters; ++i) {
+      for (int r = 0; r < ranks; ++r) {
+        slowest[i] = std::max(slowest[i], all_records[(std::size_t(r) * iters + i) * per + 1 + std::size_t(p)]);
+      }
+    }
+    phase_ms[std::size_t(p)] = median(slowest) * 1e3;
+  }
+  for (std::size_t i = 0; i < iters; ++i) {
+    double slowest = 0;
+    for (int r = 0; r < ranks; ++r) {
+      const double* rec = &all_records[(std::size_t(r) * iters + i) * per];
+      slowest = std::max(slowest, rec[1] + rec[2] + rec[3] + rec[4]);
+    }
+    total_ms.push_back(slowest * 1e3);
+  }
+  for (int r = 0; r < ranks; ++r) rows_total += all_records[(std::size_t(r) * iters) * per + 5];
+  const double H = double(s.hidden), I = double(s.intermediate);
+  const double gmm1_ops = 2.0 * rows_total * H * 2 * I, gmm2_ops = 2.0 * rows_total * I * H;
+  const double dispatch_bytes = rows_total * H, combine_bytes = rows_total * H * 4;
+  const std::vector<std::string> rate = {
+      fmt::format("{:.2f} GB/s", dispatch_bytes / (phase_ms[0] * 1e-3) / 1e9),
+      fmt::format("{:.3f} TOPS", gmm1_ops / (phase_ms[1] * 1e-3) / 1e12),
+      fmt::format("{:.3f} TOPS", gmm2_ops / (phase_ms[2] * 1e-3) / 1e12),
+      fmt::format("{:.2f} GB/s", combine_bytes / (phase_ms[3] * 1e-3) / 1e9)};
+  if (o.json) {
+    nlohmann::json j = {{"ranks", ranks}, {"transport", std::string(hp::shmem::transport_name((me + 1) % ranks))},
+                        {"tokens_per_rank", s.tokens}, {"hidden", s.hidden}, {"intermediate", s.intermediate},
+                        {"experts", s.experts}, {"topk", s.topk}, {"iterations", o.iterations},
+                        {"path", "staged"}, {"planned_path", planned}, {"rows", rows_total},
+                        {"total_ms", median(total_ms)}, {"check", o.check ? (passed ? "passed" : "failed") : "skipped"},
+                        {"check_error_quantized", worst_q}, {"check_error_float", worst_f}};
+    for (int p = 0; p < kPhases; ++p) j["phases"][kPhaseNames[p]] = {{"ms", phase_ms[std::size_t(p)]}, {"rate", rate[std::size_t(p)]}};
+    fmt::print("{}\n", j.dump());
+  } else {
+    fmt::print("MoE layer: {} ranks ({} transport), {} tokens per rank, H={} I={}, top-{} of {} experts "
+               "({} per rank), int8; {} iterations after {} warm-up\n",
+               ranks, hp::shmem::transport_name((me + 1) % ranks), s.tokens, s.hidden, s.intermediate, s.topk,
+               s.experts, s.experts / ranks, o.iterations, o.warmup);
+    fmt::print("path: staged (dispatch, GMM1, GMM2, combine one after another); the full layer would run {}\n",
+               planned);
+    fmt::print("{:<14} {:>10}  {}\n", "phase", "ms", "rate (slowest rank, median)");
+    for (int p = 0; p < kPhases; ++p) {
+      fmt::print("{:<14} {:>10.3f}  {}\n", kPhaseNames[p], phase_ms[std::size_t(p)], rate[std::size_t(p)]);
+    }
+    fmt::print("{:<14} {:>10}  {}\n", "overlap", "-", "none: the staged path does not overlap phases");
+    fmt::print("{:<14} {:>10.3f}  {:.0f} expert rows over all ranks\n", "total", median(total_ms), rows_total);
+    if (o.check) {
+      fmt::print("check (first {} tokens of every rank): {} - relative error {:.2e} vs the quantised reference "
+                 "(< {:.0e}), {:.2e} vs the float reference (< {:.0e})\n",
+                 std::min<std::int64_t>(o.check_tokens, s.tokens), passed ? "passed" : "FAILED", worst_q,
+                 kQuantizedTolerance, worst_f, kFloatTolerance);
+    }
+  }
+  if (!o.trace.empty()) {
+    nlohmann::json events = nlohmann::json::array();
+    for (int r = 0; r < ranks; ++r) {
+      events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"args", {{"name", fmt::format("rank {}", r)}}}});
+      for (std::size_t i = 0; i < iters; ++i) {
+        const double* rec = &all_records[(std::size_t(r) * iters + i) * per];
+        double at = rec[0];
+        for (int p = 0; p < kPhases; ++p) {
+          events.push_back({{"ph", "X"}, {"name", kPhaseNames[p]}, {"pid", r}, {"tid", 0}, {"ts", at * 1e6},
+                            {"dur", rec[1 + p] * 1e6}, {"args", {{"iteration", i}}}});
+          at += rec[1 + p];
+        }
+      }
+    }
+    std::ofstream out(o.trace);
+    out << nlohmann::json({{"traceEvents", events}, {"displayTimeUnit", "ms"}}).dump() << "\n";
+    HP_ENSURE(out.good(), ErrorCode::kIoError, "--trace {}: cannot write it", o.trace);
+    fmt::print(o.json ? stderr : stdout, "trace: {} (open it in Perfetto or chrome://tracing)\n", o.trace);
+  }
+  return passed ? Status::ok()
+                : Status::error(ErrorCode::kInternal, "the check failed: the layer's output differs from the references");
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  CLI::App app{"hp moe: the MoE layer on N ranks of this machine, checked against references, timed by phase"};
+  app.add_option("--ranks", o.ranks, "ranks to start (ignored under mpirun or hprun)")->check(CLI::Range(1, 256));
+  app.add_option("--tokens", o.shape.tokens, "tokens per rank")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--hidden", o.shape.hidden, "H")->check(CLI::Range(16, 1 << 16));
+  app.add_option("--intermediate", o.shape.intermediate, "I (GMM1 has 2I columns)")->check(CLI::Range(16, 1 << 16));
+  app.add_option("--experts", o.shape.experts, "experts (a multiple of the ranks)")->check(CLI::Range(1, 4096));
+  app.add_option("--topk", o.shape.topk, "experts per token")->check(CLI::Range(1, 64));
+  app.add_option("--skew", o.shape.skew, "router skew toward low expert ids (0: none)")->check(CLI::Range(0.0, 100.0));
+  app.add_option("--seed", o.shape.seed, "seed of weights and tokens");
+  app.add_option("--iterations", o.iterations, "timed iterations")->check(CLI::Range(1, 100000));
+  app.add_option("--warmup", o.warmup, "untimed iterations first")->check(CLI::Range(0, 1000));
+  app.add_flag("!--no-check", o.check, "skip the check against the references");
+  app.add_option("--check-tokens", o.check_tokens, "tokens of each rank the check computes plainly")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--comm", o.comm, "communication context")->check(CLI::IsMember({"shmem", "window"}));
+  app.add_option("--vector-cores", o.vector_cores, "a chip per rank: 1 cube core and this many vector cores (0: none)")
+      ->check(CLI::Range(0, 64));
+  app.add_option("--path", o.path, "execution path")->check(CLI::IsMember({"auto", "non-deep", "deep", "shared"}));
+  app.add_option("--trace", o.trace, "write a Chrome trace of every rank's phases");
+  app.add_flag("--json", o.json, "one JSON object instead of the table");
+  app.add_flag("--backward", o.backward, "also run the backward");
+  CLI11_PARSE(app, argc, argv);
+  if (o.shape.experts % o.ranks != 0 && !inside_a_job()) {
+    fmt::print(stderr, "hp moe: --experts {} is not a multiple of --ranks {}\n", o.shape.experts, o.ranks);
+    return 2;
+  }
+  if (o.shape.topk > o.shape.experts) {
+    fmt::print(stderr, "hp moe: --topk {} is more than --experts {}\n", o.shape.topk, o.shape.experts);
+    return 2;
+  }
+  // Requests this build cannot serve are refused before any rank starts.
+  if (o.backward) {
+    fmt::print(stderr, "hp moe: UNSUPPORTED: --backward: the layer's backward (HyperMegaMoeGrad) is not built yet; "
+                       "run the forward (without --backward)\n");
+    return 2;
+  }
+  if (o.path != "auto" && o.path != "non-deep") {
+    fmt::print(stderr, "hp moe: UNSUPPORTED: --path {}: only the staged path (the non-deep path's stages, for any "
+                       "experts per rank) is built so far; use --path auto or non-deep\n", o.path);
+    return 2;
+  }
+  if (!inside_a_job()) return launch(o, argc, argv);
+  if (Status s = hp::shmem::init(); !s.is_ok()) {
+    fmt::print(stderr, "hp moe: {}\n", s.to_string());
+    return 1;
+  }
+  const Status s = run_rank(o);
+  if (!s.is_ok()) fmt::print(stderr, "hp moe: rank {}: {}\n", hp::shmem::my_pe(), s.to_string());
+  const Status f = hp::shmem::finalize();
+  return s.is_ok() && f.is_ok() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace hp::moe::tools
+
+int main(int argc, char** argv) { return hp::moe::tools::run(argc, argv); }

@@ -1,0 +1,62 @@
+"""`./hp moe`, the main job: it starts the ranks itself (hprun), runs the MoE layer, checks it
+against the references and reports per phase; bad requests are refused before any rank starts."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import REPO, describe, run
+from jobs import job_env
+
+HP = REPO / "hp"
+SMALL = ["--tokens", "24", "--hidden", "128", "--intermediate", "64", "--topk", "3", "--iterations", "2",
+         "--warmup", "1"]
+
+
+def hp_moe(*args):
+    return run([HP, "moe", *args], env=job_env(HP_PAYLOAD_DIR=None), timeout=240)
+
+
+@pytest.mark.parametrize("ranks,comm", [(2, "shmem"), (4, "window")])
+def test_hp_moe_runs_checks_and_reports(ranks, comm):
+    result = hp_moe("--ranks", str(ranks), "--experts", str(2 * ranks), "--comm", comm, "--json", *SMALL)
+    assert result.returncode == 0, describe(result)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["ranks"] == ranks and report["transport"] == "shm"
+    assert report["check"] == "passed", report
+    assert report["check_error_quantized"] < 5e-3 and 0 < report["check_error_float"] < 6e-2, report
+    assert report["rows"] == ranks * 24 * 3  # every token to top-3 distinct experts
+    assert set(report["phases"]) == {"dispatch", "GMM1+SwiGLU", "GMM2", "combine"}
+    assert report["planned_path"] == "deep" and report["path"] == "staged"
+
+
+def test_hp_moe_table_and_trace(tmp_path):
+    trace = tmp_path / "moe.json"
+    result = hp_moe("--ranks", "2", "--experts", "2", "--topk", "1", "--skew", "2", "--trace", str(trace),
+                    "--tokens", "24", "--hidden", "128", "--intermediate", "64", "--iterations", "2", "--warmup", "1")
+    assert result.returncode == 0, describe(result)
+    out = result.stdout
+    for phase in ("dispatch", "GMM1+SwiGLU", "GMM2", "combine", "total"):
+        assert phase in out, out
+    assert "check (first 8 tokens of every rank): passed" in out, out
+    assert "the full layer would run non-deep" in out, out  # one expert per rank
+    events = json.loads(trace.read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    assert {e["pid"] for e in spans} == {0, 1}
+    assert len(spans) == 2 * 2 * 4  # ranks x iterations x phases
+    assert all(e["dur"] >= 0 for e in spans)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--path", "deep"], "only the staged path"),
+    (["--backward"], "backward"),
+    (["--experts", "6", "--ranks", "4"], "not a multiple"),
+    (["--topk", "9", "--experts", "8"], "more than"),
+    (["--comm", "carrier-pigeon"], "carrier-pigeon"),
+])
+def test_hp_moe_refuses_what_it_cannot_do(args, message):
+    result = hp_moe(*args)
+    assert result.returncode != 0, describe(result)
+    assert message in result.stderr, describe(result)
+    assert "Traceback" not in result.stderr
