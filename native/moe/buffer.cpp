@@ -249,21 +249,9 @@ Status Buffer::combine(const TensorView& expert_out, const Handle& handle, const
   const std::int64_t rows = std::int64_t(handle.row_src_rank.size());
   const float* w = nullptr;
   const Status input = [&]() -> Status {
-    HP_RETURN_IF_ERROR(expert_out.expect_shape("expert_out", {rows, config_.hidden}));
-    if (expert_out.dtype() != DType::kFP32 && expert_out.dtype() != DType::kBF16) {
-      return Status::error(ErrorCode::kDTypeMismatch, "expert_out {}: expected fp32 or bf16", expert_out.to_string());
-    }
-    HP_RETURN_IF_ERROR(expect_contiguous(expert_out, "expert_out"));
-    if (std::int64_t(expert_out.element_size()) > config_.combine_element_bytes) {
-      return Status::error(ErrorCode::kInvalidArgument,
-                           "expert_out {} needs {} bytes per element; the buffer was made with combine_element_bytes = {}",
-                           expert_out.to_string(), expert_out.element_size(), config_.combine_element_bytes);
-    }
-    HP_RETURN_IF_ERROR(y.expect_shape("y", {handle.layout.num_tokens, config_.hidden}));
-    if (y.dtype() != DType::kFP32 && y.dtype() != DType::kBF16) {
-      return Status::error(ErrorCode::kDTypeMismatch, "y {}: expected fp32 or bf16", y.to_string());
-    }
-    HP_RETURN_IF_ERROR(expect_contiguous(y, "y"));
+    HP_RETURN_IF_ERROR(
+        expect_float_rows(expert_out, "expert_out", {rows, config_.hidden}, config_.combine_element_bytes));
+    HP_RETURN_IF_ERROR(expect_float_rows(y, "y", {handle.layout.num_tokens, config_.hidden}));
     if (weighted) {
       HP_RETURN_IF_ERROR(weights.expect_shape("weights", {rows}));
       HP_RETURN_IF_ERROR(weights.expect_dtype("weights", DType::kFP32));

@@ -198,24 +198,12 @@ Status Buffer::low_latency_combine(const TensorView& expert_out, const TensorVie
                   handle.pair_slot.size() == handle.topk_idx.size(),
               ErrorCode::kInvalidArgument,
               "Buffer::low_latency_combine: the handle is not one of this buffer's low_latency_dispatch");
-    HP_RETURN_IF_ERROR(expert_out.expect_shape("expert_out", {local, per_expert, config_.hidden}));
-    if (expert_out.dtype() != DType::kFP32 && expert_out.dtype() != DType::kBF16) {
-      return Status::error(ErrorCode::kDTypeMismatch, "expert_out {}: expected fp32 or bf16", expert_out.to_string());
-    }
-    HP_RETURN_IF_ERROR(expect_contiguous(expert_out, "expert_out"));
-    if (std::int64_t(expert_out.element_size()) > config_.combine_element_bytes) {
-      return Status::error(ErrorCode::kInvalidArgument,
-                           "expert_out {} needs {} bytes per element; the buffer was made with combine_element_bytes = {}",
-                           expert_out.to_string(), expert_out.element_size(), config_.combine_element_bytes);
-    }
+    HP_RETURN_IF_ERROR(expect_float_rows(expert_out, "expert_out", {local, per_expert, config_.hidden},
+                                         config_.combine_element_bytes));
     HP_RETURN_IF_ERROR(topk_weights.expect_shape("topk_weights", {handle.tokens, config_.topk}));
     HP_RETURN_IF_ERROR(topk_weights.expect_dtype("topk_weights", DType::kFP32));
     HP_RETURN_IF_ERROR(expect_contiguous(topk_weights, "topk_weights"));
-    HP_RETURN_IF_ERROR(y.expect_shape("y", {handle.tokens, config_.hidden}));
-    if (y.dtype() != DType::kFP32 && y.dtype() != DType::kBF16) {
-      return Status::error(ErrorCode::kDTypeMismatch, "y {}: expected fp32 or bf16", y.to_string());
-    }
-    return expect_contiguous(y, "y");
+    return expect_float_rows(y, "y", {handle.tokens, config_.hidden});
   }();
   const auto* w = static_cast<const float*>(topk_weights.data());
   if (config_.comm == CommKind::kWindow) {

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "common/status.h"
 #include "common/tensor_view.h"
@@ -21,6 +22,21 @@ inline std::size_t round64(std::size_t n) { return (n + 63) & ~std::size_t(63); 
 
 inline Status expect_contiguous(const TensorView& t, const char* what) {
   HP_ENSURE(t.is_contiguous(), ErrorCode::kInvalidArgument, "{} {}: expected contiguous", what, t.to_string());
+  return Status::ok();
+}
+
+// A contiguous fp32 or bf16 tensor of `shape`; with max_element_bytes > 0, elements no wider
+// than that (combine's rows: the buffer's combine_element_bytes).
+inline Status expect_float_rows(const TensorView& t, const char* what, std::initializer_list<std::int64_t> shape,
+                                std::int64_t max_element_bytes = 0) {
+  HP_RETURN_IF_ERROR(t.expect_shape(what, shape));
+  HP_ENSURE(t.dtype() == DType::kFP32 || t.dtype() == DType::kBF16, ErrorCode::kDTypeMismatch,
+            "{} {}: expected fp32 or bf16", what, t.to_string());
+  HP_RETURN_IF_ERROR(expect_contiguous(t, what));
+  HP_ENSURE(max_element_bytes == 0 || std::int64_t(t.element_size()) <= max_element_bytes,
+            ErrorCode::kInvalidArgument,
+            "{} {} needs {} bytes per element; the buffer was made with combine_element_bytes = {}", what,
+            t.to_string(), t.element_size(), max_element_bytes);
   return Status::ok();
 }
 
