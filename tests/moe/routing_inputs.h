@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "moe/buffer.h"
 #include "shmem/shmem.h"
 
 namespace hp::moe::testing {
@@ -83,6 +84,33 @@ inline bool all_mapped() {
   (void)hp::shmem::free(probe);
   return mapped != 0;
 }
+
+// A buffer for case c (lossless, fp32), on every rank.
+inline Status make_case_buffer(const Case& c, CommKind comm, std::unique_ptr<Buffer>* buffer) {
+  return Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + hp::shmem::n_pes(),
+                         .num_experts = c.experts, .topk = c.topk, .comm = comm},
+                        buffer);
+}
+
+// Views of a rank's fp32 inputs as dispatch arguments.
+inline DispatchArgs input_args(const Inputs& in, const Case& c) {
+  return {.x = TensorView(const_cast<float*>(in.x.data()), DType::kFP32, {in.tokens, c.hidden}),
+          .topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {in.tokens, c.topk}),
+          .topk_weights = TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {in.tokens, c.topk})};
+}
+
+// The small batch of the error tests: 4 tokens of H = 16, top-2 of 2 x R experts, all on
+// experts 0-3 (ranks 0 and 1).
+struct SmallBatch {
+  std::vector<float> x = std::vector<float>(4 * 16, 1.0f), w = std::vector<float>(8, 0.5f);
+  std::vector<std::int64_t> idx = {0, 1, 1, 2, 0, 3, 1, 0};
+
+  DispatchArgs args() {
+    return {.x = TensorView(x.data(), DType::kFP32, {4, 16}),
+            .topk_idx = TensorView(idx.data(), DType::kInt64, {4, 2}),
+            .topk_weights = TensorView(w.data(), DType::kFP32, {4, 2})};
+  }
+};
 
 }  // namespace hp::moe::testing
 

@@ -25,6 +25,9 @@ using hp::moe::testing::Case;
 using hp::moe::testing::Inputs;
 using hp::moe::testing::make_inputs;
 using hp::moe::testing::Routing;
+using hp::moe::testing::SmallBatch;
+using hp::moe::testing::input_args;
+using hp::moe::testing::make_case_buffer;
 
 // One expected received row: the source and token, its local expert and weight.
 struct Expected {
@@ -235,11 +238,7 @@ TEST_P(DispatchCombine, CapacityGrowsOnOverflow) {
     EXPECT_EQ(buffer->record_capacity(), tmax);  // 1.0 x T_max x min(K = 1, R)
     const Inputs in = make_inputs(c, me, ranks);
     DispatchResult r;
-    HP_RETURN_IF_ERROR(buffer->dispatch(
-        {.x = TensorView(const_cast<float*>(in.x.data()), DType::kFP32, {in.tokens, c.hidden}),
-         .topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {in.tokens, c.topk}),
-         .topk_weights = TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {in.tokens, c.topk})},
-        &r));
+    HP_RETURN_IF_ERROR(buffer->dispatch(input_args(in, c), &r));
     std::int64_t all_tokens = 0;
     for (int s = 0; s < ranks; ++s) all_tokens += c.tokens + s;
     EXPECT_EQ(r.rows, me == 0 ? all_tokens : 0);
@@ -289,17 +288,12 @@ TEST_P(DispatchCombine, RoundTripOfTheIdentityIsX) {
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     const Case c{.seed = 70};
     std::unique_ptr<Buffer> buffer;
-    HP_RETURN_IF_ERROR(Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
-                                       .num_experts = c.experts, .topk = c.topk, .comm = GetParam()},
-                                      &buffer));
+    HP_RETURN_IF_ERROR(make_case_buffer(c, GetParam(), &buffer));
     const Inputs in = make_inputs(c, me, ranks);
     DispatchResult r;
-    HP_RETURN_IF_ERROR(buffer->dispatch(
-        {.x = TensorView(const_cast<float*>(in.x.data()), DType::kFP32, {in.tokens, c.hidden}),
-         .topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {in.tokens, c.topk}),
-         .topk_weights = TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {in.tokens, c.topk}),
-         .expert_alignment = 3},
-        &r));
+    DispatchArgs args = input_args(in, c);
+    args.expert_alignment = 3;
+    HP_RETURN_IF_ERROR(buffer->dispatch(args, &r));
     std::vector<float> y(in.x.size(), -1.0f);
     HP_RETURN_IF_ERROR(buffer->combine(r.x(), r.handle, TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden}),
                                        TensorView(r.topk_weights.data(), DType::kFP32, {r.rows})));
@@ -328,9 +322,7 @@ TEST_P(DispatchCombine, DispatchAndCombineAreAdjoint) {
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     const Case c{.seed = 71};
     std::unique_ptr<Buffer> buffer;
-    HP_RETURN_IF_ERROR(Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
-                                       .num_experts = c.experts, .topk = c.topk, .comm = GetParam()},
-                                      &buffer));
+    HP_RETURN_IF_ERROR(make_case_buffer(c, GetParam(), &buffer));
     const Inputs in = make_inputs(c, me, ranks);
     std::vector<float> yv(in.x.size());
     for (std::size_t i = 0; i < yv.size(); ++i) yv[i] = float(int((i * 7 + std::size_t(me) * 3) % 11) - 5);
@@ -436,20 +428,15 @@ TEST_P(DispatchCombine, BadExpertIdOnOneRankFailsEveryRank) {
     HP_EXPECT_OK(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
                                  .comm = GetParam()},
                                 &buffer));
-    std::vector<float> x(4 * 16, 1.0f), w(8, 0.5f);
-    std::vector<std::int64_t> idx = {0, 1, 1, 2, 0, 3, 1, 0};
-    if (me == ranks - 1) idx[3] = 2 * ranks;  // out of range
+    SmallBatch batch;
+    if (me == ranks - 1) batch.idx[3] = 2 * ranks;  // out of range
     DispatchResult r;
-    const Status s = buffer->dispatch({.x = TensorView(x.data(), DType::kFP32, {4, 16}),
-                                       .topk_idx = TensorView(idx.data(), DType::kInt64, {4, 2}),
-                                       .topk_weights = TensorView(w.data(), DType::kFP32, {4, 2})},
+    const Status s = buffer->dispatch(batch.args(),
                                       &r);
     EXPECT_EQ(s.code(), me == ranks - 1 ? ErrorCode::kOutOfRange : ErrorCode::kAborted) << s.to_string();
     // The buffer stays usable: a good dispatch afterwards works on every rank.
-    idx[3] = 2;
-    HP_EXPECT_OK(buffer->dispatch({.x = TensorView(x.data(), DType::kFP32, {4, 16}),
-                                   .topk_idx = TensorView(idx.data(), DType::kInt64, {4, 2}),
-                                   .topk_weights = TensorView(w.data(), DType::kFP32, {4, 2})},
+    batch.idx[3] = 2;
+    HP_EXPECT_OK(buffer->dispatch(batch.args(),
                                   &r));
     return buffer->destroy();
   });
@@ -465,13 +452,10 @@ TEST_P(DispatchCombine, BadCombineInputOnOneRankFailsEveryRank) {
     HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
                                        .comm = GetParam()},
                                       &buffer));
-    std::vector<float> x(4 * 16, 1.0f), w(8, 0.5f);
-    std::vector<std::int64_t> idx = {0, 1, 1, 2, 0, 3, 1, 0};
+    SmallBatch batch;
     for (int round = 0; round < 2; ++round) {
       DispatchResult r;
-      HP_RETURN_IF_ERROR(buffer->dispatch({.x = TensorView(x.data(), DType::kFP32, {4, 16}),
-                                           .topk_idx = TensorView(idx.data(), DType::kInt64, {4, 2}),
-                                           .topk_weights = TensorView(w.data(), DType::kFP32, {4, 2})},
+      HP_RETURN_IF_ERROR(buffer->dispatch(batch.args(),
                                           &r));
       std::vector<float> out(std::size_t(r.rows * 16), 1.0f), y(4 * 16, -1.0f);
       const bool bad = round == 0 && me == ranks - 1;
@@ -498,16 +482,11 @@ TEST_P(DispatchCombine, TwoPhaseIntoCallerOutputs) {
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     const Case c{.seed = 50};
     std::unique_ptr<Buffer> buffer;
-    HP_RETURN_IF_ERROR(Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
-                                       .num_experts = c.experts, .topk = c.topk, .comm = GetParam()},
-                                      &buffer));
+    HP_RETURN_IF_ERROR(make_case_buffer(c, GetParam(), &buffer));
     const Inputs in = make_inputs(c, me, ranks);
-    const DispatchArgs args{
-        .x = TensorView(const_cast<float*>(in.x.data()), DType::kFP32, {in.tokens, c.hidden}),
-        .topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {in.tokens, c.topk}),
-        .topk_weights = TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {in.tokens, c.topk}),
-        .quant = Quant::kDynamicInt8,
-        .expert_alignment = 8};
+    DispatchArgs args = input_args(in, c);
+    args.quant = Quant::kDynamicInt8;
+    args.expert_alignment = 8;
     DispatchResult whole;
     HP_RETURN_IF_ERROR(buffer->dispatch(args, &whole));
     Handle h;
@@ -562,12 +541,9 @@ TEST_P(DispatchCombine, CombineWiderThanTheBufferIsRejected) {
     HP_EXPECT_OK(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
                                  .combine_element_bytes = 2, .comm = GetParam()},
                                 &buffer));
-    std::vector<float> x(4 * 16, 1.0f), w(8, 0.5f);
-    std::vector<std::int64_t> idx = {0, 1, 1, 2, 0, 3, 1, 0};
+    SmallBatch batch;
     DispatchResult r;
-    HP_EXPECT_OK(buffer->dispatch({.x = TensorView(x.data(), DType::kFP32, {4, 16}),
-                                   .topk_idx = TensorView(idx.data(), DType::kInt64, {4, 2}),
-                                   .topk_weights = TensorView(w.data(), DType::kFP32, {4, 2})},
+    HP_EXPECT_OK(buffer->dispatch(batch.args(),
                                   &r));
     std::vector<float> out(std::size_t(r.rows * 16), 1.0f), y(4 * 16);
     const Status s = buffer->combine(TensorView(out.data(), DType::kFP32, {r.rows, 16}), r.handle,

@@ -22,6 +22,7 @@ using hp::moe::testing::Case;
 using hp::moe::testing::Inputs;
 using hp::moe::testing::make_inputs;
 using hp::moe::testing::Routing;
+using hp::moe::testing::SmallBatch;
 using hp::shmem::testing::run_scenario;
 
 // A buffer with the low-latency regions for case c (window: UNSUPPORTED where ranks are not
@@ -243,19 +244,16 @@ TEST_P(LowLatency, BadCombineInputOnOneRankFailsEveryRank) {
     std::unique_ptr<Buffer> buffer;
     HP_RETURN_IF_ERROR(make_buffer(c, GetParam(), DType::kFP32, nullptr, &buffer));
     if (buffer == nullptr) return Status::ok();
-    std::vector<float> x(4 * 16, 1.0f), w(8, 0.5f);
-    std::vector<std::int64_t> idx = {0, 1, 1, 2, 0, 3, 1, 0};
+    SmallBatch batch;
     for (int round = 0; round < 2; ++round) {
       LowLatencyResult r;
-      HP_RETURN_IF_ERROR(buffer->low_latency_dispatch({.x = TensorView(x.data(), DType::kFP32, {4, 16}),
-                                                       .topk_idx = TensorView(idx.data(), DType::kInt64, {4, 2}),
-                                                       .topk_weights = TensorView(w.data(), DType::kFP32, {4, 2})},
+      HP_RETURN_IF_ERROR(buffer->low_latency_dispatch(batch.args(),
                                                       &r));
       std::vector<float> out(std::size_t(2 * r.rows_per_expert * 16), 1.0f), y(4 * 16, -1.0f);
       const bool bad = round == 0 && me == 0;
       const Status s = buffer->low_latency_combine(
           TensorView(out.data(), DType::kFP32, {2, r.rows_per_expert, 16}),
-          TensorView(w.data(), DType::kFP32, {bad ? 3 : 4, 2}), r.handle, TensorView(y.data(), DType::kFP32, {4, 16}));
+          TensorView(batch.w.data(), DType::kFP32, {bad ? 3 : 4, 2}), r.handle, TensorView(y.data(), DType::kFP32, {4, 16}));
       if (round == 0) {
         EXPECT_EQ(s.code(), bad ? ErrorCode::kShapeMismatch : ErrorCode::kAborted) << s.to_string();
       } else {
