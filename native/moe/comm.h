@@ -13,8 +13,9 @@
 // WindowComm: the peer's window is mapped here (hp::shmem::ptr); writes are plain stores into
 // it and open() returns the peer's memory itself, so quantised rows are written in place. On
 // one node only: a rank it cannot map is UNSUPPORTED, naming ShmemComm.
-// ShmemComm: writes are staged in a local buffer and sent with put_nbi; signal is fence +
-// atomic set; quiet is hp::shmem::quiet. Works on every transport, MPI across machines too.
+// ShmemComm: writes are staged in a local buffer and sent with put_nbi, a region followed by
+// its rank's signal as one put_signal_nbi (otherwise fence + atomic set); quiet is
+// hp::shmem::quiet. Works on every transport, MPI across machines too.
 // Waiting is the same for both: hp::shmem::signal_wait_until on the local status word (its
 // deadline is HP_SHMEM_TIMEOUT_S; a dead rank is an error there, not a hang).
 #ifndef HYPER_PARALLEL_MOE_COMM_H_
@@ -23,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -77,14 +79,28 @@ class ShmemComm {
     total_ += padded;
     return p;
   }
+  // The last region closed is held back so that the next signal to its rank goes with it as
+  // one put_signal_nbi (the data, then the flag); a signal after other puts to that rank
+  // fences first, as OpenSHMEM orders only the put-with-signal's own data before its signal.
   Status close(int dest, void* remote, const std::uint8_t* written, std::size_t bytes) {
-    return bytes == 0 ? Status::ok() : hp::shmem::put_nbi(remote, written, bytes, dest);
+    if (bytes == 0) return Status::ok();
+    HP_RETURN_IF_ERROR(flush());
+    held_ = Held{dest, remote, written, bytes};
+    return Status::ok();
   }
   Status signal(std::uint64_t* flag, std::uint64_t value, int dest) {
+    if (held_.bytes != 0 && held_.dest == dest && puts_since_signal_ == 0) {
+      const Held h = std::exchange(held_, Held{});
+      return hp::shmem::put_signal_nbi(h.remote, h.written, h.bytes, flag, value, hp::shmem::SignalOp::kSet, dest);
+    }
+    HP_RETURN_IF_ERROR(flush());
     HP_RETURN_IF_ERROR(hp::shmem::fence());
+    puts_since_signal_ = 0;
     return hp::shmem::atomic_set<std::uint64_t>(flag, value, dest);
   }
   Status quiet() {
+    HP_RETURN_IF_ERROR(flush());
+    puts_since_signal_ = 0;
     HP_RETURN_IF_ERROR(hp::shmem::quiet());
     if (!staged_.empty()) {
       staged_.clear();
@@ -95,9 +111,25 @@ class ShmemComm {
   }
 
  private:
+  struct Held {
+    int dest = -1;
+    void* remote = nullptr;
+    const std::uint8_t* written = nullptr;
+    std::size_t bytes = 0;
+  };
+  // Sends the held region as a plain put.
+  Status flush() {
+    if (held_.bytes == 0) return Status::ok();
+    const Held h = std::exchange(held_, Held{});
+    ++puts_since_signal_;
+    return hp::shmem::put_nbi(h.remote, h.written, h.bytes, h.dest);
+  }
+
   std::vector<std::uint8_t> staging_;
   std::vector<std::vector<std::uint8_t>> staged_;  // full buffers with puts in flight
   std::size_t used_ = 0, total_ = 0;
+  Held held_;
+  int puts_since_signal_ = 0;  // plain puts (to any rank) since the last signal
 };
 
 }  // namespace hp::moe
