@@ -71,6 +71,19 @@ def test_installed_hp_config_lists_the_settings(installed):
     assert "HP_WAIT_TIMEOUT_S" in result.stdout
 
 
+def test_installed_hp_moe_runs_the_layer(installed):
+    """The main job from the wheel: hp-moe finds the installed hprun and the layer checks out."""
+    venv, _, outside = installed
+    env = venv_env()
+    for name in [n for n in env if n.startswith(("HP_SHMEM_", "HP_JOB_", "HP_RANK", "OMPI_", "PMIX_"))]:
+        env.pop(name)
+    result = run([venv / "bin" / "hp", "moe", "--ranks", "2", "--tokens", "16", "--hidden", "64",
+                  "--intermediate", "32", "--experts", "4", "--topk", "2", "--iterations", "1", "--json"],
+                 cwd=outside, env=env, timeout=120)
+    assert result.returncode == 0, describe(result)
+    assert json.loads(result.stdout.strip().splitlines()[-1])["check"] == "passed", describe(result)
+
+
 def test_installed_hp_version(installed):
     venv, _, outside = installed
     result = run([venv / "bin" / "hp", "version"], cwd=outside, env=venv_env())
