@@ -14,6 +14,7 @@
 
 #include "moe/buffer.h"
 #include "moe/layout.h"
+#include "moe/moe_layer.h"
 #include "raise_status.h"
 #include "shmem/shmem.h"
 
@@ -73,6 +74,16 @@ struct PyBuffer {
   hp::moe::Buffer& get() {
     if (!buffer) hp::python::raise(hp::Status::error(hp::ErrorCode::kFailedPrecondition, "the buffer was destroyed"));
     return *buffer;
+  }
+};
+
+// A MoE layer (its weights packed at creation).
+struct PyLayer {
+  std::unique_ptr<hp::moe::MoeLayer> layer;
+
+  hp::moe::MoeLayer& get() {
+    if (!layer) hp::python::raise(hp::Status::error(hp::ErrorCode::kFailedPrecondition, "the layer was destroyed"));
+    return *layer;
   }
 };
 
@@ -170,5 +181,36 @@ PYBIND11_MODULE(_hp_moe, m) {
       .def("low_latency_combine", [](PyBuffer& self, const Spec& expert_out, const Spec& weights, const Spec& y) {
         hp::moe::Buffer& b = self.get();
         blocking([&] { return b.low_latency_combine(view(expert_out), view(weights), self.low_latency.handle, view(y)); });
+      });
+  py::class_<PyLayer>(m, "Layer")
+      .def(py::init([](std::int64_t hidden, std::int64_t intermediate, std::int64_t experts, std::int64_t topk,
+                       std::int64_t max_tokens, const std::string& comm, const Spec& w1, const Spec& w1_scale,
+                       const Spec& w2, const Spec& w2_scale) {
+        auto l = std::make_unique<PyLayer>();
+        const hp::moe::CommKind kind = comm == "window" ? hp::moe::CommKind::kWindow : hp::moe::CommKind::kShmem;
+        blocking([&] {
+          return hp::moe::MoeLayer::create({.hidden = hidden,
+                                            .intermediate = intermediate,
+                                            .num_experts = experts,
+                                            .topk = topk,
+                                            .max_tokens_per_rank = max_tokens,
+                                            .comm = kind},
+                                           {.w1 = view(w1), .w1_scale = view(w1_scale), .w2 = view(w2),
+                                            .w2_scale = view(w2_scale)},
+                                           &l->layer);
+        });
+        return l;
+      }))
+      .def("destroy", [](PyLayer& self) {
+        if (!self.layer) return;
+        blocking([&] { return self.layer->destroy(); });
+        self.layer.reset();
+      })
+      .def("forward", [](PyLayer& self, const Spec& x, const Spec& idx, const Spec& w, const std::optional<Spec>& mask,
+                         const Spec& y) {
+        hp::moe::MoeLayer& l = self.get();
+        blocking([&] { return l.forward(view(x), view(idx), view(w), view(y), view(mask)); });
+        const hp::moe::MoeStageTimes& t = l.last_times();
+        return py::make_tuple(t.dispatch, t.gmm1, t.gmm2, t.combine, l.last_rows());
       });
 }

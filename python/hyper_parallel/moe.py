@@ -234,3 +234,82 @@ class Buffer:
             raise HpError(18, "FAILED_PRECONDITION",
                           f"this handle is of an earlier {call}: combine the latest one (the buffer keeps "
                           "only its handle)")
+
+
+@dataclass
+class MegaMoeResult:
+    y: Any                      # float32 [T, H] in x's library
+    rows: int                   # expert rows this rank computed
+    stage_seconds: dict         # dispatch, gmm1, gmm2, combine on this rank
+
+
+class MegaMoe:
+    """The MoE layer over this rank's local experts (collective: every rank makes one alike).
+
+    Stages (the forward of the fused layer, run one after another): dispatch with int8
+    quantisation, GMM1 with dequant + SwiGLU + requant, GMM2 with dequant x top-k weight,
+    combine. Weights are this rank's E_local = num_experts / ranks experts, packed (copied) at
+    creation: w1 int8 [E_local, H, 2I] (gate columns, then up), w1_scale float32 [E_local, 2I],
+    w2 int8 [E_local, I, H], w2_scale float32 [E_local, H].
+    """
+
+    def __init__(self, w1, w1_scale, w2, w2_scale, *, num_experts: int, topk: int, max_tokens_per_rank: int,
+                 comm: str = "shmem"):
+        w1, w1_scale, w2, w2_scale = (_contiguous(a) for a in (w1, w1_scale, w2, w2_scale))
+        shape = _spec(w1)[2]
+        if len(shape) != 3 or shape[2] % 2:
+            raise HpError(3, "SHAPE_MISMATCH", f"w1 of shape {shape}: expected [E_local, H, 2I]")
+        self.hidden, self.intermediate = shape[1], shape[2] // 2
+        shmem.acquire()
+        try:
+            self._native = _lib().Layer(self.hidden, self.intermediate, num_experts, topk, max_tokens_per_rank, comm,
+                                        _spec(w1), _spec(w1_scale), _spec(w2), _spec(w2_scale))
+        except BaseException:
+            shmem.release()
+            raise
+
+    def __call__(self, x, topk_idx, topk_weights, *, x_active_mask=None) -> MegaMoeResult:
+        x, idx, w = _contiguous(x), _contiguous(topk_idx), _contiguous(topk_weights)
+        mask = None if x_active_mask is None else _contiguous(x_active_mask)
+        y = _empty(x, (_spec(x)[2][0], self.hidden), "fp32")
+        dispatch, gmm1, gmm2, combine, rows = self._native.forward(
+            _spec(x), _spec(idx), _spec(w), None if mask is None else _spec(mask), _spec(y))
+        return MegaMoeResult(y, rows, {"dispatch": dispatch, "gmm1": gmm1, "gmm2": gmm2, "combine": combine})
+
+    def destroy(self) -> None:
+        """Frees the layer's buffer (collective)."""
+        if self._native is not None:
+            self._native.destroy()
+            self._native = None
+            shmem.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.destroy()
+
+
+def mega_moe(x, topk_idx, topk_weights, w1, w1_scale, w2, w2_scale, *, num_experts: int, x_active_mask=None,
+             comm: str = "shmem") -> MegaMoeResult:
+    """One forward of the MoE layer with a layer made for it (collective). Keep a MegaMoe for
+    repeated calls: making one packs the weights and allocates the symmetric buffer."""
+    tokens = int(_spec(_contiguous(x))[2][0])
+    max_tokens = _max_over_ranks(tokens)
+    with MegaMoe(w1, w1_scale, w2, w2_scale, num_experts=num_experts, topk=int(_spec(_contiguous(topk_idx))[2][1]),
+                 max_tokens_per_rank=max_tokens, comm=comm) as layer:
+        return layer(x, topk_idx, topk_weights, x_active_mask=x_active_mask)
+
+
+def _max_over_ranks(value: int) -> int:
+    """The largest of every rank's value (collective)."""
+    shmem.acquire()
+    gathered, mine = shmem.empty(shmem.n_pes(), np.int64), shmem.empty(1, np.int64)
+    try:
+        mine[0] = value
+        shmem.all_gather(gathered, mine)
+        return int(gathered.max())
+    finally:
+        shmem.free(mine)
+        shmem.free(gathered)
+        shmem.release()

@@ -170,3 +170,45 @@ def test_torch_tensors_bf16(tmp_path):
         assert torch.allclose(y.float(), torch.from_numpy(x * factor[:, None]), rtol=1e-2, atol=1e-2)
         buf.destroy()
     """, tmp_path)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_mega_moe_matches_a_float_reference(n, tmp_path):
+    run_ranks(n, """
+        I = 24
+        def expert_weights(e):
+            rng = np.random.default_rng(500 + e)
+            w1 = rng.integers(-127, 128, size=(H, 2 * I)).astype(np.int8)
+            w2 = rng.integers(-127, 128, size=(I, H)).astype(np.int8)
+            return w1, np.full(2 * I, 1 / (73 * np.sqrt(H)), np.float32), w2, np.full(H, 1 / (73 * np.sqrt(I)), np.float32)
+        local = E // n
+        mine = [expert_weights(me * local + i) for i in range(local)]
+        w1, s1, w2, s2 = (np.stack([m[j] for m in mine]) for j in range(4))
+        x, idx, w = inputs(me)
+        x = x / 8                                      # unit-ish activations
+        with moe.MegaMoe(w1, s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16) as layer:
+            first = layer(x, idx, w)
+            again = layer(x, idx, w)                   # buffers are reused
+        assert np.array_equal(first.y, again.y)
+        assert set(first.stage_seconds) == {"dispatch", "gmm1", "gmm2", "combine"}
+        # float reference: dequantised weights, no activation quantisation
+        ref = np.zeros_like(x, dtype=np.float64)
+        for t in range(x.shape[0]):
+            for k in range(K):
+                e = idx[t, k]
+                if e < 0:
+                    continue
+                a1, b1, a2, b2 = expert_weights(e)
+                g = x[t] @ (a1 * b1)
+                h = g[:I] / (1 + np.exp(-g[:I])) * g[I:]
+                ref[t] += w[t, k] * (h @ (a2 * b2[None, :]))
+        err = np.linalg.norm(first.y - ref) / np.linalg.norm(ref)
+        assert err < 4e-2, err
+        # the one-call form makes its own layer
+        assert np.array_equal(moe.mega_moe(x, idx, w, w1, s1, w2, s2, num_experts=E).y, first.y)
+        try:
+            moe.MegaMoe(w1[:, :, :-1], s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16)
+            raise AssertionError("odd GMM1 columns were accepted")
+        except HpError as e:
+            assert e.name == "SHAPE_MISMATCH", e
+    """, tmp_path)
