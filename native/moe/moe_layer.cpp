@@ -1,6 +1,7 @@
 #include "moe/moe_layer.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "kernels/ops.h"
 #include "kernels/targets.h"
@@ -47,6 +48,14 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
                                      &layer->buffer_);
   HP_RETURN_IF_ERROR(packed);
   HP_RETURN_IF_ERROR(made);
+  // The workspace: the seed's regions for this problem (lossless receive rows), reuse mode.
+  HP_RETURN_IF_ERROR(plan_moe({.tokens = config.max_tokens_per_rank,
+                               .hidden = config.hidden,
+                               .intermediate = config.intermediate,
+                               .topk = config.topk,
+                               .experts = config.num_experts,
+                               .ranks = hp::shmem::n_pes()},
+                              &layer->plan_));
   *out = std::move(layer);
   return Status::ok();
 }
@@ -84,44 +93,75 @@ Status MoeLayer::run_gemm(const hp::kernels::GroupedGemmProblem& problem) {
 Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const TensorView& topk_weights,
                          const TensorView& y, const TensorView& x_active_mask) {
   HP_ENSURE(buffer_ != nullptr, ErrorCode::kFailedPrecondition, "MoeLayer::forward: the layer was destroyed");
+  own_workspace_.resize(std::size_t(plan_.total_bytes) + 64);
+  auto* ws = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(own_workspace_.data()) + 63) &
+                                             ~std::uintptr_t(63));
+  return forward(x, topk_idx, topk_weights, y, ws, std::uint64_t(plan_.total_bytes), x_active_mask);
+}
+
+Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const TensorView& topk_weights,
+                         const TensorView& y, void* workspace, std::uint64_t workspace_bytes,
+                         const TensorView& x_active_mask) {
+  HP_ENSURE(buffer_ != nullptr, ErrorCode::kFailedPrecondition, "MoeLayer::forward: the layer was destroyed");
   const std::int64_t inter = config_.intermediate, hidden = config_.hidden;
+  const WorkspaceOffsets& at = plan_.offsets;
+  auto* ws = static_cast<std::uint8_t*>(workspace);
+  // A workspace too small (or misaligned) on one rank fails every rank: the count exchange
+  // carries the verdict.
+  const Status workspace_ok = [&]() -> Status {
+    HP_ENSURE(workspace_bytes >= std::uint64_t(plan_.total_bytes) && ws != nullptr, ErrorCode::kInvalidArgument,
+              "MoeLayer::forward: a workspace of {} bytes; this layer needs {} (workspace_bytes())", workspace_bytes,
+              plan_.total_bytes);
+    HP_ENSURE(reinterpret_cast<std::uintptr_t>(ws) % 64 == 0, ErrorCode::kMisaligned,
+              "MoeLayer::forward: the workspace must be 64-byte aligned");
+    return Status::ok();
+  }();
+  const DispatchArgs args{.x = x, .topk_idx = topk_idx, .topk_weights = topk_weights,
+                          .x_active_mask = x_active_mask, .quant = Quant::kDynamicInt8};
+  // ---- phase 0: dispatch into x1Token / x1Scale ---------------------------------------------
   auto start = std::chrono::steady_clock::now();
-  // Inputs are checked by the dispatch (collectively: a bad input fails every rank).
-  HP_RETURN_IF_ERROR(buffer_->dispatch({.x = x,
-                                        .topk_idx = topk_idx,
-                                        .topk_weights = topk_weights,
-                                        .x_active_mask = x_active_mask,
-                                        .quant = Quant::kDynamicInt8},
-                                       &dispatched_));
-  times_.dispatch = seconds_since(start);
-  DispatchResult& r = dispatched_;
-  const std::int64_t rows = r.rows, local = std::int64_t(r.expert_offsets.size()) - 1;
+  HP_RETURN_IF_ERROR(buffer_->notify_dispatch(args, &handle_, workspace_ok));
+  const std::int64_t rows = handle_.rows, local = std::int64_t(handle_.expert_offsets.size()) - 1;
+  HP_ENSURE(rows <= plan_.max_recv_rows, ErrorCode::kInternal, "MoeLayer: {} rows past the plan's {}", rows,
+            plan_.max_recv_rows);
   rows_ = rows;
-  h_.resize(std::size_t(rows * inter));
-  h_scale_.resize(std::size_t(rows));
-  out_.resize(std::size_t(rows * hidden));
-  const TensorView offsets(r.expert_offsets.data(), DType::kInt64, {local + 1});
+  recv_weights_.resize(std::size_t(rows));
+  const TensorView x1(ws + at.x1_token, DType::kInt8, {rows, hidden});
+  const TensorView x1_scale(ws + at.x1_scale, DType::kFP32, {rows});
+  HP_RETURN_IF_ERROR(buffer_->dispatch_data(
+      args, &handle_, {.x = x1, .x_scale = x1_scale, .topk_weights = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
+  times_.dispatch = seconds_since(start);
+  const TensorView offsets(handle_.expert_offsets.data(), DType::kInt64, {local + 1});
+  // ---- phase 1: GMM1 + SwiGLU + requantisation into the SwiGLU region -----------------------
+  // (The plan's reuse mode shares x2 with x1: the requantised rows move to x2 only in phase 2,
+  // once GMM1 no longer reads x1.)
   start = std::chrono::steady_clock::now();
-  HP_RETURN_IF_ERROR(run_gemm({.a = r.x(),
-                               .a_scale = TensorView(r.x_scale.data(), DType::kFP32, {rows}),
+  std::uint8_t* h = ws + at.swiglu;
+  auto* h_scale = reinterpret_cast<float*>(h + ((rows * inter + 63) & ~std::int64_t(63)));
+  HP_RETURN_IF_ERROR(run_gemm({.a = x1,
+                               .a_scale = x1_scale,
                                .offsets = offsets,
                                .weights = w1_.header(),
                                .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
-                               .out = TensorView(h_.data(), DType::kInt8, {rows, inter}),
-                               .out_scale = TensorView(h_scale_.data(), DType::kFP32, {rows})}));
+                               .out = TensorView(h, DType::kInt8, {rows, inter}),
+                               .out_scale = TensorView(h_scale, DType::kFP32, {rows})}));
   times_.gmm1 = seconds_since(start);
+  // ---- phase 2: into x2Token / x2Scale; phase 3: GMM2 into swap ------------------------------
   start = std::chrono::steady_clock::now();
-  HP_RETURN_IF_ERROR(run_gemm({.a = TensorView(h_.data(), DType::kInt8, {rows, inter}),
-                               .a_scale = TensorView(h_scale_.data(), DType::kFP32, {rows}),
+  std::memcpy(ws + at.x2_token, h, std::size_t(rows * inter));
+  std::memcpy(ws + at.x2_scale, h_scale, std::size_t(rows) * sizeof(float));
+  auto* out = reinterpret_cast<float*>(ws + at.swap_space);
+  HP_RETURN_IF_ERROR(run_gemm({.a = TensorView(ws + at.x2_token, DType::kInt8, {rows, inter}),
+                               .a_scale = TensorView(ws + at.x2_scale, DType::kFP32, {rows}),
                                .offsets = offsets,
                                .weights = w2_.header(),
                                .epilogue = hp::kernels::Epilogue::kDequantScale,
-                               .out = TensorView(out_.data(), DType::kFP32, {rows, hidden}),
-                               .row_factor = TensorView(r.topk_weights.data(), DType::kFP32, {rows})}));
+                               .out = TensorView(out, DType::kFP32, {rows, hidden}),
+                               .row_factor = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
   times_.gmm2 = seconds_since(start);
+  // ---- phase 4: combine (the top-k weights were applied by GMM2's epilogue) ------------------
   start = std::chrono::steady_clock::now();
-  // The top-k weights were applied by GMM2's epilogue: combine sums plainly.
-  HP_RETURN_IF_ERROR(buffer_->combine(TensorView(out_.data(), DType::kFP32, {rows, hidden}), r.handle, y, {},
+  HP_RETURN_IF_ERROR(buffer_->combine(TensorView(out, DType::kFP32, {rows, hidden}), handle_, y, {},
                                       /*weighted=*/false));
   times_.combine = seconds_since(start);
   return Status::ok();

@@ -3,6 +3,9 @@
 // dequant + SwiGLU + requant epilogue -> GMM2 with dequant x top-k weight -> combine (the plain
 // sum: the weights are already applied). Collective like the Buffer it owns.
 //
+// The intermediates follow the workspace plan (workspace_plan.h, reuse mode): received rows and
+// scales in x1Token/x1Scale, GMM1's requantised SwiGLU rows in the SwiGLU region, moved to
+// x2Token/x2Scale once GMM1 is done, GMM2's fp32 rows in swapSpace.
 // Weights are this rank's local experts (expert e = rank x E_local + local index), int8 with
 // per-output-channel fp32 scales, packed once at create:
 //   w1 [E_local, H, 2I] (columns [0, I) gate, [I, 2I) up), w1_scale [E_local, 2I]
@@ -22,6 +25,7 @@
 #include "kernels/ops.h"
 #include "kernels/packing.h"
 #include "moe/buffer.h"
+#include "moe/workspace_plan.h"
 #include "platform/chip.h"
 
 namespace hp::moe {
@@ -48,9 +52,16 @@ class HP_API MoeLayer {
   Status destroy();  // collective
 
   // x fp32/bf16 [T, H], topk_idx int64/int32 [T, K] (-1: none), topk_weights fp32 [T, K],
-  // y fp32 [T, H]; x_active_mask optional uint8 [T] (inactive tokens get zeros).
+  // y fp32 [T, H]; x_active_mask optional uint8 [T] (inactive tokens get zeros). The
+  // intermediates live in a workspace laid out by plan_moe (workspace_plan.h): the layer's own,
+  // or the caller's (workspace_bytes() bytes, 64-byte aligned; a smaller one on any rank fails
+  // every rank).
   Status forward(const TensorView& x, const TensorView& topk_idx, const TensorView& topk_weights, const TensorView& y,
                  const TensorView& x_active_mask = {});
+  Status forward(const TensorView& x, const TensorView& topk_idx, const TensorView& topk_weights, const TensorView& y,
+                 void* workspace, std::uint64_t workspace_bytes, const TensorView& x_active_mask = {});
+  std::uint64_t workspace_bytes() const { return std::uint64_t(plan_.total_bytes); }
+  const MoeTiling& plan() const { return plan_; }
   const MoeStageTimes& last_times() const { return times_; }
   std::int64_t last_rows() const { return rows_; }  // rows this rank's experts computed
 
@@ -62,9 +73,10 @@ class HP_API MoeLayer {
   std::unique_ptr<Buffer> buffer_;
   hp::kernels::PackedWeights w1_, w2_;
   const hp::kernels::KernelTable* table_ = nullptr;
-  DispatchResult dispatched_;
-  std::vector<std::int8_t> h_;       // GMM1's requantised SwiGLU rows [rows, I]
-  std::vector<float> h_scale_, out_;  // [rows], GMM2's rows [rows, H]
+  MoeTiling plan_;
+  Handle handle_;                     // of the last dispatch
+  std::vector<float> recv_weights_;   // each received row's top-k weight (GMM2's row factor)
+  std::vector<std::uint8_t> own_workspace_;
   std::vector<std::vector<std::uint8_t>> workspaces_;  // one per GEMM worker
   MoeStageTimes times_;
   std::int64_t rows_ = 0;

@@ -100,6 +100,18 @@ Status check_layer(const Shape& s, CommKind comm) {
   for (int call = 0; call < 2; ++call) {  // twice: buffers and plans are reused
     HP_RETURN_IF_ERROR(layer->forward(xv, iv, wv, TensorView(y.data(), DType::kFP32, {T, s.hidden}), mv));
   }
+  // The caller's workspace, poisoned first, gives the same y (every region is written before
+  // it is read); one byte short on rank 0 fails every rank.
+  std::vector<std::uint8_t> storage(layer->workspace_bytes() + 64, 0xAB);
+  void* ws = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 63) & ~std::uintptr_t(63));
+  std::vector<float> y_caller(y.size(), -2.0f);
+  HP_RETURN_IF_ERROR(layer->forward(xv, iv, wv, TensorView(y_caller.data(), DType::kFP32, {T, s.hidden}), ws,
+                                    layer->workspace_bytes(), mv));
+  EXPECT_EQ(y_caller, y);
+  const Status short_ws = layer->forward(xv, iv, wv, TensorView(y_caller.data(), DType::kFP32, {T, s.hidden}), ws,
+                                         layer->workspace_bytes() - (me == 0 ? 1 : 0), mv);
+  EXPECT_EQ(short_ws.code(), me == 0 ? ErrorCode::kInvalidArgument : ErrorCode::kAborted) << short_ws.to_string();
+  EXPECT_EQ(layer->workspace_bytes(), std::uint64_t(layer->plan().total_bytes));
   const MoeReferenceArgs ref{
       .w1 = TensorView(const_cast<std::int8_t*>(w.w1.data()), DType::kInt8, {experts, s.hidden, 2 * s.inter}),
       .w1_scale = TensorView(const_cast<float*>(w.s1.data()), DType::kFP32, {experts, 2 * s.inter}),
