@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "hyper_parallel_moe_op_api.h"
+#include "moe/moe_layer.h"
 #include "moe/routing_inputs.h"
+#include "moe/workspace_plan.h"
 #include "shmem/scenario.h"
 
 extern "C" int hp_op_api_header_is_c(void);
@@ -205,6 +207,66 @@ TEST_P(OpApiRoundTrip, BadInputOnOneRankFailsEveryRank) {
     EXPECT_EQ(notify(&idx, me == 0 ? &t_off_bad : &t_off), me == 0 ? HP_STATUS_SHAPE_MISMATCH : HP_STATUS_ABORTED);
     EXPECT_EQ(notify(&idx, &t_off), HP_STATUS_OK) << hpGetLastErrorMessage();  // usable again
     EXPECT_EQ(hpMoeBufferDestroy(buffer), HP_STATUS_OK);
+    return Status::ok();
+  });
+}
+
+// hpHyperMegaMoe: the layer through the ABI in the caller's workspace (the plan's size) gives
+// what the C++ layer gives; a short workspace on one rank fails every rank.
+TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == HP_MOE_COMM_WINDOW && !all_mapped()) return Status::ok();
+    const std::int64_t H = 64, I = 32, local = 2, E = local * ranks, K = 2, T = 12;
+    std::vector<std::int8_t> w1(std::size_t(local * H * 2 * I)), w2(std::size_t(local * I * H));
+    for (std::size_t i = 0; i < w1.size(); ++i) w1[i] = std::int8_t(int((i * 37 + std::size_t(me) * 11) % 255) - 127);
+    for (std::size_t i = 0; i < w2.size(); ++i) w2[i] = std::int8_t(int((i * 53 + std::size_t(me) * 7) % 255) - 127);
+    std::vector<float> s1(std::size_t(local * 2 * I), 1.0f / 1000), s2(std::size_t(local * H), 1.0f / 500);
+    std::vector<float> x(std::size_t(T * H)), w(std::size_t(T * K), 0.5f);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(int((i * 13 + std::size_t(me)) % 17) - 8) / 4;
+    std::vector<std::int64_t> idx(std::size_t(T * K));
+    for (std::int64_t t = 0; t < T; ++t) {
+      idx[std::size_t(t * K)] = (t + me) % E;
+      idx[std::size_t(t * K + 1)] = (t + me + 1 + t % 3) % E;
+    }
+    const hpTensor t_w1 = tensor(w1.data(), HP_DTYPE_INT8, {local, H, 2 * I}),
+                   t_s1 = tensor(s1.data(), HP_DTYPE_FP32, {local, 2 * I}),
+                   t_w2 = tensor(w2.data(), HP_DTYPE_INT8, {local, I, H}),
+                   t_s2 = tensor(s2.data(), HP_DTYPE_FP32, {local, H}), t_x = tensor(x.data(), HP_DTYPE_FP32, {T, H}),
+                   t_idx = tensor(idx.data(), HP_DTYPE_INT64, {T, K}), t_w = tensor(w.data(), HP_DTYPE_FP32, {T, K});
+    const hpHyperMegaMoeConfig config{.hidden = H, .intermediate = I, .num_experts = E, .topk = K,
+                                      .max_tokens_per_rank = T, .comm = GetParam()};
+    hpHyperMegaMoeLayer* layer = nullptr;
+    EXPECT_EQ(hpHyperMegaMoeCreate(&config, &t_w1, &t_s1, &t_w2, &t_s2, &layer), HP_STATUS_OK) << hpGetLastErrorMessage();
+    std::vector<float> y(std::size_t(T * H), -1.0f);
+    const hpTensor t_y = tensor(y.data(), HP_DTYPE_FP32, {T, H});
+    uint64_t bytes = 0;
+    hpOpExecutor* exec = nullptr;
+    EXPECT_EQ(hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec), HP_STATUS_OK);
+    MoeTiling plan;
+    HP_EXPECT_OK(plan_moe({.tokens = T, .hidden = H, .intermediate = I, .topk = K, .experts = E, .ranks = ranks}, &plan));
+    EXPECT_EQ(bytes, std::uint64_t(plan.total_bytes));
+    std::vector<std::uint8_t> storage(bytes + 64, 0xCD);
+    void* ws = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 63) & ~std::uintptr_t(63));
+    EXPECT_EQ(hpHyperMegaMoe(ws, bytes, exec), HP_STATUS_OK) << hpGetLastErrorMessage();
+    // The C++ layer on the same weights and tokens.
+    std::unique_ptr<MoeLayer> cpp;
+    HP_RETURN_IF_ERROR(MoeLayer::create(
+        {.hidden = H, .intermediate = I, .num_experts = E, .topk = K, .max_tokens_per_rank = T,
+         .comm = GetParam() == HP_MOE_COMM_WINDOW ? CommKind::kWindow : CommKind::kShmem},
+        {.w1 = TensorView(w1.data(), DType::kInt8, {local, H, 2 * I}), .w1_scale = TensorView(s1.data(), DType::kFP32, {local, 2 * I}),
+         .w2 = TensorView(w2.data(), DType::kInt8, {local, I, H}), .w2_scale = TensorView(s2.data(), DType::kFP32, {local, H})},
+        &cpp));
+    std::vector<float> y_cpp(y.size());
+    HP_RETURN_IF_ERROR(cpp->forward(TensorView(x.data(), DType::kFP32, {T, H}), TensorView(idx.data(), DType::kInt64, {T, K}),
+                                    TensorView(w.data(), DType::kFP32, {T, K}), TensorView(y_cpp.data(), DType::kFP32, {T, H})));
+    EXPECT_EQ(y, y_cpp);
+    HP_RETURN_IF_ERROR(cpp->destroy());
+    // One byte short on rank 0.
+    EXPECT_EQ(hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec), HP_STATUS_OK);
+    EXPECT_EQ(hpHyperMegaMoe(ws, bytes - (me == 0 ? 1 : 0), exec),
+              me == 0 ? HP_STATUS_INVALID_ARGUMENT : HP_STATUS_ABORTED);
+    EXPECT_EQ(hpHyperMegaMoeDestroy(layer), HP_STATUS_OK);
     return Status::ok();
   });
 }

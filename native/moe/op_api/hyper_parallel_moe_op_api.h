@@ -7,6 +7,7 @@
  *   hpNotifyDispatch         the count exchange: each local expert's receive rows and offsets
  *   hpMoeDispatchNormal      the tokens, into outputs sized by hpNotifyDispatch's offsets
  *   hpMoeCombineNormal       the weighted sum of the expert outputs back at each token's rank
+ *   hpHyperMegaMoe           the MoE layer's forward (below)
  *
  * hpNotifyDispatch, hpMoeDispatchNormal and hpMoeCombineNormal are collective over the ranks of
  * the buffer, in this order, with the same x / topk_idx / topk_weights for the notify and the
@@ -117,6 +118,33 @@ hpStatus hpMoeDispatchNormal(void* workspace, uint64_t workspaceSize, hpOpExecut
 hpStatus hpMoeCombineNormalGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* expertOut, const hpTensor* weights,
                                             const hpTensor* y, uint64_t* workspaceSize, hpOpExecutor** executor);
 hpStatus hpMoeCombineNormal(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
+
+/* ---- HyperMegaMoe: the MoE layer's forward (dispatch -> GMM1 + SwiGLU -> GMM2 -> combine) ----
+ * hpHyperMegaMoeCreate is collective and packs this rank's experts' weights (copied):
+ * w1 int8 [E_local, H, 2I] (gate columns, then up), w1Scale fp32 [E_local, 2I], w2 int8
+ * [E_local, I, H], w2Scale fp32 [E_local, H]. The op's workspace is the plan of seed 002 §6
+ * (x1/x2 tokens and scales, SwiGLU, swap, ...) for maxTokensPerRank tokens: 64-byte aligned,
+ * at least the size hpHyperMegaMoeGetWorkspaceSize returns (a smaller one on any rank fails
+ * every rank). x fp32/bf16 [T, H], topkIdx int64/int32 [T, K], topkWeights fp32 [T, K],
+ * xActiveMask uint8 [T] or NULL, y fp32 [T, H]. */
+typedef struct hpHyperMegaMoeConfig {
+  int64_t hidden;
+  int64_t intermediate;
+  int64_t num_experts;
+  int64_t topk;
+  int64_t max_tokens_per_rank;
+  int32_t comm; /* HP_MOE_COMM_* */
+} hpHyperMegaMoeConfig;
+
+typedef struct hpHyperMegaMoeLayer hpHyperMegaMoeLayer;
+
+hpStatus hpHyperMegaMoeCreate(const hpHyperMegaMoeConfig* config, const hpTensor* w1, const hpTensor* w1Scale,
+                              const hpTensor* w2, const hpTensor* w2Scale, hpHyperMegaMoeLayer** layer);
+hpStatus hpHyperMegaMoeDestroy(hpHyperMegaMoeLayer* layer);
+hpStatus hpHyperMegaMoeGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x, const hpTensor* topkIdx,
+                                        const hpTensor* topkWeights, const hpTensor* xActiveMask, const hpTensor* y,
+                                        uint64_t* workspaceSize, hpOpExecutor** executor);
+hpStatus hpHyperMegaMoe(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
 
 #ifdef __cplusplus
 }

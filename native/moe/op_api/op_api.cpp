@@ -14,6 +14,7 @@
 #include "common/tensor_view.h"
 #include "moe/buffer.h"
 #include "moe/layout.h"
+#include "moe/moe_layer.h"
 
 // A buffer and the handle of its last notify/dispatch (what the next dispatch/combine continue).
 struct hpMoeBuffer {
@@ -21,8 +22,13 @@ struct hpMoeBuffer {
   hp::moe::Handle handle;
 };
 
+struct hpHyperMegaMoeLayer {
+  std::unique_ptr<hp::moe::MoeLayer> layer;
+};
+
+// What an op runs, given the caller's workspace.
 struct hpOpExecutor {
-  std::function<hp::Status()> run;
+  std::function<hp::Status(void* workspace, uint64_t workspace_bytes)> run;
 };
 
 namespace {
@@ -48,21 +54,23 @@ TensorView view(const hpTensor* t) {
                     std::span<const std::int64_t>(t->strides, std::size_t(ndim)));
 }
 
+// An executor of an op without workspace (the communication ops work in the buffer's own
+// symmetric memory): size 0.
 hpStatus make_executor(std::function<Status()> run, uint64_t* workspace_size, hpOpExecutor** executor) {
   if (workspace_size == nullptr || executor == nullptr) {
     return report(Status::error(ErrorCode::kInvalidArgument, "workspaceSize and executor must not be NULL"));
   }
-  *workspace_size = 0;  // these ops work in the buffer's own symmetric memory
-  *executor = new hpOpExecutor{std::move(run)};
+  *workspace_size = 0;
+  *executor = new hpOpExecutor{[run = std::move(run)](void*, uint64_t) { return run(); }};
   return HP_STATUS_OK;
 }
 
-hpStatus run_executor(hpOpExecutor* executor) {
+hpStatus run_executor(hpOpExecutor* executor, void* workspace = nullptr, uint64_t workspace_bytes = 0) {
   if (executor == nullptr) {
     return report(Status::error(ErrorCode::kInvalidArgument, "executor is NULL: call the op's GetWorkspaceSize first"));
   }
   std::unique_ptr<hpOpExecutor> owned(executor);
-  return report(owned->run());
+  return report(owned->run(workspace, workspace_bytes));
 }
 
 Status check_buffer(const hpMoeBuffer* buffer) {
@@ -242,5 +250,53 @@ hpStatus hpMoeCombineNormalGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor*
 }
 
 hpStatus hpMoeCombineNormal(void*, uint64_t, hpOpExecutor* executor) { return run_executor(executor); }
+
+// ---- HyperMegaMoe (collective) ----------------------------------------------------------------
+hpStatus hpHyperMegaMoeCreate(const hpHyperMegaMoeConfig* config, const hpTensor* w1, const hpTensor* w1Scale,
+                              const hpTensor* w2, const hpTensor* w2Scale, hpHyperMegaMoeLayer** layer) {
+  if (config == nullptr || layer == nullptr) {
+    return report(Status::error(ErrorCode::kInvalidArgument, "hpHyperMegaMoeCreate: config and layer must not be NULL"));
+  }
+  auto l = std::make_unique<hpHyperMegaMoeLayer>();
+  const hpStatus s = report(hp::moe::MoeLayer::create(
+      {.hidden = config->hidden,
+       .intermediate = config->intermediate,
+       .num_experts = config->num_experts,
+       .topk = config->topk,
+       .max_tokens_per_rank = config->max_tokens_per_rank,
+       .comm = hp::moe::CommKind(config->comm)},
+      {.w1 = view(w1), .w1_scale = view(w1Scale), .w2 = view(w2), .w2_scale = view(w2Scale)}, &l->layer));
+  if (s == HP_STATUS_OK) *layer = l.release();
+  return s;
+}
+
+hpStatus hpHyperMegaMoeDestroy(hpHyperMegaMoeLayer* layer) {
+  if (layer == nullptr) return HP_STATUS_OK;
+  std::unique_ptr<hpHyperMegaMoeLayer> owned(layer);
+  return owned->layer ? report(owned->layer->destroy()) : HP_STATUS_OK;
+}
+
+hpStatus hpHyperMegaMoeGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x, const hpTensor* topkIdx,
+                                        const hpTensor* topkWeights, const hpTensor* xActiveMask, const hpTensor* y,
+                                        uint64_t* workspaceSize, hpOpExecutor** executor) {
+  if (layer == nullptr || layer->layer == nullptr) {
+    return report(Status::error(ErrorCode::kInvalidArgument, "layer is NULL or destroyed: create one with "
+                                                             "hpHyperMegaMoeCreate"));
+  }
+  if (workspaceSize == nullptr || executor == nullptr) {
+    return report(Status::error(ErrorCode::kInvalidArgument, "workspaceSize and executor must not be NULL"));
+  }
+  const TensorView xv = view(x), iv = view(topkIdx), wv = view(topkWeights), mv = view(xActiveMask), yv = view(y);
+  hp::moe::MoeLayer* l = layer->layer.get();
+  *workspaceSize = l->workspace_bytes();  // the plan of seed 002 §6 for this layer
+  *executor = new hpOpExecutor{[=](void* workspace, uint64_t bytes) {
+    return l->forward(xv, iv, wv, yv, workspace, bytes, mv);
+  }};
+  return HP_STATUS_OK;
+}
+
+hpStatus hpHyperMegaMoe(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor) {
+  return run_executor(executor, workspace, workspaceSize);
+}
 
 }  // extern "C"
