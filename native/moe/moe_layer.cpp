@@ -35,7 +35,19 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
     HP_RETURN_IF_ERROR(weights.w2_scale.expect_shape("w2_scale", {local, config.hidden}));
     HP_RETURN_IF_ERROR(hp::kernels::pack_weights(weights.w1, weights.w1_scale,
                                                  {.layout = hp::kernels::PackLayout::kSwigluHalves}, &layer->w1_));
-    return hp::kernels::pack_weights(weights.w2, weights.w2_scale, {}, &layer->w2_);
+    HP_RETURN_IF_ERROR(hp::kernels::pack_weights(weights.w2, weights.w2_scale, {}, &layer->w2_));
+    HP_ENSURE(config.shared_intermediate >= 0, ErrorCode::kInvalidArgument,
+              "MoeLayerConfig shared_intermediate = {}: expected >= 0", config.shared_intermediate);
+    if (config.shared_intermediate == 0) return Status::ok();
+    const std::int64_t si = config.shared_intermediate;
+    HP_RETURN_IF_ERROR(weights.shared_w1.expect_shape("shared_w1", {1, config.hidden, 2 * si}));
+    HP_RETURN_IF_ERROR(weights.shared_w1_scale.expect_shape("shared_w1_scale", {1, 2 * si}));
+    HP_RETURN_IF_ERROR(weights.shared_w2.expect_shape("shared_w2", {1, si, config.hidden}));
+    HP_RETURN_IF_ERROR(weights.shared_w2_scale.expect_shape("shared_w2_scale", {1, config.hidden}));
+    HP_RETURN_IF_ERROR(hp::kernels::pack_weights(weights.shared_w1, weights.shared_w1_scale,
+                                                 {.layout = hp::kernels::PackLayout::kSwigluHalves},
+                                                 &layer->shared_w1_));
+    return hp::kernels::pack_weights(weights.shared_w2, weights.shared_w2_scale, {}, &layer->shared_w2_);
   }();
   const Status made = Buffer::create({.hidden = packed.is_ok() ? config.hidden : -1,
                                       .max_tokens_per_rank = config.max_tokens_per_rank,
@@ -54,7 +66,8 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
                                .intermediate = config.intermediate,
                                .topk = config.topk,
                                .experts = config.num_experts,
-                               .ranks = hp::shmem::n_pes()},
+                               .ranks = hp::shmem::n_pes(),
+                               .shared_intermediate = config.shared_intermediate},
                               &layer->plan_));
   *out = std::move(layer);
   return Status::ok();
@@ -114,6 +127,7 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
               plan_.total_bytes);
     HP_ENSURE(reinterpret_cast<std::uintptr_t>(ws) % 64 == 0, ErrorCode::kMisaligned,
               "MoeLayer::forward: the workspace must be 64-byte aligned");
+    HP_RETURN_IF_ERROR(y.expect_dtype("y", DType::kFP32));
     return Status::ok();
   }();
   const DispatchArgs args{.x = x, .topk_idx = topk_idx, .topk_weights = topk_weights,
@@ -130,6 +144,14 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
   const TensorView x1_scale(ws + at.x1_scale, DType::kFP32, {rows});
   HP_RETURN_IF_ERROR(buffer_->dispatch_data(
       args, &handle_, {.x = x1, .x_scale = x1_scale, .topk_weights = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
+  // The shared expert's input: this rank's tokens, quantised into shareX1Token/shareX1Scale.
+  const bool shared = config_.shared_intermediate > 0;
+  const std::int64_t tokens = x.dim(0), si = config_.shared_intermediate;
+  const std::int64_t shared_groups[2] = {0, tokens};
+  const TensorView shared_offsets(const_cast<std::int64_t*>(shared_groups), DType::kInt64, {2});
+  const TensorView share_x1(ws + at.share_x1_token, DType::kInt8, {tokens, hidden});
+  const TensorView share_x1_scale(ws + at.share_x1_scale, DType::kFP32, {tokens});
+  if (shared) HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, x, share_x1, share_x1_scale));
   times_.dispatch = seconds_since(start);
   const TensorView offsets(handle_.expert_offsets.data(), DType::kInt64, {local + 1});
   // ---- phase 1: GMM1 + SwiGLU + requantisation into the SwiGLU region -----------------------
@@ -145,11 +167,28 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
                                .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
                                .out = TensorView(h, DType::kInt8, {rows, inter}),
                                .out_scale = TensorView(h_scale, DType::kFP32, {rows})}));
+  std::uint8_t* share_h = ws + at.share_swiglu;
+  auto* share_h_scale = reinterpret_cast<float*>(share_h + ((tokens * si + 63) & ~std::int64_t(63)));
+  if (shared) {
+    HP_RETURN_IF_ERROR(run_gemm({.a = share_x1,
+                                 .a_scale = share_x1_scale,
+                                 .offsets = shared_offsets,
+                                 .weights = shared_w1_.header(),
+                                 .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
+                                 .out = TensorView(share_h, DType::kInt8, {tokens, si}),
+                                 .out_scale = TensorView(share_h_scale, DType::kFP32, {tokens})}));
+  }
   times_.gmm1 = seconds_since(start);
   // ---- phase 2: into x2Token / x2Scale; phase 3: GMM2 into swap ------------------------------
   start = std::chrono::steady_clock::now();
+  // (Phase 2 moves both experts' rows before either GMM2 starts: swap, which GMM2 writes,
+  // shares its bytes with the SwiGLU regions.)
   std::memcpy(ws + at.x2_token, h, std::size_t(rows * inter));
   std::memcpy(ws + at.x2_scale, h_scale, std::size_t(rows) * sizeof(float));
+  if (shared) {
+    std::memcpy(ws + at.share_x2_token, share_h, std::size_t(tokens * si));
+    std::memcpy(ws + at.share_x2_scale, share_h_scale, std::size_t(tokens) * sizeof(float));
+  }
   auto* out = reinterpret_cast<float*>(ws + at.swap_space);
   HP_RETURN_IF_ERROR(run_gemm({.a = TensorView(ws + at.x2_token, DType::kInt8, {rows, inter}),
                                .a_scale = TensorView(ws + at.x2_scale, DType::kFP32, {rows}),
@@ -158,11 +197,30 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
                                .epilogue = hp::kernels::Epilogue::kDequantScale,
                                .out = TensorView(out, DType::kFP32, {rows, hidden}),
                                .row_factor = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
+  if (shared) {
+    shared_out_.resize(std::size_t(tokens * hidden));
+    ones_.assign(std::size_t(tokens), 1.0f);
+    HP_RETURN_IF_ERROR(run_gemm({.a = TensorView(ws + at.share_x2_token, DType::kInt8, {tokens, si}),
+                                 .a_scale = TensorView(ws + at.share_x2_scale, DType::kFP32, {tokens}),
+                                 .offsets = shared_offsets,
+                                 .weights = shared_w2_.header(),
+                                 .epilogue = hp::kernels::Epilogue::kDequantScale,
+                                 .out = TensorView(shared_out_.data(), DType::kFP32, {tokens, hidden}),
+                                 .row_factor = TensorView(ones_.data(), DType::kFP32, {tokens})}));
+  }
   times_.gmm2 = seconds_since(start);
   // ---- phase 4: combine (the top-k weights were applied by GMM2's epilogue) ------------------
   start = std::chrono::steady_clock::now();
   HP_RETURN_IF_ERROR(buffer_->combine(TensorView(out, DType::kFP32, {rows, hidden}), handle_, y, {},
                                       /*weighted=*/false));
+  if (shared) {  // y (fp32, [T, H] as the combine checked) += the shared expert's rows of active tokens
+    auto* yp = static_cast<float*>(y.data());
+    const auto* mask = static_cast<const std::uint8_t*>(x_active_mask.data());
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      if (mask != nullptr && mask[t] == 0) continue;
+      for (std::int64_t c = 0; c < hidden; ++c) yp[t * hidden + c] += shared_out_[std::size_t(t * hidden + c)];
+    }
+  }
   times_.combine = seconds_since(start);
   return Status::ok();
 }

@@ -5,7 +5,9 @@
 //
 // The intermediates follow the workspace plan (workspace_plan.h, reuse mode): received rows and
 // scales in x1Token/x1Scale, GMM1's requantised SwiGLU rows in the SwiGLU region, moved to
-// x2Token/x2Scale once GMM1 is done, GMM2's fp32 rows in swapSpace.
+// x2Token/x2Scale once GMM1 is done, GMM2's fp32 rows in swapSpace. A shared expert (seed 002
+// §5: an extra GMM1 + GMM2 on the rank's own tokens) uses the shared regions the same way; its
+// output is added to y after the combine.
 // Weights are this rank's local experts (expert e = rank x E_local + local index), int8 with
 // per-output-channel fp32 scales, packed once at create:
 //   w1 [E_local, H, 2I] (columns [0, I) gate, [I, 2I) up), w1_scale [E_local, 2I]
@@ -32,15 +34,19 @@ namespace hp::moe {
 
 struct MoeLayerConfig {
   std::int64_t hidden = 0, intermediate = 0, num_experts = 0, topk = 0, max_tokens_per_rank = 0;
+  std::int64_t shared_intermediate = 0;  // > 0: a shared expert (every token, weight 1) of this I
   CommKind comm = CommKind::kShmem;
   hp::platform::Chip* chip = nullptr;
 };
 
 struct ExpertWeights {
   TensorView w1, w1_scale, w2, w2_scale;
+  // The shared expert's (with shared_intermediate > 0): [1, H, 2Is], [1, 2Is], [1, Is, H], [1, H].
+  TensorView shared_w1, shared_w1_scale, shared_w2, shared_w2_scale;
 };
 
-// Seconds of each stage of the last forward on this rank.
+// Seconds of each stage of the last forward on this rank (the shared expert's GEMMs count in
+// gmm1 and gmm2, its sum in combine).
 struct MoeStageTimes {
   double dispatch = 0, gmm1 = 0, gmm2 = 0, combine = 0;
 };
@@ -71,7 +77,8 @@ class HP_API MoeLayer {
 
   MoeLayerConfig config_;
   std::unique_ptr<Buffer> buffer_;
-  hp::kernels::PackedWeights w1_, w2_;
+  hp::kernels::PackedWeights w1_, w2_, shared_w1_, shared_w2_;
+  std::vector<float> shared_out_, ones_;  // the shared expert's rows [T, H]; its weights (1)
   const hp::kernels::KernelTable* table_ = nullptr;
   MoeTiling plan_;
   Handle handle_;                     // of the last dispatch

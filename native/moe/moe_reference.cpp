@@ -69,32 +69,43 @@ Status reference(const MoeReferenceArgs& a) {
   const auto* mask = static_cast<const std::uint8_t*>(a.x_active_mask.data());
   auto* y = static_cast<float*>(a.y.data());
   const std::int64_t H = s.hidden, I = s.inter;
-  std::vector<float> row(static_cast<std::size_t>(H)), h(static_cast<std::size_t>(I));
+  std::vector<float> row(static_cast<std::size_t>(H)), h;
+  std::int64_t shared_i = 0;
+  if (a.shared_w1.data() != nullptr) {
+    HP_RETURN_IF_ERROR(a.shared_w1.expect_shape("shared_w1", {1, H, -1}));
+    HP_RETURN_IF_ERROR(a.shared_w1.expect_dtype("shared_w1", DType::kInt8));
+    HP_ENSURE(a.shared_w1.dim(2) % 2 == 0, ErrorCode::kShapeMismatch, "shared_w1: expected 2Is columns");
+    shared_i = a.shared_w1.dim(2) / 2;
+    HP_RETURN_IF_ERROR(a.shared_w1_scale.expect_shape("shared_w1_scale", {1, 2 * shared_i}));
+    HP_RETURN_IF_ERROR(a.shared_w2.expect_shape("shared_w2", {1, shared_i, H}));
+    HP_RETURN_IF_ERROR(a.shared_w2.expect_dtype("shared_w2", DType::kInt8));
+    HP_RETURN_IF_ERROR(a.shared_w2_scale.expect_shape("shared_w2_scale", {1, H}));
+  }
   std::vector<std::int32_t> qx, qh;
   for (std::int64_t t = 0; t < s.tokens; ++t) {
     std::fill_n(y + t * H, H, 0.0f);
     if (mask != nullptr && mask[t] == 0) continue;
     row.assign(x + t * H, x + (t + 1) * H);
     const float sx = kQuantized ? quantize(row, &qx) : 0.0f;
-    for (std::int64_t k = 0; k < s.topk; ++k) {
-      const std::int64_t e = idx[t * s.topk + k];
-      if (e < 0) continue;
-      HP_ENSURE(e < s.experts, ErrorCode::kOutOfRange, "topk_idx[{}][{}] = {}: expected < {}", t, k, e, s.experts);
-      for (std::int64_t i = 0; i < I; ++i) {
+    // One expert's output for token t, times w, added to y: weights w1 [H, 2 ei], w2 [ei, H].
+    auto expert = [&](const std::int8_t* e_w1, const float* e_w1s, const std::int8_t* e_w2, const float* e_w2s,
+                      std::int64_t ei, float w) {
+      h.assign(static_cast<std::size_t>(ei), 0.0f);
+      for (std::int64_t i = 0; i < ei; ++i) {
         float gate, up;
         if constexpr (kQuantized) {
           std::int32_t acc_g = 0, acc_u = 0;
           for (std::int64_t j = 0; j < H; ++j) {
-            acc_g += qx[std::size_t(j)] * w1[(e * H + j) * 2 * I + i];
-            acc_u += qx[std::size_t(j)] * w1[(e * H + j) * 2 * I + I + i];
+            acc_g += qx[std::size_t(j)] * e_w1[j * 2 * ei + i];
+            acc_u += qx[std::size_t(j)] * e_w1[j * 2 * ei + ei + i];
           }
-          gate = float(acc_g) * w1s[e * 2 * I + i] * sx;
-          up = float(acc_u) * w1s[e * 2 * I + I + i] * sx;
+          gate = float(acc_g) * e_w1s[i] * sx;
+          up = float(acc_u) * e_w1s[ei + i] * sx;
         } else {
           double g = 0, u = 0;
           for (std::int64_t j = 0; j < H; ++j) {
-            g += double(row[std::size_t(j)]) * w1[(e * H + j) * 2 * I + i] * w1s[e * 2 * I + i];
-            u += double(row[std::size_t(j)]) * w1[(e * H + j) * 2 * I + I + i] * w1s[e * 2 * I + I + i];
+            g += double(row[std::size_t(j)]) * e_w1[j * 2 * ei + i] * e_w1s[i];
+            u += double(row[std::size_t(j)]) * e_w1[j * 2 * ei + ei + i] * e_w1s[ei + i];
           }
           gate = float(g);
           up = float(u);
@@ -106,15 +117,26 @@ Status reference(const MoeReferenceArgs& a) {
         float out;
         if constexpr (kQuantized) {
           std::int32_t acc = 0;
-          for (std::int64_t i = 0; i < I; ++i) acc += qh[std::size_t(i)] * w2[(e * I + i) * H + c];
-          out = float(acc) * w2s[e * H + c] * sh;
+          for (std::int64_t i = 0; i < ei; ++i) acc += qh[std::size_t(i)] * e_w2[i * H + c];
+          out = float(acc) * e_w2s[c] * sh;
         } else {
           double acc = 0;
-          for (std::int64_t i = 0; i < I; ++i) acc += double(h[std::size_t(i)]) * w2[(e * I + i) * H + c] * w2s[e * H + c];
+          for (std::int64_t i = 0; i < ei; ++i) acc += double(h[std::size_t(i)]) * e_w2[i * H + c] * e_w2s[c];
           out = float(acc);
         }
-        y[t * H + c] += weights[t * s.topk + k] * out;
+        y[t * H + c] += w * out;
       }
+    };
+    for (std::int64_t k = 0; k < s.topk; ++k) {
+      const std::int64_t e = idx[t * s.topk + k];
+      if (e < 0) continue;
+      HP_ENSURE(e < s.experts, ErrorCode::kOutOfRange, "topk_idx[{}][{}] = {}: expected < {}", t, k, e, s.experts);
+      expert(w1 + e * H * 2 * I, w1s + e * 2 * I, w2 + e * I * H, w2s + e * H, I, weights[t * s.topk + k]);
+    }
+    if (shared_i > 0) {
+      expert(static_cast<const std::int8_t*>(a.shared_w1.data()), static_cast<const float*>(a.shared_w1_scale.data()),
+             static_cast<const std::int8_t*>(a.shared_w2.data()), static_cast<const float*>(a.shared_w2_scale.data()),
+             shared_i, 1.0f);
     }
   }
   return Status::ok();

@@ -23,6 +23,7 @@ struct Shape {
   std::int64_t hidden = 64, inter = 48, experts_per_rank = 2, topk = 3, tokens = 20;
   int vector_cores = 0;
   bool masked = false;
+  std::int64_t shared_inter = 0;  // > 0: a shared expert
 };
 
 struct Weights {
@@ -59,6 +60,13 @@ Status check_layer(const Shape& s, CommKind comm) {
   if (comm == CommKind::kWindow && !all_mapped()) return Status::ok();
   const std::int64_t experts = s.experts_per_rank * ranks, local = s.experts_per_rank;
   const Weights w = make_weights(s, experts);
+  Shape shared_shape = s;  // the shared expert: one more expert of its own I, the same on every rank
+  shared_shape.inter = std::max<std::int64_t>(s.shared_inter, 1);
+  const Weights sw = make_weights(shared_shape, 1);
+  const std::int64_t si = s.shared_inter;
+  const auto shared_view = [&](const void* data, DType type, std::initializer_list<std::int64_t> shape) {
+    return si > 0 ? TensorView(const_cast<void*>(data), type, shape) : TensorView();
+  };
   const std::size_t w1_per = std::size_t(s.hidden * 2 * s.inter), w2_per = std::size_t(s.inter * s.hidden);
   std::unique_ptr<hp::platform::Chip> chip;
   if (s.vector_cores > 0) HP_EXPECT_OK(hp::platform::Chip::create({.num_cube = 1, .num_vector = s.vector_cores}, &chip));
@@ -67,11 +75,15 @@ Status check_layer(const Shape& s, CommKind comm) {
   const auto* w2 = w.w2.data() + std::size_t(me * local) * w2_per;
   HP_RETURN_IF_ERROR(MoeLayer::create(
       {.hidden = s.hidden, .intermediate = s.inter, .num_experts = experts, .topk = s.topk,
-       .max_tokens_per_rank = s.tokens + ranks, .comm = comm, .chip = chip.get()},
+       .max_tokens_per_rank = s.tokens + ranks, .shared_intermediate = si, .comm = comm, .chip = chip.get()},
       {.w1 = TensorView(const_cast<std::int8_t*>(w1), DType::kInt8, {local, s.hidden, 2 * s.inter}),
        .w1_scale = TensorView(const_cast<float*>(w.s1.data()) + me * local * 2 * s.inter, DType::kFP32, {local, 2 * s.inter}),
        .w2 = TensorView(const_cast<std::int8_t*>(w2), DType::kInt8, {local, s.inter, s.hidden}),
-       .w2_scale = TensorView(const_cast<float*>(w.s2.data()) + me * local * s.hidden, DType::kFP32, {local, s.hidden})},
+       .w2_scale = TensorView(const_cast<float*>(w.s2.data()) + me * local * s.hidden, DType::kFP32, {local, s.hidden}),
+       .shared_w1 = shared_view(sw.w1.data(), DType::kInt8, {1, s.hidden, 2 * si}),
+       .shared_w1_scale = shared_view(sw.s1.data(), DType::kFP32, {1, 2 * si}),
+       .shared_w2 = shared_view(sw.w2.data(), DType::kInt8, {1, si, s.hidden}),
+       .shared_w2_scale = shared_view(sw.s2.data(), DType::kFP32, {1, s.hidden})},
       &layer));
   // This rank's tokens: normal x, distinct experts (some -1), softmax-like weights.
   const std::int64_t T = s.tokens + me;
@@ -117,6 +129,10 @@ Status check_layer(const Shape& s, CommKind comm) {
       .w1_scale = TensorView(const_cast<float*>(w.s1.data()), DType::kFP32, {experts, 2 * s.inter}),
       .w2 = TensorView(const_cast<std::int8_t*>(w.w2.data()), DType::kInt8, {experts, s.inter, s.hidden}),
       .w2_scale = TensorView(const_cast<float*>(w.s2.data()), DType::kFP32, {experts, s.hidden}),
+      .shared_w1 = shared_view(sw.w1.data(), DType::kInt8, {1, s.hidden, 2 * si}),
+      .shared_w1_scale = shared_view(sw.s1.data(), DType::kFP32, {1, 2 * si}),
+      .shared_w2 = shared_view(sw.w2.data(), DType::kInt8, {1, si, s.hidden}),
+      .shared_w2_scale = shared_view(sw.s2.data(), DType::kFP32, {1, s.hidden}),
       .x = xv, .topk_idx = iv, .topk_weights = wv, .x_active_mask = mv,
       .y = TensorView(y_quant.data(), DType::kFP32, {T, s.hidden})};
   HP_RETURN_IF_ERROR(moe_reference_quantized(ref));
@@ -143,6 +159,9 @@ TEST_P(MoeLayerTest, SeveralExpertsPerRank) {
 }
 TEST_P(MoeLayerTest, OneExpertPerRankMasked) {
   run_scenario([&] { return check_layer(Shape{.experts_per_rank = 1, .topk = 1, .masked = true}, GetParam()); });
+}
+TEST_P(MoeLayerTest, WithASharedExpertMasked) {
+  run_scenario([&] { return check_layer(Shape{.masked = true, .shared_inter = 40}, GetParam()); });
 }
 TEST_P(MoeLayerTest, OnAChip) {
   run_scenario([&] { return check_layer(Shape{.hidden = 128, .inter = 64, .vector_cores = 2}, GetParam()); });

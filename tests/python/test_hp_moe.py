@@ -31,6 +31,13 @@ def test_hp_moe_runs_checks_and_reports(ranks, comm):
     assert report["planned_path"] == "deep" and report["path"] == "staged"
 
 
+def test_hp_moe_with_a_shared_expert():
+    result = hp_moe("--ranks", "2", "--experts", "4", "--shared-intermediate", "48", "--json", *SMALL)
+    assert result.returncode == 0, describe(result)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["check"] == "passed" and report["planned_path"] == "shared", report
+
+
 def test_hp_moe_table_and_trace(tmp_path):
     trace = tmp_path / "moe.json"
     result = hp_moe("--ranks", "2", "--experts", "2", "--topk", "1", "--skew", "2", "--trace", str(trace),

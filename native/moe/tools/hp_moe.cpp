@@ -4,7 +4,7 @@
 // iteration against the plain references; prints where the time went.
 //
 //   hp moe [--ranks 4] [--tokens 256] [--hidden 2048] [--intermediate 768] [--experts 32]
-//          [--topk 8] [--skew 0] [--iterations 10] [--warmup 2] [--no-check] [--check-tokens 8]
+//          [--topk 8] [--shared-intermediate 0] [--skew 0] [--iterations 10] [--warmup 2] [--no-check] [--check-tokens 8]
 //          [--comm shmem|window] [--vector-cores 0] [--path auto|non-deep|deep|shared]
 //          [--trace out.json] [--json] [--backward]
 #include <unistd.h>
@@ -101,13 +101,22 @@ Status check_against_references(const Options& o, const RankInputs& in, const st
                                 std::vector<double>* errors) {
   const WorkloadShape& s = o.shape;
   const std::int64_t T = std::min<std::int64_t>(o.check_tokens, s.tokens);
-  const ExpertWeightsData all = make_expert_weights(s, 0, s.experts);
+  const ExpertWeightsData all = make_expert_weights(s, 0, s.experts, s.intermediate);
+  const std::int64_t si = s.shared_intermediate;
+  const ExpertWeightsData shared = make_expert_weights(s, s.experts, si > 0 ? 1 : 0, si);
+  auto shared_view = [&](const void* data, DType type, std::initializer_list<std::int64_t> shape) {
+    return si > 0 ? TensorView(const_cast<void*>(data), type, shape) : TensorView();
+  };
   std::vector<float> ref_q(std::size_t(T * s.hidden)), ref_f(ref_q.size());
   MoeReferenceArgs args{
       .w1 = TensorView(const_cast<std::int8_t*>(all.w1.data()), DType::kInt8, {s.experts, s.hidden, 2 * s.intermediate}),
       .w1_scale = TensorView(const_cast<float*>(all.w1_scale.data()), DType::kFP32, {s.experts, 2 * s.intermediate}),
       .w2 = TensorView(const_cast<std::int8_t*>(all.w2.data()), DType::kInt8, {s.experts, s.intermediate, s.hidden}),
       .w2_scale = TensorView(const_cast<float*>(all.w2_scale.data()), DType::kFP32, {s.experts, s.hidden}),
+      .shared_w1 = shared_view(shared.w1.data(), DType::kInt8, {1, s.hidden, 2 * si}),
+      .shared_w1_scale = shared_view(shared.w1_scale.data(), DType::kFP32, {1, 2 * si}),
+      .shared_w2 = shared_view(shared.w2.data(), DType::kInt8, {1, si, s.hidden}),
+      .shared_w2_scale = shared_view(shared.w2_scale.data(), DType::kFP32, {1, s.hidden}),
       .x = TensorView(const_cast<float*>(in.x.data()), DType::kFP32, {T, s.hidden}),
       .topk_idx = TensorView(const_cast<std::int64_t*>(in.topk_idx.data()), DType::kInt64, {T, s.topk}),
       .topk_weights = TensorView(const_cast<float*>(in.topk_weights.data()), DType::kFP32, {T, s.topk}),
@@ -124,7 +133,7 @@ Status run_rank(const Options& o) {
   const WorkloadShape& s = o.shape;
   MoeTiling plan;
   HP_RETURN_IF_ERROR(plan_moe({.tokens = s.tokens, .hidden = s.hidden, .intermediate = s.intermediate, .topk = s.topk,
-                               .experts = s.experts, .ranks = ranks},
+                               .experts = s.experts, .ranks = ranks, .shared_intermediate = s.shared_intermediate},
                               &plan));
   static constexpr const char* kPathNames[] = {"non-deep", "deep", "shared"};
   const std::string planned = kPathNames[int(plan.path)];
@@ -133,16 +142,25 @@ Status run_rank(const Options& o) {
     HP_RETURN_IF_ERROR(hp::platform::Chip::create({.num_cube = 1, .num_vector = o.vector_cores}, &chip));
   }
   const std::int64_t local = s.experts / ranks;
-  const ExpertWeightsData w = make_expert_weights(s, me * local, local);
+  const ExpertWeightsData w = make_expert_weights(s, me * local, local, s.intermediate);
+  const std::int64_t si = s.shared_intermediate;
+  const ExpertWeightsData shared = make_expert_weights(s, s.experts, si > 0 ? 1 : 0, si);
+  auto shared_view = [&](const void* data, DType type, std::initializer_list<std::int64_t> shape) {
+    return si > 0 ? TensorView(const_cast<void*>(data), type, shape) : TensorView();
+  };
   std::unique_ptr<MoeLayer> layer;
   HP_RETURN_IF_ERROR(MoeLayer::create(
       {.hidden = s.hidden, .intermediate = s.intermediate, .num_experts = s.experts, .topk = s.topk,
-       .max_tokens_per_rank = s.tokens, .comm = o.comm == "window" ? CommKind::kWindow : CommKind::kShmem,
-       .chip = chip.get()},
+       .max_tokens_per_rank = s.tokens, .shared_intermediate = si,
+       .comm = o.comm == "window" ? CommKind::kWindow : CommKind::kShmem, .chip = chip.get()},
       {.w1 = TensorView(const_cast<std::int8_t*>(w.w1.data()), DType::kInt8, {local, s.hidden, 2 * s.intermediate}),
        .w1_scale = TensorView(const_cast<float*>(w.w1_scale.data()), DType::kFP32, {local, 2 * s.intermediate}),
        .w2 = TensorView(const_cast<std::int8_t*>(w.w2.data()), DType::kInt8, {local, s.intermediate, s.hidden}),
-       .w2_scale = TensorView(const_cast<float*>(w.w2_scale.data()), DType::kFP32, {local, s.hidden})},
+       .w2_scale = TensorView(const_cast<float*>(w.w2_scale.data()), DType::kFP32, {local, s.hidden}),
+       .shared_w1 = shared_view(shared.w1.data(), DType::kInt8, {1, s.hidden, 2 * si}),
+       .shared_w1_scale = shared_view(shared.w1_scale.data(), DType::kFP32, {1, 2 * si}),
+       .shared_w2 = shared_view(shared.w2.data(), DType::kInt8, {1, si, s.hidden}),
+       .shared_w2_scale = shared_view(shared.w2_scale.data(), DType::kFP32, {1, s.hidden})},
       &layer));
   const RankInputs in = make_rank_inputs(s, me);
   std::vector<float> y(std::size_t(s.tokens * s.hidden));
@@ -204,7 +222,10 @@ Status run_rank(const Options& o) {
   }
   for (int r = 0; r < ranks; ++r) rows_total += all_records[(std::size_t(r) * iters) * per + 5];
   const double H = double(s.hidden), I = double(s.intermediate);
-  const double gmm1_ops = 2.0 * rows_total * H * 2 * I, gmm2_ops = 2.0 * rows_total * I * H;
+  // The shared expert's GEMMs run in the same phases, over every rank's tokens.
+  const double shared_rows = si > 0 ? double(ranks) * double(s.tokens) : 0.0, SI = double(si);
+  const double gmm1_ops = 2.0 * rows_total * H * 2 * I + 2.0 * shared_rows * H * 2 * SI;
+  const double gmm2_ops = 2.0 * rows_total * I * H + 2.0 * shared_rows * SI * H;
   const double dispatch_bytes = rows_total * H, combine_bytes = rows_total * H * 4;
   const std::vector<std::string> rate = {
       fmt::format("{:.2f} GB/s", dispatch_bytes / (phase_ms[0] * 1e-3) / 1e9),
@@ -222,9 +243,10 @@ Status run_rank(const Options& o) {
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("MoE layer: {} ranks ({} transport), {} tokens per rank, H={} I={}, top-{} of {} experts "
-               "({} per rank), int8; {} iterations after {} warm-up\n",
+               "({} per rank){}, int8; {} iterations after {} warm-up\n",
                ranks, hp::shmem::transport_name((me + 1) % ranks), s.tokens, s.hidden, s.intermediate, s.topk,
-               s.experts, s.experts / ranks, o.iterations, o.warmup);
+               s.experts, s.experts / ranks,
+               si > 0 ? fmt::format(" + a shared expert (I={})", si) : std::string(), o.iterations, o.warmup);
     fmt::print("path: staged (dispatch, GMM1, GMM2, combine one after another); the full layer would run {}\n",
                planned);
     fmt::print("{:<14} {:>10}  {}\n", "phase", "ms", "rate (slowest rank, median)");
@@ -272,6 +294,8 @@ int run(int argc, char** argv) {
   app.add_option("--intermediate", o.shape.intermediate, "I (GMM1 has 2I columns)")->check(CLI::Range(16, 1 << 16));
   app.add_option("--experts", o.shape.experts, "experts (a multiple of the ranks)")->check(CLI::Range(1, 4096));
   app.add_option("--topk", o.shape.topk, "experts per token")->check(CLI::Range(1, 64));
+  app.add_option("--shared-intermediate", o.shape.shared_intermediate, "a shared expert of this I (0: none)")
+      ->check(CLI::Range(0, 1 << 16));
   app.add_option("--skew", o.shape.skew, "router skew toward low expert ids (0: none)")->check(CLI::Range(0.0, 100.0));
   app.add_option("--seed", o.shape.seed, "seed of weights and tokens");
   app.add_option("--iterations", o.iterations, "timed iterations")->check(CLI::Range(1, 100000));

@@ -7,9 +7,10 @@
 
 namespace hp::moe::tools {
 
-ExpertWeightsData make_expert_weights(const WorkloadShape& s, std::int64_t first, std::int64_t count) {
+ExpertWeightsData make_expert_weights(const WorkloadShape& s, std::int64_t first, std::int64_t count,
+                                      std::int64_t intermediate) {
   ExpertWeightsData w;
-  const std::int64_t H = s.hidden, I = s.intermediate;
+  const std::int64_t H = s.hidden, I = intermediate;
   w.w1.resize(std::size_t(count * H * 2 * I));
   w.w2.resize(std::size_t(count * I * H));
   w.w1_scale.resize(std::size_t(count * 2 * I));

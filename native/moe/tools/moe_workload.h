@@ -10,6 +10,7 @@ namespace hp::moe::tools {
 
 struct WorkloadShape {
   std::int64_t tokens = 256, hidden = 2048, intermediate = 768, experts = 32, topk = 8;
+  std::int64_t shared_intermediate = 0;  // > 0: a shared expert of this I (weights: expert id E)
   double skew = 0.0;  // > 0: the router prefers low expert ids (logit + skew x (E - e) / E)
   std::uint32_t seed = 1;
 };
@@ -20,7 +21,9 @@ struct ExpertWeightsData {
   std::vector<std::int8_t> w1, w2;  // [count, H, 2I], [count, I, H]
   std::vector<float> w1_scale, w2_scale;  // [count, 2I], [count, H]
 };
-ExpertWeightsData make_expert_weights(const WorkloadShape& s, std::int64_t first, std::int64_t count);
+// intermediate: the experts' I (s.intermediate, or the shared expert's).
+ExpertWeightsData make_expert_weights(const WorkloadShape& s, std::int64_t first, std::int64_t count,
+                                      std::int64_t intermediate);
 
 struct RankInputs {
   std::vector<float> x;             // [T, H]
