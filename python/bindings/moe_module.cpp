@@ -185,7 +185,9 @@ PYBIND11_MODULE(_hp_moe, m) {
   py::class_<PyLayer>(m, "Layer")
       .def(py::init([](std::int64_t hidden, std::int64_t intermediate, std::int64_t experts, std::int64_t topk,
                        std::int64_t max_tokens, const std::string& comm, const Spec& w1, const Spec& w1_scale,
-                       const Spec& w2, const Spec& w2_scale) {
+                       const Spec& w2, const Spec& w2_scale, std::int64_t shared_intermediate,
+                       const std::optional<Spec>& shared_w1, const std::optional<Spec>& shared_w1_scale,
+                       const std::optional<Spec>& shared_w2, const std::optional<Spec>& shared_w2_scale) {
         auto l = std::make_unique<PyLayer>();
         const hp::moe::CommKind kind = comm == "window" ? hp::moe::CommKind::kWindow : hp::moe::CommKind::kShmem;
         blocking([&] {
@@ -194,9 +196,12 @@ PYBIND11_MODULE(_hp_moe, m) {
                                             .num_experts = experts,
                                             .topk = topk,
                                             .max_tokens_per_rank = max_tokens,
+                                            .shared_intermediate = shared_intermediate,
                                             .comm = kind},
                                            {.w1 = view(w1), .w1_scale = view(w1_scale), .w2 = view(w2),
-                                            .w2_scale = view(w2_scale)},
+                                            .w2_scale = view(w2_scale), .shared_w1 = view(shared_w1),
+                                            .shared_w1_scale = view(shared_w1_scale), .shared_w2 = view(shared_w2),
+                                            .shared_w2_scale = view(shared_w2_scale)},
                                            &l->layer);
         });
         return l;

@@ -254,16 +254,22 @@ class MegaMoe:
     """
 
     def __init__(self, w1, w1_scale, w2, w2_scale, *, num_experts: int, topk: int, max_tokens_per_rank: int,
-                 comm: str = "shmem"):
+                 comm: str = "shmem", shared=None):
+        """shared: optional (w1 [1, H, 2Is], w1_scale [1, 2Is], w2 [1, Is, H], w2_scale [1, H]) of a
+        shared expert that every active token goes through with weight 1."""
         w1, w1_scale, w2, w2_scale = (_contiguous(a) for a in (w1, w1_scale, w2, w2_scale))
         shape = _spec(w1)[2]
         if len(shape) != 3 or shape[2] % 2:
             raise HpError(3, "SHAPE_MISMATCH", f"w1 of shape {shape}: expected [E_local, H, 2I]")
         self.hidden, self.intermediate = shape[1], shape[2] // 2
+        shared = None if shared is None else [_contiguous(a) for a in shared]
+        shared_specs = [None] * 4 if shared is None else [_spec(a) for a in shared]
+        shared_i = 0 if shared is None else _spec(shared[0])[2][-1] // 2
         shmem.acquire()
         try:
             self._native = _lib().Layer(self.hidden, self.intermediate, num_experts, topk, max_tokens_per_rank, comm,
-                                        _spec(w1), _spec(w1_scale), _spec(w2), _spec(w2_scale))
+                                        _spec(w1), _spec(w1_scale), _spec(w2), _spec(w2_scale), shared_i,
+                                        *shared_specs)
         except BaseException:
             shmem.release()
             raise
@@ -291,13 +297,13 @@ class MegaMoe:
 
 
 def mega_moe(x, topk_idx, topk_weights, w1, w1_scale, w2, w2_scale, *, num_experts: int, x_active_mask=None,
-             comm: str = "shmem") -> MegaMoeResult:
+             comm: str = "shmem", shared=None) -> MegaMoeResult:
     """One forward of the MoE layer with a layer made for it (collective). Keep a MegaMoe for
     repeated calls: making one packs the weights and allocates the symmetric buffer."""
     tokens = int(_spec(_contiguous(x))[2][0])
     max_tokens = _max_over_ranks(tokens)
     with MegaMoe(w1, w1_scale, w2, w2_scale, num_experts=num_experts, topk=int(_spec(_contiguous(topk_idx))[2][1]),
-                 max_tokens_per_rank=max_tokens, comm=comm) as layer:
+                 max_tokens_per_rank=max_tokens, comm=comm, shared=shared) as layer:
         return layer(x, topk_idx, topk_weights, x_active_mask=x_active_mask)
 
 

@@ -234,17 +234,30 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
                    t_w2 = tensor(w2.data(), HP_DTYPE_INT8, {local, I, H}),
                    t_s2 = tensor(s2.data(), HP_DTYPE_FP32, {local, H}), t_x = tensor(x.data(), HP_DTYPE_FP32, {T, H}),
                    t_idx = tensor(idx.data(), HP_DTYPE_INT64, {T, K}), t_w = tensor(w.data(), HP_DTYPE_FP32, {T, K});
+    // A shared expert too (the same weights on every rank).
+    const std::int64_t SI = 16;
+    std::vector<std::int8_t> sw1(std::size_t(H * 2 * SI)), sw2(std::size_t(SI * H));
+    for (std::size_t i = 0; i < sw1.size(); ++i) sw1[i] = std::int8_t(int((i * 29) % 255) - 127);
+    for (std::size_t i = 0; i < sw2.size(); ++i) sw2[i] = std::int8_t(int((i * 31) % 255) - 127);
+    std::vector<float> ss1(std::size_t(2 * SI), 1.0f / 1000), ss2(std::size_t(H), 1.0f / 300);
+    const hpTensor t_sw1 = tensor(sw1.data(), HP_DTYPE_INT8, {1, H, 2 * SI}),
+                   t_ss1 = tensor(ss1.data(), HP_DTYPE_FP32, {1, 2 * SI}),
+                   t_sw2 = tensor(sw2.data(), HP_DTYPE_INT8, {1, SI, H}), t_ss2 = tensor(ss2.data(), HP_DTYPE_FP32, {1, H});
     const hpHyperMegaMoeConfig config{.hidden = H, .intermediate = I, .num_experts = E, .topk = K,
-                                      .max_tokens_per_rank = T, .comm = GetParam()};
+                                      .max_tokens_per_rank = T, .comm = GetParam(), .shared_intermediate = SI};
     hpHyperMegaMoeLayer* layer = nullptr;
-    EXPECT_EQ(hpHyperMegaMoeCreate(&config, &t_w1, &t_s1, &t_w2, &t_s2, &layer), HP_STATUS_OK) << hpGetLastErrorMessage();
+    EXPECT_EQ(hpHyperMegaMoeCreate(&config, &t_w1, &t_s1, &t_w2, &t_s2, &t_sw1, &t_ss1, &t_sw2, &t_ss2, &layer),
+              HP_STATUS_OK)
+        << hpGetLastErrorMessage();
     std::vector<float> y(std::size_t(T * H), -1.0f);
     const hpTensor t_y = tensor(y.data(), HP_DTYPE_FP32, {T, H});
     uint64_t bytes = 0;
     hpOpExecutor* exec = nullptr;
     EXPECT_EQ(hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec), HP_STATUS_OK);
     MoeTiling plan;
-    HP_EXPECT_OK(plan_moe({.tokens = T, .hidden = H, .intermediate = I, .topk = K, .experts = E, .ranks = ranks}, &plan));
+    HP_EXPECT_OK(plan_moe({.tokens = T, .hidden = H, .intermediate = I, .topk = K, .experts = E, .ranks = ranks,
+                           .shared_intermediate = SI},
+                          &plan));
     EXPECT_EQ(bytes, std::uint64_t(plan.total_bytes));
     std::vector<std::uint8_t> storage(bytes + 64, 0xCD);
     void* ws = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 63) & ~std::uintptr_t(63));
@@ -252,10 +265,14 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
     // The C++ layer on the same weights and tokens.
     std::unique_ptr<MoeLayer> cpp;
     HP_RETURN_IF_ERROR(MoeLayer::create(
-        {.hidden = H, .intermediate = I, .num_experts = E, .topk = K, .max_tokens_per_rank = T,
+        {.hidden = H, .intermediate = I, .num_experts = E, .topk = K, .max_tokens_per_rank = T, .shared_intermediate = SI,
          .comm = GetParam() == HP_MOE_COMM_WINDOW ? CommKind::kWindow : CommKind::kShmem},
         {.w1 = TensorView(w1.data(), DType::kInt8, {local, H, 2 * I}), .w1_scale = TensorView(s1.data(), DType::kFP32, {local, 2 * I}),
-         .w2 = TensorView(w2.data(), DType::kInt8, {local, I, H}), .w2_scale = TensorView(s2.data(), DType::kFP32, {local, H})},
+         .w2 = TensorView(w2.data(), DType::kInt8, {local, I, H}), .w2_scale = TensorView(s2.data(), DType::kFP32, {local, H}),
+         .shared_w1 = TensorView(sw1.data(), DType::kInt8, {1, H, 2 * SI}),
+         .shared_w1_scale = TensorView(ss1.data(), DType::kFP32, {1, 2 * SI}),
+         .shared_w2 = TensorView(sw2.data(), DType::kInt8, {1, SI, H}),
+         .shared_w2_scale = TensorView(ss2.data(), DType::kFP32, {1, H})},
         &cpp));
     std::vector<float> y_cpp(y.size());
     HP_RETURN_IF_ERROR(cpp->forward(TensorView(x.data(), DType::kFP32, {T, H}), TensorView(idx.data(), DType::kInt64, {T, K}),

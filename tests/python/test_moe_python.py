@@ -206,6 +206,14 @@ def test_mega_moe_matches_a_float_reference(n, tmp_path):
         assert err < 4e-2, err
         # the one-call form makes its own layer
         assert np.array_equal(moe.mega_moe(x, idx, w, w1, s1, w2, s2, num_experts=E).y, first.y)
+        # a shared expert (expert id E's weights, on every rank) adds its output for every token
+        a1, b1, a2, b2 = expert_weights(E)
+        shared = (a1[None], b1[None], a2[None], b2[None])
+        with_shared = moe.mega_moe(x, idx, w, w1, s1, w2, s2, num_experts=E, shared=shared).y
+        g = x @ (a1 * b1)
+        ref_shared = ref + (g[:, :I] / (1 + np.exp(-g[:, :I])) * g[:, I:]) @ (a2 * b2[None, :])
+        err = np.linalg.norm(with_shared - ref_shared) / np.linalg.norm(ref_shared)
+        assert err < 4e-2, err
         try:
             moe.MegaMoe(w1[:, :, :-1], s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16)
             raise AssertionError("odd GMM1 columns were accepted")

@@ -126,7 +126,9 @@ hpStatus hpMoeCombineNormal(void* workspace, uint64_t workspaceSize, hpOpExecuto
  * (x1/x2 tokens and scales, SwiGLU, swap, ...) for maxTokensPerRank tokens: 64-byte aligned,
  * at least the size hpHyperMegaMoeGetWorkspaceSize returns (a smaller one on any rank fails
  * every rank). x fp32/bf16 [T, H], topkIdx int64/int32 [T, K], topkWeights fp32 [T, K],
- * xActiveMask uint8 [T] or NULL, y fp32 [T, H]. */
+ * xActiveMask uint8 [T] or NULL, y fp32 [T, H]. With shared_intermediate > 0, a shared expert
+ * (every active token, weight 1) with sharedW1 [1, H, 2Is], sharedW1Scale [1, 2Is], sharedW2
+ * [1, Is, H], sharedW2Scale [1, H] (NULL without one). */
 typedef struct hpHyperMegaMoeConfig {
   int64_t hidden;
   int64_t intermediate;
@@ -134,12 +136,15 @@ typedef struct hpHyperMegaMoeConfig {
   int64_t topk;
   int64_t max_tokens_per_rank;
   int32_t comm; /* HP_MOE_COMM_* */
+  int64_t shared_intermediate;
 } hpHyperMegaMoeConfig;
 
 typedef struct hpHyperMegaMoeLayer hpHyperMegaMoeLayer;
 
 hpStatus hpHyperMegaMoeCreate(const hpHyperMegaMoeConfig* config, const hpTensor* w1, const hpTensor* w1Scale,
-                              const hpTensor* w2, const hpTensor* w2Scale, hpHyperMegaMoeLayer** layer);
+                              const hpTensor* w2, const hpTensor* w2Scale, const hpTensor* sharedW1,
+                              const hpTensor* sharedW1Scale, const hpTensor* sharedW2, const hpTensor* sharedW2Scale,
+                              hpHyperMegaMoeLayer** layer);
 hpStatus hpHyperMegaMoeDestroy(hpHyperMegaMoeLayer* layer);
 hpStatus hpHyperMegaMoeGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x, const hpTensor* topkIdx,
                                         const hpTensor* topkWeights, const hpTensor* xActiveMask, const hpTensor* y,

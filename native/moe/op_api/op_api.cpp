@@ -253,7 +253,9 @@ hpStatus hpMoeCombineNormal(void*, uint64_t, hpOpExecutor* executor) { return ru
 
 // ---- HyperMegaMoe (collective) ----------------------------------------------------------------
 hpStatus hpHyperMegaMoeCreate(const hpHyperMegaMoeConfig* config, const hpTensor* w1, const hpTensor* w1Scale,
-                              const hpTensor* w2, const hpTensor* w2Scale, hpHyperMegaMoeLayer** layer) {
+                              const hpTensor* w2, const hpTensor* w2Scale, const hpTensor* sharedW1,
+                              const hpTensor* sharedW1Scale, const hpTensor* sharedW2, const hpTensor* sharedW2Scale,
+                              hpHyperMegaMoeLayer** layer) {
   if (config == nullptr || layer == nullptr) {
     return report(Status::error(ErrorCode::kInvalidArgument, "hpHyperMegaMoeCreate: config and layer must not be NULL"));
   }
@@ -264,8 +266,12 @@ hpStatus hpHyperMegaMoeCreate(const hpHyperMegaMoeConfig* config, const hpTensor
        .num_experts = config->num_experts,
        .topk = config->topk,
        .max_tokens_per_rank = config->max_tokens_per_rank,
+       .shared_intermediate = config->shared_intermediate,
        .comm = hp::moe::CommKind(config->comm)},
-      {.w1 = view(w1), .w1_scale = view(w1Scale), .w2 = view(w2), .w2_scale = view(w2Scale)}, &l->layer));
+      {.w1 = view(w1), .w1_scale = view(w1Scale), .w2 = view(w2), .w2_scale = view(w2Scale),
+       .shared_w1 = view(sharedW1), .shared_w1_scale = view(sharedW1Scale), .shared_w2 = view(sharedW2),
+       .shared_w2_scale = view(sharedW2Scale)},
+      &l->layer));
   if (s == HP_STATUS_OK) *layer = l.release();
   return s;
 }
