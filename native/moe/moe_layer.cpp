@@ -1,5 +1,6 @@
 #include "moe/moe_layer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -8,6 +9,29 @@
 
 namespace hp::moe {
 namespace {
+
+// The per-expert tensors of a TENSOR_LIST stacked into one [E, rows, cols] (or [E, cols] when
+// rows is 0) buffer of `type` (checked: count, shape, dtype).
+Status stack(const std::vector<TensorView>& list, const char* what, std::int64_t experts, std::int64_t rows,
+             std::int64_t cols, DType type, std::vector<std::uint8_t>* storage, TensorView* out) {
+  HP_ENSURE(std::int64_t(list.size()) == experts, ErrorCode::kShapeMismatch, "{}: {} tensors for {} local experts",
+            what, list.size(), experts);
+  const std::size_t elem = dtype_size(type), per = std::size_t(std::max<std::int64_t>(rows, 1) * cols) * elem;
+  storage->resize(per * std::size_t(experts));
+  for (std::size_t e = 0; e < list.size(); ++e) {
+    const TensorView& t = list[e];
+    if (rows > 0) {
+      HP_RETURN_IF_ERROR(t.expect_shape(what, {rows, cols}));
+    } else {
+      HP_RETURN_IF_ERROR(t.expect_shape(what, {cols}));
+    }
+    HP_RETURN_IF_ERROR(t.expect_dtype(what, type));
+    HP_ENSURE(t.is_contiguous(), ErrorCode::kInvalidArgument, "{}[{}] {}: expected contiguous", what, e, t.to_string());
+    std::memcpy(storage->data() + e * per, t.data(), per);
+  }
+  *out = rows > 0 ? TensorView(storage->data(), type, {experts, rows, cols}) : TensorView(storage->data(), type, {experts, cols});
+  return Status::ok();
+}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -29,13 +53,26 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
               ErrorCode::kInvalidArgument, "MoeLayerConfig num_experts = {}: expected a multiple of the ranks",
               config.num_experts);
     const std::int64_t local = config.num_experts / hp::shmem::n_pes();
-    HP_RETURN_IF_ERROR(weights.w1.expect_shape("w1", {local, config.hidden, 2 * config.intermediate}));
-    HP_RETURN_IF_ERROR(weights.w2.expect_shape("w2", {local, config.intermediate, config.hidden}));
-    HP_RETURN_IF_ERROR(weights.w1_scale.expect_shape("w1_scale", {local, 2 * config.intermediate}));
-    HP_RETURN_IF_ERROR(weights.w2_scale.expect_shape("w2_scale", {local, config.hidden}));
-    HP_RETURN_IF_ERROR(hp::kernels::pack_weights(weights.w1, weights.w1_scale,
+    ExpertWeights stacked_lists;
+    std::vector<std::uint8_t> w1_store, w1s_store, w2_store, w2s_store;
+    const bool listed = !weights.w1_list.empty();
+    if (listed) {  // TENSOR_LIST: stacked here, then packed like stacked weights
+      const std::int64_t H = config.hidden, I = config.intermediate;
+      HP_RETURN_IF_ERROR(stack(weights.w1_list, "w1_list", local, H, 2 * I, DType::kInt8, &w1_store, &stacked_lists.w1));
+      HP_RETURN_IF_ERROR(stack(weights.w1_scale_list, "w1_scale_list", local, 0, 2 * I, DType::kFP32, &w1s_store,
+                               &stacked_lists.w1_scale));
+      HP_RETURN_IF_ERROR(stack(weights.w2_list, "w2_list", local, I, H, DType::kInt8, &w2_store, &stacked_lists.w2));
+      HP_RETURN_IF_ERROR(stack(weights.w2_scale_list, "w2_scale_list", local, 0, H, DType::kFP32, &w2s_store,
+                               &stacked_lists.w2_scale));
+    }
+    const ExpertWeights& routed = listed ? stacked_lists : weights;
+    HP_RETURN_IF_ERROR(routed.w1.expect_shape("w1", {local, config.hidden, 2 * config.intermediate}));
+    HP_RETURN_IF_ERROR(routed.w2.expect_shape("w2", {local, config.intermediate, config.hidden}));
+    HP_RETURN_IF_ERROR(routed.w1_scale.expect_shape("w1_scale", {local, 2 * config.intermediate}));
+    HP_RETURN_IF_ERROR(routed.w2_scale.expect_shape("w2_scale", {local, config.hidden}));
+    HP_RETURN_IF_ERROR(hp::kernels::pack_weights(routed.w1, routed.w1_scale,
                                                  {.layout = hp::kernels::PackLayout::kSwigluHalves}, &layer->w1_));
-    HP_RETURN_IF_ERROR(hp::kernels::pack_weights(weights.w2, weights.w2_scale, {}, &layer->w2_));
+    HP_RETURN_IF_ERROR(hp::kernels::pack_weights(routed.w2, routed.w2_scale, {}, &layer->w2_));
     HP_ENSURE(config.shared_intermediate >= 0, ErrorCode::kInvalidArgument,
               "MoeLayerConfig shared_intermediate = {}: expected >= 0", config.shared_intermediate);
     if (config.shared_intermediate == 0) return Status::ok();

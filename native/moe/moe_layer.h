@@ -41,6 +41,9 @@ struct MoeLayerConfig {
 
 struct ExpertWeights {
   TensorView w1, w1_scale, w2, w2_scale;
+  // TENSOR_LIST (seed 002 §5): one tensor per local expert instead of the stacked ones above
+  // (w1 [H, 2I], w1_scale [2I], w2 [I, H], w2_scale [H] each; leave the stacked ones empty).
+  std::vector<TensorView> w1_list, w1_scale_list, w2_list, w2_scale_list;
   // The shared expert's (with shared_intermediate > 0): [1, H, 2Is], [1, 2Is], [1, Is, H], [1, H].
   TensorView shared_w1, shared_w1_scale, shared_w2, shared_w2_scale;
 };

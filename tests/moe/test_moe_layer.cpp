@@ -167,6 +167,60 @@ TEST_P(MoeLayerTest, OnAChip) {
   run_scenario([&] { return check_layer(Shape{.hidden = 128, .inter = 64, .vector_cores = 2}, GetParam()); });
 }
 
+// TENSOR_LIST: weights as one tensor per local expert give the same y as stacked weights.
+TEST_P(MoeLayerTest, TensorListMatchesStackedWeights) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    const Shape s;
+    const std::int64_t local = s.experts_per_rank, H = s.hidden, I = s.inter, T = 10;
+    const Weights w = make_weights(s, local);
+    const MoeLayerConfig config{.hidden = H, .intermediate = I, .num_experts = local * ranks, .topk = 2,
+                                .max_tokens_per_rank = T, .comm = GetParam()};
+    ExpertWeights stacked{
+        .w1 = TensorView(const_cast<std::int8_t*>(w.w1.data()), DType::kInt8, {local, H, 2 * I}),
+        .w1_scale = TensorView(const_cast<float*>(w.s1.data()), DType::kFP32, {local, 2 * I}),
+        .w2 = TensorView(const_cast<std::int8_t*>(w.w2.data()), DType::kInt8, {local, I, H}),
+        .w2_scale = TensorView(const_cast<float*>(w.s2.data()), DType::kFP32, {local, H})};
+    ExpertWeights listed;
+    for (std::int64_t e = 0; e < local; ++e) {
+      listed.w1_list.emplace_back(const_cast<std::int8_t*>(w.w1.data()) + e * H * 2 * I, DType::kInt8,
+                                  std::initializer_list<std::int64_t>{H, 2 * I});
+      listed.w1_scale_list.emplace_back(const_cast<float*>(w.s1.data()) + e * 2 * I, DType::kFP32,
+                                        std::initializer_list<std::int64_t>{2 * I});
+      listed.w2_list.emplace_back(const_cast<std::int8_t*>(w.w2.data()) + e * I * H, DType::kInt8,
+                                  std::initializer_list<std::int64_t>{I, H});
+      listed.w2_scale_list.emplace_back(const_cast<float*>(w.s2.data()) + e * H, DType::kFP32,
+                                        std::initializer_list<std::int64_t>{H});
+    }
+    std::vector<float> x(std::size_t(T * H));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(int((i * 7 + std::size_t(me)) % 13) - 6) / 3;
+    std::vector<std::int64_t> idx(std::size_t(T * 2));
+    for (std::int64_t t = 0; t < T; ++t) {
+      idx[std::size_t(2 * t)] = (t + me) % (local * ranks);
+      idx[std::size_t(2 * t + 1)] = (t + me + 1) % (local * ranks);
+    }
+    std::vector<float> wts(std::size_t(T * 2), 0.5f), y1(x.size()), y2(x.size());
+    std::vector<float>* outs[2] = {&y1, &y2};
+    for (int variant = 0; variant < 2; ++variant) {
+      std::unique_ptr<MoeLayer> layer;
+      HP_RETURN_IF_ERROR(MoeLayer::create(config, variant == 0 ? stacked : listed, &layer));
+      HP_RETURN_IF_ERROR(layer->forward(TensorView(x.data(), DType::kFP32, {T, H}),
+                                        TensorView(idx.data(), DType::kInt64, {T, 2}),
+                                        TensorView(wts.data(), DType::kFP32, {T, 2}),
+                                        TensorView(outs[variant]->data(), DType::kFP32, {T, H})));
+      HP_RETURN_IF_ERROR(layer->destroy());
+    }
+    EXPECT_EQ(y1, y2);
+    // One tensor short on rank 0: SHAPE_MISMATCH there, INVALID_ARGUMENT (the configs disagree) elsewhere.
+    if (me == 0) listed.w2_list.pop_back();
+    std::unique_ptr<MoeLayer> layer;
+    const Status st = MoeLayer::create(config, listed, &layer);
+    EXPECT_EQ(st.code(), me == 0 ? ErrorCode::kShapeMismatch : ErrorCode::kInvalidArgument) << st.to_string();
+    return Status::ok();
+  });
+}
+
 // Weights of the wrong shape on one rank: an error on every rank, at create.
 TEST_P(MoeLayerTest, BadWeightsOnOneRankFailEveryRank) {
   run_scenario([&]() -> Status {
