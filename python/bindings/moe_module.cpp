@@ -19,6 +19,7 @@
 #include "shmem/shmem.h"
 
 namespace py = pybind11;
+using hp::python::blocking;
 using hp::python::check;
 
 namespace {
@@ -31,16 +32,6 @@ hp::TensorView view(const std::optional<Spec>& spec) {
   hp::DType dtype{};
   check(hp::parse_dtype(dtype_name, &dtype));
   return hp::TensorView(reinterpret_cast<void*>(address), dtype, shape, strides);
-}
-
-template <typename F>
-void blocking(F&& call) {
-  hp::Status status;
-  {
-    py::gil_scoped_release release;
-    status = call();
-  }
-  check(status);
 }
 
 hp::moe::DispatchArgs dispatch_args(const Spec& x, const Spec& topk_idx, const Spec& topk_weights,

@@ -1,5 +1,6 @@
 // The one place where a native Status becomes a Python exception:
-// hyper_parallel.errors.HpError(code, name, message). Call with the GIL held.
+// hyper_parallel.errors.HpError(code, name, message). Call with the GIL held (blocking()
+// releases it around the native call itself).
 #ifndef HYPER_PARALLEL_PYTHON_BINDINGS_RAISE_STATUS_H_
 #define HYPER_PARALLEL_PYTHON_BINDINGS_RAISE_STATUS_H_
 
@@ -25,6 +26,17 @@ namespace hp::python {
 
 inline void check(const Status& status) {
   if (!status.is_ok()) raise(status);
+}
+
+// Runs a native call that may block without the GIL, then raises its error with the GIL.
+template <typename F>
+void blocking(F&& call) {
+  Status status;
+  {
+    pybind11::gil_scoped_release release;
+    status = call();
+  }
+  check(status);
 }
 
 }  // namespace hp::python

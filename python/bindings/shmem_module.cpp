@@ -11,20 +11,10 @@
 
 namespace py = pybind11;
 namespace shmem = hp::shmem;
+using hp::python::blocking;
 using hp::python::check;
 
 namespace {
-
-// Runs a blocking native call without the GIL, then raises its error with the GIL.
-template <typename F>
-void blocking(F&& call) {
-  hp::Status status;
-  {
-    py::gil_scoped_release release;
-    status = call();
-  }
-  check(status);
-}
 
 void* address(std::uintptr_t value) { return reinterpret_cast<void*>(value); }
 
