@@ -236,14 +236,13 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
                                .row_factor = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
   if (shared) {
     shared_out_.resize(std::size_t(tokens * hidden));
-    ones_.assign(std::size_t(tokens), 1.0f);
+    // The shared expert's weight is 1: the plain dequant epilogue.
     HP_RETURN_IF_ERROR(run_gemm({.a = TensorView(ws + at.share_x2_token, DType::kInt8, {tokens, si}),
                                  .a_scale = TensorView(ws + at.share_x2_scale, DType::kFP32, {tokens}),
                                  .offsets = shared_offsets,
                                  .weights = shared_w2_.header(),
-                                 .epilogue = hp::kernels::Epilogue::kDequantScale,
-                                 .out = TensorView(shared_out_.data(), DType::kFP32, {tokens, hidden}),
-                                 .row_factor = TensorView(ones_.data(), DType::kFP32, {tokens})}));
+                                 .epilogue = hp::kernels::Epilogue::kDequant,
+                                 .out = TensorView(shared_out_.data(), DType::kFP32, {tokens, hidden})}));
   }
   times_.gmm2 = seconds_since(start);
   // ---- phase 4: combine (the top-k weights were applied by GMM2's epilogue) ------------------

@@ -81,7 +81,7 @@ class HP_API MoeLayer {
   MoeLayerConfig config_;
   std::unique_ptr<Buffer> buffer_;
   hp::kernels::PackedWeights w1_, w2_, shared_w1_, shared_w2_;
-  std::vector<float> shared_out_, ones_;  // the shared expert's rows [T, H]; its weights (1)
+  std::vector<float> shared_out_;  // the shared expert's rows [T, H]
   const hp::kernels::KernelTable* table_ = nullptr;
   MoeTiling plan_;
   Handle handle_;                     // of the last dispatch
