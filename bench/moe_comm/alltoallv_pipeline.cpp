@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "common/bfloat16.h"
 #include "common/tensor_view.h"
@@ -18,8 +19,8 @@ Status mpi_ok(int rc, const char* what) {
 
 // Exclusive prefix sums of n counts.
 void prefix(const std::vector<int>& n, std::vector<int>* off) {
-  off->assign(n.size(), 0);
-  for (std::size_t i = 1; i < n.size(); ++i) (*off)[i] = (*off)[i - 1] + n[i - 1];
+  off->resize(n.size());
+  std::exclusive_scan(n.begin(), n.end(), off->begin(), 0);
 }
 
 }  // namespace

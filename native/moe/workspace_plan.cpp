@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <limits>
 
+#include "kernels/tiles.h"
+
 namespace hp::moe {
 namespace {
 
 constexpr std::int64_t kLimit = std::int64_t(1) << 62;
 
-std::int64_t round_up(std::int64_t n, std::int64_t to) { return (n + to - 1) / to * to; }
+using hp::kernels::round_up;
 
 // a x b ... with an error past kLimit (sizes stay far below int64 overflow).
 Status product(std::initializer_list<std::int64_t> factors, std::int64_t* out) {
