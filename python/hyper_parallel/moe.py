@@ -122,7 +122,27 @@ class LowLatencyDispatchResult:
     handle: LowLatencyHandle
 
 
-class Buffer:
+class _Collective:
+    """A native object made collectively on the symmetric heap (holding a shmem reference):
+    destroy() frees it, collectively; usable as a context manager."""
+
+    _native = None
+
+    def destroy(self) -> None:
+        """Frees the native object and its symmetric memory (collective)."""
+        if self._native is not None:
+            self._native.destroy()
+            self._native = None
+            shmem.release()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.destroy()
+
+
+class Buffer(_Collective):
     """The communication buffer of one rank (collective: every rank makes one alike).
 
     comm: "shmem" (put + signal, every transport) or "window" (peers' memory mapped: one node).
@@ -149,19 +169,6 @@ class Buffer:
         self.num_local_experts = self._native.local_experts
         self._serial = 0
         self._ll_serial = 0
-
-    def destroy(self) -> None:
-        """Frees the buffer (collective)."""
-        if self._native is not None:
-            self._native.destroy()
-            self._native = None
-            shmem.release()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.destroy()
 
     def get_dispatch_layout(self, topk_idx, x_active_mask=None) -> DispatchLayout:
         idx = _contiguous(topk_idx)
@@ -243,7 +250,7 @@ class MegaMoeResult:
     stage_seconds: dict         # dispatch, gmm1, gmm2, combine on this rank
 
 
-class MegaMoe:
+class MegaMoe(_Collective):
     """The MoE layer over this rank's local experts (collective: every rank makes one alike).
 
     Stages (the forward of the fused layer, run one after another): dispatch with int8
@@ -282,18 +289,6 @@ class MegaMoe:
             _spec(x), _spec(idx), _spec(w), None if mask is None else _spec(mask), _spec(y))
         return MegaMoeResult(y, rows, {"dispatch": dispatch, "gmm1": gmm1, "gmm2": gmm2, "combine": combine})
 
-    def destroy(self) -> None:
-        """Frees the layer's buffer (collective)."""
-        if self._native is not None:
-            self._native.destroy()
-            self._native = None
-            shmem.release()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.destroy()
 
 
 def mega_moe(x, topk_idx, topk_weights, w1, w1_scale, w2, w2_scale, *, num_experts: int, x_active_mask=None,
