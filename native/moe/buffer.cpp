@@ -186,9 +186,9 @@ std::uint8_t* Buffer::back_row(std::uint64_t epoch, std::int64_t index) const {
   return window_ + back_offset_ + (epoch % 2) * half + std::size_t(index) * back_row_bytes_;
 }
 
-Status Buffer::dispatch(const DispatchArgs& args, DispatchResult* out) {
+Status Buffer::dispatch(const DispatchArgs& args, DispatchResult* out, const Status& caller_check) {
   HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument, "Buffer::dispatch: out is null");
-  HP_RETURN_IF_ERROR(notify_dispatch(args, &out->handle));
+  HP_RETURN_IF_ERROR(notify_dispatch(args, &out->handle, caller_check));
   // The result's storage is reused from call to call (no page faults for a same-sized batch).
   DispatchResult& r = *out;
   const Handle& h = r.handle;

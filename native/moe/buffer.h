@@ -168,8 +168,9 @@ class HP_API Buffer {
   std::int64_t record_capacity() const { return recv_capacity_; }  // dispatch records per rank
   std::int64_t times_grown() const { return records_grown_; }
 
-  // dispatch = notify_dispatch + dispatch_data into the result's own storage.
-  Status dispatch(const DispatchArgs& args, DispatchResult* out);
+  // dispatch = notify_dispatch + dispatch_data into the result's own storage (caller_check as
+  // notify_dispatch's).
+  Status dispatch(const DispatchArgs& args, DispatchResult* out, const Status& caller_check = Status::ok());
   // The two halves, for callers that allocate the outputs themselves (the op ABI): the count
   // exchange (validating and quantising the inputs) fills handle's receive layout; then
   // dispatch_data with the same args sends the tokens and writes the rows into `out`. No other

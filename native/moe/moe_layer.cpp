@@ -73,6 +73,7 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
     HP_RETURN_IF_ERROR(hp::kernels::pack_weights(routed.w1, routed.w1_scale,
                                                  {.layout = hp::kernels::PackLayout::kSwigluHalves}, &layer->w1_));
     HP_RETURN_IF_ERROR(hp::kernels::pack_weights(routed.w2, routed.w2_scale, {}, &layer->w2_));
+    if (config.backward) HP_RETURN_IF_ERROR(layer->prepare_backward(routed, false));
     HP_ENSURE(config.shared_intermediate >= 0, ErrorCode::kInvalidArgument,
               "MoeLayerConfig shared_intermediate = {}: expected >= 0", config.shared_intermediate);
     if (config.shared_intermediate == 0) return Status::ok();
@@ -84,13 +85,18 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
     HP_RETURN_IF_ERROR(hp::kernels::pack_weights(weights.shared_w1, weights.shared_w1_scale,
                                                  {.layout = hp::kernels::PackLayout::kSwigluHalves},
                                                  &layer->shared_w1_));
+    if (config.backward) {
+      ExpertWeights shared{.w1 = weights.shared_w1, .w1_scale = weights.shared_w1_scale, .w2 = weights.shared_w2,
+                           .w2_scale = weights.shared_w2_scale};
+      HP_RETURN_IF_ERROR(layer->prepare_backward(shared, true));
+    }
     return hp::kernels::pack_weights(weights.shared_w2, weights.shared_w2_scale, {}, &layer->shared_w2_);
   }();
   const Status made = Buffer::create({.hidden = packed.is_ok() ? config.hidden : -1,
                                       .max_tokens_per_rank = config.max_tokens_per_rank,
                                       .num_experts = config.num_experts,
                                       .topk = config.topk,
-                                      .max_element_bytes = 1,
+                                      .max_element_bytes = config.backward ? 2 : 1,  // bf16 dY
                                       .combine_element_bytes = 4,
                                       .comm = config.comm,
                                       .chip = config.chip},
@@ -106,6 +112,13 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
                                .ranks = hp::shmem::n_pes(),
                                .shared_intermediate = config.shared_intermediate},
                               &layer->plan_));
+  if (config.backward) {  // collective: every rank got here (the buffer was made on all)
+    const std::size_t block = std::size_t(hp::shmem::n_pes() * config.max_tokens_per_rank * config.topk) * sizeof(float);
+    void* blocks = nullptr;
+    HP_RETURN_IF_ERROR(hp::shmem::malloc(2 * std::max<std::size_t>(block, 64), &blocks));
+    layer->topk_grad_send_ = static_cast<float*>(blocks);
+    layer->topk_grad_recv_ = layer->topk_grad_send_ + std::max<std::size_t>(block, 64) / sizeof(float);
+  }
   *out = std::move(layer);
   return Status::ok();
 }
@@ -114,17 +127,20 @@ MoeLayer::~MoeLayer() { (void)destroy(); }
 
 Status MoeLayer::destroy() {
   if (buffer_ == nullptr) return Status::ok();
-  const Status s = buffer_->destroy();
+  Status s = buffer_->destroy();
   buffer_.reset();
+  if (topk_grad_send_ != nullptr) {
+    const Status freed = hp::shmem::free(topk_grad_send_);
+    topk_grad_send_ = topk_grad_recv_ = nullptr;
+    if (s.is_ok()) s = freed;
+  }
   return s;
 }
 
-Status MoeLayer::run_gemm(const hp::kernels::GroupedGemmProblem& problem) {
+template <typename Plan>
+Status MoeLayer::run_plan(const Plan& plan) {
   hp::platform::Chip* chip = config_.chip;
-  const int workers = chip == nullptr ? 1 : chip->num_cube();
-  hp::kernels::GroupedGemmPlan plan;
-  HP_RETURN_IF_ERROR(hp::kernels::plan_grouped_gemm(*table_, problem, workers, &plan));
-  workspaces_.resize(std::size_t(workers));
+  workspaces_.resize(std::size_t(plan.workers()));
   for (auto& w : workspaces_) w.resize(plan.workspace_bytes() + 64);
   auto aligned = [](std::vector<std::uint8_t>& w) {
     return reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(w.data()) + 63) & ~std::uintptr_t(63));
@@ -133,11 +149,23 @@ Status MoeLayer::run_gemm(const hp::kernels::GroupedGemmProblem& problem) {
     plan.run(0, aligned(workspaces_[0]));
     return Status::ok();
   }
-  return chip->launch({.mode = hp::platform::LaunchMode::kCube, .block_dim = workers},
+  return chip->launch({.mode = hp::platform::LaunchMode::kCube, .block_dim = plan.workers()},
                       [&](hp::platform::BlockContext& block) {
                         plan.run(block.block_idx(), aligned(workspaces_[std::size_t(block.block_idx())]));
                         return Status::ok();
                       });
+}
+
+Status MoeLayer::run_gemm(const hp::kernels::GroupedGemmProblem& problem) {
+  hp::kernels::GroupedGemmPlan plan;
+  HP_RETURN_IF_ERROR(hp::kernels::plan_grouped_gemm(*table_, problem, config_.chip ? config_.chip->num_cube() : 1, &plan));
+  return run_plan(plan);
+}
+
+Status MoeLayer::run_gemm(const hp::kernels::Bf16GemmProblem& problem) {
+  hp::kernels::Bf16GemmPlan plan;
+  HP_RETURN_IF_ERROR(hp::kernels::plan_bf16_gemm(*table_, problem, config_.chip ? config_.chip->num_cube() : 1, &plan));
+  return run_plan(plan);
 }
 
 Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const TensorView& topk_weights,

@@ -14,6 +14,20 @@
 //   w2 [E_local, I, H], w2_scale [E_local, H]
 // With a chip, the GEMMs run on its cube cores and the communication on its vector cores;
 // without, on the calling thread.
+//
+// backward (a layer made with MoeLayerConfig::backward) is the gradient of this forward with
+// the quantisers as straight-through estimators (d quant(v) / dv = 1), in bf16 GEMMs with fp32
+// accumulation and element-wise math in fp32. It recomputes what it needs from x instead of
+// keeping the forward's activations: dispatch x (int8) and dY (bf16) with the forward's
+// routing (the same rows in the same order), then per row r of token t, expert e, weight w:
+//   a = x~ W1[e] (int8 GEMM, dequantised, as the forward), g | u = a, h = silu(g) u,
+//   h~ = dequant(quant(h)), G = dY W2[e]^T, d w = <G, h~>, dh = w G,
+//   dW2[e] += h~^T (w dY), dg = dh u silu'(g), du = dh silu(g), dW1[e] += x~^T [dg | du],
+//   dx_r = [dg | du] W1[e]^T
+// where x~ = dequant(quant(x)) and W = int8 x scale (the dequantised weights, in bf16); dX is
+// the unweighted combine of the dx_r (dispatch's adjoint), d topk_weights[t][k] goes back to
+// the token's rank by an all-to-all. The shared expert is the same with w = 1 on the rank's
+// own active tokens.
 #ifndef HYPER_PARALLEL_MOE_MOE_LAYER_H_
 #define HYPER_PARALLEL_MOE_MOE_LAYER_H_
 
@@ -37,6 +51,10 @@ struct MoeLayerConfig {
   std::int64_t shared_intermediate = 0;  // > 0: a shared expert (every token, weight 1) of this I
   CommKind comm = CommKind::kShmem;
   hp::platform::Chip* chip = nullptr;
+  // Keeps what backward() needs: GMM1's weights packed for the plain dequant epilogue, both
+  // GEMMs' dequantised weights in bf16, dispatch room for bf16 rows and the all-to-all of the
+  // top-k weights' gradient.
+  bool backward = false;
 };
 
 struct ExpertWeights {
@@ -54,6 +72,25 @@ struct MoeStageTimes {
   double dispatch = 0, gmm1 = 0, gmm2 = 0, combine = 0;
 };
 
+// backward's arguments: the forward's inputs, dY, and where the gradients go (every output
+// is overwritten). dx fp32/bf16 [T, H]; d_topk_weights fp32 [T, K] (0 where topk_idx is -1 and
+// for inactive tokens); dw1 fp32/bf16 [E_local, H, 2I], dw2 [E_local, I, H]; with a shared
+// expert, shared_dw1 [1, H, 2Is] and shared_dw2 [1, Is, H]. Inactive tokens (x_active_mask)
+// get zero gradients and add nothing to the weights'.
+struct MoeGradArgs {
+  TensorView x, topk_idx, topk_weights, x_active_mask;
+  TensorView dy;  // fp32/bf16 [T, H]
+  TensorView dx, d_topk_weights, dw1, dw2, shared_dw1, shared_dw2;
+};
+
+// Seconds of each stage of the last backward on this rank: both dispatches; GMM1's recompute
+// with SwiGLU and requantisation; the activation-gradient GEMMs (dY W2^T, dA W1^T) with the
+// SwiGLU gradient; the weight-gradient GEMMs; the combine of dX and the all-to-all of
+// d topk_weights. Shared-expert work counts in its stage.
+struct MoeGradStageTimes {
+  double dispatch = 0, recompute = 0, act_grad = 0, weight_grad = 0, combine = 0;
+};
+
 class HP_API MoeLayer {
  public:
   static Status create(const MoeLayerConfig& config, const ExpertWeights& weights, std::unique_ptr<MoeLayer>* out);
@@ -69,14 +106,34 @@ class HP_API MoeLayer {
                  const TensorView& x_active_mask = {});
   Status forward(const TensorView& x, const TensorView& topk_idx, const TensorView& topk_weights, const TensorView& y,
                  void* workspace, std::uint64_t workspace_bytes, const TensorView& x_active_mask = {});
+  // The gradients of forward (the layer made with config.backward). Collective.
+  Status backward(const MoeGradArgs& args);
+
   std::uint64_t workspace_bytes() const { return std::uint64_t(plan_.total_bytes); }
   const MoeTiling& plan() const { return plan_; }
   const MoeStageTimes& last_times() const { return times_; }
+  const MoeGradStageTimes& last_grad_times() const { return grad_times_; }
   std::int64_t last_rows() const { return rows_; }  // rows this rank's experts computed
 
  private:
   MoeLayer() = default;
   Status run_gemm(const hp::kernels::GroupedGemmProblem& problem);
+  Status run_gemm(const hp::kernels::Bf16GemmProblem& problem);
+  template <typename Plan>
+  Status run_plan(const Plan& plan);
+  Status prepare_backward(const ExpertWeights& weights, bool shared);  // w1, w2 and their scales
+  Status check_grad_args(const MoeGradArgs& args) const;
+  // One set of experts' backward (routed or shared), by the formulas above.
+  struct ExpertGrad {
+    TensorView x_q, x_scale, offsets, dy;  // int8 [rows, H], fp32 [rows], int64 [E + 1], bf16 [rows, H]
+    const float* row_weight = nullptr;     // [rows]; null: 1
+    const hp::kernels::PackedWeights* w1_plain = nullptr;
+    const std::uint16_t *w1_bf16 = nullptr, *w2_bf16 = nullptr;  // [E, H, 2I], [E, I, H]
+    std::int64_t inter = 0;
+    TensorView dw1, dw2, dx_rows;          // dx_rows fp32 [rows, H]
+    float* d_row_weight = nullptr;         // [rows] or null
+  };
+  Status expert_backward(const ExpertGrad& p);
 
   MoeLayerConfig config_;
   std::unique_ptr<Buffer> buffer_;
@@ -87,6 +144,23 @@ class HP_API MoeLayer {
   Handle handle_;                     // of the last dispatch
   std::vector<float> recv_weights_;   // each received row's top-k weight (GMM2's row factor)
   std::vector<std::uint8_t> own_workspace_;
+  // backward: GMM1's weights packed plain, the dequantised weights in bf16, the all-to-all's
+  // symmetric blocks (send and receive: R x T_max x K fp32 each) and per-call storage.
+  hp::kernels::PackedWeights w1_plain_, shared_w1_plain_;
+  std::vector<std::uint16_t> w1_bf16_, w2_bf16_, shared_w1_bf16_, shared_w2_bf16_;
+  float* topk_grad_send_ = nullptr;
+  float* topk_grad_recv_ = nullptr;
+  struct GradStorage {
+    DispatchResult x_recv, dy_recv;
+    std::vector<std::uint16_t> dy_bf16;  // dY (own tokens, inactive ones zero) in bf16
+    std::vector<float> a, g_dy;          // [rows, 2I] GMM1 recomputed; [rows, I] dY W2^T
+    std::vector<std::int8_t> h_q;
+    std::vector<float> h, h_scale, d_row_weight, dx_rows, dx_sum;
+    std::vector<std::uint16_t> h_bf16, x_bf16, dz, da;
+    std::vector<std::int8_t> own_q;      // the shared expert's x quantised
+    std::vector<float> own_scale;
+  } grad_;
+  MoeGradStageTimes grad_times_;
   std::vector<std::vector<std::uint8_t>> workspaces_;  // one per GEMM worker
   MoeStageTimes times_;
   std::int64_t rows_ = 0;

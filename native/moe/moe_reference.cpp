@@ -142,7 +142,103 @@ Status reference(const MoeReferenceArgs& a) {
   return Status::ok();
 }
 
+Status reference_grad(const MoeReferenceGradArgs& ga) {
+  MoeReferenceArgs a = ga.forward;
+  a.y = ga.dx;  // [T, H] fp32, checked with the rest
+  Shapes s{};
+  HP_RETURN_IF_ERROR(check(a, &s));
+  const std::int64_t H = s.hidden, I = s.inter, T = s.tokens, K = s.topk;
+  HP_RETURN_IF_ERROR(ga.dy.expect_shape("dy", {T, H}));
+  HP_RETURN_IF_ERROR(ga.d_topk_weights.expect_shape("d_topk_weights", {T, K}));
+  HP_RETURN_IF_ERROR(ga.dw1.expect_shape("dw1", {s.experts, H, 2 * I}));
+  HP_RETURN_IF_ERROR(ga.dw2.expect_shape("dw2", {s.experts, I, H}));
+  for (const TensorView* t : {&ga.dy, &ga.d_topk_weights, &ga.dw1, &ga.dw2}) {
+    HP_RETURN_IF_ERROR(t->expect_dtype("gradient", DType::kFP32));
+    HP_ENSURE(t->is_contiguous(), ErrorCode::kInvalidArgument, "{}: expected contiguous", t->to_string());
+  }
+  const std::int64_t shared_i = a.shared_w1.data() != nullptr ? a.shared_w1.dim(2) / 2 : 0;
+  if (shared_i > 0) {
+    HP_RETURN_IF_ERROR(ga.shared_dw1.expect_shape("shared_dw1", {1, H, 2 * shared_i}));
+    HP_RETURN_IF_ERROR(ga.shared_dw2.expect_shape("shared_dw2", {1, shared_i, H}));
+  }
+  const auto* x = static_cast<const float*>(a.x.data());
+  const auto* dy = static_cast<const float*>(ga.dy.data());
+  const auto* idx = static_cast<const std::int64_t*>(a.topk_idx.data());
+  const auto* weights = static_cast<const float*>(a.topk_weights.data());
+  const auto* mask = static_cast<const std::uint8_t*>(a.x_active_mask.data());
+  auto* dx = static_cast<float*>(ga.dx.data());
+  auto* d_topk = static_cast<float*>(ga.d_topk_weights.data());
+  std::vector<float> row(static_cast<std::size_t>(H)), h;
+  std::vector<double> dx_row(static_cast<std::size_t>(H));
+  std::vector<std::int32_t> qx, qh;
+  for (std::int64_t t = 0; t < T; ++t) {
+    std::fill_n(d_topk + t * K, K, 0.0f);
+    std::fill(dx_row.begin(), dx_row.end(), 0.0);
+    if (mask == nullptr || mask[t] != 0) {
+      row.assign(x + t * H, x + (t + 1) * H);
+      const double sx = quantize(row, &qx);
+      const float* g_out = dy + t * H;
+      // One expert's backward for token t with weight w; returns d w.
+      auto expert = [&](const std::int8_t* w1, const float* w1s, const std::int8_t* w2, const float* w2s, std::int64_t ei,
+                        double w, float* dw1, float* dw2) {
+        std::vector<double> gate(static_cast<std::size_t>(ei)), up(static_cast<std::size_t>(ei));
+        h.assign(static_cast<std::size_t>(ei), 0.0f);
+        for (std::int64_t i = 0; i < ei; ++i) {
+          std::int32_t acc_g = 0, acc_u = 0;
+          for (std::int64_t j = 0; j < H; ++j) {
+            acc_g += qx[std::size_t(j)] * w1[j * 2 * ei + i];
+            acc_u += qx[std::size_t(j)] * w1[j * 2 * ei + ei + i];
+          }
+          gate[std::size_t(i)] = double(float(acc_g) * w1s[i] * float(sx));
+          up[std::size_t(i)] = double(float(acc_u) * w1s[ei + i] * float(sx));
+          h[std::size_t(i)] = float(gate[std::size_t(i)] / (1 + std::exp(-gate[std::size_t(i)])) * up[std::size_t(i)]);
+        }
+        const double sh = quantize(h, &qh);
+        double dw = 0;
+        for (std::int64_t i = 0; i < ei; ++i) {
+          double grad = 0;  // (dY W2^T)_i
+          for (std::int64_t c = 0; c < H; ++c) grad += double(g_out[c]) * w2[i * H + c] * w2s[c];
+          const double ht = qh[std::size_t(i)] * sh;
+          dw += grad * ht;
+          for (std::int64_t c = 0; c < H; ++c) dw2[i * H + c] += float(ht * w * g_out[c]);
+          const double g = gate[std::size_t(i)], sig = 1 / (1 + std::exp(-g)), dh = w * grad;
+          const double dg = dh * up[std::size_t(i)] * sig * (1 + g * (1 - sig)), du = dh * g * sig;
+          for (std::int64_t j = 0; j < H; ++j) {
+            const double xt = qx[std::size_t(j)] * sx;
+            dw1[j * 2 * ei + i] += float(xt * dg);
+            dw1[j * 2 * ei + ei + i] += float(xt * du);
+            dx_row[std::size_t(j)] += double(w1[j * 2 * ei + i]) * w1s[i] * dg + double(w1[j * 2 * ei + ei + i]) * w1s[ei + i] * du;
+          }
+        }
+        return dw;
+      };
+      const auto* w1 = static_cast<const std::int8_t*>(a.w1.data());
+      const auto* w1s = static_cast<const float*>(a.w1_scale.data());
+      const auto* w2 = static_cast<const std::int8_t*>(a.w2.data());
+      const auto* w2s = static_cast<const float*>(a.w2_scale.data());
+      auto* dw1 = static_cast<float*>(ga.dw1.data());
+      auto* dw2 = static_cast<float*>(ga.dw2.data());
+      for (std::int64_t k = 0; k < K; ++k) {
+        const std::int64_t e = idx[t * K + k];
+        if (e < 0) continue;
+        HP_ENSURE(e < s.experts, ErrorCode::kOutOfRange, "topk_idx[{}][{}] = {}: expected < {}", t, k, e, s.experts);
+        d_topk[t * K + k] = float(expert(w1 + e * H * 2 * I, w1s + e * 2 * I, w2 + e * I * H, w2s + e * H, I,
+                                         weights[t * K + k], dw1 + e * H * 2 * I, dw2 + e * I * H));
+      }
+      if (shared_i > 0) {
+        expert(static_cast<const std::int8_t*>(a.shared_w1.data()), static_cast<const float*>(a.shared_w1_scale.data()),
+               static_cast<const std::int8_t*>(a.shared_w2.data()), static_cast<const float*>(a.shared_w2_scale.data()),
+               shared_i, 1.0, static_cast<float*>(ga.shared_dw1.data()), static_cast<float*>(ga.shared_dw2.data()));
+      }
+    }
+    for (std::int64_t j = 0; j < H; ++j) dx[t * H + j] = float(dx_row[std::size_t(j)]);
+  }
+  return Status::ok();
+}
+
 }  // namespace
+
+Status moe_reference_quantized_grad(const MoeReferenceGradArgs& args) { return reference_grad(args); }
 
 Status moe_reference_quantized(const MoeReferenceArgs& args) { return reference<true>(args); }
 Status moe_reference_float(const MoeReferenceArgs& args) { return reference<false>(args); }

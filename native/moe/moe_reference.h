@@ -28,6 +28,19 @@ struct MoeReferenceArgs {
 HP_API Status moe_reference_quantized(const MoeReferenceArgs& args);
 HP_API Status moe_reference_float(const MoeReferenceArgs& args);
 
+// The gradient of the quantised reference for one rank's tokens, in fp64 with the quantisers
+// as straight-through estimators (MoeLayer::backward's formulas, moe_layer.h):
+// forward.y is not used (leave it empty); dy fp32 [T, H]; dx fp32 [T, H] and d_topk_weights
+// fp32 [T, K] are overwritten; dw1 fp32 [E, H, 2I], dw2 [E, I, H] (every expert) and, with a
+// shared expert, shared_dw1 [1, H, 2Is], shared_dw2 [1, Is, H] are added to, so that the
+// weights' gradients of several ranks' tokens sum up.
+struct MoeReferenceGradArgs {
+  MoeReferenceArgs forward;
+  TensorView dy, dx, d_topk_weights, dw1, dw2, shared_dw1, shared_dw2;
+};
+
+HP_API Status moe_reference_quantized_grad(const MoeReferenceGradArgs& args);
+
 }  // namespace hp::moe
 
 #endif  // HYPER_PARALLEL_MOE_MOE_REFERENCE_H_

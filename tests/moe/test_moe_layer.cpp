@@ -10,6 +10,7 @@
 
 #include "moe/moe_layer.h"
 #include "moe/moe_reference.h"
+#include "moe/layer_weights.h"
 #include "moe/routing_inputs.h"
 #include "shmem/scenario.h"
 
@@ -17,6 +18,9 @@ namespace hp::moe {
 namespace {
 
 using hp::moe::testing::all_mapped;
+using hp::moe::testing::make_weights;
+using hp::moe::testing::relative_error;
+using hp::moe::testing::Weights;
 using hp::shmem::testing::run_scenario;
 
 struct Shape {
@@ -26,43 +30,13 @@ struct Shape {
   std::int64_t shared_inter = 0;  // > 0: a shared expert
 };
 
-struct Weights {
-  std::vector<std::int8_t> w1, w2;  // [E, H, 2I], [E, I, H]
-  std::vector<float> s1, s2;        // [E, 2I], [E, H]
-};
-
-Weights make_weights(const Shape& s, std::int64_t experts) {
-  Weights w;
-  std::mt19937 rng(77);
-  std::uniform_int_distribution<int> q(-127, 127);
-  w.w1.resize(std::size_t(experts * s.hidden * 2 * s.inter));
-  w.w2.resize(std::size_t(experts * s.inter * s.hidden));
-  for (auto& v : w.w1) v = std::int8_t(q(rng));
-  for (auto& v : w.w2) v = std::int8_t(q(rng));
-  w.s1.resize(std::size_t(experts * 2 * s.inter));
-  w.s2.resize(std::size_t(experts * s.hidden));
-  for (auto& v : w.s1) v = (0.5f + float(rng() % 100) / 100.0f) / (127.0f * std::sqrt(float(s.hidden)));
-  for (auto& v : w.s2) v = (0.5f + float(rng() % 100) / 100.0f) / (127.0f * std::sqrt(float(s.inter)));
-  return w;
-}
-
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  return norm == 0 ? std::sqrt(diff) : std::sqrt(diff / norm);
-}
-
 Status check_layer(const Shape& s, CommKind comm) {
   const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
   if (comm == CommKind::kWindow && !all_mapped()) return Status::ok();
   const std::int64_t experts = s.experts_per_rank * ranks, local = s.experts_per_rank;
-  const Weights w = make_weights(s, experts);
-  Shape shared_shape = s;  // the shared expert: one more expert of its own I, the same on every rank
-  shared_shape.inter = std::max<std::int64_t>(s.shared_inter, 1);
-  const Weights sw = make_weights(shared_shape, 1);
+  const Weights w = make_weights(s.hidden, s.inter, experts);
+  // The shared expert: one more expert of its own I, the same on every rank.
+  const Weights sw = make_weights(s.hidden, std::max<std::int64_t>(s.shared_inter, 1), 1);
   const std::int64_t si = s.shared_inter;
   const auto shared_view = [&](const void* data, DType type, std::initializer_list<std::int64_t> shape) {
     return si > 0 ? TensorView(const_cast<void*>(data), type, shape) : TensorView();
@@ -174,7 +148,7 @@ TEST_P(MoeLayerTest, TensorListMatchesStackedWeights) {
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     const Shape s;
     const std::int64_t local = s.experts_per_rank, H = s.hidden, I = s.inter, T = 10;
-    const Weights w = make_weights(s, local);
+    const Weights w = make_weights(s.hidden, s.inter, local);
     const MoeLayerConfig config{.hidden = H, .intermediate = I, .num_experts = local * ranks, .topk = 2,
                                 .max_tokens_per_rank = T, .comm = GetParam()};
     ExpertWeights stacked{
@@ -227,7 +201,7 @@ TEST_P(MoeLayerTest, BadWeightsOnOneRankFailEveryRank) {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     const Shape s;
-    const Weights w = make_weights(s, 2);
+    const Weights w = make_weights(s.hidden, s.inter, 2);
     const std::int64_t inter = me == 0 ? s.inter + 1 : s.inter;
     std::unique_ptr<MoeLayer> layer;
     const Status st = MoeLayer::create(

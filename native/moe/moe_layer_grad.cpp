@@ -1,0 +1,281 @@
+// MoeLayer::backward: the formulas are in moe_layer.h.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "common/bfloat16.h"
+#include "kernels/ops.h"
+#include "moe/moe_layer.h"
+
+namespace hp::moe {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+float sigmoid(float g) { return 1.0f / (1.0f + std::exp(-g)); }
+
+Status expect_float(const TensorView& t, std::string_view what, std::initializer_list<std::int64_t> shape) {
+  HP_RETURN_IF_ERROR(t.expect_shape(what, shape));
+  HP_ENSURE(t.dtype() == DType::kFP32 || t.dtype() == DType::kBF16, ErrorCode::kDTypeMismatch,
+            "{} {}: expected fp32 or bf16", what, t.to_string());
+  HP_ENSURE(t.is_contiguous(), ErrorCode::kInvalidArgument, "{} {}: expected contiguous", what, t.to_string());
+  return Status::ok();
+}
+
+float load(const TensorView& t, std::int64_t i) {
+  return t.dtype() == DType::kBF16 ? bf16_to_float(static_cast<const std::uint16_t*>(t.data())[i])
+                                   : static_cast<const float*>(t.data())[i];
+}
+
+}  // namespace
+
+Status MoeLayer::prepare_backward(const ExpertWeights& w, bool shared) {
+  HP_RETURN_IF_ERROR(hp::kernels::pack_weights(w.w1, w.w1_scale, {}, shared ? &shared_w1_plain_ : &w1_plain_));
+  // Dequantised bf16 copies: W[e][k][n] = int8 x scale[e][n] (any strides in, contiguous out).
+  auto dequantize = [](const TensorView& q, const TensorView& scale, std::vector<std::uint16_t>* out) {
+    const std::int64_t E = q.dim(0), K = q.dim(1), N = q.dim(2);
+    const auto* qp = static_cast<const std::int8_t*>(q.data());
+    const auto* sp = static_cast<const float*>(scale.data());
+    out->resize(std::size_t(E * K * N));
+    for (std::int64_t e = 0; e < E; ++e) {
+      for (std::int64_t k = 0; k < K; ++k) {
+        for (std::int64_t n = 0; n < N; ++n) {
+          const float v = float(qp[e * q.stride(0) + k * q.stride(1) + n * q.stride(2)]) *
+                          sp[e * scale.stride(0) + n * scale.stride(1)];
+          (*out)[std::size_t((e * K + k) * N + n)] = float_to_bf16(v);
+        }
+      }
+    }
+  };
+  dequantize(w.w1, w.w1_scale, shared ? &shared_w1_bf16_ : &w1_bf16_);
+  dequantize(w.w2, w.w2_scale, shared ? &shared_w2_bf16_ : &w2_bf16_);
+  return Status::ok();
+}
+
+Status MoeLayer::check_grad_args(const MoeGradArgs& a) const {
+  const std::int64_t H = config_.hidden, I = config_.intermediate, K = config_.topk;
+  const std::int64_t local = config_.num_experts / buffer_->num_ranks();
+  HP_RETURN_IF_ERROR(a.x.expect_shape("x", {-1, H}));
+  const std::int64_t T = a.x.dim(0);
+  HP_RETURN_IF_ERROR(expect_float(a.dy, "dy", {T, H}));
+  HP_RETURN_IF_ERROR(expect_float(a.dx, "dx", {T, H}));
+  HP_RETURN_IF_ERROR(a.d_topk_weights.expect_shape("d_topk_weights", {T, K}));
+  HP_RETURN_IF_ERROR(a.d_topk_weights.expect_dtype("d_topk_weights", DType::kFP32));
+  HP_ENSURE(a.d_topk_weights.is_contiguous(), ErrorCode::kInvalidArgument, "d_topk_weights {}: expected contiguous",
+            a.d_topk_weights.to_string());
+  HP_RETURN_IF_ERROR(expect_float(a.dw1, "dw1", {local, H, 2 * I}));
+  HP_RETURN_IF_ERROR(expect_float(a.dw2, "dw2", {local, I, H}));
+  const std::int64_t si = config_.shared_intermediate;
+  if (si > 0) {
+    HP_RETURN_IF_ERROR(expect_float(a.shared_dw1, "shared_dw1", {1, H, 2 * si}));
+    HP_RETURN_IF_ERROR(expect_float(a.shared_dw2, "shared_dw2", {1, si, H}));
+  } else {
+    HP_ENSURE(a.shared_dw1.data() == nullptr && a.shared_dw2.data() == nullptr, ErrorCode::kInvalidArgument,
+              "shared_dw1/shared_dw2: given, but the layer has no shared expert");
+  }
+  if (a.x_active_mask.data() != nullptr) {
+    HP_RETURN_IF_ERROR(a.x_active_mask.expect_shape("x_active_mask", {T}));
+    HP_RETURN_IF_ERROR(a.x_active_mask.expect_dtype("x_active_mask", DType::kUInt8));
+  }
+  return Status::ok();
+}
+
+Status MoeLayer::expert_backward(const ExpertGrad& p) {
+  const std::int64_t rows = p.x_q.dim(0), H = config_.hidden, I = p.inter, E = p.offsets.dim(0) - 1;
+  GradStorage& g = grad_;
+  // ---- recompute: a = x~ W1 (as the forward), h, h~ = dequant(quant(h)), x~ ------------------
+  auto start = std::chrono::steady_clock::now();
+  g.a.resize(std::size_t(rows * 2 * I));
+  HP_RETURN_IF_ERROR(run_gemm(hp::kernels::GroupedGemmProblem{.a = p.x_q,
+                                                              .a_scale = p.x_scale,
+                                                              .offsets = p.offsets,
+                                                              .weights = p.w1_plain->header(),
+                                                              .epilogue = hp::kernels::Epilogue::kDequant,
+                                                              .out = TensorView(g.a.data(), DType::kFP32, {rows, 2 * I})}));
+  g.h.resize(std::size_t(rows * I));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* ar = g.a.data() + r * 2 * I;
+    for (std::int64_t i = 0; i < I; ++i) g.h[std::size_t(r * I + i)] = ar[i] * sigmoid(ar[i]) * ar[I + i];
+  }
+  g.h_q.resize(std::size_t(rows * I));
+  g.h_scale.resize(std::size_t(rows));
+  g.h_bf16.resize(std::size_t(rows * I));
+  g.x_bf16.resize(std::size_t(rows * H));
+  const TensorView h_q(g.h_q.data(), DType::kInt8, {rows, I}), h_scale(g.h_scale.data(), DType::kFP32, {rows});
+  const TensorView h_bf16(g.h_bf16.data(), DType::kBF16, {rows, I}), x_bf16(g.x_bf16.data(), DType::kBF16, {rows, H});
+  HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, TensorView(g.h.data(), DType::kFP32, {rows, I}), h_q, h_scale));
+  HP_RETURN_IF_ERROR(hp::kernels::dequantize(*table_, h_q, h_scale, h_bf16));
+  HP_RETURN_IF_ERROR(hp::kernels::dequantize(*table_, p.x_q, p.x_scale, x_bf16));
+  grad_times_.recompute += seconds_since(start);
+  // ---- activation gradients: G = dY W2^T, d w, dz = w dY, dA = [dg | du] --------------------
+  start = std::chrono::steady_clock::now();
+  g.g_dy.resize(std::size_t(rows * I));
+  {
+    const std::int64_t shape[3] = {E, H, I}, strides[3] = {I * H, 1, H};  // W2[e]^T
+    HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
+        .kind = hp::kernels::Bf16GemmKind::kInput,
+        .a = p.dy,
+        .offsets = p.offsets,
+        .b = TensorView(const_cast<std::uint16_t*>(p.w2_bf16), DType::kBF16, shape, strides),
+        .out = TensorView(g.g_dy.data(), DType::kFP32, {rows, I})}));
+  }
+  const auto* dy = static_cast<const std::uint16_t*>(p.dy.data());
+  if (p.row_weight != nullptr) g.dz.resize(std::size_t(rows * H));
+  g.da.resize(std::size_t(rows * 2 * I));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float w = p.row_weight != nullptr ? p.row_weight[r] : 1.0f;
+    const float* ar = g.a.data() + r * 2 * I;
+    const float* gr = g.g_dy.data() + r * I;
+    float dw = 0;
+    for (std::int64_t i = 0; i < I; ++i) {
+      dw += gr[i] * bf16_to_float(g.h_bf16[std::size_t(r * I + i)]);
+      const float gate = ar[i], up = ar[I + i], s = sigmoid(gate), dh = w * gr[i];
+      g.da[std::size_t(r * 2 * I + i)] = float_to_bf16(dh * up * s * (1.0f + gate * (1.0f - s)));
+      g.da[std::size_t(r * 2 * I + I + i)] = float_to_bf16(dh * gate * s);
+    }
+    if (p.d_row_weight != nullptr) p.d_row_weight[r] = dw;
+    if (p.row_weight != nullptr) {
+      for (std::int64_t c = 0; c < H; ++c) g.dz[std::size_t(r * H + c)] = float_to_bf16(w * bf16_to_float(dy[r * H + c]));
+    }
+  }
+  const TensorView da(g.da.data(), DType::kBF16, {rows, 2 * I});
+  {
+    const std::int64_t shape[3] = {E, 2 * I, H}, strides[3] = {H * 2 * I, 1, 2 * I};  // W1[e]^T
+    HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
+        .kind = hp::kernels::Bf16GemmKind::kInput,
+        .a = da,
+        .offsets = p.offsets,
+        .b = TensorView(const_cast<std::uint16_t*>(p.w1_bf16), DType::kBF16, shape, strides),
+        .out = p.dx_rows}));
+  }
+  grad_times_.act_grad += seconds_since(start);
+  // ---- weight gradients: dW2 = h~^T dz, dW1 = x~^T dA ----------------------------------------
+  start = std::chrono::steady_clock::now();
+  const TensorView dz = p.row_weight != nullptr ? TensorView(g.dz.data(), DType::kBF16, {rows, H}) : p.dy;
+  HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
+      .kind = hp::kernels::Bf16GemmKind::kWeight, .a = h_bf16, .offsets = p.offsets, .b = dz, .out = p.dw2}));
+  HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
+      .kind = hp::kernels::Bf16GemmKind::kWeight, .a = x_bf16, .offsets = p.offsets, .b = da, .out = p.dw1}));
+  grad_times_.weight_grad += seconds_since(start);
+  return Status::ok();
+}
+
+Status MoeLayer::backward(const MoeGradArgs& a) {
+  HP_ENSURE(buffer_ != nullptr, ErrorCode::kFailedPrecondition, "MoeLayer::backward: the layer was destroyed");
+  HP_ENSURE(config_.backward, ErrorCode::kFailedPrecondition,
+            "MoeLayer::backward: the layer was made without MoeLayerConfig::backward = true");
+  grad_times_ = {};
+  GradStorage& g = grad_;
+  const std::int64_t H = config_.hidden, K = config_.topk;
+  // Every check of this rank's arguments travels with the first dispatch's counts: a bad
+  // argument on one rank fails every rank before anything moves.
+  const Status verdict = check_grad_args(a);
+  const std::int64_t T = verdict.is_ok() ? a.x.dim(0) : 0;
+  const auto* mask = static_cast<const std::uint8_t*>(a.x_active_mask.data());
+  g.dy_bf16.resize(std::size_t(T * H));
+  for (std::int64_t t = 0; t < T; ++t) {
+    const bool active = mask == nullptr || mask[t] != 0;
+    for (std::int64_t c = 0; c < H; ++c) {
+      g.dy_bf16[std::size_t(t * H + c)] = active ? float_to_bf16(load(a.dy, t * H + c)) : std::uint16_t(0);
+    }
+  }
+  // ---- dispatch x (int8, as the forward) and dY (bf16) with the forward's routing ----------
+  auto start = std::chrono::steady_clock::now();
+  HP_RETURN_IF_ERROR(buffer_->dispatch({.x = a.x, .topk_idx = a.topk_idx, .topk_weights = a.topk_weights,
+                                        .x_active_mask = a.x_active_mask, .quant = Quant::kDynamicInt8},
+                                       &g.x_recv, verdict));
+  const TensorView dy_own(g.dy_bf16.data(), DType::kBF16, {T, H});
+  HP_RETURN_IF_ERROR(buffer_->dispatch({.x = dy_own, .topk_idx = a.topk_idx, .topk_weights = a.topk_weights,
+                                        .x_active_mask = a.x_active_mask},
+                                       &g.dy_recv));
+  const Handle& handle = g.x_recv.handle;
+  HP_ENSURE(g.dy_recv.expert_offsets == g.x_recv.expert_offsets && g.dy_recv.handle.row_src_token == handle.row_src_token &&
+                g.dy_recv.handle.row_src_rank == handle.row_src_rank,
+            ErrorCode::kInternal, "MoeLayer::backward: dY's dispatch put its rows in another order than x's");
+  grad_times_.dispatch = seconds_since(start);
+  // ---- the routed experts -------------------------------------------------------------------
+  const std::int64_t rows = g.x_recv.rows;
+  g.dx_rows.resize(std::size_t(rows * H));
+  g.d_row_weight.resize(std::size_t(rows));
+  HP_RETURN_IF_ERROR(expert_backward({.x_q = g.x_recv.x(),
+                                      .x_scale = TensorView(g.x_recv.x_scale.data(), DType::kFP32, {rows}),
+                                      .offsets = TensorView(g.x_recv.expert_offsets.data(), DType::kInt64,
+                                                            {std::int64_t(g.x_recv.expert_offsets.size())}),
+                                      .dy = g.dy_recv.x(),
+                                      .row_weight = g.x_recv.topk_weights.data(),
+                                      .w1_plain = &w1_plain_,
+                                      .w1_bf16 = w1_bf16_.data(),
+                                      .w2_bf16 = w2_bf16_.data(),
+                                      .inter = config_.intermediate,
+                                      .dw1 = a.dw1,
+                                      .dw2 = a.dw2,
+                                      .dx_rows = TensorView(g.dx_rows.data(), DType::kFP32, {rows, H}),
+                                      .d_row_weight = g.d_row_weight.data()}));
+  // ---- the shared expert, on this rank's tokens ---------------------------------------------
+  const bool shared = config_.shared_intermediate > 0;
+  if (shared) {
+    g.own_q.resize(std::size_t(T * H));
+    g.own_scale.resize(std::size_t(T));
+    g.dx_sum.resize(std::size_t(T * H));
+    const std::int64_t groups[2] = {0, T};
+    const TensorView own_q(g.own_q.data(), DType::kInt8, {T, H}), own_scale(g.own_scale.data(), DType::kFP32, {T});
+    HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, a.x, own_q, own_scale));
+    HP_RETURN_IF_ERROR(expert_backward({.x_q = own_q,
+                                        .x_scale = own_scale,
+                                        .offsets = TensorView(const_cast<std::int64_t*>(groups), DType::kInt64, {2}),
+                                        .dy = dy_own,
+                                        .w1_plain = &shared_w1_plain_,
+                                        .w1_bf16 = shared_w1_bf16_.data(),
+                                        .w2_bf16 = shared_w2_bf16_.data(),
+                                        .inter = config_.shared_intermediate,
+                                        .dw1 = a.shared_dw1,
+                                        .dw2 = a.shared_dw2,
+                                        .dx_rows = TensorView(g.dx_sum.data(), DType::kFP32, {T, H})}));
+  }
+  // ---- dX: the unweighted combine (+ the shared expert's rows); d topk_weights home --------
+  start = std::chrono::steady_clock::now();
+  const TensorView dx_rows(g.dx_rows.data(), DType::kFP32, {rows, H});
+  if (!shared) {
+    HP_RETURN_IF_ERROR(buffer_->combine(dx_rows, handle, a.dx, {}, /*weighted=*/false));
+  } else {
+    std::vector<float>& routed = g.h;  // the recompute's scratch is free again
+    routed.resize(std::size_t(T * H));
+    HP_RETURN_IF_ERROR(buffer_->combine(dx_rows, handle, TensorView(routed.data(), DType::kFP32, {T, H}), {}, false));
+    for (std::int64_t i = 0; i < T * H; ++i) {
+      const float v = routed[std::size_t(i)] + g.dx_sum[std::size_t(i)];
+      if (a.dx.dtype() == DType::kBF16) {
+        static_cast<std::uint16_t*>(a.dx.data())[i] = float_to_bf16(v);
+      } else {
+        static_cast<float*>(a.dx.data())[i] = v;
+      }
+    }
+  }
+  // Row r of this rank's experts is slot k of token t of rank s: its d w goes to block s of the
+  // all-to-all at [t][k]; each (t, k) has exactly one expert, so the blocks are summed.
+  const int ranks = buffer_->num_ranks();
+  const std::int64_t block = config_.max_tokens_per_rank * K;
+  std::fill_n(topk_grad_send_, std::size_t(ranks * block), 0.0f);
+  for (std::int64_t i = 0; i < handle.records; ++i) {
+    for (std::int64_t k = 0; k < K; ++k) {
+      const std::int64_t row = handle.record_rows[std::size_t(i * K + k)];
+      if (row < 0) continue;
+      const std::int64_t s = handle.row_src_rank[std::size_t(row)], t = handle.row_src_token[std::size_t(row)];
+      topk_grad_send_[s * block + t * K + k] = g.d_row_weight[std::size_t(row)];
+    }
+  }
+  HP_RETURN_IF_ERROR(hp::shmem::alltoall(hp::shmem::kTeamWorld, topk_grad_recv_, topk_grad_send_,
+                                         std::size_t(block) * sizeof(float)));
+  auto* d_topk = static_cast<float*>(a.d_topk_weights.data());
+  for (std::int64_t i = 0; i < T * K; ++i) {
+    float sum = 0;
+    for (int s = 0; s < ranks; ++s) sum += topk_grad_recv_[s * block + i];
+    d_topk[i] = sum;
+  }
+  grad_times_.combine = seconds_since(start);
+  return Status::ok();
+}
+
+}  // namespace hp::moe
