@@ -212,7 +212,8 @@ TEST_P(OpApiRoundTrip, BadInputOnOneRankFailsEveryRank) {
 }
 
 // hpHyperMegaMoe: the layer through the ABI in the caller's workspace (the plan's size) gives
-// what the C++ layer gives; a short workspace on one rank fails every rank.
+// what the C++ layer gives; a short workspace on one rank fails every rank. hpHyperMegaMoeGrad
+// gives the C++ layer's gradients too.
 TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
   run_scenario([&]() -> Status {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
@@ -244,7 +245,8 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
                    t_ss1 = tensor(ss1.data(), HP_DTYPE_FP32, {1, 2 * SI}),
                    t_sw2 = tensor(sw2.data(), HP_DTYPE_INT8, {1, SI, H}), t_ss2 = tensor(ss2.data(), HP_DTYPE_FP32, {1, H});
     const hpHyperMegaMoeConfig config{.hidden = H, .intermediate = I, .num_experts = E, .topk = K,
-                                      .max_tokens_per_rank = T, .comm = GetParam(), .shared_intermediate = SI};
+                                      .max_tokens_per_rank = T, .comm = GetParam(), .shared_intermediate = SI,
+                                      .backward = 1};
     hpHyperMegaMoeLayer* layer = nullptr;
     EXPECT_EQ(hpHyperMegaMoeCreate(&config, &t_w1, &t_s1, &t_w2, &t_s2, &t_sw1, &t_ss1, &t_sw2, &t_ss2, &layer),
               HP_STATUS_OK)
@@ -266,7 +268,7 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
     std::unique_ptr<MoeLayer> cpp;
     HP_RETURN_IF_ERROR(MoeLayer::create(
         {.hidden = H, .intermediate = I, .num_experts = E, .topk = K, .max_tokens_per_rank = T, .shared_intermediate = SI,
-         .comm = GetParam() == HP_MOE_COMM_WINDOW ? CommKind::kWindow : CommKind::kShmem},
+         .comm = GetParam() == HP_MOE_COMM_WINDOW ? CommKind::kWindow : CommKind::kShmem, .backward = true},
         {.w1 = TensorView(w1.data(), DType::kInt8, {local, H, 2 * I}), .w1_scale = TensorView(s1.data(), DType::kFP32, {local, 2 * I}),
          .w2 = TensorView(w2.data(), DType::kInt8, {local, I, H}), .w2_scale = TensorView(s2.data(), DType::kFP32, {local, H}),
          .shared_w1 = TensorView(sw1.data(), DType::kInt8, {1, H, 2 * SI}),
@@ -278,6 +280,47 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
     HP_RETURN_IF_ERROR(cpp->forward(TensorView(x.data(), DType::kFP32, {T, H}), TensorView(idx.data(), DType::kInt64, {T, K}),
                                     TensorView(w.data(), DType::kFP32, {T, K}), TensorView(y_cpp.data(), DType::kFP32, {T, H})));
     EXPECT_EQ(y, y_cpp);
+    // The backward, through the ABI (workspace 0) and in C++.
+    std::vector<float> dy(y.size());
+    for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = float(int((i * 7 + std::size_t(me)) % 11) - 5) / 8;
+    struct Grads {
+      std::vector<float> dx, d_topk, dw1, dw2, sdw1, sdw2;
+    };
+    Grads abi{.dx = std::vector<float>(x.size()), .d_topk = std::vector<float>(w.size()),
+              .dw1 = std::vector<float>(w1.size()), .dw2 = std::vector<float>(w2.size()),
+              .sdw1 = std::vector<float>(sw1.size()), .sdw2 = std::vector<float>(sw2.size())};
+    Grads cpp_grads = abi;
+    const hpTensor t_dy = tensor(dy.data(), HP_DTYPE_FP32, {T, H}), t_dx = tensor(abi.dx.data(), HP_DTYPE_FP32, {T, H}),
+                   t_dtopk = tensor(abi.d_topk.data(), HP_DTYPE_FP32, {T, K}),
+                   t_dw1 = tensor(abi.dw1.data(), HP_DTYPE_FP32, {local, H, 2 * I}),
+                   t_dw2 = tensor(abi.dw2.data(), HP_DTYPE_FP32, {local, I, H}),
+                   t_sdw1 = tensor(abi.sdw1.data(), HP_DTYPE_FP32, {1, H, 2 * SI}),
+                   t_sdw2 = tensor(abi.sdw2.data(), HP_DTYPE_FP32, {1, SI, H});
+    EXPECT_EQ(hpHyperMegaMoeGradGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_dy, &t_dx, &t_dtopk, &t_dw1,
+                                                 &t_dw2, &t_sdw1, &t_sdw2, &bytes, &exec),
+              HP_STATUS_OK);
+    EXPECT_EQ(bytes, 0u);
+    EXPECT_EQ(hpHyperMegaMoeGrad(nullptr, 0, exec), HP_STATUS_OK) << hpGetLastErrorMessage();
+    auto tv = [](std::vector<float>& v, std::initializer_list<std::int64_t> shape) {
+      return TensorView(v.data(), DType::kFP32, shape);
+    };
+    HP_RETURN_IF_ERROR(cpp->backward({.x = TensorView(x.data(), DType::kFP32, {T, H}),
+                                      .topk_idx = TensorView(idx.data(), DType::kInt64, {T, K}),
+                                      .topk_weights = TensorView(w.data(), DType::kFP32, {T, K}),
+                                      .dy = tv(dy, {T, H}),
+                                      .dx = tv(cpp_grads.dx, {T, H}),
+                                      .d_topk_weights = tv(cpp_grads.d_topk, {T, K}),
+                                      .dw1 = tv(cpp_grads.dw1, {local, H, 2 * I}),
+                                      .dw2 = tv(cpp_grads.dw2, {local, I, H}),
+                                      .shared_dw1 = tv(cpp_grads.sdw1, {1, H, 2 * SI}),
+                                      .shared_dw2 = tv(cpp_grads.sdw2, {1, SI, H})}));
+    EXPECT_EQ(abi.dx, cpp_grads.dx);
+    EXPECT_EQ(abi.d_topk, cpp_grads.d_topk);
+    EXPECT_EQ(abi.dw1, cpp_grads.dw1);
+    EXPECT_EQ(abi.dw2, cpp_grads.dw2);
+    EXPECT_EQ(abi.sdw1, cpp_grads.sdw1);
+    EXPECT_EQ(abi.sdw2, cpp_grads.sdw2);
+    EXPECT_NE(abi.dw1, std::vector<float>(abi.dw1.size(), 0.0f));
     HP_RETURN_IF_ERROR(cpp->destroy());
     // One byte short on rank 0.
     EXPECT_EQ(hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec), HP_STATUS_OK);

@@ -8,6 +8,7 @@
  *   hpMoeDispatchNormal      the tokens, into outputs sized by hpNotifyDispatch's offsets
  *   hpMoeCombineNormal       the weighted sum of the expert outputs back at each token's rank
  *   hpHyperMegaMoe           the MoE layer's forward (below)
+ *   hpHyperMegaMoeGrad       its backward
  *
  * hpNotifyDispatch, hpMoeDispatchNormal and hpMoeCombineNormal are collective over the ranks of
  * the buffer, in this order, with the same x / topk_idx / topk_weights for the notify and the
@@ -137,6 +138,7 @@ typedef struct hpHyperMegaMoeConfig {
   int64_t max_tokens_per_rank;
   int32_t comm; /* HP_MOE_COMM_* */
   int64_t shared_intermediate;
+  int32_t backward; /* 1: keep what hpHyperMegaMoeGrad needs (bf16 copies of the weights) */
 } hpHyperMegaMoeConfig;
 
 typedef struct hpHyperMegaMoeLayer hpHyperMegaMoeLayer;
@@ -150,6 +152,21 @@ hpStatus hpHyperMegaMoeGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTens
                                         const hpTensor* topkWeights, const hpTensor* xActiveMask, const hpTensor* y,
                                         uint64_t* workspaceSize, hpOpExecutor** executor);
 hpStatus hpHyperMegaMoe(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
+
+/* ---- HyperMegaMoeGrad: the forward's gradients (a layer created with backward = 1) ----------
+ * The forward's x, topkIdx, topkWeights and xActiveMask (NULL or as given to it); dy fp32/bf16
+ * [T, H]. Outputs (overwritten): dx fp32/bf16 [T, H], dTopkWeights fp32 [T, K], dw1 fp32/bf16
+ * [E_local, H, 2I], dw2 [E_local, I, H]; with a shared expert sharedDw1 [1, H, 2Is] and
+ * sharedDw2 [1, Is, H] (this rank's tokens' share), else NULL. The quantisers pass gradients
+ * straight through; the GEMMs are bf16 with fp32 accumulation. Collective; the workspace size
+ * is 0 (the layer keeps the backward's storage). */
+hpStatus hpHyperMegaMoeGradGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x, const hpTensor* topkIdx,
+                                            const hpTensor* topkWeights, const hpTensor* xActiveMask,
+                                            const hpTensor* dy, const hpTensor* dx, const hpTensor* dTopkWeights,
+                                            const hpTensor* dw1, const hpTensor* dw2, const hpTensor* sharedDw1,
+                                            const hpTensor* sharedDw2, uint64_t* workspaceSize,
+                                            hpOpExecutor** executor);
+hpStatus hpHyperMegaMoeGrad(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
 
 #ifdef __cplusplus
 }

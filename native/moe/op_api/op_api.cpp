@@ -267,7 +267,8 @@ hpStatus hpHyperMegaMoeCreate(const hpHyperMegaMoeConfig* config, const hpTensor
        .topk = config->topk,
        .max_tokens_per_rank = config->max_tokens_per_rank,
        .shared_intermediate = config->shared_intermediate,
-       .comm = hp::moe::CommKind(config->comm)},
+       .comm = hp::moe::CommKind(config->comm),
+       .backward = config->backward != 0},
       {.w1 = view(w1), .w1_scale = view(w1Scale), .w2 = view(w2), .w2_scale = view(w2Scale),
        .shared_w1 = view(sharedW1), .shared_w1_scale = view(sharedW1Scale), .shared_w2 = view(sharedW2),
        .shared_w2_scale = view(sharedW2Scale)},
@@ -304,5 +305,25 @@ hpStatus hpHyperMegaMoeGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTens
 hpStatus hpHyperMegaMoe(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor) {
   return run_executor(executor, workspace, workspaceSize);
 }
+
+hpStatus hpHyperMegaMoeGradGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x, const hpTensor* topkIdx,
+                                            const hpTensor* topkWeights, const hpTensor* xActiveMask,
+                                            const hpTensor* dy, const hpTensor* dx, const hpTensor* dTopkWeights,
+                                            const hpTensor* dw1, const hpTensor* dw2, const hpTensor* sharedDw1,
+                                            const hpTensor* sharedDw2, uint64_t* workspaceSize,
+                                            hpOpExecutor** executor) {
+  if (layer == nullptr || layer->layer == nullptr) {
+    return report(Status::error(ErrorCode::kInvalidArgument, "layer is NULL or destroyed: create one with "
+                                                             "hpHyperMegaMoeCreate"));
+  }
+  const hp::moe::MoeGradArgs args{.x = view(x), .topk_idx = view(topkIdx), .topk_weights = view(topkWeights),
+                                  .x_active_mask = view(xActiveMask), .dy = view(dy), .dx = view(dx),
+                                  .d_topk_weights = view(dTopkWeights), .dw1 = view(dw1), .dw2 = view(dw2),
+                                  .shared_dw1 = view(sharedDw1), .shared_dw2 = view(sharedDw2)};
+  hp::moe::MoeLayer* l = layer->layer.get();
+  return make_executor([=] { return l->backward(args); }, workspaceSize, executor);
+}
+
+hpStatus hpHyperMegaMoeGrad(void*, uint64_t, hpOpExecutor* executor) { return run_executor(executor); }
 
 }  // extern "C"
