@@ -178,7 +178,8 @@ PYBIND11_MODULE(_hp_moe, m) {
                        std::int64_t max_tokens, const std::string& comm, const Spec& w1, const Spec& w1_scale,
                        const Spec& w2, const Spec& w2_scale, std::int64_t shared_intermediate,
                        const std::optional<Spec>& shared_w1, const std::optional<Spec>& shared_w1_scale,
-                       const std::optional<Spec>& shared_w2, const std::optional<Spec>& shared_w2_scale) {
+                       const std::optional<Spec>& shared_w2, const std::optional<Spec>& shared_w2_scale,
+                       bool backward) {
         auto l = std::make_unique<PyLayer>();
         const hp::moe::CommKind kind = comm == "window" ? hp::moe::CommKind::kWindow : hp::moe::CommKind::kShmem;
         blocking([&] {
@@ -188,7 +189,8 @@ PYBIND11_MODULE(_hp_moe, m) {
                                             .topk = topk,
                                             .max_tokens_per_rank = max_tokens,
                                             .shared_intermediate = shared_intermediate,
-                                            .comm = kind},
+                                            .comm = kind,
+                                            .backward = backward},
                                            {.w1 = view(w1), .w1_scale = view(w1_scale), .w2 = view(w2),
                                             .w2_scale = view(w2_scale), .shared_w1 = view(shared_w1),
                                             .shared_w1_scale = view(shared_w1_scale), .shared_w2 = view(shared_w2),
@@ -208,5 +210,17 @@ PYBIND11_MODULE(_hp_moe, m) {
         blocking([&] { return l.forward(view(x), view(idx), view(w), view(y), view(mask)); });
         const hp::moe::MoeStageTimes& t = l.last_times();
         return py::make_tuple(t.dispatch, t.gmm1, t.gmm2, t.combine, l.last_rows());
+      })
+      .def("backward", [](PyLayer& self, const Spec& x, const Spec& idx, const Spec& w, const std::optional<Spec>& mask,
+                          const Spec& dy, const Spec& dx, const Spec& d_topk, const Spec& dw1, const Spec& dw2,
+                          const std::optional<Spec>& shared_dw1, const std::optional<Spec>& shared_dw2) {
+        hp::moe::MoeLayer& l = self.get();
+        blocking([&] {
+          return l.backward({.x = view(x), .topk_idx = view(idx), .topk_weights = view(w), .x_active_mask = view(mask),
+                             .dy = view(dy), .dx = view(dx), .d_topk_weights = view(d_topk), .dw1 = view(dw1),
+                             .dw2 = view(dw2), .shared_dw1 = view(shared_dw1), .shared_dw2 = view(shared_dw2)});
+        });
+        const hp::moe::MoeGradStageTimes& t = l.last_grad_times();
+        return py::make_tuple(t.dispatch, t.recompute, t.act_grad, t.weight_grad, t.combine);
       });
 }

@@ -17,4 +17,12 @@ def _version() -> str:
 
 
 __version__ = _version()
-__all__ = ["HpError", "NativeLoadError", "__version__"]
+__all__ = ["HpError", "NativeLoadError", "__version__", "mega_moe", "mega_moe_grad"]
+
+
+def __getattr__(name: str):
+    # hyper_parallel.mega_moe / mega_moe_grad are hyper_parallel.moe's (imported on first use).
+    if name in ("mega_moe", "mega_moe_grad"):
+        from . import moe
+        return getattr(moe, name)
+    raise AttributeError(f"module 'hyper_parallel' has no attribute '{name}'")

@@ -250,6 +250,17 @@ class MegaMoeResult:
     stage_seconds: dict         # dispatch, gmm1, gmm2, combine on this rank
 
 
+@dataclass
+class MegaMoeGrad:
+    dx: Any                     # [T, H] in dy's dtype
+    d_topk_weights: Any         # float32 [T, K] (0 for -1 slots and inactive tokens)
+    dw1: Any                    # float32 [E_local, H, 2I]: the gradient of the dequantised w1
+    dw2: Any                    # float32 [E_local, I, H]
+    shared_dw1: Any             # float32 [1, H, 2Is] (this rank's tokens' share) or None
+    shared_dw2: Any             # float32 [1, Is, H] or None
+    stage_seconds: dict         # dispatch, recompute, act_grad, weight_grad, combine on this rank
+
+
 class MegaMoe(_Collective):
     """The MoE layer over this rank's local experts (collective: every rank makes one alike).
 
@@ -258,10 +269,14 @@ class MegaMoe(_Collective):
     combine. Weights are this rank's E_local = num_experts / ranks experts, packed (copied) at
     creation: w1 int8 [E_local, H, 2I] (gate columns, then up), w1_scale float32 [E_local, 2I],
     w2 int8 [E_local, I, H], w2_scale float32 [E_local, H].
+
+    With backward=True, `backward` gives the gradients (the quantisers pass them straight
+    through; bf16 GEMMs with fp32 accumulation), and hyper_parallel.moe_torch wraps the layer in
+    a torch.autograd.Function.
     """
 
     def __init__(self, w1, w1_scale, w2, w2_scale, *, num_experts: int, topk: int, max_tokens_per_rank: int,
-                 comm: str = "shmem", shared=None):
+                 comm: str = "shmem", shared=None, backward: bool = False):
         """shared: optional (w1 [1, H, 2Is], w1_scale [1, 2Is], w2 [1, Is, H], w2_scale [1, H]) of a
         shared expert that every active token goes through with weight 1."""
         w1, w1_scale, w2, w2_scale = (_contiguous(a) for a in (w1, w1_scale, w2, w2_scale))
@@ -272,11 +287,12 @@ class MegaMoe(_Collective):
         shared = None if shared is None else [_contiguous(a) for a in shared]
         shared_specs = [None] * 4 if shared is None else [_spec(a) for a in shared]
         shared_i = 0 if shared is None else _spec(shared[0])[2][-1] // 2
+        self.local_experts, self.topk, self.shared_intermediate = shape[0], topk, shared_i
         shmem.acquire()
         try:
             self._native = _lib().Layer(self.hidden, self.intermediate, num_experts, topk, max_tokens_per_rank, comm,
                                         _spec(w1), _spec(w1_scale), _spec(w2), _spec(w2_scale), shared_i,
-                                        *shared_specs)
+                                        *shared_specs, backward)
         except BaseException:
             shmem.release()
             raise
@@ -289,6 +305,24 @@ class MegaMoe(_Collective):
             _spec(x), _spec(idx), _spec(w), None if mask is None else _spec(mask), _spec(y))
         return MegaMoeResult(y, rows, {"dispatch": dispatch, "gmm1": gmm1, "gmm2": gmm2, "combine": combine})
 
+    def backward(self, x, topk_idx, topk_weights, dy, *, x_active_mask=None) -> MegaMoeGrad:
+        """The gradients of this layer's forward at (x, topk_idx, topk_weights) for the output
+        gradient dy (float32, or bf16 torch; collective, the layer made with backward=True)."""
+        x, idx, w, dy = _contiguous(x), _contiguous(topk_idx), _contiguous(topk_weights), _contiguous(dy)
+        mask = None if x_active_mask is None else _contiguous(x_active_mask)
+        T, H, I, E = _spec(x)[2][0], self.hidden, self.intermediate, self.local_experts
+        si = self.shared_intermediate
+        dx = _empty(dy, (T, H), _spec(dy)[1])
+        d_topk = _empty(x, (T, self.topk), "fp32")
+        dw1, dw2 = _empty(x, (E, H, 2 * I), "fp32"), _empty(x, (E, I, H), "fp32")
+        sdw1 = _empty(x, (1, H, 2 * si), "fp32") if si else None
+        sdw2 = _empty(x, (1, si, H), "fp32") if si else None
+        seconds = self._native.backward(_spec(x), _spec(idx), _spec(w), None if mask is None else _spec(mask),
+                                        _spec(dy), _spec(dx), _spec(d_topk), _spec(dw1), _spec(dw2),
+                                        None if sdw1 is None else _spec(sdw1), None if sdw2 is None else _spec(sdw2))
+        names = ("dispatch", "recompute", "act_grad", "weight_grad", "combine")
+        return MegaMoeGrad(dx, d_topk, dw1, dw2, sdw1, sdw2, dict(zip(names, seconds)))
+
 
 
 def mega_moe(x, topk_idx, topk_weights, w1, w1_scale, w2, w2_scale, *, num_experts: int, x_active_mask=None,
@@ -300,6 +334,17 @@ def mega_moe(x, topk_idx, topk_weights, w1, w1_scale, w2, w2_scale, *, num_exper
     with MegaMoe(w1, w1_scale, w2, w2_scale, num_experts=num_experts, topk=int(_spec(_contiguous(topk_idx))[2][1]),
                  max_tokens_per_rank=max_tokens, comm=comm, shared=shared) as layer:
         return layer(x, topk_idx, topk_weights, x_active_mask=x_active_mask)
+
+
+def mega_moe_grad(x, topk_idx, topk_weights, dy, w1, w1_scale, w2, w2_scale, *, num_experts: int,
+                  x_active_mask=None, comm: str = "shmem", shared=None) -> MegaMoeGrad:
+    """The gradients of mega_moe at these inputs for the output gradient dy (collective; makes
+    its own layer: keep a MegaMoe(backward=True) for repeated calls)."""
+    tokens = int(_spec(_contiguous(x))[2][0])
+    max_tokens = _max_over_ranks(tokens)
+    with MegaMoe(w1, w1_scale, w2, w2_scale, num_experts=num_experts, topk=int(_spec(_contiguous(topk_idx))[2][1]),
+                 max_tokens_per_rank=max_tokens, comm=comm, shared=shared, backward=True) as layer:
+        return layer.backward(x, topk_idx, topk_weights, dy, x_active_mask=x_active_mask)
 
 
 def _max_over_ranks(value: int) -> int:

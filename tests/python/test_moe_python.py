@@ -220,3 +220,112 @@ def test_mega_moe_matches_a_float_reference(n, tmp_path):
         except HpError as e:
             assert e.name == "SHAPE_MISMATCH", e
     """, tmp_path)
+
+
+GRAD_PROLOGUE = """
+I = 24
+def expert_weights(e):
+    rng = np.random.default_rng(500 + e)
+    w1 = rng.integers(-127, 128, size=(H, 2 * I)).astype(np.int8)
+    w2 = rng.integers(-127, 128, size=(I, H)).astype(np.int8)
+    return w1, np.full(2 * I, 1 / (73 * np.sqrt(H)), np.float32), w2, np.full(H, 1 / (73 * np.sqrt(I)), np.float32)
+local = E // n
+mine = [expert_weights(me * local + i) for i in range(local)]
+w1, s1, w2, s2 = (np.stack([m[j] for m in mine]) for j in range(4))
+
+def grad_inputs(rank):
+    x, idx, w = inputs(rank)
+    dy = np.random.default_rng(900 + rank).standard_normal((x.shape[0], H)).astype(np.float32)
+    return x / 8, idx, w, dy
+
+def float_grads():
+    # The float model's gradients (no activation quantisation): dx and d topk_weights of this
+    # rank's tokens, dW of this rank's experts over every rank's tokens.
+    dw1 = np.zeros((local, H, 2 * I)); dw2 = np.zeros((local, I, H))
+    for s in range(n):
+        x, idx, w, dy = grad_inputs(s)
+        dx = np.zeros(x.shape); dtopk = np.zeros(w.shape)
+        for t in range(x.shape[0]):
+            for k in range(K):
+                e = idx[t, k]
+                if e < 0:
+                    continue
+                a1, b1, a2, b2 = expert_weights(e)
+                W1, W2 = a1 * b1, a2 * b2[None, :]
+                a = x[t] @ W1
+                g, u = a[:I], a[I:]
+                sig = 1 / (1 + np.exp(-g))
+                h = g * sig * u
+                G = W2 @ dy[t]
+                dtopk[t, k] = G @ h
+                dh = w[t, k] * G
+                da = np.concatenate([dh * u * sig * (1 + g * (1 - sig)), dh * g * sig])
+                dx[t] += W1 @ da
+                if e // local == me:
+                    dw2[e % local] += np.outer(h, w[t, k] * dy[t])
+                    dw1[e % local] += np.outer(x[t], da)
+        if s == me:
+            mine_dx, mine_dtopk = dx, dtopk
+    return mine_dx, mine_dtopk, dw1, dw2
+
+def rel(a, b):
+    return np.linalg.norm(np.asarray(a, np.float64) - b) / np.linalg.norm(b)
+"""
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_mega_moe_grad_matches_the_float_model(n, tmp_path):
+    run_ranks(n, GRAD_PROLOGUE + textwrap.dedent("""
+        import hyper_parallel
+        x, idx, w, dy = grad_inputs(me)
+        with moe.MegaMoe(w1, s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16, backward=True) as layer:
+            g = layer.backward(x, idx, w, dy)
+            again = layer.backward(x, idx, w, dy)
+        assert np.array_equal(g.dx, again.dx) and np.array_equal(g.dw1, again.dw1)
+        assert set(g.stage_seconds) == {"dispatch", "recompute", "act_grad", "weight_grad", "combine"}
+        dx, dtopk, dw1, dw2 = float_grads()
+        # int8 activations in the forward, bf16 GEMMs in the backward: a few percent
+        for name, got, want in (("dx", g.dx, dx), ("d_topk", g.d_topk_weights, dtopk), ("dw1", g.dw1, dw1),
+                                ("dw2", g.dw2, dw2)):
+            assert rel(got, want) < 6e-2, (name, rel(got, want))
+        assert g.shared_dw1 is None
+        one_call = hyper_parallel.mega_moe_grad(x, idx, w, dy, w1, s1, w2, s2, num_experts=E)
+        assert np.array_equal(one_call.dx, g.dx) and np.array_equal(one_call.dw2, g.dw2)
+        try:
+            with moe.MegaMoe(w1, s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16) as plain:
+                plain.backward(x, idx, w, dy)
+            raise AssertionError("backward ran on a layer made without backward=True")
+        except HpError as e:
+            assert e.name == "FAILED_PRECONDITION", e
+    """), tmp_path)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_torch_autograd(n, tmp_path):
+    pytest.importorskip("torch")
+    run_ranks(n, GRAD_PROLOGUE + textwrap.dedent("""
+        import torch
+        from hyper_parallel import moe_torch
+        x, idx, w, dy = grad_inputs(me)
+        with moe.MegaMoe(w1, s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16, backward=True) as layer:
+            xt = torch.from_numpy(x).requires_grad_()
+            wt = torch.from_numpy(w).requires_grad_()
+            y = moe_torch.mega_moe(layer, xt, torch.from_numpy(idx), wt)
+            assert torch.equal(y.detach(), torch.from_numpy(layer(x, idx, w).y))
+            (y * torch.from_numpy(dy)).sum().backward()
+            g = layer.backward(x, idx, w, dy)
+            assert np.array_equal(xt.grad.numpy(), g.dx)
+            assert np.array_equal(wt.grad.numpy(), g.d_topk_weights)
+            assert np.array_equal(layer.w1_grad.numpy(), g.dw1) and np.array_equal(layer.w2_grad.numpy(), g.dw2)
+            # a second backward adds to the weights' gradients, as .grad does
+            y = moe_torch.mega_moe(layer, xt, torch.from_numpy(idx), wt)
+            (y * torch.from_numpy(dy)).sum().backward()
+            assert np.allclose(layer.w2_grad.numpy(), 2 * g.dw2)
+            # bf16 activations: gradients come back in bf16
+            xb = torch.from_numpy(x).to(torch.bfloat16).requires_grad_()
+            yb = moe_torch.mega_moe(layer, xb, torch.from_numpy(idx), torch.from_numpy(w))
+            assert yb.dtype == torch.bfloat16
+            (yb.float() * torch.from_numpy(dy)).sum().backward()
+            assert xb.grad.dtype == torch.bfloat16
+            assert rel(xb.grad.float().numpy(), g.dx.astype(np.float64)) < 3e-2
+    """), tmp_path)
