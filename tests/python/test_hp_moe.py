@@ -31,6 +31,21 @@ def test_hp_moe_runs_checks_and_reports(ranks, comm):
     assert report["planned_path"] == "deep" and report["path"] == "staged"
 
 
+@pytest.mark.parametrize("shared", [0, 48])
+def test_hp_moe_backward(shared):
+    result = hp_moe("--ranks", "2", "--experts", "4", "--backward", "--shared-intermediate", str(shared), "--json",
+                    *SMALL)
+    assert result.returncode == 0, describe(result)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["check"] == "passed", report
+    backward = report["backward"]
+    assert set(backward["phases"]) == {"bwd dispatch", "bwd recompute", "bwd act grad", "bwd weight grad",
+                                       "bwd combine"}
+    assert set(backward["check_error"]) == {"dx", "d_topk_weights", "dw1", "dw2"}
+    assert all(0 < e < 3e-2 for e in backward["check_error"].values()), backward
+    assert backward["total_ms"] > 0
+
+
 def test_hp_moe_with_a_shared_expert():
     result = hp_moe("--ranks", "2", "--experts", "4", "--shared-intermediate", "48", "--json", *SMALL)
     assert result.returncode == 0, describe(result)
@@ -57,7 +72,6 @@ def test_hp_moe_table_and_trace(tmp_path):
 
 @pytest.mark.parametrize("args,message", [
     (["--path", "deep"], "only the staged path"),
-    (["--backward"], "backward"),
     (["--experts", "6", "--ranks", "4"], "not a multiple"),
     (["--topk", "9", "--experts", "8"], "more than"),
     (["--comm", "carrier-pigeon"], "carrier-pigeon"),
