@@ -470,11 +470,11 @@ class Bf16Gemm {
 
  private:
   // A(m, k) and B(k, n) of tile t's expert, as bf16 bits.
-  std::uint16_t a_at(const Tile& t, std::int64_t m, std::int64_t k) const {
+  const std::uint16_t& a_at(const Tile& t, std::int64_t m, std::int64_t k) const {
     if (a_.kind == Bf16GemmKind::kInput) return a_.a[(t.row_begin + m) * a_.a_row_stride + k];
     return a_.a[(a_.offsets[t.expert] + k) * a_.a_row_stride + t.row_begin + m];
   }
-  std::uint16_t b_at(const Tile& t, std::int64_t k, std::int64_t n) const {
+  const std::uint16_t& b_at(const Tile& t, std::int64_t k, std::int64_t n) const {
     if (a_.kind == Bf16GemmKind::kInput) {
       return a_.b[t.expert * a_.b_expert_stride + k * a_.b_stride_k + n * a_.b_stride_n];
     }
@@ -489,6 +489,65 @@ class Bf16Gemm {
     }
   }
 
+  // The A panel [mpad][kp] of rows [0, rows) (zero rows below) and K rows [k0, k0 + kl). fp32
+  // panels of contiguous A rows (kInput) or of A^T with contiguous columns (kWeight) are plain
+  // conversions (vectorised); the rest goes element by element.
+  void pack_a(const Tile& t, std::int64_t rows, std::int64_t mpad, std::int64_t k0, std::int64_t kl, std::int64_t kp) {
+    std::memset(a_panel_ + rows * kp, 0, std::size_t((mpad - rows) * kp) * sizeof(Elem));
+    if constexpr (!Isa::kBf16Pairs) {
+      if (a_.kind == Bf16GemmKind::kInput) {
+        for (std::int64_t m = 0; m < rows; ++m) convert(&a_.a[(t.row_begin + m) * a_.a_row_stride + k0], kl, a_panel_ + m * kp);
+      } else {
+        for (std::int64_t i = 0; i < kl; ++i) {
+          const std::uint16_t* src = &a_.a[(a_.offsets[t.expert] + k0 + i) * a_.a_row_stride + t.row_begin];
+          for (std::int64_t m = 0; m < rows; ++m) a_panel_[m * kp + i] = bf16_to_float(src[m]);
+        }
+      }
+      return;
+    }
+    for (std::int64_t m = 0; m < rows; ++m) {
+      Elem* dst = a_panel_ + m * kp;
+      for (std::int64_t i = 0; i < kp; ++i) {
+        const std::int64_t k = k0 + i * kPairs;
+        dst[i] = pack(a_at(t, m, k), kPairs == 2 && k + 1 < k0 + kl ? a_at(t, m, k + 1) : 0);
+      }
+    }
+  }
+
+  // The B panel [kp][kBf16Nb] of columns [col, col + nb) (zero columns after) and K rows
+  // [k0, k0 + kl); fp32 panels of B with contiguous rows or contiguous columns (W^T) are plain
+  // conversions.
+  void pack_b(const Tile& t, std::int64_t col, std::int64_t nb, std::int64_t k0, std::int64_t kl, std::int64_t kp) {
+    constexpr std::int64_t kNb = Isa::kBf16Nb;
+    if (nb < kNb) {
+      for (std::int64_t i = 0; i < kp; ++i) std::memset(b_panel_ + i * kNb + nb, 0, std::size_t(kNb - nb) * sizeof(Elem));
+    }
+    if constexpr (!Isa::kBf16Pairs) {
+      if (a_.b_stride_n == 1) {
+        for (std::int64_t i = 0; i < kl; ++i) convert(&b_at(t, k0 + i, col), nb, b_panel_ + i * kNb);
+        return;
+      }
+      if (a_.kind == Bf16GemmKind::kInput && a_.b_stride_k == 1) {
+        for (std::int64_t n = 0; n < nb; ++n) {
+          const std::uint16_t* src = &b_at(t, k0, col + n);
+          for (std::int64_t i = 0; i < kl; ++i) b_panel_[i * kNb + n] = bf16_to_float(src[i]);
+        }
+        return;
+      }
+    }
+    for (std::int64_t i = 0; i < kp; ++i) {
+      const std::int64_t k = k0 + i * kPairs;
+      Elem* dst = b_panel_ + i * kNb;
+      for (std::int64_t n = 0; n < nb; ++n) {
+        dst[n] = pack(b_at(t, k, col + n), kPairs == 2 && k + 1 < k0 + kl ? b_at(t, k + 1, col + n) : 0);
+      }
+    }
+  }
+
+  static void convert(const std::uint16_t* src, std::int64_t count, float* dst) {
+    for (std::int64_t i = 0; i < count; ++i) dst[i] = bf16_to_float(src[i]);
+  }
+
   void run_tile(const Tile& t) {
     const std::int64_t rows = t.row_end - t.row_begin, cols = t.col_end - t.col_begin;
     const std::int64_t mpad = round_up(rows, Isa::kBf16Mr);
@@ -498,25 +557,9 @@ class Bf16Gemm {
     if (k_total == 0) std::memset(c_, 0, std::size_t(mpad * npad_) * sizeof(float));
     for (std::int64_t k0 = 0; k0 < k_total; k0 += kBf16Kc) {
       const std::int64_t kl = std::min(kBf16Kc, k_total - k0), kp = ceil_div(kl, kPairs);
-      for (std::int64_t m = 0; m < mpad; ++m) {
-        Elem* dst = a_panel_ + m * kp;
-        for (std::int64_t i = 0; i < kp; ++i) {
-          const std::int64_t k = k0 + i * kPairs;
-          const bool in = m < rows;
-          dst[i] = pack(in ? a_at(t, m, k) : 0, in && kPairs == 2 && k + 1 < k0 + kl ? a_at(t, m, k + 1) : 0);
-        }
-      }
+      pack_a(t, rows, mpad, k0, kl, kp);
       for (std::int64_t j = 0; j < cols; j += Isa::kBf16Nb) {
-        const std::int64_t nb = std::min<std::int64_t>(Isa::kBf16Nb, cols - j);
-        for (std::int64_t i = 0; i < kp; ++i) {
-          const std::int64_t k = k0 + i * kPairs;
-          Elem* dst = b_panel_ + i * Isa::kBf16Nb;
-          for (std::int64_t n = 0; n < Isa::kBf16Nb; ++n) {
-            const bool in = n < nb;
-            const std::int64_t col = t.col_begin + j + n;
-            dst[n] = pack(in ? b_at(t, k, col) : 0, in && kPairs == 2 && k + 1 < k0 + kl ? b_at(t, k + 1, col) : 0);
-          }
-        }
+        pack_b(t, t.col_begin + j, std::min<std::int64_t>(Isa::kBf16Nb, cols - j), k0, kl, kp);
         Isa::bf16_block(a_panel_, kp, mpad, b_panel_, c_ + j, npad_, k0 > 0);
       }
     }

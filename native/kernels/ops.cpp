@@ -195,9 +195,10 @@ std::vector<std::int64_t> split_tiles(const TileSpace& space, int workers) {
   return bounds;
 }
 
-TileGrid choose_grid(const KernelTable& table, const TileSpace& space_in, bool full_width, int workers) {
+namespace {
+// choose_grid from a starting grid.
+TileGrid shrink_grid(TileGrid g, const TileSpace& space_in, bool full_width, int workers) {
   TileSpace space = space_in;
-  TileGrid g{table.preferred_tile_m, full_width ? std::max<std::int64_t>(space.cols, 1) : table.preferred_tile_n};
   for (;;) {
     space.grid = g;
     if (space.total() >= 2 * std::int64_t(workers)) break;
@@ -210,6 +211,17 @@ TileGrid choose_grid(const KernelTable& table, const TileSpace& space_in, bool f
     }
   }
   return g;
+}
+
+// The bf16 GEMMs convert their B panels from bf16 for every tile: kInput tiles of this many
+// times the table's rows amortise that over more rows (kWeight's tiles are rows of dW, whose
+// A panels are transposed per tile: taller ones measured slower).
+constexpr std::int64_t kBf16InputRowFactor = 4;
+}  // namespace
+
+TileGrid choose_grid(const KernelTable& table, const TileSpace& space, bool full_width, int workers) {
+  return shrink_grid({table.preferred_tile_m, full_width ? std::max<std::int64_t>(space.cols, 1) : table.preferred_tile_n},
+                     space, full_width, workers);
 }
 
 Status plan_grouped_gemm(const KernelTable& table, const GroupedGemmProblem& p, int workers, GroupedGemmPlan* plan,
@@ -327,7 +339,9 @@ Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& p, int wo
     return Status::error(ErrorCode::kInvalidArgument, "bf16 GEMM kind {}: unknown", int(p.kind));
   }
   TileSpace space = bf16_tile_space(args, TileGrid{1, 1});
-  const TileGrid g = grid ? *grid : choose_grid(table, space, false, workers);
+  const TileGrid g = grid ? *grid
+                          : shrink_grid({(p.kind == Bf16GemmKind::kInput ? kBf16InputRowFactor : 1) * table.preferred_tile_m, table.preferred_tile_n}, space,
+                                        false, workers);
   HP_RETURN_IF_ERROR(check_grid(g, false, args.n));
   space.grid = g;
   plan->table_ = &table;

@@ -128,7 +128,7 @@ class HP_API MoeLayer {
     TensorView x_q, x_scale, offsets, dy;  // int8 [rows, H], fp32 [rows], int64 [E + 1], bf16 [rows, H]
     const float* row_weight = nullptr;     // [rows]; null: 1
     const hp::kernels::PackedWeights* w1_plain = nullptr;
-    const std::uint16_t *w1_bf16 = nullptr, *w2_bf16 = nullptr;  // [E, H, 2I], [E, I, H]
+    const std::uint16_t *w1t_bf16 = nullptr, *w2t_bf16 = nullptr;  // W1^T [E, 2I, H], W2^T [E, H, I]
     std::int64_t inter = 0;
     TensorView dw1, dw2, dx_rows;          // dx_rows fp32 [rows, H]
     float* d_row_weight = nullptr;         // [rows] or null
@@ -144,10 +144,10 @@ class HP_API MoeLayer {
   Handle handle_;                     // of the last dispatch
   std::vector<float> recv_weights_;   // each received row's top-k weight (GMM2's row factor)
   std::vector<std::uint8_t> own_workspace_;
-  // backward: GMM1's weights packed plain, the dequantised weights in bf16, the all-to-all's
+  // backward: GMM1's weights packed plain, the dequantised weights transposed in bf16, the all-to-all's
   // symmetric blocks (send and receive: R x T_max x K fp32 each) and per-call storage.
   hp::kernels::PackedWeights w1_plain_, shared_w1_plain_;
-  std::vector<std::uint16_t> w1_bf16_, w2_bf16_, shared_w1_bf16_, shared_w2_bf16_;
+  std::vector<std::uint16_t> w1t_bf16_, w2t_bf16_, shared_w1t_bf16_, shared_w2t_bf16_;
   float* topk_grad_send_ = nullptr;
   float* topk_grad_recv_ = nullptr;
   struct GradStorage {

@@ -34,7 +34,8 @@ float load(const TensorView& t, std::int64_t i) {
 
 Status MoeLayer::prepare_backward(const ExpertWeights& w, bool shared) {
   HP_RETURN_IF_ERROR(hp::kernels::pack_weights(w.w1, w.w1_scale, {}, shared ? &shared_w1_plain_ : &w1_plain_));
-  // Dequantised bf16 copies: W[e][k][n] = int8 x scale[e][n] (any strides in, contiguous out).
+  // Dequantised, transposed bf16 copies: W^T[e][n][k] = int8[e][k][n] x scale[e][n] (any
+  // strides in; contiguous out, so that the GEMMs by W^T read B rows).
   auto dequantize = [](const TensorView& q, const TensorView& scale, std::vector<std::uint16_t>* out) {
     const std::int64_t E = q.dim(0), K = q.dim(1), N = q.dim(2);
     const auto* qp = static_cast<const std::int8_t*>(q.data());
@@ -45,13 +46,13 @@ Status MoeLayer::prepare_backward(const ExpertWeights& w, bool shared) {
         for (std::int64_t n = 0; n < N; ++n) {
           const float v = float(qp[e * q.stride(0) + k * q.stride(1) + n * q.stride(2)]) *
                           sp[e * scale.stride(0) + n * scale.stride(1)];
-          (*out)[std::size_t((e * K + k) * N + n)] = float_to_bf16(v);
+          (*out)[std::size_t((e * N + n) * K + k)] = float_to_bf16(v);
         }
       }
     }
   };
-  dequantize(w.w1, w.w1_scale, shared ? &shared_w1_bf16_ : &w1_bf16_);
-  dequantize(w.w2, w.w2_scale, shared ? &shared_w2_bf16_ : &w2_bf16_);
+  dequantize(w.w1, w.w1_scale, shared ? &shared_w1t_bf16_ : &w1t_bf16_);
+  dequantize(w.w2, w.w2_scale, shared ? &shared_w2t_bf16_ : &w2t_bf16_);
   return Status::ok();
 }
 
@@ -114,12 +115,11 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
   start = std::chrono::steady_clock::now();
   g.g_dy.resize(std::size_t(rows * I));
   {
-    const std::int64_t shape[3] = {E, H, I}, strides[3] = {I * H, 1, H};  // W2[e]^T
     HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
         .kind = hp::kernels::Bf16GemmKind::kInput,
         .a = p.dy,
         .offsets = p.offsets,
-        .b = TensorView(const_cast<std::uint16_t*>(p.w2_bf16), DType::kBF16, shape, strides),
+        .b = TensorView(const_cast<std::uint16_t*>(p.w2t_bf16), DType::kBF16, {E, H, I}),
         .out = TensorView(g.g_dy.data(), DType::kFP32, {rows, I})}));
   }
   const auto* dy = static_cast<const std::uint16_t*>(p.dy.data());
@@ -143,12 +143,11 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
   }
   const TensorView da(g.da.data(), DType::kBF16, {rows, 2 * I});
   {
-    const std::int64_t shape[3] = {E, 2 * I, H}, strides[3] = {H * 2 * I, 1, 2 * I};  // W1[e]^T
     HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
         .kind = hp::kernels::Bf16GemmKind::kInput,
         .a = da,
         .offsets = p.offsets,
-        .b = TensorView(const_cast<std::uint16_t*>(p.w1_bf16), DType::kBF16, shape, strides),
+        .b = TensorView(const_cast<std::uint16_t*>(p.w1t_bf16), DType::kBF16, {E, 2 * I, H}),
         .out = p.dx_rows}));
   }
   grad_times_.act_grad += seconds_since(start);
@@ -207,8 +206,8 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                                       .dy = g.dy_recv.x(),
                                       .row_weight = g.x_recv.topk_weights.data(),
                                       .w1_plain = &w1_plain_,
-                                      .w1_bf16 = w1_bf16_.data(),
-                                      .w2_bf16 = w2_bf16_.data(),
+                                      .w1t_bf16 = w1t_bf16_.data(),
+                                      .w2t_bf16 = w2t_bf16_.data(),
                                       .inter = config_.intermediate,
                                       .dw1 = a.dw1,
                                       .dw2 = a.dw2,
@@ -228,8 +227,8 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                                         .offsets = TensorView(const_cast<std::int64_t*>(groups), DType::kInt64, {2}),
                                         .dy = dy_own,
                                         .w1_plain = &shared_w1_plain_,
-                                        .w1_bf16 = shared_w1_bf16_.data(),
-                                        .w2_bf16 = shared_w2_bf16_.data(),
+                                        .w1t_bf16 = shared_w1t_bf16_.data(),
+                                        .w2t_bf16 = shared_w2t_bf16_.data(),
                                         .inter = config_.shared_intermediate,
                                         .dw1 = a.shared_dw1,
                                         .dw2 = a.shared_dw2,
