@@ -332,6 +332,13 @@ Status Buffer::prepare_dispatch(const DispatchArgs& a, DispatchLayout* layout) {
   }
   HP_ENSURE(a.expert_alignment >= 1, ErrorCode::kInvalidArgument, "expert_alignment = {}: expected >= 1",
             a.expert_alignment);
+  if (a.smooth.data() != nullptr) {
+    HP_ENSURE(quant, ErrorCode::kInvalidArgument,
+              "smooth: given for an unquantised dispatch (it scales x per channel before the int8 quantisation)");
+    HP_RETURN_IF_ERROR(a.smooth.expect_shape("smooth", {hidden}));
+    HP_RETURN_IF_ERROR(a.smooth.expect_dtype("smooth", DType::kFP32));
+    HP_RETURN_IF_ERROR(expect_contiguous(a.smooth, "smooth"));
+  }
   HP_RETURN_IF_ERROR(dispatch_layout(a.topk_idx, experts, ranks_, layout, a.x_active_mask));
   if (quant) {
     quant_rows_.resize(std::size_t(tokens * hidden));
@@ -342,7 +349,7 @@ Status Buffer::prepare_dispatch(const DispatchArgs& a, DispatchLayout* layout) {
           *table_, TensorView(const_cast<std::uint8_t*>(x_rows) + std::size_t(t0 * hidden) * x_elem, a.x.dtype(),
                               {t1 - t0, hidden}),
           TensorView(quant_rows_.data() + t0 * hidden, DType::kInt8, {t1 - t0, hidden}),
-          TensorView(quant_scales_.data() + t0, DType::kFP32, {t1 - t0}));
+          TensorView(quant_scales_.data() + t0, DType::kFP32, {t1 - t0}), a.smooth);
     }));
   }
   return Status::ok();

@@ -87,6 +87,7 @@ struct DispatchArgs {
   TensorView x_active_mask; // optional uint8 [T]: 0 = the token is not sent
   Quant quant = Quant::kNone;
   std::int64_t expert_alignment = 1;  // each local expert's rows padded to a multiple of this
+  TensorView smooth;        // optional fp32 [H] (kDynamicInt8): x x smooth per channel, then quantised
 };
 
 // What combine needs of a dispatch: who sent each received row, and where the rows of each

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/ops.h"
@@ -30,6 +31,22 @@ Status stack(const std::vector<TensorView>& list, const char* what, std::int64_t
     std::memcpy(storage->data() + e * per, t.data(), per);
   }
   *out = rows > 0 ? TensorView(storage->data(), type, {experts, rows, cols}) : TensorView(storage->data(), type, {experts, cols});
+  return Status::ok();
+}
+
+// An optional smooth-quant scale (empty view: none) checked and copied into `out`.
+Status copy_smooth(const TensorView& t, const char* what, std::initializer_list<std::int64_t> shape,
+                   std::vector<float>* out) {
+  out->clear();
+  if (t.data() == nullptr) return Status::ok();
+  HP_RETURN_IF_ERROR(t.expect_shape(what, shape));
+  HP_RETURN_IF_ERROR(t.expect_dtype(what, DType::kFP32));
+  HP_ENSURE(t.is_contiguous(), ErrorCode::kInvalidArgument, "{} {}: expected contiguous", what, t.to_string());
+  const auto* p = static_cast<const float*>(t.data());
+  out->assign(p, p + t.numel());
+  for (float v : *out) {
+    HP_ENSURE(std::isfinite(v), ErrorCode::kInvalidArgument, "{}: a value {} is not finite", what, v);
+  }
   return Status::ok();
 }
 
@@ -74,10 +91,17 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
                                                  {.layout = hp::kernels::PackLayout::kSwigluHalves}, &layer->w1_));
     HP_RETURN_IF_ERROR(hp::kernels::pack_weights(routed.w2, routed.w2_scale, {}, &layer->w2_));
     if (config.backward) HP_RETURN_IF_ERROR(layer->prepare_backward(routed, false));
+    HP_RETURN_IF_ERROR(copy_smooth(weights.smooth1, "smooth1", {config.hidden}, &layer->smooth1_));
+    HP_RETURN_IF_ERROR(copy_smooth(weights.smooth2, "smooth2", {local, config.intermediate}, &layer->smooth2_));
     HP_ENSURE(config.shared_intermediate >= 0, ErrorCode::kInvalidArgument,
               "MoeLayerConfig shared_intermediate = {}: expected >= 0", config.shared_intermediate);
-    if (config.shared_intermediate == 0) return Status::ok();
+    if (config.shared_intermediate == 0) {
+      HP_ENSURE(weights.shared_smooth2.data() == nullptr, ErrorCode::kInvalidArgument,
+                "shared_smooth2: given, but the layer has no shared expert");
+      return Status::ok();
+    }
     const std::int64_t si = config.shared_intermediate;
+    HP_RETURN_IF_ERROR(copy_smooth(weights.shared_smooth2, "shared_smooth2", {1, si}, &layer->shared_smooth2_));
     HP_RETURN_IF_ERROR(weights.shared_w1.expect_shape("shared_w1", {1, config.hidden, 2 * si}));
     HP_RETURN_IF_ERROR(weights.shared_w1_scale.expect_shape("shared_w1_scale", {1, 2 * si}));
     HP_RETURN_IF_ERROR(weights.shared_w2.expect_shape("shared_w2", {1, si, config.hidden}));
@@ -110,7 +134,9 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
                                .topk = config.topk,
                                .experts = config.num_experts,
                                .ranks = hp::shmem::n_pes(),
-                               .shared_intermediate = config.shared_intermediate},
+                               .shared_intermediate = config.shared_intermediate,
+                               .tensor_list = !weights.w1_list.empty(),
+                               .smooth_quant = !layer->smooth1_.empty() || !layer->smooth2_.empty()},
                               &layer->plan_));
   if (config.backward) {  // collective: every rank got here (the buffer was made on all)
     const std::size_t block = std::size_t(hp::shmem::n_pes() * config.max_tokens_per_rank * config.topk) * sizeof(float);
@@ -196,7 +222,7 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
     return Status::ok();
   }();
   const DispatchArgs args{.x = x, .topk_idx = topk_idx, .topk_weights = topk_weights,
-                          .x_active_mask = x_active_mask, .quant = Quant::kDynamicInt8};
+                          .x_active_mask = x_active_mask, .quant = Quant::kDynamicInt8, .smooth = smooth1()};
   // ---- phase 0: dispatch into x1Token / x1Scale ---------------------------------------------
   auto start = std::chrono::steady_clock::now();
   HP_RETURN_IF_ERROR(buffer_->notify_dispatch(args, &handle_, workspace_ok));
@@ -216,7 +242,7 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
   const TensorView shared_offsets(const_cast<std::int64_t*>(shared_groups), DType::kInt64, {2});
   const TensorView share_x1(ws + at.share_x1_token, DType::kInt8, {tokens, hidden});
   const TensorView share_x1_scale(ws + at.share_x1_scale, DType::kFP32, {tokens});
-  if (shared) HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, x, share_x1, share_x1_scale));
+  if (shared) HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, x, share_x1, share_x1_scale, smooth1()));
   times_.dispatch = seconds_since(start);
   const TensorView offsets(handle_.expert_offsets.data(), DType::kInt64, {local + 1});
   // ---- phase 1: GMM1 + SwiGLU + requantisation into the SwiGLU region -----------------------
@@ -231,7 +257,8 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
                                .weights = w1_.header(),
                                .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
                                .out = TensorView(h, DType::kInt8, {rows, inter}),
-                               .out_scale = TensorView(h_scale, DType::kFP32, {rows})}));
+                               .out_scale = TensorView(h_scale, DType::kFP32, {rows}),
+                               .smooth = smooth2()}));
   std::uint8_t* share_h = ws + at.share_swiglu;
   auto* share_h_scale = reinterpret_cast<float*>(share_h + ((tokens * si + 63) & ~std::int64_t(63)));
   if (shared) {
@@ -241,7 +268,8 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
                                  .weights = shared_w1_.header(),
                                  .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
                                  .out = TensorView(share_h, DType::kInt8, {tokens, si}),
-                                 .out_scale = TensorView(share_h_scale, DType::kFP32, {tokens})}));
+                                 .out_scale = TensorView(share_h_scale, DType::kFP32, {tokens}),
+                                 .smooth = shared_smooth2()}));
   }
   times_.gmm1 = seconds_since(start);
   // ---- phase 2: into x2Token / x2Scale; phase 3: GMM2 into swap ------------------------------

@@ -27,7 +27,8 @@
 // where x~ = dequant(quant(x)) and W = int8 x scale (the dequantised weights, in bf16); dX is
 // the unweighted combine of the dx_r (dispatch's adjoint), d topk_weights[t][k] goes back to
 // the token's rank by an all-to-all. The shared expert is the same with w = 1 on the rank's
-// own active tokens.
+// own active tokens. With smooth quant, x~ is of x smooth1 and h~ of h smooth2[e], so dh is
+// w G smooth2[e] and dX is smooth1 times the sum above.
 #ifndef HYPER_PARALLEL_MOE_MOE_LAYER_H_
 #define HYPER_PARALLEL_MOE_MOE_LAYER_H_
 
@@ -64,6 +65,11 @@ struct ExpertWeights {
   std::vector<TensorView> w1_list, w1_scale_list, w2_list, w2_scale_list;
   // The shared expert's (with shared_intermediate > 0): [1, H, 2Is], [1, 2Is], [1, Is, H], [1, H].
   TensorView shared_w1, shared_w1_scale, shared_w2, shared_w2_scale;
+  // SMOOTH_QUANT (seed 002 §5), optional fp32 scales (copied at create): x x smooth1 [H] per
+  // channel before the tokens' quantisation, h x smooth2 [E_local, I] (shared_smooth2 [1, Is]
+  // for the shared expert) before the requantisation. The caller folds their inverses into w1's
+  // rows and w2's rows; the layer only applies them.
+  TensorView smooth1, smooth2, shared_smooth2;
 };
 
 // Seconds of each stage of the last forward on this rank (the shared expert's GEMMs count in
@@ -122,12 +128,22 @@ class HP_API MoeLayer {
   template <typename Plan>
   Status run_plan(const Plan& plan);
   Status prepare_backward(const ExpertWeights& weights, bool shared);  // w1, w2 and their scales
+  // The smooth-quant scales as views (empty: none).
+  TensorView smooth1() const { return view_of(smooth1_, {config_.hidden}); }
+  TensorView smooth2() const {
+    return view_of(smooth2_, {std::int64_t(smooth2_.size()) / config_.intermediate, config_.intermediate});
+  }
+  TensorView shared_smooth2() const { return view_of(shared_smooth2_, {1, config_.shared_intermediate}); }
+  static TensorView view_of(const std::vector<float>& v, std::initializer_list<std::int64_t> shape) {
+    return v.empty() ? TensorView() : TensorView(const_cast<float*>(v.data()), DType::kFP32, shape);
+  }
   Status check_grad_args(const MoeGradArgs& args) const;
   // One set of experts' backward (routed or shared), by the formulas above.
   struct ExpertGrad {
     TensorView x_q, x_scale, offsets, dy;  // int8 [rows, H], fp32 [rows], int64 [E + 1], bf16 [rows, H]
     const float* row_weight = nullptr;     // [rows]; null: 1
     const hp::kernels::PackedWeights* w1_plain = nullptr;
+    const float* smooth2 = nullptr;        // [E, I] or null
     const std::uint16_t *w1t_bf16 = nullptr, *w2t_bf16 = nullptr;  // W1^T [E, 2I, H], W2^T [E, H, I]
     std::int64_t inter = 0;
     TensorView dw1, dw2, dx_rows;          // dx_rows fp32 [rows, H]
@@ -139,6 +155,7 @@ class HP_API MoeLayer {
   std::unique_ptr<Buffer> buffer_;
   hp::kernels::PackedWeights w1_, w2_, shared_w1_, shared_w2_;
   std::vector<float> shared_out_;  // the shared expert's rows [T, H]
+  std::vector<float> smooth1_, smooth2_, shared_smooth2_;  // empty: no smooth quant
   const hp::kernels::KernelTable* table_ = nullptr;
   MoeTiling plan_;
   Handle handle_;                     // of the last dispatch

@@ -96,10 +96,20 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
                                                               .weights = p.w1_plain->header(),
                                                               .epilogue = hp::kernels::Epilogue::kDequant,
                                                               .out = TensorView(g.a.data(), DType::kFP32, {rows, 2 * I})}));
+  // Row r's expert (rows are grouped by expert), for its smooth2 row.
+  const auto* offsets = static_cast<const std::int64_t*>(p.offsets.data());
+  auto smooth2_of = [&](std::int64_t r) -> const float* {
+    if (p.smooth2 == nullptr) return nullptr;
+    const std::int64_t e = std::upper_bound(offsets, offsets + E + 1, r) - offsets - 1;
+    return p.smooth2 + e * I;
+  };
   g.h.resize(std::size_t(rows * I));
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* ar = g.a.data() + r * 2 * I;
-    for (std::int64_t i = 0; i < I; ++i) g.h[std::size_t(r * I + i)] = ar[i] * sigmoid(ar[i]) * ar[I + i];
+    const float* s2 = smooth2_of(r);
+    for (std::int64_t i = 0; i < I; ++i) {
+      g.h[std::size_t(r * I + i)] = ar[i] * sigmoid(ar[i]) * ar[I + i] * (s2 != nullptr ? s2[i] : 1.0f);
+    }
   }
   g.h_q.resize(std::size_t(rows * I));
   g.h_scale.resize(std::size_t(rows));
@@ -129,10 +139,11 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
     const float w = p.row_weight != nullptr ? p.row_weight[r] : 1.0f;
     const float* ar = g.a.data() + r * 2 * I;
     const float* gr = g.g_dy.data() + r * I;
+    const float* s2 = smooth2_of(r);
     float dw = 0;
     for (std::int64_t i = 0; i < I; ++i) {
       dw += gr[i] * bf16_to_float(g.h_bf16[std::size_t(r * I + i)]);
-      const float gate = ar[i], up = ar[I + i], s = sigmoid(gate), dh = w * gr[i];
+      const float gate = ar[i], up = ar[I + i], s = sigmoid(gate), dh = w * gr[i] * (s2 != nullptr ? s2[i] : 1.0f);
       g.da[std::size_t(r * 2 * I + i)] = float_to_bf16(dh * up * s * (1.0f + gate * (1.0f - s)));
       g.da[std::size_t(r * 2 * I + I + i)] = float_to_bf16(dh * gate * s);
     }
@@ -184,7 +195,8 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
   // ---- dispatch x (int8, as the forward) and dY (bf16) with the forward's routing ----------
   auto start = std::chrono::steady_clock::now();
   HP_RETURN_IF_ERROR(buffer_->dispatch({.x = a.x, .topk_idx = a.topk_idx, .topk_weights = a.topk_weights,
-                                        .x_active_mask = a.x_active_mask, .quant = Quant::kDynamicInt8},
+                                        .x_active_mask = a.x_active_mask, .quant = Quant::kDynamicInt8,
+                                        .smooth = smooth1()},
                                        &g.x_recv, verdict));
   const TensorView dy_own(g.dy_bf16.data(), DType::kBF16, {T, H});
   HP_RETURN_IF_ERROR(buffer_->dispatch({.x = dy_own, .topk_idx = a.topk_idx, .topk_weights = a.topk_weights,
@@ -206,6 +218,7 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                                       .dy = g.dy_recv.x(),
                                       .row_weight = g.x_recv.topk_weights.data(),
                                       .w1_plain = &w1_plain_,
+                                      .smooth2 = smooth2_.empty() ? nullptr : smooth2_.data(),
                                       .w1t_bf16 = w1t_bf16_.data(),
                                       .w2t_bf16 = w2t_bf16_.data(),
                                       .inter = config_.intermediate,
@@ -221,12 +234,13 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
     g.dx_sum.resize(std::size_t(T * H));
     const std::int64_t groups[2] = {0, T};
     const TensorView own_q(g.own_q.data(), DType::kInt8, {T, H}), own_scale(g.own_scale.data(), DType::kFP32, {T});
-    HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, a.x, own_q, own_scale));
+    HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, a.x, own_q, own_scale, smooth1()));
     HP_RETURN_IF_ERROR(expert_backward({.x_q = own_q,
                                         .x_scale = own_scale,
                                         .offsets = TensorView(const_cast<std::int64_t*>(groups), DType::kInt64, {2}),
                                         .dy = dy_own,
                                         .w1_plain = &shared_w1_plain_,
+                                        .smooth2 = shared_smooth2_.empty() ? nullptr : shared_smooth2_.data(),
                                         .w1t_bf16 = shared_w1t_bf16_.data(),
                                         .w2t_bf16 = shared_w2t_bf16_.data(),
                                         .inter = config_.shared_intermediate,
@@ -234,21 +248,24 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                                         .dw2 = a.shared_dw2,
                                         .dx_rows = TensorView(g.dx_sum.data(), DType::kFP32, {T, H})}));
   }
-  // ---- dX: the unweighted combine (+ the shared expert's rows); d topk_weights home --------
+  // ---- dX: the unweighted combine (+ the shared expert's rows, x smooth1); d topk_weights home
   start = std::chrono::steady_clock::now();
   const TensorView dx_rows(g.dx_rows.data(), DType::kFP32, {rows, H});
-  if (!shared) {
+  if (!shared && smooth1_.empty()) {
     HP_RETURN_IF_ERROR(buffer_->combine(dx_rows, handle, a.dx, {}, /*weighted=*/false));
   } else {
     std::vector<float>& routed = g.h;  // the recompute's scratch is free again
     routed.resize(std::size_t(T * H));
     HP_RETURN_IF_ERROR(buffer_->combine(dx_rows, handle, TensorView(routed.data(), DType::kFP32, {T, H}), {}, false));
-    for (std::int64_t i = 0; i < T * H; ++i) {
-      const float v = routed[std::size_t(i)] + g.dx_sum[std::size_t(i)];
-      if (a.dx.dtype() == DType::kBF16) {
-        static_cast<std::uint16_t*>(a.dx.data())[i] = float_to_bf16(v);
-      } else {
-        static_cast<float*>(a.dx.data())[i] = v;
+    for (std::int64_t t = 0; t < T; ++t) {
+      for (std::int64_t c = 0; c < H; ++c) {
+        const std::size_t i = std::size_t(t * H + c);
+        const float v = (routed[i] + (shared ? g.dx_sum[i] : 0.0f)) * (smooth1_.empty() ? 1.0f : smooth1_[std::size_t(c)]);
+        if (a.dx.dtype() == DType::kBF16) {
+          static_cast<std::uint16_t*>(a.dx.data())[i] = float_to_bf16(v);
+        } else {
+          static_cast<float*>(a.dx.data())[i] = v;
+        }
       }
     }
   }

@@ -39,7 +39,23 @@ Status check(const MoeReferenceArgs& a, Shapes* s) {
     HP_ENSURE(t->is_contiguous(), ErrorCode::kInvalidArgument, "{}: expected contiguous", t->to_string());
   }
   if (a.x_active_mask.data() != nullptr) HP_RETURN_IF_ERROR(a.x_active_mask.expect_shape("x_active_mask", {s->tokens}));
+  if (a.smooth1.data() != nullptr) HP_RETURN_IF_ERROR(a.smooth1.expect_shape("smooth1", {s->hidden}));
+  if (a.smooth2.data() != nullptr) HP_RETURN_IF_ERROR(a.smooth2.expect_shape("smooth2", {s->experts, s->inter}));
   return Status::ok();
+}
+
+// x's row t times smooth1 (when given).
+void smoothed_row(const MoeReferenceArgs& a, const float* x, std::int64_t t, std::int64_t H, std::vector<float>* row) {
+  row->assign(x + t * H, x + (t + 1) * H);
+  if (a.smooth1.data() == nullptr) return;
+  const auto* s1 = static_cast<const float*>(a.smooth1.data());
+  for (std::int64_t j = 0; j < H; ++j) (*row)[std::size_t(j)] *= s1[j];
+}
+
+// Expert e's smooth2 row (shared: shared_smooth2), or null.
+const float* smooth2_row(const MoeReferenceArgs& a, std::int64_t e, std::int64_t I, bool shared) {
+  const TensorView& t = shared ? a.shared_smooth2 : a.smooth2;
+  return t.data() == nullptr ? nullptr : static_cast<const float*>(t.data()) + (shared ? 0 : e * I);
 }
 
 // Per-row dynamic int8: scale = max|v| / 127, q = round-half-even(v x 127 / max|v|).
@@ -85,11 +101,11 @@ Status reference(const MoeReferenceArgs& a) {
   for (std::int64_t t = 0; t < s.tokens; ++t) {
     std::fill_n(y + t * H, H, 0.0f);
     if (mask != nullptr && mask[t] == 0) continue;
-    row.assign(x + t * H, x + (t + 1) * H);
+    smoothed_row(a, x, t, H, &row);
     const float sx = kQuantized ? quantize(row, &qx) : 0.0f;
     // One expert's output for token t, times w, added to y: weights w1 [H, 2 ei], w2 [ei, H].
     auto expert = [&](const std::int8_t* e_w1, const float* e_w1s, const std::int8_t* e_w2, const float* e_w2s,
-                      std::int64_t ei, float w) {
+                      std::int64_t ei, float w, const float* s2) {
       h.assign(static_cast<std::size_t>(ei), 0.0f);
       for (std::int64_t i = 0; i < ei; ++i) {
         float gate, up;
@@ -110,7 +126,7 @@ Status reference(const MoeReferenceArgs& a) {
           gate = float(g);
           up = float(u);
         }
-        h[std::size_t(i)] = silu(gate) * up;
+        h[std::size_t(i)] = silu(gate) * up * (s2 != nullptr ? s2[i] : 1.0f);
       }
       const float sh = kQuantized ? quantize(h, &qh) : 0.0f;
       for (std::int64_t c = 0; c < H; ++c) {
@@ -131,12 +147,13 @@ Status reference(const MoeReferenceArgs& a) {
       const std::int64_t e = idx[t * s.topk + k];
       if (e < 0) continue;
       HP_ENSURE(e < s.experts, ErrorCode::kOutOfRange, "topk_idx[{}][{}] = {}: expected < {}", t, k, e, s.experts);
-      expert(w1 + e * H * 2 * I, w1s + e * 2 * I, w2 + e * I * H, w2s + e * H, I, weights[t * s.topk + k]);
+      expert(w1 + e * H * 2 * I, w1s + e * 2 * I, w2 + e * I * H, w2s + e * H, I, weights[t * s.topk + k],
+             smooth2_row(a, e, I, false));
     }
     if (shared_i > 0) {
       expert(static_cast<const std::int8_t*>(a.shared_w1.data()), static_cast<const float*>(a.shared_w1_scale.data()),
              static_cast<const std::int8_t*>(a.shared_w2.data()), static_cast<const float*>(a.shared_w2_scale.data()),
-             shared_i, 1.0f);
+             shared_i, 1.0f, smooth2_row(a, 0, shared_i, true));
     }
   }
   return Status::ok();
@@ -175,12 +192,12 @@ Status reference_grad(const MoeReferenceGradArgs& ga) {
     std::fill_n(d_topk + t * K, K, 0.0f);
     std::fill(dx_row.begin(), dx_row.end(), 0.0);
     if (mask == nullptr || mask[t] != 0) {
-      row.assign(x + t * H, x + (t + 1) * H);
+      smoothed_row(a, x, t, H, &row);
       const double sx = quantize(row, &qx);
       const float* g_out = dy + t * H;
       // One expert's backward for token t with weight w; returns d w.
       auto expert = [&](const std::int8_t* w1, const float* w1s, const std::int8_t* w2, const float* w2s, std::int64_t ei,
-                        double w, float* dw1, float* dw2) {
+                        double w, float* dw1, float* dw2, const float* s2) {
         std::vector<double> gate(static_cast<std::size_t>(ei)), up(static_cast<std::size_t>(ei));
         h.assign(static_cast<std::size_t>(ei), 0.0f);
         for (std::int64_t i = 0; i < ei; ++i) {
@@ -191,7 +208,8 @@ Status reference_grad(const MoeReferenceGradArgs& ga) {
           }
           gate[std::size_t(i)] = double(float(acc_g) * w1s[i] * float(sx));
           up[std::size_t(i)] = double(float(acc_u) * w1s[ei + i] * float(sx));
-          h[std::size_t(i)] = float(gate[std::size_t(i)] / (1 + std::exp(-gate[std::size_t(i)])) * up[std::size_t(i)]);
+          h[std::size_t(i)] = float(gate[std::size_t(i)] / (1 + std::exp(-gate[std::size_t(i)])) * up[std::size_t(i)] *
+                                    (s2 != nullptr ? s2[i] : 1.0f));
         }
         const double sh = quantize(h, &qh);
         double dw = 0;
@@ -201,7 +219,7 @@ Status reference_grad(const MoeReferenceGradArgs& ga) {
           const double ht = qh[std::size_t(i)] * sh;
           dw += grad * ht;
           for (std::int64_t c = 0; c < H; ++c) dw2[i * H + c] += float(ht * w * g_out[c]);
-          const double g = gate[std::size_t(i)], sig = 1 / (1 + std::exp(-g)), dh = w * grad;
+          const double g = gate[std::size_t(i)], sig = 1 / (1 + std::exp(-g)), dh = w * grad * (s2 != nullptr ? s2[i] : 1.0);
           const double dg = dh * up[std::size_t(i)] * sig * (1 + g * (1 - sig)), du = dh * g * sig;
           for (std::int64_t j = 0; j < H; ++j) {
             const double xt = qx[std::size_t(j)] * sx;
@@ -223,15 +241,18 @@ Status reference_grad(const MoeReferenceGradArgs& ga) {
         if (e < 0) continue;
         HP_ENSURE(e < s.experts, ErrorCode::kOutOfRange, "topk_idx[{}][{}] = {}: expected < {}", t, k, e, s.experts);
         d_topk[t * K + k] = float(expert(w1 + e * H * 2 * I, w1s + e * 2 * I, w2 + e * I * H, w2s + e * H, I,
-                                         weights[t * K + k], dw1 + e * H * 2 * I, dw2 + e * I * H));
+                                         weights[t * K + k], dw1 + e * H * 2 * I, dw2 + e * I * H,
+                                         smooth2_row(a, e, I, false)));
       }
       if (shared_i > 0) {
         expert(static_cast<const std::int8_t*>(a.shared_w1.data()), static_cast<const float*>(a.shared_w1_scale.data()),
                static_cast<const std::int8_t*>(a.shared_w2.data()), static_cast<const float*>(a.shared_w2_scale.data()),
-               shared_i, 1.0, static_cast<float*>(ga.shared_dw1.data()), static_cast<float*>(ga.shared_dw2.data()));
+               shared_i, 1.0, static_cast<float*>(ga.shared_dw1.data()), static_cast<float*>(ga.shared_dw2.data()),
+               smooth2_row(a, 0, shared_i, true));
       }
     }
-    for (std::int64_t j = 0; j < H; ++j) dx[t * H + j] = float(dx_row[std::size_t(j)]);
+    const auto* s1 = static_cast<const float*>(a.smooth1.data());  // d(x s1)/dx = s1
+    for (std::int64_t j = 0; j < H; ++j) dx[t * H + j] = float(dx_row[std::size_t(j)] * (s1 != nullptr ? s1[j] : 1.0f));
   }
   return Status::ok();
 }

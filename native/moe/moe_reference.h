@@ -17,12 +17,15 @@
 
 namespace hp::moe {
 
+// Smooth quant (optional fp32): x x smooth1 [H] per channel before everything; h x smooth2
+// [E, I] (shared_smooth2 [1, Is]) per channel before the second GEMM, in both references.
 struct MoeReferenceArgs {
   TensorView w1, w1_scale, w2, w2_scale;
   // Optional shared expert (every active token, weight 1): [1, H, 2Is], [1, 2Is], [1, Is, H], [1, H].
   TensorView shared_w1, shared_w1_scale, shared_w2, shared_w2_scale;
   TensorView x, topk_idx, topk_weights, x_active_mask;
   TensorView y;
+  TensorView smooth1, smooth2, shared_smooth2;
 };
 
 HP_API Status moe_reference_quantized(const MoeReferenceArgs& args);

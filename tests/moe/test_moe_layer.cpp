@@ -28,7 +28,25 @@ struct Shape {
   int vector_cores = 0;
   bool masked = false;
   std::int64_t shared_inter = 0;  // > 0: a shared expert
+  bool smooth = false;            // smooth-quant scales
 };
+
+// Smooth-quant scales in [0.5, 2): smooth1 [H], smooth2 [E, I] (every expert's), shared [1, Is].
+struct Smooth {
+  std::vector<float> s1, s2, shared;
+};
+Smooth make_smooth(std::int64_t hidden, std::int64_t inter, std::int64_t experts, std::int64_t shared_inter) {
+  Smooth s;
+  std::mt19937 rng(99);
+  auto fill = [&](std::vector<float>* v, std::int64_t n) {
+    v->resize(std::size_t(n));
+    for (auto& x : *v) x = 0.5f + 1.5f * float(rng() % 1000) / 1000.0f;
+  };
+  fill(&s.s1, hidden);
+  fill(&s.s2, experts * inter);
+  fill(&s.shared, std::max<std::int64_t>(shared_inter, 1));
+  return s;
+}
 
 Status check_layer(const Shape& s, CommKind comm) {
   const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
@@ -44,6 +62,10 @@ Status check_layer(const Shape& s, CommKind comm) {
   const std::size_t w1_per = std::size_t(s.hidden * 2 * s.inter), w2_per = std::size_t(s.inter * s.hidden);
   std::unique_ptr<hp::platform::Chip> chip;
   if (s.vector_cores > 0) HP_EXPECT_OK(hp::platform::Chip::create({.num_cube = 1, .num_vector = s.vector_cores}, &chip));
+  const Smooth sm = make_smooth(s.hidden, s.inter, experts, si);
+  auto smooth_view = [&](const std::vector<float>& v, std::int64_t offset, std::initializer_list<std::int64_t> shape) {
+    return s.smooth ? TensorView(const_cast<float*>(v.data()) + offset, DType::kFP32, shape) : TensorView();
+  };
   std::unique_ptr<MoeLayer> layer;
   const auto* w1 = w.w1.data() + std::size_t(me * local) * w1_per;
   const auto* w2 = w.w2.data() + std::size_t(me * local) * w2_per;
@@ -57,7 +79,10 @@ Status check_layer(const Shape& s, CommKind comm) {
        .shared_w1 = shared_view(sw.w1.data(), DType::kInt8, {1, s.hidden, 2 * si}),
        .shared_w1_scale = shared_view(sw.s1.data(), DType::kFP32, {1, 2 * si}),
        .shared_w2 = shared_view(sw.w2.data(), DType::kInt8, {1, si, s.hidden}),
-       .shared_w2_scale = shared_view(sw.s2.data(), DType::kFP32, {1, s.hidden})},
+       .shared_w2_scale = shared_view(sw.s2.data(), DType::kFP32, {1, s.hidden}),
+       .smooth1 = smooth_view(sm.s1, 0, {s.hidden}),
+       .smooth2 = smooth_view(sm.s2, me * local * s.inter, {local, s.inter}),
+       .shared_smooth2 = si > 0 ? smooth_view(sm.shared, 0, {1, si}) : TensorView()},
       &layer));
   // This rank's tokens: normal x, distinct experts (some -1), softmax-like weights.
   const std::int64_t T = s.tokens + me;
@@ -108,7 +133,10 @@ Status check_layer(const Shape& s, CommKind comm) {
       .shared_w2 = shared_view(sw.w2.data(), DType::kInt8, {1, si, s.hidden}),
       .shared_w2_scale = shared_view(sw.s2.data(), DType::kFP32, {1, s.hidden}),
       .x = xv, .topk_idx = iv, .topk_weights = wv, .x_active_mask = mv,
-      .y = TensorView(y_quant.data(), DType::kFP32, {T, s.hidden})};
+      .y = TensorView(y_quant.data(), DType::kFP32, {T, s.hidden}),
+      .smooth1 = smooth_view(sm.s1, 0, {s.hidden}),
+      .smooth2 = smooth_view(sm.s2, 0, {experts, s.inter}),
+      .shared_smooth2 = si > 0 ? smooth_view(sm.shared, 0, {1, si}) : TensorView()};
   HP_RETURN_IF_ERROR(moe_reference_quantized(ref));
   MoeReferenceArgs ref_float = ref;
   ref_float.y = TensorView(y_float.data(), DType::kFP32, {T, s.hidden});
@@ -136,6 +164,9 @@ TEST_P(MoeLayerTest, OneExpertPerRankMasked) {
 }
 TEST_P(MoeLayerTest, WithASharedExpertMasked) {
   run_scenario([&] { return check_layer(Shape{.masked = true, .shared_inter = 40}, GetParam()); });
+}
+TEST_P(MoeLayerTest, SmoothQuantWithASharedExpert) {
+  run_scenario([&] { return check_layer(Shape{.shared_inter = 40, .smooth = true}, GetParam()); });
 }
 TEST_P(MoeLayerTest, OnAChip) {
   run_scenario([&] { return check_layer(Shape{.hidden = 128, .inter = 64, .vector_cores = 2}, GetParam()); });

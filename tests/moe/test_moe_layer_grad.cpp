@@ -51,6 +51,7 @@ struct GradShape {
   std::int64_t inter = 48, experts_per_rank = 2, shared_inter = 0;
   bool bf16 = false;  // dy, dx, dw1 and dw2 in bf16
   int vector_cores = 0;
+  bool smooth = false;  // smooth-quant scales
 };
 
 // The reference's arguments for rank r's tokens (weights of every expert; gradients into `out`).
@@ -69,6 +70,15 @@ Status check_backward(const GradShape& g, CommKind comm) {
   auto shared_view = [&](const auto& v, DType type, std::initializer_list<std::int64_t> shape) {
     return si > 0 ? view(v, type, shape) : TensorView();
   };
+  // Smooth-quant scales in [0.5, 2): smooth1 [H], smooth2 [E, I], the shared expert's [1, Is].
+  std::vector<float> s1(static_cast<std::size_t>(H)), s2(static_cast<std::size_t>(E * I)), ss2(static_cast<std::size_t>(Is));
+  std::mt19937 smooth_rng(31);
+  for (auto* v : {&s1, &s2, &ss2}) {
+    for (auto& x : *v) x = 0.5f + 1.5f * float(smooth_rng() % 1000) / 1000.0f;
+  }
+  auto smooth_view = [&](const std::vector<float>& v, std::int64_t offset, std::initializer_list<std::int64_t> shape) {
+    return g.smooth ? TensorView(const_cast<float*>(v.data()) + offset, DType::kFP32, shape) : TensorView();
+  };
   std::unique_ptr<hp::platform::Chip> chip;
   if (g.vector_cores > 0) HP_EXPECT_OK(hp::platform::Chip::create({.num_cube = 1, .num_vector = g.vector_cores}, &chip));
   std::unique_ptr<MoeLayer> layer;
@@ -82,7 +92,10 @@ Status check_backward(const GradShape& g, CommKind comm) {
        .shared_w1 = shared_view(sw.w1, DType::kInt8, {1, H, 2 * si}),
        .shared_w1_scale = shared_view(sw.s1, DType::kFP32, {1, 2 * si}),
        .shared_w2 = shared_view(sw.w2, DType::kInt8, {1, si, H}),
-       .shared_w2_scale = shared_view(sw.s2, DType::kFP32, {1, H})},
+       .shared_w2_scale = shared_view(sw.s2, DType::kFP32, {1, H}),
+       .smooth1 = smooth_view(s1, 0, {H}),
+       .smooth2 = smooth_view(s2, me * local * I, {local, I}),
+       .shared_smooth2 = si > 0 ? smooth_view(ss2, 0, {1, si}) : TensorView()},
       &layer));
   // The reference: this rank's dx and d topk_weights; the weights' gradients over every rank's
   // tokens (the shared expert's over this rank's only: its weights are replicated per rank).
@@ -111,7 +124,10 @@ Status check_backward(const GradShape& g, CommKind comm) {
                      .x = view(in.x, {T, H}),
                      .topk_idx = view(in.idx, DType::kInt64, {T, K}),
                      .topk_weights = view(in.weights, {T, K}),
-                     .x_active_mask = c.masked ? view(in.active, DType::kUInt8, {T}) : TensorView()},
+                     .x_active_mask = c.masked ? view(in.active, DType::kUInt8, {T}) : TensorView(),
+                     .smooth1 = smooth_view(s1, 0, {H}),
+                     .smooth2 = smooth_view(s2, 0, {E, I}),
+                     .shared_smooth2 = si > 0 ? smooth_view(ss2, 0, {1, si}) : TensorView()},
          .dy = view(dy, {T, H}),
          .dx = view(dx, {T, H}),
          .d_topk_weights = view(d_topk, {T, K}),
@@ -198,6 +214,11 @@ TEST_P(MoeLayerGradTest, MaskedWithASharedExpertInBf16) {
   run_scenario([&] {
     return check_backward(GradShape{.c = {.tokens = 12, .topk = 3, .masked = true}, .shared_inter = 40, .bf16 = true},
                           GetParam());
+  });
+}
+TEST_P(MoeLayerGradTest, SmoothQuantWithASharedExpert) {
+  run_scenario([&] {
+    return check_backward(GradShape{.c = {.tokens = 12, .topk = 3}, .shared_inter = 40, .smooth = true}, GetParam());
   });
 }
 TEST_P(MoeLayerGradTest, AllTokensToOneExpert) {  // the other experts' weight gradients are zero
