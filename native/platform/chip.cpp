@@ -352,14 +352,7 @@ std::span<const int> Chip::cpus() const noexcept { return impl_->cpus; }
 bool Chip::pinned() const noexcept { return impl_->pinned; }
 bool Chip::oversubscribed() const noexcept { return impl_->num_cores() > int(impl_->cpus.size()); }
 
-Status Chip::launch(const LaunchConfig& config, const Kernel& kernel) {
-  HP_ENSURE(this_thread_core_of != impl_.get(), ErrorCode::kFailedPrecondition,
-            "launch called from a kernel block running on the same chip: it would wait for "
-            "itself; launch from the host thread");
-  HP_ENSURE(::getpid() == impl_->owner_pid, ErrorCode::kFailedPrecondition,
-            "launch in a forked child process: the chip's cores stayed in the parent (pid {}); "
-            "create a new chip in the child",
-            impl_->owner_pid);
+Status Chip::validate_launch(const LaunchConfig& config, const Kernel& kernel) const {
   HP_ENSURE(bool(kernel), ErrorCode::kInvalidArgument, "launch: the kernel is empty");
   HP_ENSURE(config.block_dim >= 1, ErrorCode::kInvalidArgument,
             "launch: block_dim={} must be >= 1", config.block_dim);
@@ -373,6 +366,19 @@ Status Chip::launch(const LaunchConfig& config, const Kernel& kernel) {
   const double timeout = config.wait_timeout_s.value_or(impl_->wait_timeout_s);
   HP_ENSURE(timeout > 0, ErrorCode::kInvalidArgument, "launch: wait_timeout_s={} must be > 0",
             timeout);
+  return Status::ok();
+}
+
+Status Chip::launch(const LaunchConfig& config, const Kernel& kernel) {
+  HP_ENSURE(this_thread_core_of != impl_.get(), ErrorCode::kFailedPrecondition,
+            "launch called from a kernel block running on the same chip: it would wait for "
+            "itself; launch from the host thread");
+  HP_ENSURE(::getpid() == impl_->owner_pid, ErrorCode::kFailedPrecondition,
+            "launch in a forked child process: the chip's cores stayed in the parent (pid {}); "
+            "create a new chip in the child",
+            impl_->owner_pid);
+  HP_RETURN_IF_ERROR(validate_launch(config, kernel));
+  const double timeout = config.wait_timeout_s.value_or(impl_->wait_timeout_s);
 
   int total = config.block_dim, resident = config.block_dim;
   switch (config.mode) {
@@ -397,6 +403,46 @@ Status Chip::launch(const LaunchConfig& config, const Kernel& kernel) {
   impl_->current = nullptr;
   impl_->current_config = nullptr;
   return state.result();
+}
+
+}  // namespace hp::platform
+
+namespace hp::platform {
+
+struct BlockLaunch::Impl {
+  Impl(const LaunchConfig& launch_config, Kernel launch_kernel, int ratio, int resident,
+       int total, double timeout_s, const WaitPolicy& policy)
+      : config(launch_config),
+        kernel(std::move(launch_kernel)),
+        state(config, kernel, ratio, resident, total, timeout_s, policy) {}
+  const LaunchConfig config;  // state refers to config and kernel: declared before it
+  const Kernel kernel;
+  LaunchState state;
+};
+
+BlockLaunch::BlockLaunch(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+BlockLaunch::~BlockLaunch() noexcept = default;
+
+void BlockLaunch::run_block(int block_idx, CoreType type, int sub_block_idx, int core_idx) {
+  impl_->state.run_block(block_idx, type, sub_block_idx, core_idx);
+}
+
+bool BlockLaunch::failed() const noexcept { return impl_->state.aborted(); }
+
+Status BlockLaunch::result() const { return impl_->state.result(); }
+
+Status Chip::prepare_block_launch(const LaunchConfig& config, Kernel kernel, int resident_blocks,
+                                  std::unique_ptr<BlockLaunch>* launch) const {
+  HP_RETURN_IF_ERROR(validate_launch(config, kernel));
+  const int total = config.mode == LaunchMode::kMix ? config.block_dim * (1 + ratio())
+                                                    : config.block_dim;
+  HP_ENSURE(resident_blocks >= 1 && resident_blocks <= total, ErrorCode::kInvalidArgument,
+            "prepare_block_launch: resident_blocks={} must be in [1, {}] (the launch's blocks)",
+            resident_blocks, total);
+  const double timeout = config.wait_timeout_s.value_or(impl_->wait_timeout_s);
+  launch->reset(new BlockLaunch(std::make_unique<BlockLaunch::Impl>(
+      config, std::move(kernel), ratio(), resident_blocks, total, timeout, impl_->policy)));
+  return Status::ok();
 }
 
 }  // namespace hp::platform

@@ -103,6 +103,30 @@ class HP_API BlockContext {
 
 using Kernel = std::function<Status(BlockContext&)>;
 
+// One SPMD launch whose blocks the caller places on the chip's cores itself: a task runtime
+// (native/runtime) runs several of them at once, each on the cores it reserved, from inside
+// one long launch of its own. Same BlockContext, flags, sync_all, failure and cancellation
+// semantics as Chip::launch; `resident_blocks` is how many of the blocks the caller runs at
+// once (sync_all needs every block resident).
+class HP_API BlockLaunch {
+ public:
+  ~BlockLaunch() noexcept;
+  BlockLaunch(const BlockLaunch&) = delete;
+  BlockLaunch& operator=(const BlockLaunch&) = delete;
+
+  // Runs one block on the calling thread. The first block that fails (error or exception)
+  // fails the launch and cancels the other blocks' waits; blocks run after that are skipped.
+  void run_block(int block_idx, CoreType type, int sub_block_idx, int core_idx);
+  bool failed() const noexcept;
+  Status result() const;  // the first block error, or OK
+
+ private:
+  friend class Chip;
+  struct Impl;
+  explicit BlockLaunch(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 class HP_API Chip {
  public:
   static Status create(const ChipConfig& config, std::unique_ptr<Chip>* chip);
@@ -121,9 +145,15 @@ class HP_API Chip {
   // threads are serialized.
   Status launch(const LaunchConfig& config, const Kernel& kernel);
 
+  // A launch validated as launch() validates it, with this chip's ratio, wait policy and
+  // deadline, whose blocks the caller runs (BlockLaunch::run_block).
+  Status prepare_block_launch(const LaunchConfig& config, Kernel kernel, int resident_blocks,
+                              std::unique_ptr<BlockLaunch>* launch) const;
+
  private:
   struct Impl;
   explicit Chip(std::unique_ptr<Impl> impl);
+  Status validate_launch(const LaunchConfig& config, const Kernel& kernel) const;
   std::unique_ptr<Impl> impl_;
 };
 

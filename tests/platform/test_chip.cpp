@@ -456,3 +456,42 @@ TEST(ChipDeathTest, InvalidSettingFailsCreate) {
 
 }  // namespace
 }  // namespace hp::platform
+
+namespace hp::platform {
+namespace {
+
+// A BlockLaunch runs the blocks its caller places: same BlockContext and failure semantics.
+TEST(Chip, BlockLaunchRunsTheBlocksItsCallerPlaces) {
+  std::unique_ptr<Chip> chip;
+  ASSERT_TRUE(Chip::create({.num_cube = 1, .num_vector = 2}, &chip).is_ok());
+  std::vector<int> seen;
+  std::unique_ptr<BlockLaunch> launch;
+  ASSERT_TRUE(chip->prepare_block_launch({.mode = LaunchMode::kVector, .block_dim = 4},
+                                         [&](BlockContext& ctx) -> Status {
+                                           EXPECT_EQ(ctx.block_dim(), 4);
+                                           seen.push_back(ctx.block_idx());
+                                           if (ctx.block_idx() == 2) {
+                                             return Status::error(ErrorCode::kInvalidArgument, "bad block");
+                                           }
+                                           return Status::ok();
+                                         },
+                                         1, &launch)
+                  .is_ok());
+  for (int b = 0; b < 4; ++b) launch->run_block(b, CoreType::kVector, 0, 1);
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));  // block 3 skipped after the failure
+  EXPECT_TRUE(launch->failed());
+  EXPECT_EQ(launch->result().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(launch->result().message(), HasSubstr("block 2"));
+  // Validated as launch() is.
+  EXPECT_EQ(chip->prepare_block_launch({.mode = LaunchMode::kMix, .block_dim = 2},
+                                       [](BlockContext&) { return Status::ok(); }, 1, &launch)
+                .code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(chip->prepare_block_launch({.mode = LaunchMode::kCube, .block_dim = 2},
+                                       [](BlockContext&) { return Status::ok(); }, 3, &launch)
+                .code(),
+            ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace hp::platform
