@@ -1,6 +1,6 @@
 # The exported CMake package: a C++ user points CMAKE_PREFIX_PATH at
 # <payload>/hyper_parallel/core and calls find_package(HyperParallel [COMPONENTS shmem kernels]),
-# getting HyperParallel::common and ::platform, ::shmem from the symmetric_memory slice and
+# getting HyperParallel::common, ::platform and ::runtime, ::shmem from the symmetric_memory slice and
 # ::kernels from the multicore slice.
 include(CMakePackageConfigHelpers)
 set(HP_CMAKE_DIR "${HP_LIB_DIR}/cmake/HyperParallel")

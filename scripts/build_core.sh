@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the core component (native/common, native/platform, the Python extension module and
-# their tests). Not optional: every other component links against it. See
+# Builds the core component (native/common, native/platform, native/runtime, the Python
+# extension module and their tests). Not optional: every other component links against it. See
 # scripts/lib/component.sh for the arguments and the status protocol.
 set -euo pipefail
 HP_COMPONENT=core
@@ -9,8 +9,8 @@ hp_component_parse_args "$@"
 hp_component_begin
 hp_default_cmake_args
 
-key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform python/bindings \
-    tests/common tests/platform bench/CMakeLists.txt bench/platform examples/cpp_consumer)"
+key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform native/runtime \
+    python/bindings tests/common tests/platform tests/runtime bench/CMakeLists.txt bench/platform examples/cpp_consumer)"
 # A C++ user's view of the install: find_package(HyperParallel) from the core slice.
 hp_check_install() {
     local consumer="$HP_WORK_DIR/cpp_consumer"

@@ -1,0 +1,50 @@
+// ChipWorker: the runtime on one chip (L2 in DESIGN §2.5). Callables are registered into
+// integer slots (content-deduplicated, reference counted; see callable.h) and run SPMD on the
+// chip, either one at a time with run(), or as tasks of an orchestration (orchestrator.h).
+#ifndef HYPER_PARALLEL_RUNTIME_CHIP_WORKER_H_
+#define HYPER_PARALLEL_RUNTIME_CHIP_WORKER_H_
+
+#include <memory>
+
+#include "../common/api.h"
+#include "../common/status.h"
+#include "../platform/chip.h"
+#include "callable.h"
+#include "task_args.h"
+#include "task_types.h"
+
+namespace hp::runtime {
+
+class CallableRegistry;
+
+class HP_API ChipWorker {
+ public:
+  static Status create(const platform::ChipConfig& config, std::unique_ptr<ChipWorker>* worker);
+  ~ChipWorker() noexcept;
+  ChipWorker(const ChipWorker&) = delete;
+  ChipWorker& operator=(const ChipWorker&) = delete;
+
+  // The same handle registered again returns the same slot with one more reference.
+  Status register_callable(const Callable& callable, int* slot);
+  // Drops one reference; the slot is freed (and may be reused) when none is left. Tasks already
+  // submitted keep their callable alive.
+  Status unregister_callable(int slot);
+  int callable_references(int slot) const;  // 0 when the slot is free
+  Status callable(int slot, std::shared_ptr<const Callable>* out) const;
+
+  // Runs the callable once over config.block_num blocks and returns when every block finished
+  // (the first block error, named). OUTPUT arguments need an orchestration's heap ring and are
+  // refused here (INVALID_ARGUMENT): pass caller memory as OUTPUT_EXISTING.
+  Status run(int slot, const TaskArgs& args, const CallConfig& config);
+
+  platform::Chip& chip() noexcept { return *chip_; }
+
+ private:
+  ChipWorker(std::unique_ptr<platform::Chip> chip);
+  std::unique_ptr<platform::Chip> chip_;
+  std::unique_ptr<CallableRegistry> registry_;
+};
+
+}  // namespace hp::runtime
+
+#endif  // HYPER_PARALLEL_RUNTIME_CHIP_WORKER_H_

@@ -1,0 +1,43 @@
+#include "task_args.h"
+
+#include <fmt/format.h>
+
+namespace hp::runtime {
+
+std::string_view to_string(ArgTag tag) noexcept {
+  switch (tag) {
+    case ArgTag::kInput: return "INPUT";
+    case ArgTag::kOutput: return "OUTPUT";
+    case ArgTag::kInOut: return "INOUT";
+    case ArgTag::kOutputExisting: return "OUTPUT_EXISTING";
+    case ArgTag::kNoDep: return "NO_DEP";
+  }
+  return "UNKNOWN";
+}
+
+Status TaskArgs::validate(std::string_view what) const {
+  for (int i = 0; i < num_tensors(); ++i) {
+    const TensorArg& arg = tensors_[static_cast<std::size_t>(i)];
+    const std::string name = fmt::format("{}: tensor argument {} ({})", what, i, to_string(arg.tag));
+    if (arg.tag == ArgTag::kOutput) {
+      HP_ENSURE(arg.view.data() == nullptr, ErrorCode::kInvalidArgument,
+                "{} has data; OUTPUT tensors are allocated by the runtime: pass dtype and shape "
+                "only, or tag caller memory OUTPUT_EXISTING",
+                name);
+      // validate() wants data for a non-empty view: check the shape on a stand-in pointer.
+      alignas(64) static std::byte stand_in[1];
+      TensorView shape_only(stand_in, arg.view.dtype(), arg.view.shape());
+      HP_RETURN_IF_ERROR(shape_only.validate(name));
+      continue;
+    }
+    HP_RETURN_IF_ERROR(arg.view.validate(name));
+  }
+  return Status::ok();
+}
+
+void TaskArgs::set_output_data(int i, void* data) {
+  TensorArg& arg = tensors_.at(static_cast<std::size_t>(i));
+  arg.view = TensorView(data, arg.view.dtype(), arg.view.shape());
+}
+
+}  // namespace hp::runtime

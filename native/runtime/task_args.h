@@ -1,0 +1,106 @@
+// TaskArgs: the arguments of one task (or one ChipWorker::run): tensors tagged with how the task
+// uses them, 64-bit scalars, and explicit predecessor tasks.
+//
+// Tags (the orchestrator infers dependencies from them, see tensor_map.h):
+//   INPUT            read only
+//   OUTPUT           a new tensor the runtime allocates from the heap ring (give dtype + shape;
+//                    the kernel sees its data pointer, submit() returns the view)
+//   INOUT            read and written in place
+//   OUTPUT_EXISTING  written entirely, in caller-provided memory (old contents not read)
+//   NO_DEP           passed to the kernel, never a dependency (the caller orders it)
+// Tensors and scalars are indexed separately, in the order they were added.
+#ifndef HYPER_PARALLEL_RUNTIME_TASK_ARGS_H_
+#define HYPER_PARALLEL_RUNTIME_TASK_ARGS_H_
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "../common/api.h"
+#include "../common/status.h"
+#include "../common/tensor_view.h"
+#include "task_types.h"
+
+namespace hp::runtime {
+
+enum class ArgTag : std::uint8_t { kInput, kOutput, kInOut, kOutputExisting, kNoDep };
+
+HP_API std::string_view to_string(ArgTag tag) noexcept;
+
+class HP_API TaskArgs {
+ public:
+  TaskArgs& input(const TensorView& tensor) { return add(tensor, ArgTag::kInput); }
+  TaskArgs& inout(const TensorView& tensor) { return add(tensor, ArgTag::kInOut); }
+  TaskArgs& output_existing(const TensorView& tensor) {
+    return add(tensor, ArgTag::kOutputExisting);
+  }
+  TaskArgs& no_dep(const TensorView& tensor) { return add(tensor, ArgTag::kNoDep); }
+  // A runtime-allocated output (contiguous, 64-byte aligned).
+  TaskArgs& output(DType dtype, std::span<const std::int64_t> shape) {
+    return add(TensorView(nullptr, dtype, shape), ArgTag::kOutput);
+  }
+  TaskArgs& output(DType dtype, std::initializer_list<std::int64_t> shape) {
+    return output(dtype, std::span<const std::int64_t>(shape.begin(), shape.size()));
+  }
+  // Any trivially copyable value of at most 8 bytes, stored as its bits.
+  template <typename T>
+  TaskArgs& scalar(T value) {
+    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(std::uint64_t));
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof(T));
+    scalars_.push_back(bits);
+    return *this;
+  }
+  // Explicit predecessors (earlier tasks of the same run), in addition to inferred ones.
+  TaskArgs& set_dependencies(std::span<const TaskId> preds) {
+    explicit_deps_.assign(preds.begin(), preds.end());
+    return *this;
+  }
+  TaskArgs& set_dependencies(std::initializer_list<TaskId> preds) {
+    return set_dependencies(std::span<const TaskId>(preds.begin(), preds.size()));
+  }
+
+  int num_tensors() const noexcept { return static_cast<int>(tensors_.size()); }
+  const TensorView& tensor(int i) const { return tensors_.at(static_cast<std::size_t>(i)).view; }
+  ArgTag tag(int i) const { return tensors_.at(static_cast<std::size_t>(i)).tag; }
+  int num_scalars() const noexcept { return static_cast<int>(scalars_.size()); }
+  std::uint64_t scalar_bits(int i) const { return scalars_.at(static_cast<std::size_t>(i)); }
+  template <typename T>
+  T scalar_as(int i) const {
+    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(std::uint64_t));
+    const std::uint64_t bits = scalar_bits(i);
+    T value;
+    std::memcpy(&value, &bits, sizeof(T));
+    return value;
+  }
+  std::span<const TaskId> explicit_dependencies() const noexcept { return explicit_deps_; }
+
+  // Checks every tensor (validate(), OUTPUT tensors without data, others with data unless
+  // empty). `what` names the call in errors.
+  Status validate(std::string_view what) const;
+
+  // The runtime gives OUTPUT tensors their memory before the task runs.
+  void set_output_data(int i, void* data);
+
+ private:
+  TaskArgs& add(const TensorView& tensor, ArgTag tag) {
+    tensors_.push_back({tensor, tag});
+    return *this;
+  }
+  struct TensorArg {
+    TensorView view;
+    ArgTag tag;
+  };
+  std::vector<TensorArg> tensors_;
+  std::vector<std::uint64_t> scalars_;
+  std::vector<TaskId> explicit_deps_;
+};
+
+}  // namespace hp::runtime
+
+#endif  // HYPER_PARALLEL_RUNTIME_TASK_ARGS_H_

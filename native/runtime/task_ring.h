@@ -1,0 +1,72 @@
+// TaskRing: the task slots and the heap ring of one scope depth (internal to the runtime).
+//
+// Slots are taken and reclaimed in submission order: head and tail count slots taken and
+// reclaimed (slot = count % capacity); the live tasks are [tail, head). Only the oldest live
+// task can be reclaimed, so a long-lived task holds back the ring behind it. That is why each
+// scope depth (0, 1, 2, >= 3) has its own ring (seed 003): an inner scope's short-lived tasks
+// recycle their ring while an outer scope still holds its tasks. Under the scheduler lock.
+#ifndef HYPER_PARALLEL_RUNTIME_TASK_RING_H_
+#define HYPER_PARALLEL_RUNTIME_TASK_RING_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "heap_ring.h"
+#include "task_slot.h"
+
+namespace hp::runtime {
+
+class TaskRing {
+ public:
+  TaskRing(int index, int slots, std::size_t heap_bytes)
+      : index_(index), capacity_(slots), slots_(std::make_unique<TaskSlot[]>(static_cast<std::size_t>(slots))),
+        heap_(heap_bytes) {}
+
+  int index() const noexcept { return index_; }
+  int capacity() const noexcept { return capacity_; }
+  int live() const noexcept { return static_cast<int>(head_ - tail_); }
+  bool full() const noexcept { return live() == capacity_; }
+  HeapRing& heap() noexcept { return heap_; }
+  const HeapRing& heap() const noexcept { return heap_; }
+
+  // The next slot (the ring must not be full).
+  TaskSlot* take() noexcept { return &slots_[head_++ % static_cast<std::uint64_t>(capacity_)]; }
+  // The slot that is reclaimed next, or null when none is live.
+  TaskSlot* oldest() noexcept {
+    return head_ == tail_ ? nullptr : &slots_[tail_ % static_cast<std::uint64_t>(capacity_)];
+  }
+  // Reclaims the oldest slot (it must be CONSUMED): its heap memory too; the slot is FREE.
+  void reclaim_oldest() {
+    TaskSlot* s = oldest();
+    heap_.release_to(s->heap_mark);
+    s->reset();
+    s->state = TaskState::kFree;
+    ++tail_;
+  }
+
+  RingState state() noexcept {
+    RingState r;
+    r.ring = index_;
+    r.live_slots = live();
+    r.slot_capacity = capacity_;
+    r.heap_used = heap_.used();
+    r.heap_capacity = heap_.capacity();
+    if (TaskSlot* s = oldest()) {
+      r.oldest_task = s->id;
+      r.oldest_state = s->state;
+    }
+    return r;
+  }
+
+ private:
+  int index_;
+  int capacity_;
+  std::unique_ptr<TaskSlot[]> slots_;
+  HeapRing heap_;
+  std::uint64_t head_ = 0;
+  std::uint64_t tail_ = 0;
+};
+
+}  // namespace hp::runtime
+
+#endif  // HYPER_PARALLEL_RUNTIME_TASK_RING_H_

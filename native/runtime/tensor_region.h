@@ -1,0 +1,70 @@
+// TensorRegion: the bytes a TensorView touches, for dependency inference.
+//
+// Buffers are identified by address: two views overlap when they share a byte of memory,
+// whatever "base" they were sliced from. A region is built from a view as
+//   - the bounding range [lo, hi) of its bytes;
+//   - its layout in bytes, normalised: size-1 and stride-0 dims dropped (they add no bytes),
+//     dims sorted by descending stride, and each dim that continues a contiguous run merged
+//     into it, leaving `outer` dims over contiguous runs of `run_bytes` bytes.
+// The layout is "nested" when every dim's stride is at least the reach of the dims inside it
+// ((n-1)*stride summed over inner dims, plus run_bytes): then runs never interleave, no byte
+// is touched twice, and iterating the outer dims odometer-style yields runs in increasing
+// address order. Slices, tiles, transposes and padded rows of a dense tensor are nested.
+//
+// overlaps(a, b) is
+//   - exact "no" when the bounding ranges are disjoint;
+//   - exact when both regions are nested and each has at most kMaxExactRuns runs: a merge walk
+//     over the two sorted run lists (O(runs a + runs b));
+//   - conservative otherwise (self-overlapping or interleaved layouts, or more runs): "yes"
+//     whenever the bounding ranges intersect. A conservative "yes" only adds an ordering edge.
+// covers(outer, inner) is exact when `outer` is one contiguous run, and "no" otherwise.
+#ifndef HYPER_PARALLEL_RUNTIME_TENSOR_REGION_H_
+#define HYPER_PARALLEL_RUNTIME_TENSOR_REGION_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "../common/api.h"
+#include "../common/tensor_view.h"
+
+namespace hp::runtime {
+
+class HP_API TensorRegion {
+ public:
+  static constexpr std::int64_t kMaxExactRuns = 1 << 14;
+
+  TensorRegion() = default;
+  static TensorRegion of(const TensorView& view);
+
+  bool empty() const noexcept { return lo_ == hi_; }
+  std::uintptr_t lo() const noexcept { return lo_; }
+  std::uintptr_t hi() const noexcept { return hi_; }
+  bool contiguous() const noexcept { return outer_dims_ == 0; }
+  bool nested() const noexcept { return nested_; }
+  // Contiguous runs of the layout (saturates at kMaxExactRuns + 1).
+  std::int64_t runs() const noexcept { return runs_; }
+  bool exact() const noexcept { return nested_ && runs_ <= kMaxExactRuns; }
+
+  std::string to_string() const;
+
+ private:
+  friend bool overlaps(const TensorRegion& a, const TensorRegion& b);
+  friend class RunCursor;
+
+  std::uintptr_t lo_ = 0;
+  std::uintptr_t hi_ = 0;
+  std::int64_t run_bytes_ = 0;
+  int outer_dims_ = 0;  // outermost first
+  std::array<std::int64_t, TensorView::kMaxDims> extents_{};
+  std::array<std::int64_t, TensorView::kMaxDims> strides_{};  // bytes
+  bool nested_ = true;
+  std::int64_t runs_ = 0;
+};
+
+HP_API bool overlaps(const TensorRegion& a, const TensorRegion& b);
+HP_API bool covers(const TensorRegion& outer, const TensorRegion& inner);
+
+}  // namespace hp::runtime
+
+#endif  // HYPER_PARALLEL_RUNTIME_TENSOR_REGION_H_

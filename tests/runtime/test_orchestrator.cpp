@@ -1,0 +1,525 @@
+// Orchestrator: dependency inference (RAW, WAW, WAR, strided views, NO_DEP, explicit), concurrency
+// of independent tasks, back-pressure and deadlock errors of the rings, failure propagation,
+// scopes and the observer hooks. Ordering is checked without timing: a task that must run first
+// waits on a gate that the test opens only after the later task was submitted, so a missing
+// edge lets the later task see stale data.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+#include "common/printers.h"
+#include "platform/wait.h"
+#include "runtime/orchestrator.h"
+
+namespace hp::runtime {
+namespace {
+
+using platform::BlockContext;
+using platform::LaunchMode;
+using ::testing::HasSubstr;
+
+constexpr double kGateTimeoutS = 30;
+
+// A one-shot event a kernel can wait for (with a deadline) and the test can open.
+class Gate {
+ public:
+  void open() { platform::add_and_wake(word_, 1, false); }
+  Status wait() {
+    std::uint32_t last = 0;
+    const auto r = platform::wait_word(word_, [](std::uint32_t v) { return v >= 1; },
+                                       platform::deadline_after(kGateTimeoutS), {}, nullptr, &last);
+    HP_ENSURE(r == platform::WaitResult::kReady, ErrorCode::kTimeout, "gate never opened");
+    return Status::ok();
+  }
+
+ private:
+  platform::WaitWord word_;
+};
+
+// Visits every element of a 1-D or 2-D int32 view (strided).
+void for_each_element(const TensorView& t, const std::function<void(std::int32_t&)>& f) {
+  auto* base = static_cast<std::int32_t*>(t.data());
+  const std::int64_t rows = t.ndim() == 2 ? t.dim(0) : 1;
+  const std::int64_t cols = t.ndim() == 2 ? t.dim(1) : t.dim(0);
+  const std::int64_t row_stride = t.ndim() == 2 ? t.stride(0) : 0;
+  const std::int64_t col_stride = t.ndim() == 2 ? t.stride(1) : t.stride(0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) f(base[r * row_stride + c * col_stride]);
+  }
+}
+
+struct Recorder : Observer {
+  std::mutex mu;
+  std::map<TaskId, std::vector<Dependency>> deps;
+  std::map<TaskId, Status> statuses;
+  std::map<TaskId, std::vector<std::string>> events;
+  std::vector<RingState> blocked;
+  int scope_begins = 0, scope_ends = 0, max_depth = 0;
+  std::function<void(TaskId)> after_submit;  // orchestration thread
+  std::function<void()> when_blocked;        // orchestration thread
+
+  void on_scope_begin(int depth) override {
+    std::lock_guard lock(mu);
+    ++scope_begins;
+    max_depth = std::max(max_depth, depth);
+  }
+  void on_scope_end(int) override {
+    std::lock_guard lock(mu);
+    ++scope_ends;
+  }
+  void on_task_submit(const TaskInfo& t, std::span<const Dependency> d) override {
+    {
+      std::lock_guard lock(mu);
+      deps[t.id].assign(d.begin(), d.end());
+      events[t.id].push_back("submit");
+    }
+    if (after_submit) after_submit(t.id);
+  }
+  void on_task_ready(const TaskInfo& t) override { note(t.id, "ready"); }
+  void on_task_start(const TaskInfo& t, int) override { note(t.id, "start"); }
+  void on_task_end(const TaskInfo& t, int) override { note(t.id, "end"); }
+  void on_task_complete(const TaskInfo& t, const Status& s) override {
+    std::lock_guard lock(mu);
+    statuses[t.id] = s;
+    events[t.id].push_back("complete");
+  }
+  void on_submit_blocked(const RingState& r) override {
+    {
+      std::lock_guard lock(mu);
+      blocked.push_back(r);
+    }
+    if (when_blocked) when_blocked();
+  }
+  void note(TaskId id, const char* what) {
+    std::lock_guard lock(mu);
+    events[id].push_back(what);
+  }
+  // (pred, kind, arg index, source) of a task's dependencies.
+  std::set<std::tuple<TaskId, DepKind, int, DepSource>> edges(TaskId id) {
+    std::lock_guard lock(mu);
+    std::set<std::tuple<TaskId, DepKind, int, DepSource>> out;
+    for (const Dependency& d : deps[id]) out.insert({d.pred, d.kind, d.arg_index, d.source});
+    return out;
+  }
+};
+
+class RuntimeOrchestrator : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(ChipWorker::create({.num_cube = 1, .num_vector = 2}, &worker).is_ok());
+    // fill: every element of tensor 0 = scalar 0 (after the gate, when scalar 1 is 1).
+    fill = add("fill", [this](const TaskArgs& a, BlockContext&) -> Status {
+      if (a.num_scalars() > 1 && a.scalar_as<int>(1) == 1) HP_RETURN_IF_ERROR(gate.wait());
+      const auto value = a.scalar_as<std::int32_t>(0);
+      for_each_element(a.tensor(0), [&](std::int32_t& x) { x = value; });
+      return Status::ok();
+    });
+    // copy: tensor 1 = tensor 0, element by element (after the gate, when scalar 0 is 1).
+    copy = add("copy", [this](const TaskArgs& a, BlockContext&) -> Status {
+      if (a.num_scalars() > 0 && a.scalar_as<int>(0) == 1) HP_RETURN_IF_ERROR(gate.wait());
+      std::vector<std::int32_t> values;
+      for_each_element(a.tensor(0), [&](std::int32_t& x) { values.push_back(x); });
+      std::size_t i = 0;
+      for_each_element(a.tensor(1), [&](std::int32_t& x) { x = values[i++]; });
+      return Status::ok();
+    });
+    // add: every element of tensor 0 += scalar 0.
+    add_scalar = add("add", [](const TaskArgs& a, BlockContext&) -> Status {
+      const auto value = a.scalar_as<std::int32_t>(0);
+      for_each_element(a.tensor(0), [&](std::int32_t& x) { x += value; });
+      return Status::ok();
+    });
+    config.observers = {&recorder};
+  }
+
+  int add(const std::string& name, TaskFunction f) {
+    int slot = -1;
+    EXPECT_TRUE(worker->register_callable(Callable::from_function(name, std::move(f), name + "-v1"), &slot)
+                    .is_ok());
+    return slot;
+  }
+
+  Status run(const Orchestration& o) { return Orchestrator::run(*worker, o, config); }
+
+  static TensorView i32(std::vector<std::int32_t>& v) {
+    return TensorView(v.data(), DType::kInt32, {static_cast<std::int64_t>(v.size())});
+  }
+
+  std::unique_ptr<ChipWorker> worker;
+  Gate gate;
+  Recorder recorder;
+  OrchestratorConfig config;
+  int fill = -1, copy = -1, add_scalar = -1;
+};
+
+using Edges = std::set<std::tuple<TaskId, DepKind, int, DepSource>>;
+
+TEST_F(RuntimeOrchestrator, ReadAfterWriteWaitsForTheWriter) {
+  std::vector<std::int32_t> buf(8, 0), out(8, -1);
+  recorder.after_submit = [&](TaskId id) { if (id == 1) gate.open(); };
+  const Status s = run([&](Orchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(7).scalar(1)));
+    return o.submit(copy, TaskArgs().input(i32(buf)).output_existing(i32(out)).scalar(0));
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(out, std::vector<std::int32_t>(8, 7));
+  EXPECT_EQ(recorder.edges(1), (Edges{{0, DepKind::kRaw, 0, DepSource::kTensorMap}}));
+  EXPECT_TRUE(recorder.edges(0).empty());
+}
+
+TEST_F(RuntimeOrchestrator, WriteAfterReadWaitsForTheReader) {
+  std::vector<std::int32_t> buf(8, 5), out(8, -1);
+  recorder.after_submit = [&](TaskId id) { if (id == 1) gate.open(); };
+  const Status s = run([&](Orchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit(copy, TaskArgs().input(i32(buf)).output_existing(i32(out)).scalar(1)));
+    return o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(9));
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(out, std::vector<std::int32_t>(8, 5));  // read before the overwrite
+  EXPECT_EQ(buf, std::vector<std::int32_t>(8, 9));
+  EXPECT_EQ(recorder.edges(1), (Edges{{0, DepKind::kWar, 0, DepSource::kTensorMap}}));
+}
+
+TEST_F(RuntimeOrchestrator, WriteAfterWriteKeepsTheLastValue) {
+  std::vector<std::int32_t> buf(8, 0);
+  recorder.after_submit = [&](TaskId id) { if (id == 1) gate.open(); };
+  const Status s = run([&](Orchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(1).scalar(1)));
+    return o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(2));
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(buf, std::vector<std::int32_t>(8, 2));
+  EXPECT_EQ(recorder.edges(1), (Edges{{0, DepKind::kWaw, 0, DepSource::kTensorMap}}));
+}
+
+TEST_F(RuntimeOrchestrator, InOutReadsTheWriterAndOrdersLaterReadersAndWriters) {
+  std::vector<std::int32_t> buf(4, 0), out(4, -1);
+  recorder.after_submit = [&](TaskId id) { if (id == 3) gate.open(); };
+  const Status s = run([&](Orchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(3).scalar(1)));
+    HP_RETURN_IF_ERROR(o.submit(add_scalar, TaskArgs().inout(i32(buf)).scalar(4)));
+    HP_RETURN_IF_ERROR(o.submit(copy, TaskArgs().input(i32(buf)).output_existing(i32(out))));
+    return o.submit(add_scalar, TaskArgs().inout(i32(buf)).scalar(100));
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(out, std::vector<std::int32_t>(4, 7));
+  EXPECT_EQ(buf, std::vector<std::int32_t>(4, 107));
+  EXPECT_EQ(recorder.edges(1), (Edges{{0, DepKind::kRaw, 0, DepSource::kTensorMap}}));
+  EXPECT_EQ(recorder.edges(2), (Edges{{1, DepKind::kRaw, 0, DepSource::kTensorMap}}));
+  // Task 1's write covered task 0's entry; task 3 reads task 1's write and must wait for the
+  // reader (task 2) before overwriting.
+  EXPECT_EQ(recorder.edges(3), (Edges{{1, DepKind::kRaw, 0, DepSource::kTensorMap},
+                                      {2, DepKind::kWar, 0, DepSource::kTensorMap}}));
+}
+
+TEST_F(RuntimeOrchestrator, DisjointStridedTilesAreIndependentAndOverlapsAreOrdered) {
+  // A 4 x 8 matrix: columns [0, 4) and [4, 8) are strided views that share no byte; columns
+  // [3, 5) overlap both.
+  std::vector<std::int32_t> m(32, 0), out(8, -1);
+  const std::vector<std::int64_t> stride = {8, 1};
+  auto tile = [&](int col, int width) {
+    return TensorView(m.data() + col, DType::kInt32, std::vector<std::int64_t>{4, width}, stride);
+  };
+  recorder.after_submit = [&](TaskId id) { if (id == 2) gate.open(); };
+  const Status s = run([&](Orchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(tile(0, 4)).scalar(1).scalar(1)));
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(tile(4, 4)).scalar(2)));
+    return o.submit(copy, TaskArgs().input(tile(3, 2)).output_existing(i32(out)));
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_TRUE(recorder.edges(1).empty());  // right tile: independent of the left one
+  EXPECT_EQ(recorder.edges(2), (Edges{{0, DepKind::kRaw, 0, DepSource::kTensorMap},
+                                      {1, DepKind::kRaw, 0, DepSource::kTensorMap}}));
+  EXPECT_EQ(out, (std::vector<std::int32_t>{1, 2, 1, 2, 1, 2, 1, 2}));
+}
+
+TEST_F(RuntimeOrchestrator, NoDepTensorsAreNeverOrderedButExplicitDependenciesAre) {
+  std::vector<std::int32_t> buf(4, 0), out(4, -1);
+  // Receives buf as NO_DEP and leaves it alone (the caller orders NO_DEP accesses).
+  const int ignores = add("ignores", [](const TaskArgs&, BlockContext&) { return Status::ok(); });
+  recorder.after_submit = [&](TaskId id) { if (id == 2) gate.open(); };
+  const Status s = run([&](Orchestrator& o) -> Status {
+    SubmitResult first;
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(6).scalar(1), &first));
+    HP_RETURN_IF_ERROR(o.submit(ignores, TaskArgs().no_dep(i32(buf))));
+    // Ordered only by the explicit dependency: reads buf through a NO_DEP argument.
+    return o.submit(copy, TaskArgs().no_dep(i32(buf)).output_existing(i32(out)).set_dependencies({first.task}));
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_TRUE(recorder.edges(1).empty());
+  EXPECT_EQ(recorder.edges(2), (Edges{{0, DepKind::kOrder, -1, DepSource::kExplicit}}));
+  EXPECT_EQ(out, std::vector<std::int32_t>(4, 6));
+}
+
+TEST_F(RuntimeOrchestrator, DependenciesOnLaterTasksAreRefused) {
+  const Status s = run([&](Orchestrator& o) -> Status {
+    Status self = o.submit(add_scalar, TaskArgs().scalar(0).set_dependencies({0}));
+    EXPECT_EQ(self.code(), ErrorCode::kInvalidArgument);
+    EXPECT_THAT(self.message(), HasSubstr("not submitted yet"));
+    return o.submit(add_scalar, TaskArgs().scalar(0).set_dependencies({5}));
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(RuntimeOrchestrator, IndependentTasksRunAtTheSameTime) {
+  // Each task waits (with a deadline) until both have started: they finish only if the
+  // scheduler ran them at once on the two vector cores.
+  platform::WaitWord arrived;
+  const int meet = add("meet", [&](const TaskArgs&, BlockContext&) -> Status {
+    platform::add_and_wake(arrived, 1, false);
+    std::uint32_t last = 0;
+    const auto r = platform::wait_word(arrived, [](std::uint32_t v) { return v >= 2; },
+                                       platform::deadline_after(kGateTimeoutS), {}, nullptr, &last);
+    HP_ENSURE(r == platform::WaitResult::kReady, ErrorCode::kTimeout, "the other task never ran alongside");
+    return Status::ok();
+  });
+  const Status s = run([&](Orchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit(meet, TaskArgs()));
+    return o.submit(meet, TaskArgs());
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(arrived.value.load(), 2u);
+}
+
+TEST_F(RuntimeOrchestrator, SpmdTasksRunEveryBlockOfTheirShape) {
+  std::mutex mu;
+  std::multiset<std::tuple<TaskId, int, platform::CoreType, int>> ran;
+  const int record = add("record", [&](const TaskArgs& a, BlockContext& b) -> Status {
+    std::lock_guard lock(mu);
+    ran.insert({a.scalar_as<TaskId>(0), b.block_idx(), b.core_type(), b.sub_block_idx()});
+    return Status::ok();
+  });
+  const Status s = run([&](Orchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit(record, TaskArgs().scalar(TaskId{0}), {.mode = LaunchMode::kCube, .block_num = 3}));
+    HP_RETURN_IF_ERROR(o.submit(record, TaskArgs().scalar(TaskId{1}), {.mode = LaunchMode::kVector, .block_num = 5}));
+    HP_RETURN_IF_ERROR(o.submit(record, TaskArgs().scalar(TaskId{2}), {.mode = LaunchMode::kMix, .block_num = 1}));
+    Status too_wide = o.submit(record, TaskArgs().scalar(TaskId{3}), {.mode = LaunchMode::kMix, .block_num = 2});
+    EXPECT_EQ(too_wide.code(), ErrorCode::kInvalidArgument);
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  std::multiset<std::tuple<TaskId, int, platform::CoreType, int>> expected;
+  for (int b = 0; b < 3; ++b) expected.insert({0, b, platform::CoreType::kCube, 0});
+  for (int b = 0; b < 5; ++b) expected.insert({1, b, platform::CoreType::kVector, 0});
+  expected.insert({2, 0, platform::CoreType::kCube, 0});
+  expected.insert({2, 0, platform::CoreType::kVector, 0});
+  expected.insert({2, 0, platform::CoreType::kVector, 1});
+  EXPECT_EQ(ran, expected);
+}
+
+TEST_F(RuntimeOrchestrator, FullRingMakesSubmitWaitThenProceed) {
+  // Ring 1 has 2 slots. Task 0 holds the oldest slot until the gate opens, and the gate opens
+  // only when a submit blocks: the third submit must block, then proceed.
+  config.task_ring_slots = 2;
+  std::vector<std::int32_t> out(6, -1);
+  recorder.when_blocked = [&] { gate.open(); };
+  const Status s = run([&](Orchestrator& o) -> Status {
+    for (int i = 0; i < 6; ++i) {
+      auto scope = o.scope();
+      TensorView element(out.data() + i, DType::kInt32, {1});
+      HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(element).scalar(i * 10).scalar(i == 0 ? 1 : 0)));
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(out, (std::vector<std::int32_t>{0, 10, 20, 30, 40, 50}));
+  std::lock_guard lock(recorder.mu);
+  ASSERT_FALSE(recorder.blocked.empty());
+  const RingState& first = recorder.blocked.front();
+  EXPECT_EQ(first.ring, 1);
+  EXPECT_EQ(first.live_slots, 2);
+  EXPECT_EQ(first.slot_capacity, 2);
+  EXPECT_EQ(first.oldest_task, 0u);
+}
+
+TEST_F(RuntimeOrchestrator, TenThousandChainedTasksThroughAFourSlotRing) {
+  config.task_ring_slots = 4;
+  std::vector<std::int32_t> counter(1, 0);
+  constexpr int kTasks = 10000;
+  const Status s = run([&](Orchestrator& o) -> Status {
+    for (int i = 0; i < kTasks; ++i) {
+      auto scope = o.scope();
+      HP_RETURN_IF_ERROR(o.submit(add_scalar, TaskArgs().inout(i32(counter)).scalar(1)));
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(counter[0], kTasks);
+}
+
+TEST_F(RuntimeOrchestrator, ARingTooSmallForItsScopeIsADeadlockErrorNotAHang) {
+  config.task_ring_slots = 2;
+  std::vector<std::int32_t> a(1), b(1), c(1);
+  Status third;
+  const Status s = run([&](Orchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(a)).scalar(1)));
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(b)).scalar(2)));
+    // The root scope holds both slots of ring 0 until the run ends: nothing can be reclaimed.
+    third = o.submit(fill, TaskArgs().output_existing(i32(c)).scalar(3));
+    return third;
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kOutOfMemory);
+  EXPECT_EQ(third.code(), ErrorCode::kOutOfMemory);
+  EXPECT_THAT(third.message(), HasSubstr("deadlock"));
+  EXPECT_THAT(third.message(), HasSubstr("ring 0 (scope depth 0): 2 of 2 slots live"));
+  EXPECT_THAT(third.message(), HasSubstr("held by its open scope"));
+  EXPECT_THAT(third.message(), HasSubstr("task_ring_slots"));
+  EXPECT_EQ(a[0], 1);
+  EXPECT_EQ(b[0], 2);
+}
+
+TEST_F(RuntimeOrchestrator, AHeapRingTooSmallForItsScopeIsADeadlockError) {
+  config.heap_ring_bytes = 512;
+  Status third, huge;
+  const Status s = run([&](Orchestrator& o) -> Status {
+    auto scope = o.scope();
+    huge = o.submit(fill, TaskArgs().output(DType::kInt32, {1024}).scalar(1));
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output(DType::kInt32, {64}).scalar(1)));
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output(DType::kInt32, {64}).scalar(2)));
+    third = o.submit(fill, TaskArgs().output(DType::kInt32, {64}).scalar(3));
+    return third;
+  });
+  EXPECT_EQ(huge.code(), ErrorCode::kOutOfMemory);
+  EXPECT_THAT(huge.message(), HasSubstr("heap_ring_bytes"));
+  EXPECT_EQ(s.code(), ErrorCode::kOutOfMemory);
+  EXPECT_THAT(third.message(), HasSubstr("deadlock"));
+  EXPECT_THAT(third.message(), HasSubstr("heap 512 of 512 bytes used"));
+}
+
+TEST_F(RuntimeOrchestrator, AFailingTaskFailsItsDependentsAndTheRunByName) {
+  std::atomic<bool> dependent_ran{false};
+  const int failing = add("failing", [](const TaskArgs&, BlockContext&) -> Status {
+    return Status::error(ErrorCode::kInvalidArgument, "tile 3 is malformed");
+  });
+  const int marks = add("marks", [&](const TaskArgs&, BlockContext&) -> Status {
+    dependent_ran = true;
+    return Status::ok();
+  });
+  std::vector<std::int32_t> buf(4, 0);
+  const Status s = run([&](Orchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit(failing, TaskArgs().output_existing(i32(buf))));
+    Status dependent = o.submit(marks, TaskArgs().input(i32(buf)));
+    // Either accepted (then skipped), or refused because the run already failed.
+    if (!dependent.is_ok()) {
+      EXPECT_EQ(dependent.code(), ErrorCode::kAborted);
+    }
+    return Status::ok();
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("task 0 (callable 'failing') failed"));
+  EXPECT_THAT(s.message(), HasSubstr("tile 3 is malformed"));
+  EXPECT_FALSE(dependent_ran.load());
+  std::lock_guard lock(recorder.mu);
+  if (recorder.statuses.count(1) != 0) {
+    EXPECT_EQ(recorder.statuses[1].code(), ErrorCode::kAborted);
+    EXPECT_THAT(recorder.statuses[1].message(), HasSubstr("task 0 (callable 'failing')"));
+  }
+}
+
+TEST_F(RuntimeOrchestrator, AThrowingTaskIsAKernelFailureNamingTheTask) {
+  const int throwing = add("throwing", [](const TaskArgs&, BlockContext&) -> Status {
+    throw std::runtime_error("boom");
+  });
+  const Status s = run([&](Orchestrator& o) -> Status { return o.submit(throwing, TaskArgs()); });
+  EXPECT_EQ(s.code(), ErrorCode::kKernelFailed);
+  EXPECT_THAT(s.message(), HasSubstr("task 0 (callable 'throwing') failed"));
+  EXPECT_THAT(s.message(), HasSubstr("boom"));
+}
+
+TEST_F(RuntimeOrchestrator, ScopesReleaseTheirOutputsForReuse) {
+  // 16 iterations each make a 256-byte output in a 1 KiB heap ring: only possible when every
+  // scope's outputs are released at its end.
+  config.heap_ring_bytes = 1024;
+  std::vector<std::int32_t> sums(16, -1);
+  const int sum = add("sum", [](const TaskArgs& a, BlockContext&) -> Status {
+    std::int32_t total = 0;
+    for_each_element(a.tensor(0), [&](std::int32_t& x) { total += x; });
+    *static_cast<std::int32_t*>(a.tensor(1).data()) = total;
+    return Status::ok();
+  });
+  const Status s = run([&](Orchestrator& o) -> Status {
+    for (int i = 0; i < 16; ++i) {
+      auto scope = o.scope();
+      SubmitResult made;
+      HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output(DType::kInt32, {64}).scalar(i), &made));
+      EXPECT_EQ(made.outputs.size(), 1u);
+      TensorView element(sums.data() + i, DType::kInt32, {1});
+      HP_RETURN_IF_ERROR(o.submit(sum, TaskArgs().input(made.outputs[0]).output_existing(element)));
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(sums[static_cast<std::size_t>(i)], 64 * i) << i;
+  // The consumer found its input through the creator's entry.
+  EXPECT_EQ(recorder.edges(1), (Edges{{0, DepKind::kRaw, 0, DepSource::kCreator}}));
+}
+
+TEST_F(RuntimeOrchestrator, AnEscapedOutputOutlivesItsScope) {
+  std::vector<std::int32_t> out(8, -1);
+  const Status s = run([&](Orchestrator& o) -> Status {
+    EXPECT_EQ(o.escape(TensorView()).code(), ErrorCode::kInvalidArgument);  // root scope
+    TensorView kept;
+    {
+      auto outer = o.scope();
+      {
+        auto inner = o.scope();
+        EXPECT_EQ(inner.depth(), 2);
+        SubmitResult made;
+        HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output(DType::kInt32, {8}).scalar(42), &made));
+        kept = made.outputs[0];
+        HP_RETURN_IF_ERROR(o.escape(kept));
+        std::vector<std::int32_t> elsewhere(8);
+        EXPECT_EQ(o.escape(i32(elsewhere)).code(), ErrorCode::kNotFound);
+      }
+      return o.submit(copy, TaskArgs().input(kept).output_existing(i32(out)));
+    }
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(out, std::vector<std::int32_t>(8, 42));
+  EXPECT_EQ(recorder.edges(1), (Edges{{0, DepKind::kRaw, 0, DepSource::kCreator}}));
+}
+
+TEST_F(RuntimeOrchestrator, ObserversSeeEachTaskLifecycleInOrder) {
+  std::vector<std::int32_t> buf(4, 0);
+  const Status s = run([&](Orchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(1)));
+    auto scope = o.scope();
+    return o.submit(add_scalar, TaskArgs().inout(i32(buf)).scalar(1), {.mode = LaunchMode::kVector, .block_num = 1});
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  std::lock_guard lock(recorder.mu);
+  const std::vector<std::string> lifecycle = {"submit", "ready", "start", "end", "complete"};
+  EXPECT_EQ(recorder.events[0], lifecycle);
+  EXPECT_EQ(recorder.events[1], lifecycle);
+  EXPECT_EQ(recorder.scope_begins, 2);  // root + one nested
+  EXPECT_EQ(recorder.scope_ends, 2);
+  EXPECT_EQ(recorder.max_depth, 1);
+  EXPECT_TRUE(recorder.statuses[1].is_ok()) << recorder.statuses[1].to_string();
+}
+
+TEST_F(RuntimeOrchestrator, BadRequestsGetNamedErrors) {
+  Status s = run([&](Orchestrator& o) -> Status { return o.submit(12345, TaskArgs()); });
+  EXPECT_EQ(s.code(), ErrorCode::kNotFound);
+  s = run([&](Orchestrator&) -> Status { throw std::runtime_error("orchestration bug"); });
+  EXPECT_EQ(s.code(), ErrorCode::kKernelFailed);
+  EXPECT_THAT(s.message(), HasSubstr("orchestration bug"));
+  s = run([&](Orchestrator& o) -> Status {
+    return o.submit(fill, TaskArgs().output_existing(TensorView(nullptr, DType::kInt32, {4})));
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
+  config.task_ring_slots = 0;
+  EXPECT_EQ(run([](Orchestrator&) { return Status::ok(); }).code(), ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace hp::runtime
