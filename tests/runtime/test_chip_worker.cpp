@@ -23,7 +23,7 @@ std::string test_library_path() {
   char exe[PATH_MAX] = {};
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   std::string dir(exe, n > 0 ? static_cast<std::size_t>(n) : 0);
-  return dir.substr(0, dir.rfind('/')) + "/libhp_test_runtime_kernels.so";
+  return dir.substr(0, dir.rfind('/')) + "/libhyper_parallel_test_runtime_kernels.so";
 }
 
 std::unique_ptr<ChipWorker> make_worker(int num_cube = 1, int num_vector = 2) {
