@@ -39,13 +39,14 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   const int ranks = hp::shmem::n_pes(), rank = hp::shmem::my_pe();
   // Every rank checks every rank's config (the same data everywhere: the same verdict), and,
   // for the window context, that it maps every peer's window.
-  constexpr int kFields = 10;
+  constexpr int kFields = 11;
   const std::array<std::int64_t, kFields> mine = {config.hidden,      config.max_tokens_per_rank,
                                                   config.num_experts, config.topk,
                                                   config.max_element_bytes, config.combine_element_bytes,
                                                   std::int64_t(config.comm), std::int64_t(config.low_latency),
                                                   std::bit_cast<std::int64_t>(config.capacity_factor),
-                                                  std::int64_t(config.grow_on_overflow)};
+                                                  std::int64_t(config.grow_on_overflow),
+                                                  std::int64_t(config.streamed_combine)};
   void* scratch = nullptr;
   HP_RETURN_IF_ERROR(hp::shmem::calloc(std::size_t(ranks + 1) * kFields, sizeof(std::int64_t), &scratch));
   auto* all = static_cast<std::int64_t*>(scratch);
@@ -73,7 +74,8 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   HP_RETURN_IF_ERROR(s);
   static constexpr const char* kNames[kFields] = {"hidden", "max_tokens_per_rank", "num_experts", "topk",
                                                   "max_element_bytes", "combine_element_bytes", "comm",
-                                                  "low_latency", "capacity_factor", "grow_on_overflow"};
+                                                  "low_latency", "capacity_factor", "grow_on_overflow",
+                                                  "streamed_combine"};
   for (int r = 1; r < ranks; ++r) {
     for (int f = 0; f < kFields; ++f) {
       if (table[std::size_t(r * kFields + f)] != table[std::size_t(f)]) {
@@ -128,6 +130,10 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
     b->ll_recv_offset_ = b->ll_counts_offset_ + round64(2 * r * (kCountsHeader + local) * 8);
     b->ll_back_offset_ = b->ll_recv_offset_ + 2 * local * r * tmax * b->ll_slot_bytes_;
     b->window_bytes_ = b->ll_back_offset_ + 2 * std::size_t(config.num_experts) * tmax * b->back_row_bytes_;
+  }
+  if (config.streamed_combine) {
+    b->pair_offset_ = b->window_bytes_;
+    b->window_bytes_ = b->pair_offset_ + 2 * tmax * std::size_t(config.topk) * b->back_row_bytes_;
   }
   void* window = nullptr;
   HP_RETURN_IF_ERROR(hp::shmem::align(64, b->window_bytes_, &window));
@@ -214,7 +220,8 @@ Status Buffer::notify_dispatch(const DispatchArgs& args, Handle* handle, const S
   return notify_with(shmem_comm_, args, handle, caller_check);
 }
 
-Status Buffer::dispatch_data(const DispatchArgs& args, Handle* handle, const DispatchOutputs& out) {
+Status Buffer::dispatch_data(const DispatchArgs& args, Handle* handle, const DispatchOutputs& out,
+                             const std::function<Status(std::int64_t)>& on_expert_ready) {
   HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition, "Buffer::dispatch_data: the buffer was destroyed");
   HP_ENSURE(handle != nullptr && handle->epoch == notified_epoch_ && notified_epoch_ != 0,
             ErrorCode::kFailedPrecondition,
@@ -224,8 +231,8 @@ Status Buffer::dispatch_data(const DispatchArgs& args, Handle* handle, const Dis
             "Buffer::dispatch_data: x {} is not the x of notify_dispatch ({} tokens)", args.x.to_string(),
             handle->layout.num_tokens);
   notified_epoch_ = 0;
-  if (config_.comm == CommKind::kWindow) return data_with(window_comm_, args, handle, out);
-  return data_with(shmem_comm_, args, handle, out);
+  if (config_.comm == CommKind::kWindow) return data_with(window_comm_, args, handle, out, on_expert_ready);
+  return data_with(shmem_comm_, args, handle, out, on_expert_ready);
 }
 
 Status Buffer::check_dispatch_outputs(const DispatchArgs& a, const Handle& h, const DispatchOutputs& out) const {
@@ -390,6 +397,14 @@ Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle, co
     HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kNotify, s), hp::shmem::Cmp::kGe, epoch));
   }
   if (!input.is_ok()) return input;
+  // The source side's pairs that go to an expert (the streamed combine sums these).
+  const std::int64_t tokens = a.x.dim(0), topk = config_.topk;
+  const auto* active = static_cast<const std::uint8_t*>(a.x_active_mask.data());
+  h.pair_sent.assign(std::size_t(tokens * topk), 0);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    if (active != nullptr && active[t] == 0) continue;
+    for (std::int64_t k = 0; k < topk; ++k) h.pair_sent[std::size_t(t * topk + k)] = topk_at(a.topk_idx, t, k) >= 0;
+  }
   for (int s = 0; s < ranks_; ++s) {
     if (counts(epoch, s)[0] != 0) {
       return Status::error(ErrorCode::kAborted, "dispatch: rank {} rejected its inputs ({}); see its error",
@@ -438,7 +453,8 @@ Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle, co
 }
 
 template <typename Comm>
-Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle, const DispatchOutputs& out) {
+Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle, const DispatchOutputs& out,
+                         const std::function<Status(std::int64_t)>& on_expert_ready) {
   const std::int64_t hidden = config_.hidden, topk = config_.topk, per_rank = local_experts();
   const bool quant = a.quant == Quant::kDynamicInt8;
   const std::int64_t tokens = a.x.dim(0);
@@ -513,6 +529,7 @@ Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle, cons
   }
   h.row_src_rank.assign(std::size_t(h.rows), -1);
   h.row_src_token.assign(std::size_t(h.rows), -1);
+  h.row_src_slot.assign(std::size_t(h.rows), -1);
   h.record_rows.assign(std::size_t(h.records * topk), -1);
   std::vector<std::int64_t> cursor(h.expert_offsets.begin(), h.expert_offsets.end() - 1);
   std::int64_t rec_index = 0;
@@ -530,9 +547,30 @@ Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle, cons
         weight_out[row] = meta_weights(rec, topk)[k];
         h.row_src_rank[std::size_t(row)] = std::int32_t(s);
         h.row_src_token[std::size_t(row)] = meta.token;
+        h.row_src_slot[std::size_t(row)] = std::int32_t(k);
         h.record_rows[std::size_t(rec_index * topk + k)] = row;
       }
     }
+  }
+  if (on_expert_ready) {  // the payloads expert by expert, each announced when written
+    std::vector<std::int64_t>& row_record = expand_rows_;
+    row_record.assign(std::size_t(h.rows), -1);
+    for (std::int64_t i = 0; i < h.records; ++i) {
+      for (std::int64_t k = 0; k < topk; ++k) {
+        const std::int64_t row = h.record_rows[std::size_t(i * topk + k)];
+        if (row >= 0) row_record[std::size_t(row)] = i;
+      }
+    }
+    for (std::int64_t le = 0; le < per_rank; ++le) {
+      const std::int64_t first = h.expert_offsets[std::size_t(le)];
+      for (std::int64_t row = first; row < first + h.tokens_per_expert[std::size_t(le)]; ++row) {
+        stream_copy(x_out + std::size_t(row) * payload_bytes, record(row_record[std::size_t(row)]) + meta_bytes_,
+                    payload_bytes);
+      }
+      stream_fence();
+      HP_RETURN_IF_ERROR(on_expert_ready(le));
+    }
+    return comm.quiet();
   }
   // The payloads, records split over the workers.
   HP_RETURN_IF_ERROR(for_each_share(config_.chip, h.records, [&](std::int64_t r0, std::int64_t r1, int) {

@@ -3,9 +3,9 @@
 // A Buffer is created collectively (every rank, same BufferConfig; a disagreement is an error
 // on every rank) and owns one symmetric window per rank:
 //
-//   flags   5 x R status words, 64 bytes apart: notify[s], dispatch[s], combine[s],
-//           low-latency dispatch[s] and combine[s] (set by rank s to the call's epoch); the
-//           combine slots' second word is (epoch << 16 | error code) when rank s rejected its
+//   flags   6 x R status words, 64 bytes apart: notify[s], dispatch[s], combine[s],
+//           low-latency dispatch[s] and combine[s], streamed combine[s] (set by rank s to the
+//           call's epoch); the combine slots' second word is (epoch << 16 | error code) when rank s rejected its
 //           inputs for that call (it still sets its flag: the others return ABORTED at once)
 //   counts  2 x R x (1 + R + E) int64: slot s = rank s's status code (0 or the ErrorCode that
 //           made it reject its inputs), tokens per rank [R], pairs per expert [E]; dispatch n
@@ -23,6 +23,9 @@
 //              + payload (H x max_element_bytes, padded to 64 B); source s fills [e][s][0, n)
 //   ll back    2 x E x T_max rows of H x combine_element_bytes: [expert][slot], the slot of
 //              this rank's pair at that expert (so each expert rank writes one contiguous run)
+// and, with streamed_combine:
+//   pair back  2 x T_max x K rows of H x combine_element_bytes: [token][k], the row of this
+//              rank's pair (t, k), written by the rank of its expert; call n uses half n % 2
 //
 // Calls are collective and in the same order on every rank: notify (inside dispatch) -> data ->
 // (combine). A rank writes a peer's region only after the peer has entered the call that
@@ -39,6 +42,7 @@
 #define HYPER_PARALLEL_MOE_BUFFER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -76,6 +80,8 @@ struct BufferConfig {
   // The vector cores dispatch and combine split their tokens over (a kVector launch); null:
   // the calling thread. Per rank (not compared across ranks); the chip must outlive its use.
   hp::platform::Chip* chip = nullptr;
+  // Adds the streamed combine's region (combine_stream_*).
+  bool streamed_combine = false;
 };
 
 enum class Quant : std::int32_t { kNone = 0, kDynamicInt8 = 1 };
@@ -104,7 +110,9 @@ struct Handle {
   std::vector<std::int64_t> record_rows; // [records x K]: rows of each received record, -1 none
   std::vector<std::int32_t> row_src_rank;   // [rows], -1 for pad rows
   std::vector<std::int32_t> row_src_token;  // [rows]
+  std::vector<std::int32_t> row_src_slot;   // [rows]: the row's k in its token's top-k, -1 for pad rows
   std::int64_t records = 0;
+  std::vector<std::uint8_t> pair_sent;      // [T x K], the source side: 1 when pair (t, k) went to an expert
 };
 
 // Where dispatch_data writes (sized by notify_dispatch's handle.rows): x int8 (quantised) or
@@ -179,12 +187,33 @@ class HP_API Buffer {
   // caller_check: an error the caller found in its own arguments (e.g. an op's outputs), sent
   // in place of the counts like an input error, so that every rank fails alike.
   Status notify_dispatch(const DispatchArgs& args, Handle* handle, const Status& caller_check = Status::ok());
-  Status dispatch_data(const DispatchArgs& args, Handle* handle, const DispatchOutputs& out);
+  // on_expert_ready (optional): called with each local expert in order as soon as its rows are
+  // all in `out` (every source's tokens arrived and were expanded), so that its GEMM can start
+  // while the next expert's rows are written; then the rows are written on the calling thread.
+  Status dispatch_data(const DispatchArgs& args, Handle* handle, const DispatchOutputs& out,
+                       const std::function<Status(std::int64_t local_expert)>& on_expert_ready = {});
   // expert_out fp32/bf16 [rows, H] (rows of the dispatch); weights: optional fp32 [rows]
   // (default: the dispatched top-k weights; pass `weighted = false` to sum without weights,
   // dispatch's adjoint); y fp32/bf16 [T, H] of the dispatching rank.
   Status combine(const TensorView& expert_out, const Handle& handle, const TensorView& y,
                  const TensorView& weights = {}, bool weighted = true);
+
+  // The streamed combine (a buffer made with streamed_combine; seed 002's deep fuse, where the
+  // combine runs as GMM2's tiles complete): combine_stream_begin with the last dispatch's handle,
+  // combine_stream_rows for every row of expert_out once, in any order and batches, as they are
+  // ready, then combine_stream_end. Each row goes back unsummed to its source's pair slot
+  // [t][k] (its weight must be applied already: GMM2's epilogue does); end sets this rank's
+  // flag on every rank, waits for every rank's, and sums y[t] = the pair rows of t in k order
+  // (fp32, written as y's dtype). One thread calls rows; no other call on the buffer between
+  // begin and end. Inputs begin rejects (expert_out fp32/bf16 [rows, H], y fp32/bf16 [T, H])
+  // make this rank send nothing and its end fail; the other ranks' end returns ABORTED.
+  Status combine_stream_begin(const Handle& handle, const TensorView& expert_out, const TensorView& y);
+  Status combine_stream_rows(std::int64_t row_begin, std::int64_t row_end);
+  Status combine_stream_end();
+
+  // The chip dispatch and combine split their work over from now on (null: the calling thread,
+  // e.g. when they run inside a launch of that chip). Per rank.
+  void use_chip(hp::platform::Chip* chip) { config_.chip = chip; }
 
   // The low-latency mode (the buffer made with low_latency = true): args as dispatch's
   // (expert_alignment unused). combine: expert_out fp32/bf16 [E_local, R*T_max, H] in the
@@ -204,7 +233,8 @@ class HP_API Buffer {
   template <typename Comm>
   Status notify_with(Comm& comm, const DispatchArgs& args, Handle* handle, const Status& caller_check);
   template <typename Comm>
-  Status data_with(Comm& comm, const DispatchArgs& args, Handle* handle, const DispatchOutputs& out);
+  Status data_with(Comm& comm, const DispatchArgs& args, Handle* handle, const DispatchOutputs& out,
+                   const std::function<Status(std::int64_t)>& on_expert_ready);
   Status check_dispatch_outputs(const DispatchArgs& args, const Handle& handle, const DispatchOutputs& out) const;
   template <typename Comm>
   Status combine_with(Comm& comm, const TensorView& expert_out, const Handle& handle, const TensorView& y,
@@ -221,6 +251,11 @@ class HP_API Buffer {
   std::int64_t* ll_counts(std::uint64_t epoch, int rank) const;
   std::uint8_t* ll_slot(std::uint64_t epoch, std::int64_t local_expert, int src, std::int64_t i) const;
   std::uint8_t* ll_back_row(std::uint64_t epoch, std::int64_t expert, std::int64_t slot) const;
+  std::uint8_t* pair_row(std::uint64_t epoch, std::int64_t index) const;
+  template <typename Comm>
+  Status stream_rows_with(Comm& comm, std::int64_t row_begin, std::int64_t row_end);
+  template <typename Comm>
+  Status stream_end_with(Comm& comm);
 
   BufferConfig config_;
   int rank_ = 0, ranks_ = 0;
@@ -230,8 +265,18 @@ class HP_API Buffer {
   std::size_t meta_bytes_ = 0, record_bytes_ = 0, back_row_bytes_ = 0;
   std::size_t counts_offset_ = 0, back_offset_ = 0, window_bytes_ = 0;
   std::size_t ll_slot_bytes_ = 0, ll_counts_offset_ = 0, ll_recv_offset_ = 0, ll_back_offset_ = 0;
+  std::size_t pair_offset_ = 0;
+  struct StreamState {  // the open streamed combine
+    bool open = false;
+    std::uint64_t epoch = 0;
+    const Handle* handle = nullptr;
+    TensorView expert_out, y;
+    Status input;  // this rank's verdict on its inputs
+  } stream_;
+  std::uint64_t stream_epoch_ = 0;
   std::uint64_t dispatch_epoch_ = 0, combine_epoch_ = 0, ll_dispatch_epoch_ = 0, ll_combine_epoch_ = 0;
   std::uint64_t notified_epoch_ = 0;  // the notify_dispatch dispatch_data may continue, 0: none
+  std::vector<std::int64_t> expand_rows_;  // dispatch_data by expert: each row's record
   std::vector<std::int8_t> quant_rows_;  // this rank's tokens quantised once per dispatch
   std::vector<float> quant_scales_;
   struct WorkerScratch {                 // one per worker (shares.h)

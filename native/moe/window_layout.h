@@ -14,8 +14,15 @@ namespace hp::moe::window {
 
 inline constexpr std::size_t kSlot = 64;  // status words 64 bytes apart (the protocol rule)
 // flags: kinds x R slots; rank s sets slot [kind][s] of a peer to the call's epoch.
-enum FlagKind { kNotify = 0, kDispatch = 1, kCombine = 2, kLowLatencyDispatch = 3, kLowLatencyCombine = 4 };
-inline constexpr int kFlagKinds = 5;
+enum FlagKind {
+  kNotify = 0,
+  kDispatch = 1,
+  kCombine = 2,
+  kLowLatencyDispatch = 3,
+  kLowLatencyCombine = 4,
+  kStreamedCombine = 5
+};
+inline constexpr int kFlagKinds = 6;
 inline constexpr std::ptrdiff_t kCountsHeader = 1;  // a counts slot starts with a status code
 
 inline std::size_t round64(std::size_t n) { return (n + 63) & ~std::size_t(63); }

@@ -4,6 +4,8 @@
 // computed locally without communication.
 #include <gtest/gtest.h>
 
+#include <numeric>
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -307,6 +309,119 @@ TEST_P(DispatchCombine, RoundTripOfTheIdentityIsX) {
                         << ", x = " << want;
           return Status::ok();
         }
+      }
+    }
+    return buffer->destroy();
+  });
+}
+
+// The streamed combine (rows sent as they are ready, in any order) of weighted identity rows is
+// x, bit for bit; dispatch_data's per-expert callback fires once per local expert, in order,
+// with that expert's rows already written; masked tokens and tokens without an expert get 0.
+TEST_P(DispatchCombine, StreamedCombineOfTheIdentityIsX) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    for (const Case c : {Case{.masked = true, .seed = 71}, Case{.routing = Routing::kSomeRanksEmpty, .seed = 72}}) {
+      std::unique_ptr<Buffer> buffer;
+      HP_RETURN_IF_ERROR(Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
+                                         .num_experts = c.experts, .topk = c.topk, .comm = GetParam(),
+                                         .streamed_combine = true},
+                                        &buffer));
+      const Inputs in = make_inputs(c, me, ranks);
+      DispatchArgs args = input_args(in, c);
+      if (c.masked) args.x_active_mask = TensorView(const_cast<std::uint8_t*>(in.active.data()), DType::kUInt8, {in.tokens});
+      const auto expected = expected_rows(c, me, ranks);
+      for (int round = 0; round < 3; ++round) {  // both halves of the pair region, then the first again
+        Handle h;
+        HP_RETURN_IF_ERROR(buffer->notify_dispatch(args, &h));
+        std::vector<float> rows(std::size_t(h.rows * c.hidden)), scale(std::size_t(h.rows)), weight(std::size_t(h.rows));
+        std::vector<std::int64_t> ready;
+        HP_RETURN_IF_ERROR(buffer->dispatch_data(
+            args, &h,
+            {.x = TensorView(rows.data(), DType::kFP32, {h.rows, c.hidden}),
+             .topk_weights = TensorView(weight.data(), DType::kFP32, {h.rows})},
+            [&](std::int64_t le) -> Status {
+              ready.push_back(le);
+              // This expert's rows are in place: each is its source token's x.
+              const std::int64_t first = h.expert_offsets[std::size_t(le)];
+              for (std::size_t i = 0; i < expected[std::size_t(le)].size(); ++i) {
+                const Expected& e = expected[std::size_t(le)][i];
+                const Inputs src = make_inputs(c, e.src, ranks);
+                EXPECT_EQ(rows[std::size_t((first + std::int64_t(i)) * c.hidden)], src.x[std::size_t(e.token * c.hidden)])
+                    << "rank " << me << " expert " << le << " row " << i;
+              }
+              return Status::ok();
+            }));
+        std::vector<std::int64_t> in_order(std::size_t(c.experts / ranks));
+        std::iota(in_order.begin(), in_order.end(), 0);
+        EXPECT_EQ(ready, in_order);
+        // Each row times its weight, streamed in batches from the last rows to the first.
+        for (std::int64_t r = 0; r < h.rows; ++r) {
+          for (std::int64_t j = 0; j < c.hidden; ++j) rows[std::size_t(r * c.hidden + j)] *= weight[std::size_t(r)];
+        }
+        std::vector<float> y(in.x.size(), -1.0f);
+        HP_RETURN_IF_ERROR(buffer->combine_stream_begin(h, TensorView(rows.data(), DType::kFP32, {h.rows, c.hidden}),
+                                                        TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden})));
+        for (std::int64_t end = h.rows; end > 0; end -= 5) HP_RETURN_IF_ERROR(buffer->combine_stream_rows(std::max<std::int64_t>(0, end - 5), end));
+        HP_RETURN_IF_ERROR(buffer->combine_stream_end());
+        for (std::int64_t t = 0; t < in.tokens; ++t) {
+          bool any = false;
+          for (std::int64_t k = 0; k < c.topk; ++k) any |= in.idx[std::size_t(t * c.topk + k)] >= 0;
+          any &= !c.masked || in.active[std::size_t(t)] != 0;
+          for (std::int64_t j = 0; j < c.hidden; ++j) {
+            const float want = any ? in.x[std::size_t(t * c.hidden + j)] : 0.0f;
+            if (y[std::size_t(t * c.hidden + j)] != want) {
+              ADD_FAILURE() << "rank " << me << " round " << round << " y[" << t << "][" << j
+                            << "] = " << y[std::size_t(t * c.hidden + j)] << ", want " << want;
+              return Status::ok();
+            }
+          }
+        }
+      }
+      HP_RETURN_IF_ERROR(buffer->destroy());
+    }
+    return Status::ok();
+  });
+}
+
+// A rank whose streamed combine inputs are bad fails its end; the others' end returns ABORTED
+// at once; the buffer stays usable. Without streamed_combine, begin is FAILED_PRECONDITION.
+TEST_P(DispatchCombine, StreamedCombineRejections) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    SmallBatch batch;
+    {
+      std::unique_ptr<Buffer> plain;
+      HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
+                                         .comm = GetParam()},
+                                        &plain));
+      DispatchResult r;
+      HP_RETURN_IF_ERROR(plain->dispatch(batch.args(), &r));
+      std::vector<float> y(4 * 16);
+      const Status s = plain->combine_stream_begin(r.handle, r.x(), TensorView(y.data(), DType::kFP32, {4, 16}));
+      EXPECT_EQ(s.code(), ErrorCode::kFailedPrecondition) << s.to_string();
+      HP_RETURN_IF_ERROR(plain->destroy());
+    }
+    std::unique_ptr<Buffer> buffer;
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
+                                       .comm = GetParam(), .streamed_combine = true},
+                                      &buffer));
+    for (int round = 0; round < 2; ++round) {
+      DispatchResult r;
+      HP_RETURN_IF_ERROR(buffer->dispatch(batch.args(), &r));
+      std::vector<float> out(std::size_t(r.rows * 16), 0.5f), y(4 * 16, -1.0f);
+      const bool bad = round == 0 && me == ranks - 1;
+      HP_RETURN_IF_ERROR(buffer->combine_stream_begin(r.handle, TensorView(out.data(), DType::kFP32, {r.rows, 16}),
+                                                      TensorView(y.data(), DType::kFP32, {bad ? 3 : 4, 16})));
+      HP_RETURN_IF_ERROR(buffer->combine_stream_rows(0, r.rows));
+      const Status s = buffer->combine_stream_end();
+      if (round == 0) {
+        EXPECT_EQ(s.code(), bad ? ErrorCode::kShapeMismatch : ErrorCode::kAborted) << s.to_string();
+      } else {
+        HP_EXPECT_OK(s);
+        EXPECT_EQ(y[0], 1.0f);  // token 0's two rows of 0.5
       }
     }
     return buffer->destroy();
