@@ -209,7 +209,9 @@ class HP_API Buffer {
   // make this rank send nothing and its end fail; the other ranks' end returns ABORTED.
   Status combine_stream_begin(const Handle& handle, const TensorView& expert_out, const TensorView& y);
   Status combine_stream_rows(std::int64_t row_begin, std::int64_t row_end);
-  Status combine_stream_end();
+  // caller_check: an error the caller met while streaming (e.g. its GEMM failed): this rank
+  // then rejects the call like a bad input, so that no rank waits for rows that never come.
+  Status combine_stream_end(const Status& caller_check = Status::ok());
 
   // The chip dispatch and combine split their work over from now on (null: the calling thread,
   // e.g. when they run inside a launch of that chip). Per rank.
@@ -255,7 +257,7 @@ class HP_API Buffer {
   template <typename Comm>
   Status stream_rows_with(Comm& comm, std::int64_t row_begin, std::int64_t row_end);
   template <typename Comm>
-  Status stream_end_with(Comm& comm);
+  Status stream_end_with(Comm& comm, const Status& caller_check);
 
   BufferConfig config_;
   int rank_ = 0, ranks_ = 0;

@@ -116,6 +116,13 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
     }
     return hp::kernels::pack_weights(weights.shared_w2, weights.shared_w2_scale, {}, &layer->shared_w2_);
   }();
+  // The path (a precondition of this rank's chip; ranks disagreeing fail the buffer's create).
+  const std::int64_t local = hp::shmem::initialized() ? config.num_experts / std::max(1, hp::shmem::n_pes()) : 0;
+  const bool deep_chip = config.chip != nullptr && config.chip->ratio() == 2;
+  HP_ENSURE(config.path != LayerPath::kDeep || deep_chip, ErrorCode::kFailedPrecondition,
+            "MoeLayerConfig path = deep: the deep-fuse path runs on a chip with 2 vector cores per cube core "
+            "(ChipConfig num_vector = 2 x num_cube); use path = staged or auto without one");
+  layer->deep_ = config.path == LayerPath::kDeep || (config.path == LayerPath::kAuto && deep_chip && local > 1);
   const Status made = Buffer::create({.hidden = packed.is_ok() ? config.hidden : -1,
                                       .max_tokens_per_rank = config.max_tokens_per_rank,
                                       .num_experts = config.num_experts,
@@ -123,7 +130,8 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
                                       .max_element_bytes = config.backward ? 2 : 1,  // bf16 dY
                                       .combine_element_bytes = 4,
                                       .comm = config.comm,
-                                      .chip = config.chip},
+                                      .chip = config.chip,
+                                      .streamed_combine = layer->deep_},
                                      &layer->buffer_);
   HP_RETURN_IF_ERROR(packed);
   HP_RETURN_IF_ERROR(made);
@@ -223,97 +231,111 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
   }();
   const DispatchArgs args{.x = x, .topk_idx = topk_idx, .topk_weights = topk_weights,
                           .x_active_mask = x_active_mask, .quant = Quant::kDynamicInt8, .smooth = smooth1()};
-  // ---- phase 0: dispatch into x1Token / x1Scale ---------------------------------------------
-  auto start = std::chrono::steady_clock::now();
-  HP_RETURN_IF_ERROR(buffer_->notify_dispatch(args, &handle_, workspace_ok));
-  const std::int64_t rows = handle_.rows, local = std::int64_t(handle_.expert_offsets.size()) - 1;
-  HP_ENSURE(rows <= plan_.max_recv_rows, ErrorCode::kInternal, "MoeLayer: {} rows past the plan's {}", rows,
-            plan_.max_recv_rows);
-  rows_ = rows;
-  recv_weights_.resize(std::size_t(rows));
-  const TensorView x1(ws + at.x1_token, DType::kInt8, {rows, hidden});
-  const TensorView x1_scale(ws + at.x1_scale, DType::kFP32, {rows});
-  HP_RETURN_IF_ERROR(buffer_->dispatch_data(
-      args, &handle_, {.x = x1, .x_scale = x1_scale, .topk_weights = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
-  // The shared expert's input: this rank's tokens, quantised into shareX1Token/shareX1Scale.
-  const bool shared = config_.shared_intermediate > 0;
-  const std::int64_t tokens = x.dim(0), si = config_.shared_intermediate;
-  const std::int64_t shared_groups[2] = {0, tokens};
-  const TensorView shared_offsets(const_cast<std::int64_t*>(shared_groups), DType::kInt64, {2});
-  const TensorView share_x1(ws + at.share_x1_token, DType::kInt8, {tokens, hidden});
-  const TensorView share_x1_scale(ws + at.share_x1_scale, DType::kFP32, {tokens});
-  if (shared) HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, x, share_x1, share_x1_scale, smooth1()));
-  times_.dispatch = seconds_since(start);
-  const TensorView offsets(handle_.expert_offsets.data(), DType::kInt64, {local + 1});
-  // ---- phase 1: GMM1 + SwiGLU + requantisation into the SwiGLU region -----------------------
-  // (The plan's reuse mode shares x2 with x1: the requantised rows move to x2 only in phase 2,
-  // once GMM1 no longer reads x1.)
-  start = std::chrono::steady_clock::now();
-  std::uint8_t* h = ws + at.swiglu;
-  auto* h_scale = reinterpret_cast<float*>(h + ((rows * inter + 63) & ~std::int64_t(63)));
-  HP_RETURN_IF_ERROR(run_gemm({.a = x1,
-                               .a_scale = x1_scale,
-                               .offsets = offsets,
-                               .weights = w1_.header(),
-                               .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
-                               .out = TensorView(h, DType::kInt8, {rows, inter}),
-                               .out_scale = TensorView(h_scale, DType::kFP32, {rows}),
-                               .smooth = smooth2()}));
-  std::uint8_t* share_h = ws + at.share_swiglu;
-  auto* share_h_scale = reinterpret_cast<float*>(share_h + ((tokens * si + 63) & ~std::int64_t(63)));
-  if (shared) {
-    HP_RETURN_IF_ERROR(run_gemm({.a = share_x1,
-                                 .a_scale = share_x1_scale,
-                                 .offsets = shared_offsets,
-                                 .weights = shared_w1_.header(),
+  times_ = {};
+  // The shared expert first: its regions are free again before the routed experts use theirs.
+  // Its error (a bad x) travels with the dispatch's counts like the workspace's, to every rank.
+  const Status verdict = !workspace_ok.is_ok() || config_.shared_intermediate == 0 ? workspace_ok
+                                                                                    : run_shared_expert(x, ws);
+  if (deep_) HP_RETURN_IF_ERROR(forward_deep(args, y, ws, verdict));
+  if (!deep_) {
+    // ---- phase 0: dispatch into x1Token / x1Scale -------------------------------------------
+    auto start = std::chrono::steady_clock::now();
+    HP_RETURN_IF_ERROR(buffer_->notify_dispatch(args, &handle_, verdict));
+    const std::int64_t rows = handle_.rows, local = std::int64_t(handle_.expert_offsets.size()) - 1;
+    HP_ENSURE(rows <= plan_.max_recv_rows, ErrorCode::kInternal, "MoeLayer: {} rows past the plan's {}", rows,
+              plan_.max_recv_rows);
+    rows_ = rows;
+    recv_weights_.resize(std::size_t(rows));
+    const TensorView x1(ws + at.x1_token, DType::kInt8, {rows, hidden});
+    const TensorView x1_scale(ws + at.x1_scale, DType::kFP32, {rows});
+    HP_RETURN_IF_ERROR(buffer_->dispatch_data(
+        args, &handle_, {.x = x1, .x_scale = x1_scale, .topk_weights = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
+    times_.dispatch += seconds_since(start);
+    const TensorView offsets(handle_.expert_offsets.data(), DType::kInt64, {local + 1});
+    // ---- phase 1: GMM1 + SwiGLU + requantisation into the SwiGLU region ---------------------
+    // (The plan's reuse mode shares x2 with x1: the requantised rows move to x2 only in phase 2,
+    // once GMM1 no longer reads x1.)
+    start = std::chrono::steady_clock::now();
+    std::uint8_t* h = ws + at.swiglu;
+    auto* h_scale = reinterpret_cast<float*>(h + ((rows * inter + 63) & ~std::int64_t(63)));
+    HP_RETURN_IF_ERROR(run_gemm({.a = x1,
+                                 .a_scale = x1_scale,
+                                 .offsets = offsets,
+                                 .weights = w1_.header(),
                                  .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
-                                 .out = TensorView(share_h, DType::kInt8, {tokens, si}),
-                                 .out_scale = TensorView(share_h_scale, DType::kFP32, {tokens}),
-                                 .smooth = shared_smooth2()}));
+                                 .out = TensorView(h, DType::kInt8, {rows, inter}),
+                                 .out_scale = TensorView(h_scale, DType::kFP32, {rows}),
+                                 .smooth = smooth2()}));
+    times_.gmm1 += seconds_since(start);
+    // ---- phase 2: into x2Token / x2Scale; phase 3: GMM2 into swap ----------------------------
+    // (Phase 2 moves the rows before GMM2 starts: swap, which GMM2 writes, shares its bytes
+    // with the SwiGLU region.)
+    start = std::chrono::steady_clock::now();
+    std::memcpy(ws + at.x2_token, h, std::size_t(rows * inter));
+    std::memcpy(ws + at.x2_scale, h_scale, std::size_t(rows) * sizeof(float));
+    auto* out = reinterpret_cast<float*>(ws + at.swap_space);
+    HP_RETURN_IF_ERROR(run_gemm({.a = TensorView(ws + at.x2_token, DType::kInt8, {rows, inter}),
+                                 .a_scale = TensorView(ws + at.x2_scale, DType::kFP32, {rows}),
+                                 .offsets = offsets,
+                                 .weights = w2_.header(),
+                                 .epilogue = hp::kernels::Epilogue::kDequantScale,
+                                 .out = TensorView(out, DType::kFP32, {rows, hidden}),
+                                 .row_factor = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
+    times_.gmm2 += seconds_since(start);
+    // ---- phase 4: combine (the top-k weights were applied by GMM2's epilogue) ----------------
+    start = std::chrono::steady_clock::now();
+    HP_RETURN_IF_ERROR(buffer_->combine(TensorView(out, DType::kFP32, {rows, hidden}), handle_, y, {},
+                                        /*weighted=*/false));
+    times_.combine += seconds_since(start);
   }
-  times_.gmm1 = seconds_since(start);
-  // ---- phase 2: into x2Token / x2Scale; phase 3: GMM2 into swap ------------------------------
-  start = std::chrono::steady_clock::now();
-  // (Phase 2 moves both experts' rows before either GMM2 starts: swap, which GMM2 writes,
-  // shares its bytes with the SwiGLU regions.)
-  std::memcpy(ws + at.x2_token, h, std::size_t(rows * inter));
-  std::memcpy(ws + at.x2_scale, h_scale, std::size_t(rows) * sizeof(float));
-  if (shared) {
-    std::memcpy(ws + at.share_x2_token, share_h, std::size_t(tokens * si));
-    std::memcpy(ws + at.share_x2_scale, share_h_scale, std::size_t(tokens) * sizeof(float));
-  }
-  auto* out = reinterpret_cast<float*>(ws + at.swap_space);
-  HP_RETURN_IF_ERROR(run_gemm({.a = TensorView(ws + at.x2_token, DType::kInt8, {rows, inter}),
-                               .a_scale = TensorView(ws + at.x2_scale, DType::kFP32, {rows}),
-                               .offsets = offsets,
-                               .weights = w2_.header(),
-                               .epilogue = hp::kernels::Epilogue::kDequantScale,
-                               .out = TensorView(out, DType::kFP32, {rows, hidden}),
-                               .row_factor = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
-  if (shared) {
-    shared_out_.resize(std::size_t(tokens * hidden));
-    // The shared expert's weight is 1: the plain dequant epilogue.
-    HP_RETURN_IF_ERROR(run_gemm({.a = TensorView(ws + at.share_x2_token, DType::kInt8, {tokens, si}),
-                                 .a_scale = TensorView(ws + at.share_x2_scale, DType::kFP32, {tokens}),
-                                 .offsets = shared_offsets,
-                                 .weights = shared_w2_.header(),
-                                 .epilogue = hp::kernels::Epilogue::kDequant,
-                                 .out = TensorView(shared_out_.data(), DType::kFP32, {tokens, hidden})}));
-  }
-  times_.gmm2 = seconds_since(start);
-  // ---- phase 4: combine (the top-k weights were applied by GMM2's epilogue) ------------------
-  start = std::chrono::steady_clock::now();
-  HP_RETURN_IF_ERROR(buffer_->combine(TensorView(out, DType::kFP32, {rows, hidden}), handle_, y, {},
-                                      /*weighted=*/false));
-  if (shared) {  // y (fp32, [T, H] as the combine checked) += the shared expert's rows of active tokens
+  if (config_.shared_intermediate > 0) {  // y (fp32, [T, H] as the combine checked) += the shared rows of active tokens
+    const auto start = std::chrono::steady_clock::now();
+    const std::int64_t tokens = x.dim(0);
     auto* yp = static_cast<float*>(y.data());
     const auto* mask = static_cast<const std::uint8_t*>(x_active_mask.data());
     for (std::int64_t t = 0; t < tokens; ++t) {
       if (mask != nullptr && mask[t] == 0) continue;
       for (std::int64_t c = 0; c < hidden; ++c) yp[t * hidden + c] += shared_out_[std::size_t(t * hidden + c)];
     }
+    times_.combine += seconds_since(start);
   }
-  times_.combine = seconds_since(start);
+  return Status::ok();
+}
+
+Status MoeLayer::run_shared_expert(const TensorView& x, std::uint8_t* ws) {
+  const WorkspaceOffsets& at = plan_.offsets;
+  const std::int64_t tokens = x.dim(0), hidden = config_.hidden, si = config_.shared_intermediate;
+  const std::int64_t groups[2] = {0, tokens};
+  const TensorView offsets(const_cast<std::int64_t*>(groups), DType::kInt64, {2});
+  auto start = std::chrono::steady_clock::now();
+  const TensorView share_x1(ws + at.share_x1_token, DType::kInt8, {tokens, hidden});
+  const TensorView share_x1_scale(ws + at.share_x1_scale, DType::kFP32, {tokens});
+  HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, x, share_x1, share_x1_scale, smooth1()));
+  times_.dispatch += seconds_since(start);
+  start = std::chrono::steady_clock::now();
+  std::uint8_t* h = ws + at.share_swiglu;
+  auto* h_scale = reinterpret_cast<float*>(h + ((tokens * si + 63) & ~std::int64_t(63)));
+  HP_RETURN_IF_ERROR(run_gemm({.a = share_x1,
+                               .a_scale = share_x1_scale,
+                               .offsets = offsets,
+                               .weights = shared_w1_.header(),
+                               .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
+                               .out = TensorView(h, DType::kInt8, {tokens, si}),
+                               .out_scale = TensorView(h_scale, DType::kFP32, {tokens}),
+                               .smooth = shared_smooth2()}));
+  times_.gmm1 += seconds_since(start);
+  start = std::chrono::steady_clock::now();
+  std::memcpy(ws + at.share_x2_token, h, std::size_t(tokens * si));
+  std::memcpy(ws + at.share_x2_scale, h_scale, std::size_t(tokens) * sizeof(float));
+  shared_out_.resize(std::size_t(tokens * hidden));
+  // The shared expert's weight is 1: the plain dequant epilogue.
+  HP_RETURN_IF_ERROR(run_gemm({.a = TensorView(ws + at.share_x2_token, DType::kInt8, {tokens, si}),
+                               .a_scale = TensorView(ws + at.share_x2_scale, DType::kFP32, {tokens}),
+                               .offsets = offsets,
+                               .weights = shared_w2_.header(),
+                               .epilogue = hp::kernels::Epilogue::kDequant,
+                               .out = TensorView(shared_out_.data(), DType::kFP32, {tokens, hidden})}));
+  times_.gmm2 += seconds_since(start);
   return Status::ok();
 }
 

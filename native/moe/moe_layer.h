@@ -47,6 +47,15 @@
 
 namespace hp::moe {
 
+// Which forward runs (seed 002 §5): kStaged runs dispatch, GMM1, GMM2 and combine one after
+// another; kDeep (the deep-fuse path, a chip with 2 vector cores per cube core) overlaps them
+// in two mixed launches: one vector core dispatches and hands each local expert to the cube
+// cores as soon as its rows are in (GMM1 starts expert by expert), and, as GMM2's tiles
+// complete, streams their rows back to the tokens' ranks (Buffer's streamed combine) while
+// the cube cores compute the next tiles. kAuto: kDeep with such a chip and more than one
+// expert per rank, else kStaged. The shared expert (if any) runs before the routed experts.
+enum class LayerPath : std::int32_t { kAuto = 0, kStaged = 1, kDeep = 2 };
+
 struct MoeLayerConfig {
   std::int64_t hidden = 0, intermediate = 0, num_experts = 0, topk = 0, max_tokens_per_rank = 0;
   std::int64_t shared_intermediate = 0;  // > 0: a shared expert (every token, weight 1) of this I
@@ -56,6 +65,7 @@ struct MoeLayerConfig {
   // GEMMs' dequantised weights in bf16, dispatch room for bf16 rows and the all-to-all of the
   // top-k weights' gradient.
   bool backward = false;
+  LayerPath path = LayerPath::kAuto;
 };
 
 struct ExpertWeights {
@@ -74,8 +84,10 @@ struct ExpertWeights {
 
 // Seconds of each stage of the last forward on this rank (the shared expert's GEMMs count in
 // gmm1 and gmm2, its sum in combine).
+// On the deep path, overlap is the time communication ran under the GEMMs (the stages' sum
+// minus overlap is the forward's time).
 struct MoeStageTimes {
-  double dispatch = 0, gmm1 = 0, gmm2 = 0, combine = 0;
+  double dispatch = 0, gmm1 = 0, gmm2 = 0, combine = 0, overlap = 0;
 };
 
 // backward's arguments: the forward's inputs, dY, and where the gradients go (every output
@@ -117,6 +129,7 @@ class HP_API MoeLayer {
 
   std::uint64_t workspace_bytes() const { return std::uint64_t(plan_.total_bytes); }
   const MoeTiling& plan() const { return plan_; }
+  bool deep() const { return deep_; }  // the forward runs the deep-fuse path
   const MoeStageTimes& last_times() const { return times_; }
   const MoeGradStageTimes& last_grad_times() const { return grad_times_; }
   std::int64_t last_rows() const { return rows_; }  // rows this rank's experts computed
@@ -124,6 +137,9 @@ class HP_API MoeLayer {
  private:
   MoeLayer() = default;
   Status run_gemm(const hp::kernels::GroupedGemmProblem& problem);
+  // The shared expert on this rank's tokens into shared_out_ (its regions of the workspace).
+  Status run_shared_expert(const TensorView& x, std::uint8_t* ws);
+  Status forward_deep(const DispatchArgs& args, const TensorView& y, std::uint8_t* ws, const Status& workspace_ok);
   Status run_gemm(const hp::kernels::Bf16GemmProblem& problem);
   template <typename Plan>
   Status run_plan(const Plan& plan);
@@ -180,6 +196,7 @@ class HP_API MoeLayer {
   MoeGradStageTimes grad_times_;
   std::vector<std::vector<std::uint8_t>> workspaces_;  // one per GEMM worker
   MoeStageTimes times_;
+  bool deep_ = false;
   std::int64_t rows_ = 0;
 };
 

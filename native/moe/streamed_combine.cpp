@@ -68,18 +68,19 @@ Status Buffer::stream_rows_with(Comm& comm, std::int64_t row_begin, std::int64_t
   return Status::ok();
 }
 
-Status Buffer::combine_stream_end() {
+Status Buffer::combine_stream_end(const Status& caller_check) {
   HP_ENSURE(stream_.open, ErrorCode::kFailedPrecondition,
             "Buffer::combine_stream_end: no streamed combine is open (combine_stream_begin first)");
   stream_.open = false;
-  if (config_.comm == CommKind::kWindow) return stream_end_with(window_comm_);
-  return stream_end_with(shmem_comm_);
+  if (config_.comm == CommKind::kWindow) return stream_end_with(window_comm_, caller_check);
+  return stream_end_with(shmem_comm_, caller_check);
 }
 
 template <typename Comm>
-Status Buffer::stream_end_with(Comm& comm) {
+Status Buffer::stream_end_with(Comm& comm, const Status& caller_check) {
   const std::uint64_t epoch = stream_.epoch;
   if (!stream_.input.is_ok()) return reject_call(comm, kStreamedCombine, epoch, stream_.input);
+  if (!caller_check.is_ok()) return reject_call(comm, kStreamedCombine, epoch, caller_check);
   stream_fence();  // this thread's streamed rows, before the flags
   for (int i = 0; i < ranks_; ++i) {
     HP_RETURN_IF_ERROR(comm.signal(flag(kStreamedCombine, rank_), epoch, (rank_ + 1 + i) % ranks_));

@@ -61,6 +61,12 @@ bool addr_accessible(const void* addr, int pe) noexcept {
          ctx->heap_offset(addr, 0, "addr_accessible", &offset).is_ok();
 }
 
+PeBinding pe_binding() noexcept { return {current()}; }
+
+void bind_thread(PeBinding binding) noexcept {
+  set_thread_context(const_cast<Context*>(static_cast<const Context*>(binding.context)));
+}
+
 int my_pe() noexcept {
   Context* ctx = current();
   return ctx ? ctx->pe : -1;

@@ -75,6 +75,17 @@ HP_API Status run_threads(int n_pes, const std::function<Status()>& body,
 // return PEER_DEAD, and hprun exits with `status`. Does not return.
 [[noreturn]] HP_API void global_exit(int status) noexcept;
 
+// Helper threads of a PE. In a threads job each PE is a thread and other threads are no PE; a
+// thread the PE hands work to (a chip's core, say) calls bind_thread with the PE's
+// pe_binding() first, and bind_thread({}) when done. In a process job (hprun, mpirun) every
+// thread of the process is the PE already and binding changes nothing. Calls from a PE and its
+// helpers must not overlap (the MPI transport serializes them; the others are not thread-safe).
+struct PeBinding {
+  const void* context = nullptr;
+};
+HP_API PeBinding pe_binding() noexcept;
+HP_API void bind_thread(PeBinding binding) noexcept;
+
 HP_API int my_pe() noexcept;    // -1 before init
 HP_API int n_pes() noexcept;    // -1 before init
 // How this PE reaches `pe`: "self", "threads", "shm" (load/store), "mpi" (RMA), or "" (bad pe).

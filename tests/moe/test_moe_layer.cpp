@@ -29,6 +29,8 @@ struct Shape {
   bool masked = false;
   std::int64_t shared_inter = 0;  // > 0: a shared expert
   bool smooth = false;            // smooth-quant scales
+  int cube_cores = 1;             // of the chip (with vector_cores > 0)
+  LayerPath path = LayerPath::kAuto;
 };
 
 // Smooth-quant scales in [0.5, 2): smooth1 [H], smooth2 [E, I] (every expert's), shared [1, Is].
@@ -61,7 +63,9 @@ Status check_layer(const Shape& s, CommKind comm) {
   };
   const std::size_t w1_per = std::size_t(s.hidden * 2 * s.inter), w2_per = std::size_t(s.inter * s.hidden);
   std::unique_ptr<hp::platform::Chip> chip;
-  if (s.vector_cores > 0) HP_EXPECT_OK(hp::platform::Chip::create({.num_cube = 1, .num_vector = s.vector_cores}, &chip));
+  if (s.vector_cores > 0) {
+    HP_EXPECT_OK(hp::platform::Chip::create({.num_cube = s.cube_cores, .num_vector = s.vector_cores}, &chip));
+  }
   const Smooth sm = make_smooth(s.hidden, s.inter, experts, si);
   auto smooth_view = [&](const std::vector<float>& v, std::int64_t offset, std::initializer_list<std::int64_t> shape) {
     return s.smooth ? TensorView(const_cast<float*>(v.data()) + offset, DType::kFP32, shape) : TensorView();
@@ -71,7 +75,8 @@ Status check_layer(const Shape& s, CommKind comm) {
   const auto* w2 = w.w2.data() + std::size_t(me * local) * w2_per;
   HP_RETURN_IF_ERROR(MoeLayer::create(
       {.hidden = s.hidden, .intermediate = s.inter, .num_experts = experts, .topk = s.topk,
-       .max_tokens_per_rank = s.tokens + ranks, .shared_intermediate = si, .comm = comm, .chip = chip.get()},
+       .max_tokens_per_rank = s.tokens + ranks, .shared_intermediate = si, .comm = comm, .chip = chip.get(),
+       .path = s.path},
       {.w1 = TensorView(const_cast<std::int8_t*>(w1), DType::kInt8, {local, s.hidden, 2 * s.inter}),
        .w1_scale = TensorView(const_cast<float*>(w.s1.data()) + me * local * 2 * s.inter, DType::kFP32, {local, 2 * s.inter}),
        .w2 = TensorView(const_cast<std::int8_t*>(w2), DType::kInt8, {local, s.inter, s.hidden}),
@@ -118,6 +123,10 @@ Status check_layer(const Shape& s, CommKind comm) {
   std::vector<float> y_caller(y.size(), -2.0f);
   HP_RETURN_IF_ERROR(layer->forward(xv, iv, wv, TensorView(y_caller.data(), DType::kFP32, {T, s.hidden}), ws,
                                     layer->workspace_bytes(), mv));
+  // The path: deep with a 1:2 chip and several experts per rank (unless forced), else staged.
+  const bool deep_chip = s.vector_cores == 2 * s.cube_cores;
+  EXPECT_EQ(layer->deep(), s.path == LayerPath::kDeep || (s.path == LayerPath::kAuto && deep_chip && local > 1));
+  if (layer->deep()) EXPECT_GE(layer->last_times().overlap, 0.0);
   EXPECT_EQ(y_caller, y);
   const Status short_ws = layer->forward(xv, iv, wv, TensorView(y_caller.data(), DType::kFP32, {T, s.hidden}), ws,
                                          layer->workspace_bytes() - (me == 0 ? 1 : 0), mv);
@@ -168,8 +177,42 @@ TEST_P(MoeLayerTest, WithASharedExpertMasked) {
 TEST_P(MoeLayerTest, SmoothQuantWithASharedExpert) {
   run_scenario([&] { return check_layer(Shape{.shared_inter = 40, .smooth = true}, GetParam()); });
 }
-TEST_P(MoeLayerTest, OnAChip) {
+TEST_P(MoeLayerTest, OnAChip) {  // 1:2, two experts per rank: the deep-fuse path
   run_scenario([&] { return check_layer(Shape{.hidden = 128, .inter = 64, .vector_cores = 2}, GetParam()); });
+}
+TEST_P(MoeLayerTest, StagedOnAChip) {
+  run_scenario([&] {
+    return check_layer(Shape{.hidden = 128, .inter = 64, .vector_cores = 2, .path = LayerPath::kStaged}, GetParam());
+  });
+}
+TEST_P(MoeLayerTest, DeepOnTwoCubesMaskedWithASharedExpert) {
+  run_scenario([&] {
+    return check_layer(Shape{.hidden = 128, .inter = 64, .experts_per_rank = 3, .vector_cores = 4, .masked = true,
+                             .shared_inter = 40, .smooth = true, .cube_cores = 2},
+                       GetParam());
+  });
+}
+TEST_P(MoeLayerTest, DeepWithOneExpertPerRank) {  // forced: the auto choice would be staged
+  run_scenario([&] {
+    return check_layer(Shape{.experts_per_rank = 1, .topk = 1, .vector_cores = 2, .path = LayerPath::kDeep}, GetParam());
+  });
+}
+TEST_P(MoeLayerTest, DeepWithoutAOneToTwoChipIsRefused) {
+  run_scenario([&]() -> Status {
+    const int ranks = hp::shmem::n_pes();
+    const Weights w = make_weights(64, 32, 1);
+    std::unique_ptr<MoeLayer> layer;
+    const Status st = MoeLayer::create(
+        {.hidden = 64, .intermediate = 32, .num_experts = ranks, .topk = 1, .max_tokens_per_rank = 8,
+         .comm = GetParam(), .path = LayerPath::kDeep},
+        {.w1 = TensorView(const_cast<std::int8_t*>(w.w1.data()), DType::kInt8, {1, 64, 64}),
+         .w1_scale = TensorView(const_cast<float*>(w.s1.data()), DType::kFP32, {1, 64}),
+         .w2 = TensorView(const_cast<std::int8_t*>(w.w2.data()), DType::kInt8, {1, 32, 64}),
+         .w2_scale = TensorView(const_cast<float*>(w.s2.data()), DType::kFP32, {1, 64})},
+        &layer);
+    EXPECT_EQ(st.code(), ErrorCode::kFailedPrecondition) << st.to_string();
+    return Status::ok();
+  });
 }
 
 // TENSOR_LIST: weights as one tensor per local expert give the same y as stacked weights.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "scenario.h"
@@ -73,6 +74,37 @@ TEST(Shmem, PutGetRing) {
       EXPECT_EQ(back, src);
       HP_EXPECT_OK(barrier_all());
     }
+    return Status::ok();
+  });
+}
+
+// A helper thread the PE binds works as the PE (its puts land as the PE's); unbound, a helper
+// of a threads job is no PE. Process jobs: every thread is the PE already.
+TEST(Shmem, HelperThreadsBoundToThePe) {
+  run_scenario([] {
+    const int me = my_pe(), n = n_pes();
+    Sym<int> slot(1);
+    HP_EXPECT_OK(slot.status);
+    *slot.p = -1;
+    HP_EXPECT_OK(barrier_all());
+    const PeBinding binding = pe_binding();
+    int unbound_pe = -2, bound_pe = -2;
+    Status put_status;
+    std::thread helper([&] {
+      unbound_pe = my_pe();
+      bind_thread(binding);
+      bound_pe = my_pe();
+      put_status = put(slot.p, &me, sizeof(int), (me + 1) % n);
+      if (put_status.is_ok()) put_status = quiet();
+      bind_thread({});
+    });
+    helper.join();
+    HP_EXPECT_OK(put_status);
+    EXPECT_EQ(bound_pe, me);
+    EXPECT_EQ(unbound_pe, testing::under_hprun() ? me : -1);
+    HP_EXPECT_OK(barrier_all());
+    EXPECT_EQ(*slot.p, (me + n - 1) % n);
+    HP_EXPECT_OK(barrier_all());
     return Status::ok();
   });
 }

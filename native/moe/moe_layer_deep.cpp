@@ -1,0 +1,219 @@
+// MoeLayer's deep-fuse forward (LayerPath::kDeep, moe_layer.h): two mixed launches of the chip.
+//
+// Launch 1, GMM1 under the dispatch. Vector block 0 of group 0 runs the count exchange, plans
+// GMM1 and sets flag kNotified, then writes the received rows expert by expert, adding 1 to
+// flag kExpertsReady as each local expert's rows are complete. Each cube block runs its share
+// of GMM1's tiles (numbered expert by expert) and waits, before a tile of expert e, for
+// kExpertsReady > e.
+// Launch 2, the combine under GMM2. Cube block c runs its share of GMM2's tiles in order and
+// adds 1 to flag c after each. Vector block 0 of group 0 walks the tiles in order, waits for
+// each (flag owner >= its place in the owner's share), and streams the rows of a row block
+// back to their tokens' ranks once its last column tile is done. Then, on the calling thread,
+// the streamed combine ends: every rank's rows are in, and y is reduced on the vector cores.
+// The other vector blocks have no work (the chip's ratio is the seed's 1:2). The calling
+// thread (the PE) waits in the launch meanwhile, so the sender's shmem calls never overlap
+// the PE's.
+#include <chrono>
+#include <cstring>
+
+#include "kernels/ops.h"
+#include "moe/moe_layer.h"
+#include "shmem/shmem.h"
+
+namespace hp::moe {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using hp::platform::BlockContext;
+using hp::platform::CoreType;
+using hp::platform::LaunchMode;
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// The sender block works for this rank's PE while it runs (threads jobs: hp::shmem::bind_thread).
+struct BoundToPe {
+  explicit BoundToPe(hp::shmem::PeBinding pe) { hp::shmem::bind_thread(pe); }
+  ~BoundToPe() { hp::shmem::bind_thread({}); }
+  BoundToPe(const BoundToPe&) = delete;
+  BoundToPe& operator=(const BoundToPe&) = delete;
+};
+
+bool is_sender(const BlockContext& b) {
+  return b.core_type() == CoreType::kVector && b.block_idx() == 0 && b.sub_block_idx() == 0;
+}
+
+// The tiles of a plan: each one's expert and rows, whether it is its row block's last column
+// tile, and which worker (cube block) runs it, at which place in its share.
+struct TileOrder {
+  std::vector<hp::kernels::Tile> tiles;
+  std::vector<int> owner;
+  std::vector<std::uint32_t> place;  // 1-based: the owner's flag reaches it when the tile is done
+
+  TileOrder() = default;
+  template <typename Plan>
+  explicit TileOrder(const Plan& plan) {
+    const hp::kernels::TileSpace space = hp::kernels::gemm_tile_space(plan.args(), plan.grid());
+    space.for_each(0, plan.tiles(), [&](const hp::kernels::Tile& t) { tiles.push_back(t); });
+    owner.resize(tiles.size());
+    place.resize(tiles.size());
+    for (int w = 0; w < plan.workers(); ++w) {
+      const auto [first, last] = plan.worker_tiles(w);
+      for (std::int64_t j = first; j < last; ++j) {
+        owner[std::size_t(j)] = w;
+        place[std::size_t(j)] = std::uint32_t(j - first + 1);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std::uint8_t* ws,
+                              const Status& workspace_ok) {
+  hp::platform::Chip& chip = *config_.chip;
+  const int cubes = chip.num_cube();
+  const int kNotified = cubes, kExpertsReady = cubes + 1;  // flags after the cubes' own
+  const std::int64_t inter = config_.intermediate, hidden = config_.hidden;
+  const WorkspaceOffsets& at = plan_.offsets;
+  auto aligned = [](std::vector<std::uint8_t>& w) {
+    return reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(w.data()) + 63) & ~std::uintptr_t(63));
+  };
+  // Dispatch and combine run inside the launches, on a vector block (bound to this PE): not on
+  // the chip again.
+  const hp::shmem::PeBinding pe = hp::shmem::pe_binding();
+  buffer_->use_chip(nullptr);
+  struct RestoreChip {
+    Buffer* buffer;
+    hp::platform::Chip* chip;
+    ~RestoreChip() { buffer->use_chip(chip); }
+  } restore{buffer_.get(), config_.chip};
+
+  // ---- launch 1: dispatch, GMM1 expert by expert as the rows arrive --------------------------
+  hp::kernels::GroupedGemmPlan gmm1;
+  std::vector<std::int64_t> tile_expert;
+  std::int64_t rows = 0;
+  std::uint8_t* h = ws + at.swiglu;
+  float* h_scale = nullptr;
+  double dispatch_s = 0, gmm1_s = 0;
+  const auto start1 = Clock::now();
+  HP_RETURN_IF_ERROR(chip.launch(
+      {.mode = LaunchMode::kMix, .block_dim = cubes, .num_flags = cubes + 2}, [&](BlockContext& b) -> Status {
+        if (is_sender(b)) {
+          const BoundToPe bound(pe);
+          const auto t0 = Clock::now();
+          HP_RETURN_IF_ERROR(buffer_->notify_dispatch(args, &handle_, workspace_ok));
+          rows = handle_.rows;
+          HP_ENSURE(rows <= plan_.max_recv_rows, ErrorCode::kInternal, "MoeLayer: {} rows past the plan's {}", rows,
+                    plan_.max_recv_rows);
+          const std::int64_t local = std::int64_t(handle_.expert_offsets.size()) - 1;
+          recv_weights_.resize(std::size_t(rows));
+          h_scale = reinterpret_cast<float*>(h + ((rows * inter + 63) & ~std::int64_t(63)));
+          const TensorView x1(ws + at.x1_token, DType::kInt8, {rows, hidden});
+          const TensorView x1_scale(ws + at.x1_scale, DType::kFP32, {rows});
+          HP_RETURN_IF_ERROR(hp::kernels::plan_grouped_gemm(
+              *table_,
+              {.a = x1,
+               .a_scale = x1_scale,
+               .offsets = TensorView(handle_.expert_offsets.data(), DType::kInt64, {local + 1}),
+               .weights = w1_.header(),
+               .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
+               .out = TensorView(h, DType::kInt8, {rows, inter}),
+               .out_scale = TensorView(h_scale, DType::kFP32, {rows}),
+               .smooth = smooth2()},
+              cubes, &gmm1));
+          tile_expert.clear();
+          for (const hp::kernels::Tile& t : TileOrder(gmm1).tiles) tile_expert.push_back(t.expert);
+          workspaces_.resize(std::size_t(cubes));
+          for (auto& w : workspaces_) w.resize(gmm1.workspace_bytes() + 64);
+          HP_RETURN_IF_ERROR(b.set_flag(kNotified));
+          HP_RETURN_IF_ERROR(buffer_->dispatch_data(
+              args, &handle_,
+              {.x = x1, .x_scale = x1_scale, .topk_weights = TensorView(recv_weights_.data(), DType::kFP32, {rows})},
+              [&](std::int64_t) { return b.set_flag(kExpertsReady); }));
+          dispatch_s = seconds(t0, Clock::now());
+          return Status::ok();
+        }
+        if (b.core_type() == CoreType::kVector) return Status::ok();
+        HP_RETURN_IF_ERROR(b.wait_flag(kNotified, 1));
+        const auto [first, last] = gmm1.worker_tiles(b.block_idx());
+        void* w = aligned(workspaces_[std::size_t(b.block_idx())]);
+        double busy = 0;
+        for (std::int64_t j = first; j < last; ++j) {
+          HP_RETURN_IF_ERROR(b.wait_flag(kExpertsReady, std::uint32_t(tile_expert[std::size_t(j)] + 1)));
+          const auto t0 = Clock::now();
+          gmm1.call(j, j + 1, w);
+          busy += seconds(t0, Clock::now());
+        }
+        if (b.block_idx() == 0) gmm1_s = busy;
+        return Status::ok();
+      }));
+  const double wall1 = seconds(start1, Clock::now());
+  rows_ = rows;
+
+  // ---- between: the requantised rows to x2 (which shares x1's bytes: GMM1 is done) --------
+  const auto start_copy = Clock::now();
+  std::memcpy(ws + at.x2_token, h, std::size_t(rows * inter));
+  std::memcpy(ws + at.x2_scale, h_scale, std::size_t(rows) * sizeof(float));
+  const double copy_s = seconds(start_copy, Clock::now());
+
+  // ---- launch 2: GMM2, its rows streamed back as its tiles complete ----------------------------
+  auto* out = reinterpret_cast<float*>(ws + at.swap_space);
+  const std::int64_t local = std::int64_t(handle_.expert_offsets.size()) - 1;
+  hp::kernels::GroupedGemmPlan gmm2;
+  const Status planned = hp::kernels::plan_grouped_gemm(
+      *table_,
+      {.a = TensorView(ws + at.x2_token, DType::kInt8, {rows, inter}),
+       .a_scale = TensorView(ws + at.x2_scale, DType::kFP32, {rows}),
+       .offsets = TensorView(handle_.expert_offsets.data(), DType::kInt64, {local + 1}),
+       .weights = w2_.header(),
+       .epilogue = hp::kernels::Epilogue::kDequantScale,
+       .out = TensorView(out, DType::kFP32, {rows, hidden}),
+       .row_factor = TensorView(recv_weights_.data(), DType::kFP32, {rows})},
+      cubes, &gmm2);
+  HP_RETURN_IF_ERROR(buffer_->combine_stream_begin(handle_, TensorView(out, DType::kFP32, {rows, hidden}), y));
+  TileOrder order;
+  if (planned.is_ok()) order = TileOrder(gmm2);
+  for (auto& w : workspaces_) w.resize(std::max(w.size(), std::size_t(gmm2.workspace_bytes() + 64)));
+  double gmm2_s = 0, send_s = 0;
+  const auto start2 = Clock::now();
+  const Status launched = !planned.is_ok() ? planned : chip.launch(
+      {.mode = LaunchMode::kMix, .block_dim = cubes, .num_flags = cubes}, [&](BlockContext& b) -> Status {
+        if (is_sender(b)) {
+          const BoundToPe bound(pe);
+          const std::int64_t cols = hidden;
+          for (std::size_t j = 0; j < order.tiles.size(); ++j) {
+            HP_RETURN_IF_ERROR(b.wait_flag(order.owner[j], order.place[j]));
+            const hp::kernels::Tile& t = order.tiles[j];
+            if (t.col_end != cols) continue;
+            const auto t0 = Clock::now();
+            HP_RETURN_IF_ERROR(buffer_->combine_stream_rows(t.row_begin, t.row_end));
+            send_s += seconds(t0, Clock::now());
+          }
+          return Status::ok();
+        }
+        if (b.core_type() == CoreType::kVector) return Status::ok();
+        const auto [first, last] = gmm2.worker_tiles(b.block_idx());
+        void* w = aligned(workspaces_[std::size_t(b.block_idx())]);
+        const auto t0 = Clock::now();
+        for (std::int64_t j = first; j < last; ++j) {
+          gmm2.call(j, j + 1, w);
+          HP_RETURN_IF_ERROR(b.set_flag(b.block_idx()));
+        }
+        if (b.block_idx() == 0) gmm2_s = seconds(t0, Clock::now());
+        return Status::ok();
+      });
+  const double wall2 = seconds(start2, Clock::now());
+  buffer_->use_chip(config_.chip);  // the reduce splits over the vector cores
+  const auto start_end = Clock::now();
+  HP_RETURN_IF_ERROR(buffer_->combine_stream_end(launched));
+  const double end_s = seconds(start_end, Clock::now());
+  // Each stage's own time; overlap is how much of it ran at once with another's.
+  times_.dispatch += dispatch_s;
+  times_.gmm1 += gmm1_s + copy_s;
+  times_.gmm2 += gmm2_s;
+  times_.combine += send_s + end_s;
+  times_.overlap = std::max(0.0, dispatch_s + gmm1_s - wall1) + std::max(0.0, gmm2_s + send_s - wall2);
+  return Status::ok();
+}
+
+}  // namespace hp::moe
