@@ -31,6 +31,16 @@ def test_hp_moe_runs_checks_and_reports(ranks, comm):
     assert report["planned_path"] == "deep" and report["path"] == "staged"
 
 
+@pytest.mark.parametrize("ranks,comm,shared", [(2, "shmem", 0), (4, "window", 48)])
+def test_hp_moe_deep_path(ranks, comm, shared):
+    result = hp_moe("--ranks", str(ranks), "--experts", str(2 * ranks), "--comm", comm, "--path", "deep",
+                    "--shared-intermediate", str(shared), "--json", *SMALL)
+    assert result.returncode == 0, describe(result)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["path"] == "deep" and report["check"] == "passed", report
+    assert report["overlap_ms"] >= 0 and report["rows"] == ranks * 24 * 3, report
+
+
 @pytest.mark.parametrize("shared", [0, 48])
 def test_hp_moe_backward(shared):
     result = hp_moe("--ranks", "2", "--experts", "4", "--backward", "--shared-intermediate", str(shared), "--json",
@@ -62,7 +72,7 @@ def test_hp_moe_table_and_trace(tmp_path):
     for phase in ("dispatch", "GMM1+SwiGLU", "GMM2", "combine", "total"):
         assert phase in out, out
     assert "check (first 8 tokens of every rank): passed" in out, out
-    assert "the full layer would run non-deep" in out, out  # one expert per rank
+    assert "the planner's path is non-deep" in out, out  # one expert per rank
     events = json.loads(trace.read_text())["traceEvents"]
     spans = [e for e in events if e["ph"] == "X"]
     assert {e["pid"] for e in spans} == {0, 1}
@@ -71,7 +81,8 @@ def test_hp_moe_table_and_trace(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--path", "deep"], "only the staged path"),
+    (["--path", "shared"], "its own fused path is not built"),
+    (["--path", "deep", "--vector-cores", "3"], "does not fit"),
     (["--experts", "6", "--ranks", "4"], "not a multiple"),
     (["--topk", "9", "--experts", "8"], "more than"),
     (["--comm", "carrier-pigeon"], "carrier-pigeon"),

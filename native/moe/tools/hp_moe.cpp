@@ -48,8 +48,8 @@ constexpr int kGradPhases = 5;  // MoeGradStageTimes
 constexpr const char* kGradPhaseNames[kGradPhases] = {"bwd dispatch", "bwd recompute", "bwd act grad",
                                                       "bwd weight grad", "bwd combine"};
 // Per timed iteration and rank: start (s since the first barrier), the forward's phases, its
-// expert rows, the backward's phases (0 without --backward).
-constexpr std::size_t kRecord = 2 + kPhases + kGradPhases;
+// expert rows, the backward's phases (0 without --backward), the forward's overlap.
+constexpr std::size_t kRecord = 3 + kPhases + kGradPhases;
 
 bool inside_a_job() {
   for (const char* name : {"HP_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
@@ -242,10 +242,13 @@ Status run_rank(const Options& o) {
                               &plan));
   static constexpr const char* kPathNames[] = {"non-deep", "deep", "shared"};
   const std::string planned = kPathNames[int(plan.path)];
+  // A chip per rank: 1 cube core and --vector-cores vector cores; the deep path needs 2.
   std::unique_ptr<hp::platform::Chip> chip;
-  if (o.vector_cores > 0) {
-    HP_RETURN_IF_ERROR(hp::platform::Chip::create({.num_cube = 1, .num_vector = o.vector_cores}, &chip));
+  const int vector_cores = o.path == "deep" && o.vector_cores == 0 ? 2 : o.vector_cores;
+  if (vector_cores > 0) {
+    HP_RETURN_IF_ERROR(hp::platform::Chip::create({.num_cube = 1, .num_vector = vector_cores}, &chip));
   }
+  const LayerPath path = o.path == "deep" ? LayerPath::kDeep : o.path == "non-deep" ? LayerPath::kStaged : LayerPath::kAuto;
   const std::int64_t local = s.experts / ranks;
   const ExpertWeightsData w = make_expert_weights(s, me * local, local, s.intermediate);
   const std::int64_t si = s.shared_intermediate;
@@ -258,7 +261,7 @@ Status run_rank(const Options& o) {
       {.hidden = s.hidden, .intermediate = s.intermediate, .num_experts = s.experts, .topk = s.topk,
        .max_tokens_per_rank = s.tokens, .shared_intermediate = si,
        .comm = o.comm == "window" ? CommKind::kWindow : CommKind::kShmem, .chip = chip.get(),
-       .backward = o.backward},
+       .backward = o.backward, .path = path},
       {.w1 = TensorView(const_cast<std::int8_t*>(w.w1.data()), DType::kInt8, {local, s.hidden, 2 * s.intermediate}),
        .w1_scale = TensorView(const_cast<float*>(w.w1_scale.data()), DType::kFP32, {local, 2 * s.intermediate}),
        .w2 = TensorView(const_cast<std::int8_t*>(w.w2.data()), DType::kInt8, {local, s.intermediate, s.hidden}),
@@ -307,7 +310,7 @@ Status run_rank(const Options& o) {
       const MoeStageTimes& t = layer->last_times();
       const MoeGradStageTimes& g = layer->last_grad_times();
       record.insert(record.end(), {start, t.dispatch, t.gmm1, t.gmm2, t.combine, double(layer->last_rows()), g.dispatch,
-                                   g.recompute, g.act_grad, g.weight_grad, g.combine});
+                                   g.recompute, g.act_grad, g.weight_grad, g.combine, t.overlap});
     }
     if (me == 0 && !o.json && total >= 20 && isatty(2)) fmt::print(stderr, "\riteration {}/{}", it + 1, total);
   }
@@ -319,6 +322,8 @@ Status run_rank(const Options& o) {
   std::vector<double> all_records, all_errors;
   HP_RETURN_IF_ERROR(gather(record, &all_records));
   HP_RETURN_IF_ERROR(gather(errors, &all_errors));
+  const bool deep = layer->deep();
+  const std::string layer_path = deep ? "deep" : "staged";
   HP_RETURN_IF_ERROR(layer->destroy());
   // Quantising the activations twice costs about a percent against the float reference; the
   // same quantised math differs only by rounding order (and the odd requantisation flip).
@@ -359,7 +364,17 @@ Status run_rank(const Options& o) {
   std::vector<double> phase_ms(kPhases), grad_ms(kGradPhases);
   for (int p = 0; p < kPhases; ++p) phase_ms[std::size_t(p)] = phase_median(1 + std::size_t(p));
   for (int p = 0; p < kGradPhases; ++p) grad_ms[std::size_t(p)] = phase_median(2 + kPhases + std::size_t(p));
-  const double total_ms = total_median(1, kPhases), grad_total_ms = total_median(2 + kPhases, kGradPhases);
+  const std::size_t overlap_field = 2 + kPhases + kGradPhases;
+  const double overlap_ms = phase_median(overlap_field);
+  // The forward's time: its stages minus what ran under another (the slowest rank, median).
+  std::vector<double> forward_ms(iters, 0.0);
+  for (std::size_t i = 0; i < iters; ++i) {
+    for (int r = 0; r < ranks; ++r) {
+      const double* rec = &all_records[(std::size_t(r) * iters + i) * per];
+      forward_ms[i] = std::max(forward_ms[i], (rec[1] + rec[2] + rec[3] + rec[4] - rec[overlap_field]) * 1e3);
+    }
+  }
+  const double total_ms = median(forward_ms), grad_total_ms = total_median(2 + kPhases, kGradPhases);
   double rows_total = 0;
   for (int r = 0; r < ranks; ++r) rows_total += all_records[(std::size_t(r) * iters) * per + 5];
   const double Hd = double(H), Id = double(I);
@@ -386,7 +401,8 @@ Status run_rank(const Options& o) {
     nlohmann::json j = {{"ranks", ranks}, {"transport", std::string(hp::shmem::transport_name((me + 1) % ranks))},
                         {"tokens_per_rank", s.tokens}, {"hidden", s.hidden}, {"intermediate", s.intermediate},
                         {"experts", s.experts}, {"topk", s.topk}, {"iterations", o.iterations},
-                        {"path", "staged"}, {"planned_path", planned}, {"rows", rows_total},
+                        {"path", layer_path}, {"planned_path", planned}, {"rows", rows_total},
+                        {"overlap_ms", overlap_ms},
                         {"total_ms", total_ms}, {"check", o.check ? (passed ? "passed" : "failed") : "skipped"},
                         {"check_error_quantized", worst_q}, {"check_error_float", worst_f}};
     for (int p = 0; p < kPhases; ++p) j["phases"][kPhaseNames[p]] = {{"ms", phase_ms[std::size_t(p)]}, {"rate", rate[std::size_t(p)]}};
@@ -404,13 +420,22 @@ Status run_rank(const Options& o) {
                ranks, hp::shmem::transport_name((me + 1) % ranks), s.tokens, s.hidden, s.intermediate, s.topk,
                s.experts, s.experts / ranks,
                si > 0 ? fmt::format(" + a shared expert (I={})", si) : std::string(), o.iterations, o.warmup);
-    fmt::print("path: staged (dispatch, GMM1, GMM2, combine one after another); the full layer would run {}\n",
-               planned);
+    if (deep) {
+      fmt::print("path: deep (GMM1 under the dispatch, the combine under GMM2; a chip of 1 cube and {} vector "
+                 "cores per rank){}\n", vector_cores, si > 0 ? ", the shared expert first" : "");
+    } else {
+      fmt::print("path: staged (dispatch, GMM1, GMM2, combine one after another); the planner's path is {}\n",
+                 planned);
+    }
     fmt::print("{:<14} {:>10}  {}\n", "phase", "ms", "rate (slowest rank, median)");
     for (int p = 0; p < kPhases; ++p) {
       fmt::print("{:<14} {:>10.3f}  {}\n", kPhaseNames[p], phase_ms[std::size_t(p)], rate[std::size_t(p)]);
     }
-    fmt::print("{:<14} {:>10}  {}\n", "overlap", "-", "none: the staged path does not overlap phases");
+    if (deep) {
+      fmt::print("{:<14} {:>10.3f}  communication under the GEMMs\n", "overlap", overlap_ms);
+    } else {
+      fmt::print("{:<14} {:>10}  {}\n", "overlap", "-", "none: the staged path does not overlap phases");
+    }
     fmt::print("{:<14} {:>10.3f}  {:.0f} expert rows over all ranks\n", "total", total_ms, rows_total);
     if (o.backward) {
       for (int p = 0; p < kGradPhases; ++p) {
@@ -480,7 +505,10 @@ int run(int argc, char** argv) {
   app.add_option("--comm", o.comm, "communication context")->check(CLI::IsMember({"shmem", "window"}));
   app.add_option("--vector-cores", o.vector_cores, "a chip per rank: 1 cube core and this many vector cores (0: none)")
       ->check(CLI::Range(0, 64));
-  app.add_option("--path", o.path, "execution path")->check(CLI::IsMember({"auto", "non-deep", "deep", "shared"}));
+  app.add_option("--path", o.path,
+                 "execution path: auto (deep with a 1:2 chip and several experts per rank), non-deep (staged), "
+                 "deep (makes a 1:2 chip per rank)")
+      ->check(CLI::IsMember({"auto", "non-deep", "deep", "shared"}));
   app.add_option("--trace", o.trace, "write a Chrome trace of every rank's phases");
   app.add_flag("--json", o.json, "one JSON object instead of the table");
   app.add_flag("--backward", o.backward, "also run the backward (a seeded dY; gradients checked with --check)");
@@ -494,9 +522,15 @@ int run(int argc, char** argv) {
     return 2;
   }
   // Requests this build cannot serve are refused before any rank starts.
-  if (o.path != "auto" && o.path != "non-deep") {
-    fmt::print(stderr, "hp moe: UNSUPPORTED: --path {}: only the staged path (the non-deep path's stages, for any "
-                       "experts per rank) is built so far; use --path auto or non-deep\n", o.path);
+  if (o.path == "shared") {
+    fmt::print(stderr, "hp moe: UNSUPPORTED: --path shared: the shared expert runs before the routed experts on "
+                       "either path (--shared-intermediate); its own fused path is not built: use --path auto, "
+                       "non-deep or deep\n");
+    return 2;
+  }
+  if (o.path == "deep" && o.vector_cores != 0 && o.vector_cores != 2) {
+    fmt::print(stderr, "hp moe: --path deep runs on a chip of 1 cube and 2 vector cores: --vector-cores {} does "
+                       "not fit (leave it out)\n", o.vector_cores);
     return 2;
   }
   if (!inside_a_job()) return launch(o, argc, argv);
