@@ -119,11 +119,18 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
   // The path (a precondition of this rank's chip; ranks disagreeing fail the buffer's create).
   const std::int64_t local = hp::shmem::initialized() ? config.num_experts / std::max(1, hp::shmem::n_pes()) : 0;
   const bool deep_chip = config.chip != nullptr && config.chip->ratio() == 2;
-  HP_ENSURE(config.path != LayerPath::kDeep || deep_chip, ErrorCode::kFailedPrecondition,
-            "MoeLayerConfig path = deep: the deep-fuse path runs on a chip with 2 vector cores per cube core "
-            "(ChipConfig num_vector = 2 x num_cube); use path = staged or auto without one");
+  const Status path_ok = [&]() -> Status {
+    HP_ENSURE(config.path == LayerPath::kAuto || config.path == LayerPath::kStaged || config.path == LayerPath::kDeep,
+              ErrorCode::kInvalidArgument, "MoeLayerConfig path = {}: unknown", int(config.path));
+    HP_ENSURE(config.path != LayerPath::kDeep || deep_chip, ErrorCode::kFailedPrecondition,
+              "MoeLayerConfig path = deep: the deep-fuse path runs on a chip with 2 vector cores per cube core "
+              "(ChipConfig num_vector = 2 x num_cube); use path = staged or auto without one");
+    return Status::ok();
+  }();
   layer->deep_ = config.path == LayerPath::kDeep || (config.path == LayerPath::kAuto && deep_chip && local > 1);
-  const Status made = Buffer::create({.hidden = packed.is_ok() ? config.hidden : -1,
+  // This rank's verdict on its weights and path goes to every rank through the buffer's
+  // config check: an impossible hidden size makes every rank fail.
+  const Status made = Buffer::create({.hidden = packed.is_ok() && path_ok.is_ok() ? config.hidden : -1,
                                       .max_tokens_per_rank = config.max_tokens_per_rank,
                                       .num_experts = config.num_experts,
                                       .topk = config.topk,
@@ -134,6 +141,7 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
                                       .streamed_combine = layer->deep_},
                                      &layer->buffer_);
   HP_RETURN_IF_ERROR(packed);
+  HP_RETURN_IF_ERROR(path_ok);
   HP_RETURN_IF_ERROR(made);
   // The workspace: the seed's regions for this problem (lossless receive rows), reuse mode.
   HP_RETURN_IF_ERROR(plan_moe({.tokens = config.max_tokens_per_rank,

@@ -331,6 +331,85 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
   });
 }
 
+// hpHyperMegaMoeCreateWithWeights: TENSOR_LIST weights, smooth-quant scales and the deep path on
+// the layer's own 1:2 chip give the same y as the C++ layer made with the same (stacked)
+// weights, scales and path.
+TEST_P(OpApiRoundTrip, HyperMegaMoeWithWeightsListsSmoothAndTheDeepPath) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == HP_MOE_COMM_WINDOW && !all_mapped()) return Status::ok();
+    const std::int64_t H = 64, I = 32, local = 2, E = local * ranks, K = 2, T = 12;
+    std::vector<std::int8_t> w1(std::size_t(local * H * 2 * I)), w2(std::size_t(local * I * H));
+    for (std::size_t i = 0; i < w1.size(); ++i) w1[i] = std::int8_t(int((i * 37 + std::size_t(me) * 11) % 255) - 127);
+    for (std::size_t i = 0; i < w2.size(); ++i) w2[i] = std::int8_t(int((i * 53 + std::size_t(me) * 7) % 255) - 127);
+    std::vector<float> s1(std::size_t(local * 2 * I), 1.0f / 1000), s2(std::size_t(local * H), 1.0f / 500);
+    std::vector<float> smooth1(static_cast<std::size_t>(H)), smooth2(static_cast<std::size_t>(local * I));
+    for (std::size_t i = 0; i < smooth1.size(); ++i) smooth1[i] = 0.5f + float(i % 7) / 4;
+    for (std::size_t i = 0; i < smooth2.size(); ++i) smooth2[i] = 0.75f + float(i % 5) / 8;
+    std::vector<float> x(std::size_t(T * H)), w(std::size_t(T * K), 0.5f);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(int((i * 13 + std::size_t(me)) % 17) - 8) / 4;
+    std::vector<std::int64_t> idx(std::size_t(T * K));
+    for (std::int64_t t = 0; t < T; ++t) {
+      idx[std::size_t(t * K)] = (t + me) % E;
+      idx[std::size_t(t * K + 1)] = (t + me + 1 + t % 3) % E;
+    }
+    std::vector<hpTensor> w1_list, s1_list, w2_list, s2_list;
+    for (std::int64_t e = 0; e < local; ++e) {
+      w1_list.push_back(tensor(w1.data() + e * H * 2 * I, HP_DTYPE_INT8, {H, 2 * I}));
+      s1_list.push_back(tensor(s1.data() + e * 2 * I, HP_DTYPE_FP32, {2 * I}));
+      w2_list.push_back(tensor(w2.data() + e * I * H, HP_DTYPE_INT8, {I, H}));
+      s2_list.push_back(tensor(s2.data() + e * H, HP_DTYPE_FP32, {H}));
+    }
+    const hpTensor t_smooth1 = tensor(smooth1.data(), HP_DTYPE_FP32, {H}),
+                   t_smooth2 = tensor(smooth2.data(), HP_DTYPE_FP32, {local, I});
+    const hpHyperMegaMoeWeights weights{.numListed = local, .w1List = w1_list.data(), .w1ScaleList = s1_list.data(),
+                                        .w2List = w2_list.data(), .w2ScaleList = s2_list.data(),
+                                        .smooth1 = &t_smooth1, .smooth2 = &t_smooth2};
+    const hpHyperMegaMoeConfig config{.hidden = H, .intermediate = I, .num_experts = E, .topk = K,
+                                      .max_tokens_per_rank = T, .comm = GetParam(), .path = HP_MOE_PATH_DEEP,
+                                      .cube_cores = 1, .vector_cores = 2};
+    hpHyperMegaMoeLayer* layer = nullptr;
+    EXPECT_EQ(hpHyperMegaMoeCreateWithWeights(&config, &weights, &layer), HP_STATUS_OK) << hpGetLastErrorMessage();
+    const hpTensor t_x = tensor(x.data(), HP_DTYPE_FP32, {T, H}), t_idx = tensor(idx.data(), HP_DTYPE_INT64, {T, K}),
+                   t_w = tensor(w.data(), HP_DTYPE_FP32, {T, K});
+    std::vector<float> y(std::size_t(T * H), -1.0f);
+    const hpTensor t_y = tensor(y.data(), HP_DTYPE_FP32, {T, H});
+    uint64_t bytes = 0;
+    hpOpExecutor* exec = nullptr;
+    EXPECT_EQ(hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec), HP_STATUS_OK);
+    std::vector<std::uint8_t> storage(bytes + 64);
+    void* ws = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 63) & ~std::uintptr_t(63));
+    EXPECT_EQ(hpHyperMegaMoe(ws, bytes, exec), HP_STATUS_OK) << hpGetLastErrorMessage();
+    EXPECT_EQ(hpHyperMegaMoeDestroy(layer), HP_STATUS_OK);
+    std::unique_ptr<hp::platform::Chip> chip;
+    HP_RETURN_IF_ERROR(hp::platform::Chip::create({.num_cube = 1, .num_vector = 2}, &chip));
+    std::unique_ptr<MoeLayer> cpp;
+    HP_RETURN_IF_ERROR(MoeLayer::create(
+        {.hidden = H, .intermediate = I, .num_experts = E, .topk = K, .max_tokens_per_rank = T,
+         .comm = GetParam() == HP_MOE_COMM_WINDOW ? CommKind::kWindow : CommKind::kShmem, .chip = chip.get(),
+         .path = LayerPath::kDeep},
+        {.w1 = TensorView(w1.data(), DType::kInt8, {local, H, 2 * I}), .w1_scale = TensorView(s1.data(), DType::kFP32, {local, 2 * I}),
+         .w2 = TensorView(w2.data(), DType::kInt8, {local, I, H}), .w2_scale = TensorView(s2.data(), DType::kFP32, {local, H}),
+         .smooth1 = TensorView(smooth1.data(), DType::kFP32, {H}),
+         .smooth2 = TensorView(smooth2.data(), DType::kFP32, {local, I})},
+        &cpp));
+    EXPECT_TRUE(cpp->deep());
+    std::vector<float> y_cpp(y.size());
+    HP_RETURN_IF_ERROR(cpp->forward(TensorView(x.data(), DType::kFP32, {T, H}), TensorView(idx.data(), DType::kInt64, {T, K}),
+                                    TensorView(w.data(), DType::kFP32, {T, K}), TensorView(y_cpp.data(), DType::kFP32, {T, H})));
+    EXPECT_EQ(y, y_cpp);
+    HP_RETURN_IF_ERROR(cpp->destroy());
+    // A bad core count on one rank: its error there, every other rank fails too.
+    hpHyperMegaMoeConfig bad = config;
+    if (me == 0) bad.vector_cores = 3;
+    layer = nullptr;
+    const hpStatus st = hpHyperMegaMoeCreateWithWeights(&bad, &weights, &layer);
+    EXPECT_NE(st, HP_STATUS_OK);
+    EXPECT_EQ(layer, nullptr);
+    return Status::ok();
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Comm, OpApiRoundTrip, ::testing::Values(HP_MOE_COMM_SHMEM, HP_MOE_COMM_WINDOW),
                          [](const auto& info) { return info.param == HP_MOE_COMM_SHMEM ? "shmem" : "window"; });
 

@@ -129,7 +129,15 @@ hpStatus hpMoeCombineNormal(void* workspace, uint64_t workspaceSize, hpOpExecuto
  * every rank). x fp32/bf16 [T, H], topkIdx int64/int32 [T, K], topkWeights fp32 [T, K],
  * xActiveMask uint8 [T] or NULL, y fp32 [T, H]. With shared_intermediate > 0, a shared expert
  * (every active token, weight 1) with sharedW1 [1, H, 2Is], sharedW1Scale [1, 2Is], sharedW2
- * [1, Is, H], sharedW2Scale [1, H] (NULL without one). */
+ * [1, Is, H], sharedW2Scale [1, H] (NULL without one).
+ * With cube_cores > 0 the layer runs on its own chip of cube_cores cores for the GEMMs and
+ * vector_cores for the communication; path HP_MOE_PATH_DEEP (the deep-fuse forward) needs
+ * vector_cores = 2 x cube_cores, HP_MOE_PATH_AUTO takes it with such a chip and more than one
+ * expert per rank. */
+#define HP_MOE_PATH_AUTO 0
+#define HP_MOE_PATH_STAGED 1
+#define HP_MOE_PATH_DEEP 2
+
 typedef struct hpHyperMegaMoeConfig {
   int64_t hidden;
   int64_t intermediate;
@@ -139,7 +147,35 @@ typedef struct hpHyperMegaMoeConfig {
   int32_t comm; /* HP_MOE_COMM_* */
   int64_t shared_intermediate;
   int32_t backward; /* 1: keep what hpHyperMegaMoeGrad needs (bf16 copies of the weights) */
+  int32_t path;         /* HP_MOE_PATH_* */
+  int32_t cube_cores;   /* 0: no chip (everything on the calling thread) */
+  int32_t vector_cores;
 } hpHyperMegaMoeConfig;
+
+/* Every weight of a layer (hpHyperMegaMoeCreateWithWeights): the stacked tensors as for
+ * hpHyperMegaMoeCreate, or, TENSOR_LIST, numListed = E_local per-expert tensors in the arrays
+ * w1List (int8 [H, 2I] each), w1ScaleList (fp32 [2I]), w2List (int8 [I, H]), w2ScaleList (fp32
+ * [H]) with the stacked ones NULL; the shared expert's (or NULL); and the optional smooth-quant
+ * scales (NULL: none): smooth1 fp32 [H] scales x before its quantisation, smooth2 fp32
+ * [E_local, I] (sharedSmooth2 [1, Is]) scales the SwiGLU output before its requantisation. */
+typedef struct hpHyperMegaMoeWeights {
+  const hpTensor* w1;
+  const hpTensor* w1Scale;
+  const hpTensor* w2;
+  const hpTensor* w2Scale;
+  int64_t numListed;
+  const hpTensor* w1List;
+  const hpTensor* w1ScaleList;
+  const hpTensor* w2List;
+  const hpTensor* w2ScaleList;
+  const hpTensor* sharedW1;
+  const hpTensor* sharedW1Scale;
+  const hpTensor* sharedW2;
+  const hpTensor* sharedW2Scale;
+  const hpTensor* smooth1;
+  const hpTensor* smooth2;
+  const hpTensor* sharedSmooth2;
+} hpHyperMegaMoeWeights;
 
 typedef struct hpHyperMegaMoeLayer hpHyperMegaMoeLayer;
 
@@ -147,6 +183,8 @@ hpStatus hpHyperMegaMoeCreate(const hpHyperMegaMoeConfig* config, const hpTensor
                               const hpTensor* w2, const hpTensor* w2Scale, const hpTensor* sharedW1,
                               const hpTensor* sharedW1Scale, const hpTensor* sharedW2, const hpTensor* sharedW2Scale,
                               hpHyperMegaMoeLayer** layer);
+hpStatus hpHyperMegaMoeCreateWithWeights(const hpHyperMegaMoeConfig* config, const hpHyperMegaMoeWeights* weights,
+                                         hpHyperMegaMoeLayer** layer);
 hpStatus hpHyperMegaMoeDestroy(hpHyperMegaMoeLayer* layer);
 hpStatus hpHyperMegaMoeGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x, const hpTensor* topkIdx,
                                         const hpTensor* topkWeights, const hpTensor* xActiveMask, const hpTensor* y,

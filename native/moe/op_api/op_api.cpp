@@ -23,6 +23,7 @@ struct hpMoeBuffer {
 };
 
 struct hpHyperMegaMoeLayer {
+  std::unique_ptr<hp::platform::Chip> chip;  // the config's cores (outlives the layer)
   std::unique_ptr<hp::moe::MoeLayer> layer;
 };
 
@@ -256,23 +257,49 @@ hpStatus hpHyperMegaMoeCreate(const hpHyperMegaMoeConfig* config, const hpTensor
                               const hpTensor* w2, const hpTensor* w2Scale, const hpTensor* sharedW1,
                               const hpTensor* sharedW1Scale, const hpTensor* sharedW2, const hpTensor* sharedW2Scale,
                               hpHyperMegaMoeLayer** layer) {
-  if (config == nullptr || layer == nullptr) {
-    return report(Status::error(ErrorCode::kInvalidArgument, "hpHyperMegaMoeCreate: config and layer must not be NULL"));
+  const hpHyperMegaMoeWeights weights{.w1 = w1, .w1Scale = w1Scale, .w2 = w2, .w2Scale = w2Scale,
+                                      .sharedW1 = sharedW1, .sharedW1Scale = sharedW1Scale, .sharedW2 = sharedW2,
+                                      .sharedW2Scale = sharedW2Scale};
+  return hpHyperMegaMoeCreateWithWeights(config, &weights, layer);
+}
+
+hpStatus hpHyperMegaMoeCreateWithWeights(const hpHyperMegaMoeConfig* config, const hpHyperMegaMoeWeights* weights,
+                                         hpHyperMegaMoeLayer** layer) {
+  if (config == nullptr || weights == nullptr || layer == nullptr) {
+    return report(Status::error(ErrorCode::kInvalidArgument,
+                                "hpHyperMegaMoeCreate: config, weights and layer must not be NULL"));
   }
   auto l = std::make_unique<hpHyperMegaMoeLayer>();
+  // A bad chip request is this rank's error, but create is collective: it goes in as a config
+  // no rank can agree on (a hidden size of -1), so every rank fails.
+  Status chip_made = Status::ok();
+  if (config->cube_cores > 0 || config->vector_cores > 0) {
+    chip_made = hp::platform::Chip::create({.num_cube = config->cube_cores, .num_vector = config->vector_cores}, &l->chip);
+  }
+  hp::moe::ExpertWeights w{.w1 = view(weights->w1), .w1_scale = view(weights->w1Scale), .w2 = view(weights->w2),
+                           .w2_scale = view(weights->w2Scale), .shared_w1 = view(weights->sharedW1),
+                           .shared_w1_scale = view(weights->sharedW1Scale), .shared_w2 = view(weights->sharedW2),
+                           .shared_w2_scale = view(weights->sharedW2Scale), .smooth1 = view(weights->smooth1),
+                           .smooth2 = view(weights->smooth2), .shared_smooth2 = view(weights->sharedSmooth2)};
+  for (std::int64_t e = 0; e < weights->numListed; ++e) {
+    for (auto [list, out] : {std::pair{weights->w1List, &w.w1_list}, std::pair{weights->w1ScaleList, &w.w1_scale_list},
+                             std::pair{weights->w2List, &w.w2_list}, std::pair{weights->w2ScaleList, &w.w2_scale_list}}) {
+      out->push_back(list == nullptr ? TensorView() : view(&list[e]));
+    }
+  }
   const hpStatus s = report(hp::moe::MoeLayer::create(
-      {.hidden = config->hidden,
+      {.hidden = chip_made.is_ok() ? config->hidden : -1,
        .intermediate = config->intermediate,
        .num_experts = config->num_experts,
        .topk = config->topk,
        .max_tokens_per_rank = config->max_tokens_per_rank,
        .shared_intermediate = config->shared_intermediate,
        .comm = hp::moe::CommKind(config->comm),
-       .backward = config->backward != 0},
-      {.w1 = view(w1), .w1_scale = view(w1Scale), .w2 = view(w2), .w2_scale = view(w2Scale),
-       .shared_w1 = view(sharedW1), .shared_w1_scale = view(sharedW1Scale), .shared_w2 = view(sharedW2),
-       .shared_w2_scale = view(sharedW2Scale)},
-      &l->layer));
+       .chip = l->chip.get(),
+       .backward = config->backward != 0,
+       .path = hp::moe::LayerPath(config->path)},
+      w, &l->layer));
+  if (!chip_made.is_ok()) return report(chip_made);
   if (s == HP_STATUS_OK) *layer = l.release();
   return s;
 }
