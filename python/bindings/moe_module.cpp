@@ -68,8 +68,21 @@ struct PyBuffer {
   }
 };
 
-// A MoE layer (its weights packed at creation).
+// The tensor of weights[key] (None or absent: an empty view), or each of its list's.
+hp::TensorView weight(const py::dict& weights, const char* key) {
+  if (!weights.contains(key) || weights[key].is_none()) return {};
+  return view(weights[key].cast<Spec>());
+}
+std::vector<hp::TensorView> weight_list(const py::dict& weights, const char* key) {
+  std::vector<hp::TensorView> out;
+  if (!weights.contains(key) || weights[key].is_none()) return out;
+  for (const Spec& spec : weights[key].cast<std::vector<Spec>>()) out.push_back(view(spec));
+  return out;
+}
+
+// A MoE layer (its weights packed at creation) and the chip it runs on, if any.
 struct PyLayer {
+  std::unique_ptr<hp::platform::Chip> chip;
   std::unique_ptr<hp::moe::MoeLayer> layer;
 
   hp::moe::MoeLayer& get() {
@@ -174,14 +187,34 @@ PYBIND11_MODULE(_hp_moe, m) {
         blocking([&] { return b.low_latency_combine(view(expert_out), view(weights), self.low_latency.handle, view(y)); });
       });
   py::class_<PyLayer>(m, "Layer")
+      // weights: w1, w1_scale, w2, w2_scale (specs, or lists of per-expert specs: TENSOR_LIST,
+      // keys w1_list, ...), shared_w1 ... shared_w2_scale, smooth1, smooth2, shared_smooth2.
       .def(py::init([](std::int64_t hidden, std::int64_t intermediate, std::int64_t experts, std::int64_t topk,
-                       std::int64_t max_tokens, const std::string& comm, const Spec& w1, const Spec& w1_scale,
-                       const Spec& w2, const Spec& w2_scale, std::int64_t shared_intermediate,
-                       const std::optional<Spec>& shared_w1, const std::optional<Spec>& shared_w1_scale,
-                       const std::optional<Spec>& shared_w2, const std::optional<Spec>& shared_w2_scale,
-                       bool backward) {
+                       std::int64_t max_tokens, const std::string& comm, const py::dict& weights,
+                       std::int64_t shared_intermediate, bool backward, const std::string& path, int cube_cores,
+                       int vector_cores) {
         auto l = std::make_unique<PyLayer>();
         const hp::moe::CommKind kind = comm == "window" ? hp::moe::CommKind::kWindow : hp::moe::CommKind::kShmem;
+        hp::moe::LayerPath layer_path = hp::moe::LayerPath::kAuto;
+        if (path == "staged") {
+          layer_path = hp::moe::LayerPath::kStaged;
+        } else if (path == "deep") {
+          layer_path = hp::moe::LayerPath::kDeep;
+        } else if (path != "auto") {
+          hp::python::raise(hp::Status::error(hp::ErrorCode::kInvalidArgument,
+                                              "path='{}': expected 'auto', 'staged' or 'deep'", path));
+        }
+        if (cube_cores > 0 || vector_cores > 0) {
+          check(hp::platform::Chip::create({.num_cube = cube_cores, .num_vector = vector_cores}, &l->chip));
+        }
+        const hp::moe::ExpertWeights w{
+            .w1 = weight(weights, "w1"), .w1_scale = weight(weights, "w1_scale"), .w2 = weight(weights, "w2"),
+            .w2_scale = weight(weights, "w2_scale"), .w1_list = weight_list(weights, "w1_list"),
+            .w1_scale_list = weight_list(weights, "w1_scale_list"), .w2_list = weight_list(weights, "w2_list"),
+            .w2_scale_list = weight_list(weights, "w2_scale_list"), .shared_w1 = weight(weights, "shared_w1"),
+            .shared_w1_scale = weight(weights, "shared_w1_scale"), .shared_w2 = weight(weights, "shared_w2"),
+            .shared_w2_scale = weight(weights, "shared_w2_scale"), .smooth1 = weight(weights, "smooth1"),
+            .smooth2 = weight(weights, "smooth2"), .shared_smooth2 = weight(weights, "shared_smooth2")};
         blocking([&] {
           return hp::moe::MoeLayer::create({.hidden = hidden,
                                             .intermediate = intermediate,
@@ -190,15 +223,14 @@ PYBIND11_MODULE(_hp_moe, m) {
                                             .max_tokens_per_rank = max_tokens,
                                             .shared_intermediate = shared_intermediate,
                                             .comm = kind,
-                                            .backward = backward},
-                                           {.w1 = view(w1), .w1_scale = view(w1_scale), .w2 = view(w2),
-                                            .w2_scale = view(w2_scale), .shared_w1 = view(shared_w1),
-                                            .shared_w1_scale = view(shared_w1_scale), .shared_w2 = view(shared_w2),
-                                            .shared_w2_scale = view(shared_w2_scale)},
-                                           &l->layer);
+                                            .chip = l->chip.get(),
+                                            .backward = backward,
+                                            .path = layer_path},
+                                           w, &l->layer);
         });
         return l;
       }))
+      .def_property_readonly("deep", [](PyLayer& self) { return self.get().deep(); })
       .def("destroy", [](PyLayer& self) {
         if (!self.layer) return;
         blocking([&] { return self.layer->destroy(); });
@@ -209,7 +241,7 @@ PYBIND11_MODULE(_hp_moe, m) {
         hp::moe::MoeLayer& l = self.get();
         blocking([&] { return l.forward(view(x), view(idx), view(w), view(y), view(mask)); });
         const hp::moe::MoeStageTimes& t = l.last_times();
-        return py::make_tuple(t.dispatch, t.gmm1, t.gmm2, t.combine, l.last_rows());
+        return py::make_tuple(t.dispatch, t.gmm1, t.gmm2, t.combine, t.overlap, l.last_rows());
       })
       .def("backward", [](PyLayer& self, const Spec& x, const Spec& idx, const Spec& w, const std::optional<Spec>& mask,
                           const Spec& dy, const Spec& dx, const Spec& d_topk, const Spec& dw1, const Spec& dw2,

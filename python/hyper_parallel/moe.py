@@ -247,7 +247,7 @@ class Buffer(_Collective):
 class MegaMoeResult:
     y: Any                      # float32 [T, H] in x's library
     rows: int                   # expert rows this rank computed
-    stage_seconds: dict         # dispatch, gmm1, gmm2, combine on this rank
+    stage_seconds: dict         # dispatch, gmm1, gmm2, combine and (deep path) overlap on this rank
 
 
 @dataclass
@@ -276,34 +276,75 @@ class MegaMoe(_Collective):
     """
 
     def __init__(self, w1, w1_scale, w2, w2_scale, *, num_experts: int, topk: int, max_tokens_per_rank: int,
-                 comm: str = "shmem", shared=None, backward: bool = False):
-        """shared: optional (w1 [1, H, 2Is], w1_scale [1, 2Is], w2 [1, Is, H], w2_scale [1, H]) of a
-        shared expert that every active token goes through with weight 1."""
-        w1, w1_scale, w2, w2_scale = (_contiguous(a) for a in (w1, w1_scale, w2, w2_scale))
-        shape = _spec(w1)[2]
-        if len(shape) != 3 or shape[2] % 2:
-            raise HpError(3, "SHAPE_MISMATCH", f"w1 of shape {shape}: expected [E_local, H, 2I]")
-        self.hidden, self.intermediate = shape[1], shape[2] // 2
+                 comm: str = "shmem", shared=None, backward: bool = False, smooth=None, shared_smooth=None,
+                 path: str = "auto", cores=None):
+        """w1 ... w2_scale: stacked tensors, or lists of one tensor per local expert (TENSOR_LIST:
+        w1[e] [H, 2I], w1_scale[e] [2I], w2[e] [I, H], w2_scale[e] [H]).
+        shared: optional (w1 [1, H, 2Is], w1_scale [1, 2Is], w2 [1, Is, H], w2_scale [1, H]) of a
+        shared expert that every active token goes through with weight 1.
+        smooth: optional smooth-quant scales (smooth1 float32 [H], smooth2 float32 [E_local, I]):
+        x is multiplied by smooth1 before its int8 quantisation, the SwiGLU output by smooth2
+        before its requantisation (fold their inverses into the weights); shared_smooth: the shared
+        expert's smooth2 [1, Is].
+        path: "auto", "staged" or "deep" (the deep-fuse forward: GMM1 under the dispatch, the
+        combine under GMM2); cores: (cube, vector) cores of a chip the layer runs on (deep needs
+        vector = 2 x cube; path="deep" without cores takes (1, 2)); None: the calling thread."""
+        listed = isinstance(w1, (list, tuple))
+        if listed:
+            tensors = [[_contiguous(a) for a in group] for group in (w1, w1_scale, w2, w2_scale)]
+            first = _spec(tensors[0][0])[2] if tensors[0] else []
+            if len(first) != 2 or first[1] % 2:
+                raise HpError(3, "SHAPE_MISMATCH", f"w1[0] of shape {first}: expected [H, 2I]")
+            local, self.hidden, self.intermediate = len(tensors[0]), first[0], first[1] // 2
+            weights = {name: [_spec(a) for a in group]
+                       for name, group in zip(("w1_list", "w1_scale_list", "w2_list", "w2_scale_list"), tensors)}
+            keep = [a for group in tensors for a in group]
+        else:
+            w1, w1_scale, w2, w2_scale = (_contiguous(a) for a in (w1, w1_scale, w2, w2_scale))
+            shape = _spec(w1)[2]
+            if len(shape) != 3 or shape[2] % 2:
+                raise HpError(3, "SHAPE_MISMATCH", f"w1 of shape {shape}: expected [E_local, H, 2I]")
+            local, self.hidden, self.intermediate = shape[0], shape[1], shape[2] // 2
+            weights = {"w1": _spec(w1), "w1_scale": _spec(w1_scale), "w2": _spec(w2), "w2_scale": _spec(w2_scale)}
+            keep = [w1, w1_scale, w2, w2_scale]
         shared = None if shared is None else [_contiguous(a) for a in shared]
-        shared_specs = [None] * 4 if shared is None else [_spec(a) for a in shared]
         shared_i = 0 if shared is None else _spec(shared[0])[2][-1] // 2
-        self.local_experts, self.topk, self.shared_intermediate = shape[0], topk, shared_i
+        if shared is not None:
+            weights.update(zip(("shared_w1", "shared_w1_scale", "shared_w2", "shared_w2_scale"),
+                               (_spec(a) for a in shared)))
+        extra = {}
+        if smooth is not None:
+            extra["smooth1"], extra["smooth2"] = (_contiguous(a) for a in smooth)
+        if shared_smooth is not None:
+            extra["shared_smooth2"] = _contiguous(shared_smooth)
+        weights.update({name: _spec(a) for name, a in extra.items()})
+        if cores is None:
+            cores = (1, 2) if path == "deep" else (0, 0)
+        self.local_experts, self.topk, self.shared_intermediate = local, topk, shared_i
         shmem.acquire()
         try:
             self._native = _lib().Layer(self.hidden, self.intermediate, num_experts, topk, max_tokens_per_rank, comm,
-                                        _spec(w1), _spec(w1_scale), _spec(w2), _spec(w2_scale), shared_i,
-                                        *shared_specs, backward)
+                                        weights, shared_i, backward, path, int(cores[0]), int(cores[1]))
         except BaseException:
             shmem.release()
             raise
+        # (keep, shared and extra held the arrays behind the specs until the layer copied them)
+
+    @property
+    def path(self) -> str:
+        """The forward's path: "deep" or "staged"."""
+        return "deep" if self._native.deep else "staged"
 
     def __call__(self, x, topk_idx, topk_weights, *, x_active_mask=None) -> MegaMoeResult:
         x, idx, w = _contiguous(x), _contiguous(topk_idx), _contiguous(topk_weights)
         mask = None if x_active_mask is None else _contiguous(x_active_mask)
         y = _empty(x, (_spec(x)[2][0], self.hidden), "fp32")
-        dispatch, gmm1, gmm2, combine, rows = self._native.forward(
+        dispatch, gmm1, gmm2, combine, overlap, rows = self._native.forward(
             _spec(x), _spec(idx), _spec(w), None if mask is None else _spec(mask), _spec(y))
-        return MegaMoeResult(y, rows, {"dispatch": dispatch, "gmm1": gmm1, "gmm2": gmm2, "combine": combine})
+        seconds = {"dispatch": dispatch, "gmm1": gmm1, "gmm2": gmm2, "combine": combine}
+        if self.path == "deep":
+            seconds["overlap"] = overlap
+        return MegaMoeResult(y, rows, seconds)
 
     def backward(self, x, topk_idx, topk_weights, dy, *, x_active_mask=None) -> MegaMoeGrad:
         """The gradients of this layer's forward at (x, topk_idx, topk_weights) for the output

@@ -329,3 +329,36 @@ def test_torch_autograd(n, tmp_path):
             assert xb.grad.dtype == torch.bfloat16
             assert rel(xb.grad.float().numpy(), g.dx.astype(np.float64)) < 3e-2
     """), tmp_path)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_mega_moe_paths_lists_and_smooth_quant(n, tmp_path):
+    run_ranks(n, GRAD_PROLOGUE + textwrap.dedent("""
+        x, idx, w, _ = grad_inputs(me)
+        def run(**kw):
+            with moe.MegaMoe(w1, s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16, **kw) as layer:
+                return layer.path, layer(x, idx, w)
+        path, staged = run()
+        assert path == "staged"
+        path, deep = run(path="deep")
+        assert path == "deep" and "overlap" in deep.stage_seconds, deep.stage_seconds
+        assert rel(deep.y, staged.y.astype(np.float64)) < 1e-5          # the same math, other summation order
+        path, auto_deep = run(cores=(1, 2))                              # a 1:2 chip, several experts per rank
+        assert path == "deep"
+        # TENSOR_LIST: one array per local expert, the same y
+        with moe.MegaMoe(list(w1), list(s1), list(w2), list(s2), num_experts=E, topk=K,
+                         max_tokens_per_rank=16) as listed:
+            assert np.array_equal(listed(x, idx, w).y, staged.y)
+        # smooth quant with all-ones scales changes nothing; other scales do, and stay close to
+        # the float model with the inverse folded into the weights' rows
+        ones = (np.ones(H, np.float32), np.ones((local, I), np.float32))
+        _, smooth_ones = run(smooth=ones)
+        assert np.array_equal(smooth_ones.y, staged.y)
+        _, smoothed = run(smooth=(np.linspace(0.5, 2, H).astype(np.float32), np.ones((local, I), np.float32)))
+        assert not np.array_equal(smoothed.y, staged.y)
+        try:
+            run(path="sideways")
+            raise AssertionError("an unknown path was accepted")
+        except HpError as e:
+            assert e.name == "INVALID_ARGUMENT", e
+    """), tmp_path)
