@@ -105,8 +105,11 @@ struct MoeGradArgs {
 // with SwiGLU and requantisation; the activation-gradient GEMMs (dY W2^T, dA W1^T) with the
 // SwiGLU gradient; the weight-gradient GEMMs; the combine of dX and the all-to-all of
 // d topk_weights. Shared-expert work counts in its stage.
+// overlap: with a chip, the routed experts' dW1 GEMM runs on the cube cores while a vector
+// core combines dX and sends d topk_weights home (upstream's "combine in parallel with the w1
+// grad"); overlap is the time both ran at once.
 struct MoeGradStageTimes {
-  double dispatch = 0, recompute = 0, act_grad = 0, weight_grad = 0, combine = 0;
+  double dispatch = 0, recompute = 0, act_grad = 0, weight_grad = 0, combine = 0, overlap = 0;
 };
 
 class HP_API MoeLayer {
@@ -164,8 +167,11 @@ class HP_API MoeLayer {
     std::int64_t inter = 0;
     TensorView dw1, dw2, dx_rows;          // dx_rows fp32 [rows, H]
     float* d_row_weight = nullptr;         // [rows] or null
+    bool defer_dw1 = false;                // leave dW1 = x~^T dA (grad_.x_bf16, grad_.da) to the caller
   };
   Status expert_backward(const ExpertGrad& p);
+  // dX's combine and d topk_weights' all-to-all (the end of backward).
+  Status backward_communication(const MoeGradArgs& a);
 
   MoeLayerConfig config_;
   std::unique_ptr<Buffer> buffer_;

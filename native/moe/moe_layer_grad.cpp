@@ -7,6 +7,7 @@
 #include "common/bfloat16.h"
 #include "kernels/ops.h"
 #include "moe/moe_layer.h"
+#include "shmem/shmem.h"
 
 namespace hp::moe {
 namespace {
@@ -167,8 +168,10 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
   const TensorView dz = p.row_weight != nullptr ? TensorView(g.dz.data(), DType::kBF16, {rows, H}) : p.dy;
   HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
       .kind = hp::kernels::Bf16GemmKind::kWeight, .a = h_bf16, .offsets = p.offsets, .b = dz, .out = p.dw2}));
-  HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
-      .kind = hp::kernels::Bf16GemmKind::kWeight, .a = x_bf16, .offsets = p.offsets, .b = da, .out = p.dw1}));
+  if (!p.defer_dw1) {
+    HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
+        .kind = hp::kernels::Bf16GemmKind::kWeight, .a = x_bf16, .offsets = p.offsets, .b = da, .out = p.dw1}));
+  }
   grad_times_.weight_grad += seconds_since(start);
   return Status::ok();
 }
@@ -207,26 +210,8 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                 g.dy_recv.handle.row_src_rank == handle.row_src_rank,
             ErrorCode::kInternal, "MoeLayer::backward: dY's dispatch put its rows in another order than x's");
   grad_times_.dispatch = seconds_since(start);
-  // ---- the routed experts -------------------------------------------------------------------
-  const std::int64_t rows = g.x_recv.rows;
-  g.dx_rows.resize(std::size_t(rows * H));
-  g.d_row_weight.resize(std::size_t(rows));
-  HP_RETURN_IF_ERROR(expert_backward({.x_q = g.x_recv.x(),
-                                      .x_scale = TensorView(g.x_recv.x_scale.data(), DType::kFP32, {rows}),
-                                      .offsets = TensorView(g.x_recv.expert_offsets.data(), DType::kInt64,
-                                                            {std::int64_t(g.x_recv.expert_offsets.size())}),
-                                      .dy = g.dy_recv.x(),
-                                      .row_weight = g.x_recv.topk_weights.data(),
-                                      .w1_plain = &w1_plain_,
-                                      .smooth2 = smooth2_.empty() ? nullptr : smooth2_.data(),
-                                      .w1t_bf16 = w1t_bf16_.data(),
-                                      .w2t_bf16 = w2t_bf16_.data(),
-                                      .inter = config_.intermediate,
-                                      .dw1 = a.dw1,
-                                      .dw2 = a.dw2,
-                                      .dx_rows = TensorView(g.dx_rows.data(), DType::kFP32, {rows, H}),
-                                      .d_row_weight = g.d_row_weight.data()}));
-  // ---- the shared expert, on this rank's tokens ---------------------------------------------
+  // ---- the shared expert, on this rank's tokens (first: the routed experts' dW1 is left for
+  // last, and the two share the scratch) -------------------------------------------------------
   const bool shared = config_.shared_intermediate > 0;
   if (shared) {
     g.own_q.resize(std::size_t(T * H));
@@ -248,8 +233,84 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                                         .dw2 = a.shared_dw2,
                                         .dx_rows = TensorView(g.dx_sum.data(), DType::kFP32, {T, H})}));
   }
-  // ---- dX: the unweighted combine (+ the shared expert's rows, x smooth1); d topk_weights home
+  // ---- the routed experts -------------------------------------------------------------------
+  const std::int64_t rows = g.x_recv.rows;
+  g.dx_rows.resize(std::size_t(rows * H));
+  g.d_row_weight.resize(std::size_t(rows));
+  HP_RETURN_IF_ERROR(expert_backward({.x_q = g.x_recv.x(),
+                                      .x_scale = TensorView(g.x_recv.x_scale.data(), DType::kFP32, {rows}),
+                                      .offsets = TensorView(g.x_recv.expert_offsets.data(), DType::kInt64,
+                                                            {std::int64_t(g.x_recv.expert_offsets.size())}),
+                                      .dy = g.dy_recv.x(),
+                                      .row_weight = g.x_recv.topk_weights.data(),
+                                      .w1_plain = &w1_plain_,
+                                      .smooth2 = smooth2_.empty() ? nullptr : smooth2_.data(),
+                                      .w1t_bf16 = w1t_bf16_.data(),
+                                      .w2t_bf16 = w2t_bf16_.data(),
+                                      .inter = config_.intermediate,
+                                      .dw1 = a.dw1,
+                                      .dw2 = a.dw2,
+                                      .dx_rows = TensorView(g.dx_rows.data(), DType::kFP32, {rows, H}),
+                                      .d_row_weight = g.d_row_weight.data(),
+                                      .defer_dw1 = true}));
+  // ---- dW1 of the routed experts, and the communication: at once on a chip -------------------
+  const std::int64_t I = config_.intermediate;
+  const TensorView offsets(g.x_recv.expert_offsets.data(), DType::kInt64, {std::int64_t(g.x_recv.expert_offsets.size())});
+  const hp::kernels::Bf16GemmProblem dw1{.kind = hp::kernels::Bf16GemmKind::kWeight,
+                                         .a = TensorView(g.x_bf16.data(), DType::kBF16, {rows, H}),
+                                         .offsets = offsets,
+                                         .b = TensorView(g.da.data(), DType::kBF16, {rows, 2 * I}),
+                                         .out = a.dw1};
+  if (config_.chip == nullptr) {
+    start = std::chrono::steady_clock::now();
+    HP_RETURN_IF_ERROR(run_gemm(dw1));
+    grad_times_.weight_grad += seconds_since(start);
+    start = std::chrono::steady_clock::now();
+    HP_RETURN_IF_ERROR(backward_communication(a));
+    grad_times_.combine = seconds_since(start);
+    return Status::ok();
+  }
+  hp::platform::Chip& chip = *config_.chip;
+  hp::kernels::Bf16GemmPlan plan;
+  HP_RETURN_IF_ERROR(hp::kernels::plan_bf16_gemm(*table_, dw1, chip.num_cube(), &plan));
+  workspaces_.resize(std::size_t(chip.num_cube()));
+  for (auto& w : workspaces_) w.resize(plan.workspace_bytes() + 64);
+  const hp::shmem::PeBinding pe = hp::shmem::pe_binding();
+  buffer_->use_chip(nullptr);  // the combine runs on one vector block, inside the launch
+  double gemm_s = 0, comm_s = 0;
   start = std::chrono::steady_clock::now();
+  const Status launched = chip.launch(
+      {.mode = hp::platform::LaunchMode::kMix, .block_dim = chip.num_cube()}, [&](hp::platform::BlockContext& b) -> Status {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (b.core_type() == hp::platform::CoreType::kCube) {
+          auto* w = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(workspaces_[std::size_t(b.block_idx())].data()) + 63) &
+                                            ~std::uintptr_t(63));
+          plan.run(b.block_idx(), w);
+          if (b.block_idx() == 0) gemm_s = seconds_since(t0);
+          return Status::ok();
+        }
+        if (b.block_idx() != 0 || b.sub_block_idx() != 0) return Status::ok();
+        hp::shmem::bind_thread(pe);
+        const Status s = backward_communication(a);
+        hp::shmem::bind_thread({});
+        comm_s = seconds_since(t0);
+        return s;
+      });
+  const double wall = seconds_since(start);
+  buffer_->use_chip(config_.chip);
+  HP_RETURN_IF_ERROR(launched);
+  grad_times_.weight_grad += gemm_s;
+  grad_times_.combine = comm_s;
+  grad_times_.overlap = std::max(0.0, gemm_s + comm_s - wall);
+  return Status::ok();
+}
+
+Status MoeLayer::backward_communication(const MoeGradArgs& a) {
+  GradStorage& g = grad_;
+  const std::int64_t H = config_.hidden, K = config_.topk, T = a.x.dim(0), rows = g.x_recv.rows;
+  const Handle& handle = g.x_recv.handle;
+  const bool shared = config_.shared_intermediate > 0;
+  // dX: the unweighted combine (+ the shared expert's rows, x smooth1); d topk_weights home.
   const TensorView dx_rows(g.dx_rows.data(), DType::kFP32, {rows, H});
   if (!shared && smooth1_.empty()) {
     HP_RETURN_IF_ERROR(buffer_->combine(dx_rows, handle, a.dx, {}, /*weighted=*/false));
@@ -290,7 +351,6 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
     for (int s = 0; s < ranks; ++s) sum += topk_grad_recv_[s * block + i];
     d_topk[i] = sum;
   }
-  grad_times_.combine = seconds_since(start);
   return Status::ok();
 }
 

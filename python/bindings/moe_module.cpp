@@ -253,6 +253,6 @@ PYBIND11_MODULE(_hp_moe, m) {
                              .dw2 = view(dw2), .shared_dw1 = view(shared_dw1), .shared_dw2 = view(shared_dw2)});
         });
         const hp::moe::MoeGradStageTimes& t = l.last_grad_times();
-        return py::make_tuple(t.dispatch, t.recompute, t.act_grad, t.weight_grad, t.combine);
+        return py::make_tuple(t.dispatch, t.recompute, t.act_grad, t.weight_grad, t.combine, t.overlap);
       });
 }

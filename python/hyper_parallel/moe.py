@@ -258,7 +258,7 @@ class MegaMoeGrad:
     dw2: Any                    # float32 [E_local, I, H]
     shared_dw1: Any             # float32 [1, H, 2Is] (this rank's tokens' share) or None
     shared_dw2: Any             # float32 [1, Is, H] or None
-    stage_seconds: dict         # dispatch, recompute, act_grad, weight_grad, combine on this rank
+    stage_seconds: dict         # dispatch, recompute, act_grad, weight_grad, combine, overlap on this rank
 
 
 class MegaMoe(_Collective):
@@ -361,7 +361,7 @@ class MegaMoe(_Collective):
         seconds = self._native.backward(_spec(x), _spec(idx), _spec(w), None if mask is None else _spec(mask),
                                         _spec(dy), _spec(dx), _spec(d_topk), _spec(dw1), _spec(dw2),
                                         None if sdw1 is None else _spec(sdw1), None if sdw2 is None else _spec(sdw2))
-        names = ("dispatch", "recompute", "act_grad", "weight_grad", "combine")
+        names = ("dispatch", "recompute", "act_grad", "weight_grad", "combine", "overlap")
         return MegaMoeGrad(dx, d_topk, dw1, dw2, sdw1, sdw2, dict(zip(names, seconds)))
 
 

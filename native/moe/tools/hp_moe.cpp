@@ -48,8 +48,9 @@ constexpr int kGradPhases = 5;  // MoeGradStageTimes
 constexpr const char* kGradPhaseNames[kGradPhases] = {"bwd dispatch", "bwd recompute", "bwd act grad",
                                                       "bwd weight grad", "bwd combine"};
 // Per timed iteration and rank: start (s since the first barrier), the forward's phases, its
-// expert rows, the backward's phases (0 without --backward), the forward's overlap.
-constexpr std::size_t kRecord = 3 + kPhases + kGradPhases;
+// expert rows, the backward's phases (0 without --backward), the forward's and the backward's
+// overlap.
+constexpr std::size_t kRecord = 4 + kPhases + kGradPhases;
 
 bool inside_a_job() {
   for (const char* name : {"HP_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
@@ -310,7 +311,7 @@ Status run_rank(const Options& o) {
       const MoeStageTimes& t = layer->last_times();
       const MoeGradStageTimes& g = layer->last_grad_times();
       record.insert(record.end(), {start, t.dispatch, t.gmm1, t.gmm2, t.combine, double(layer->last_rows()), g.dispatch,
-                                   g.recompute, g.act_grad, g.weight_grad, g.combine, t.overlap});
+                                   g.recompute, g.act_grad, g.weight_grad, g.combine, t.overlap, g.overlap});
     }
     if (me == 0 && !o.json && total >= 20 && isatty(2)) fmt::print(stderr, "\riteration {}/{}", it + 1, total);
   }
@@ -374,7 +375,18 @@ Status run_rank(const Options& o) {
       forward_ms[i] = std::max(forward_ms[i], (rec[1] + rec[2] + rec[3] + rec[4] - rec[overlap_field]) * 1e3);
     }
   }
-  const double total_ms = median(forward_ms), grad_total_ms = total_median(2 + kPhases, kGradPhases);
+  // The backward's likewise.
+  std::vector<double> backward_ms(iters, 0.0);
+  for (std::size_t i = 0; i < iters; ++i) {
+    for (int r = 0; r < ranks; ++r) {
+      const double* rec = &all_records[(std::size_t(r) * iters + i) * per];
+      double sum = -rec[overlap_field + 1];
+      for (int p = 0; p < kGradPhases; ++p) sum += rec[2 + kPhases + p];
+      backward_ms[i] = std::max(backward_ms[i], sum * 1e3);
+    }
+  }
+  const double grad_overlap_ms = phase_median(overlap_field + 1);
+  const double total_ms = median(forward_ms), grad_total_ms = median(backward_ms);
   double rows_total = 0;
   for (int r = 0; r < ranks; ++r) rows_total += all_records[(std::size_t(r) * iters) * per + 5];
   const double Hd = double(H), Id = double(I);
@@ -408,6 +420,7 @@ Status run_rank(const Options& o) {
     for (int p = 0; p < kPhases; ++p) j["phases"][kPhaseNames[p]] = {{"ms", phase_ms[std::size_t(p)]}, {"rate", rate[std::size_t(p)]}};
     if (o.backward) {
       j["backward"]["total_ms"] = grad_total_ms;
+      j["backward"]["overlap_ms"] = grad_overlap_ms;
       for (int p = 0; p < kGradPhases; ++p) {
         j["backward"]["phases"][kGradPhaseNames[p]] = {{"ms", grad_ms[std::size_t(p)]}, {"rate", grad_rate[std::size_t(p)]}};
       }
@@ -440,6 +453,9 @@ Status run_rank(const Options& o) {
     if (o.backward) {
       for (int p = 0; p < kGradPhases; ++p) {
         fmt::print("{:<16} {:>8.3f}  {}\n", kGradPhaseNames[p], grad_ms[std::size_t(p)], grad_rate[std::size_t(p)]);
+      }
+      if (chip) {
+        fmt::print("{:<14} {:>10.3f}  dW1 on the cube core under the combine\n", "bwd overlap", grad_overlap_ms);
       }
       fmt::print("{:<14} {:>10.3f}  dX, dW1, dW2, d topk_weights{}\n", "bwd total", grad_total_ms,
                  si > 0 ? " and the shared expert's" : "");
