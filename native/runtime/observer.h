@@ -1,20 +1,34 @@
 // Observer: hooks into an orchestration run, for diagnostics (dependency graphs, swimlanes,
-// scope statistics) and for users' own instrumentation. Every hook has an empty default.
+// scope statistics, argument dumps: diagnostics_config.h) and for users' own instrumentation.
+// Every hook has an empty default; pass observers in OrchestratorConfig::observers.
 //
-// Threads: hooks run on the orchestration thread (submit, scope, submit_blocked), on the core
-// that runs a task (task_start, task_end) and on whichever thread changed a task's state
-// (task_ready, task_complete: with the scheduler's lock held). They may run concurrently, so an
-// observer synchronises its own state; none may call back into the Orchestrator, and
-// task_ready / task_complete should be quick. `TaskInfo` and the spans are valid only during
-// the call.
+// Order, per run: on_run_begin; the root scope's on_scope_begin / on_scope_opened; per task
+// on_task_submit, on_occupancy, on_task_ready, then on_task_start / on_task_end once per core
+// that runs a share of its blocks, then on_task_complete (a task skipped because a predecessor
+// failed goes from on_task_submit straight to on_task_complete); scopes nest their tasks'
+// submits; after the last task completed, on_run_end with the run's status.
+//
+// Threads: hooks run on the orchestration thread (run, submit, occupancy, scope,
+// submit_blocked), on the core that runs a task (task_start, task_end) and on whichever thread
+// changed a task's state (task_ready, task_complete: with the scheduler's lock held). They may
+// run concurrently, so an observer synchronises its own state; none may call back into the
+// Orchestrator, and task_ready / task_complete should be quick. `TaskInfo` (and the arguments
+// it points to), `ScopeInfo` and the spans are valid only during the call.
+//
+// Memory: in on_task_ready every predecessor of the task has completed and no block of it has
+// started; in on_task_complete every block has finished and no successor has started. So a
+// hook reading the task's tensors there sees exactly their contents before / after the task
+// (NO_DEP arguments excepted: the runtime does not order them).
 #ifndef HYPER_PARALLEL_RUNTIME_OBSERVER_H_
 #define HYPER_PARALLEL_RUNTIME_OBSERVER_H_
 
 #include <cstddef>
+#include <source_location>
 #include <span>
 #include <string_view>
 
 #include "../common/status.h"
+#include "task_args.h"
 #include "task_types.h"
 
 namespace hp::runtime {
@@ -26,6 +40,34 @@ struct TaskInfo {
   int scope_depth = 0;
   int ring = 0;  // min(scope_depth, kMaxRing)
   CallConfig config;
+  const TaskArgs* args = nullptr;  // the task's arguments (OUTPUT tensors with their memory)
+};
+
+// The run's shape: the chip's cores (core_idx: cube cores [0, num_cube), then vector cores,
+// `ratio` per cluster: vector core num_cube + g * ratio + s belongs to cluster g) and capacities.
+struct RunInfo {
+  int num_cube = 0;
+  int num_vector = 0;
+  int ratio = 0;
+  int num_rings = 0;            // rings per run: scope depths 0 .. num_rings - 1 (and deeper)
+  int task_ring_slots = 0;      // per ring
+  std::size_t heap_ring_bytes = 0;  // per ring, as usable (rounded down to 64 bytes)
+};
+
+// One ring's occupancy and the tensor map's size (entries, all rings) at one moment.
+struct Occupancy {
+  int ring = 0;
+  int live_slots = 0;  // the task window: slots taken and not yet reclaimed
+  std::size_t heap_used = 0;
+  std::size_t tensor_map_entries = 0;
+};
+
+struct ScopeInfo {
+  int depth = 0;
+  int ring = 0;
+  // Where scope() was called; the root scope (the orchestration function): file "" and line 0.
+  std::source_location site;
+  Occupancy occupancy;  // of the scope's ring, when it begins / before it releases its tasks
 };
 
 // A ring's occupancy, in submit_blocked and in error messages.
@@ -43,10 +85,23 @@ class Observer {
  public:
   virtual ~Observer() = default;
 
+  virtual void on_run_begin(const RunInfo& /*run*/) {}
+  // Every task completed (or was skipped); `status` is what Orchestrator::run returns, before
+  // the diagnostics write their files.
+  virtual void on_run_end(const Status& /*status*/) {}
   virtual void on_scope_begin(int /*depth*/) {}
   virtual void on_scope_end(int /*depth*/) {}
+  // The same moments with the scope's site and occupancy (after on_scope_begin, after
+  // on_scope_end).
+  virtual void on_scope_opened(const ScopeInfo& /*scope*/) {}
+  virtual void on_scope_closed(const ScopeInfo& /*scope*/) {}
   // After the task's dependencies are known, before it can become ready.
   virtual void on_task_submit(const TaskInfo& /*task*/, std::span<const Dependency> /*deps*/) {}
+  // Right after on_task_submit: the occupancy of the task's ring with its slot (and heap) taken
+  // and its accesses recorded in the tensor map. Occupancy rises only at submits, so the
+  // maximum over these samples is the high-water mark (a reclaim racing the sample can hide
+  // slots retired in between).
+  virtual void on_occupancy(const Occupancy& /*occupancy*/) {}
   virtual void on_task_ready(const TaskInfo& /*task*/) {}
   // One core begins / ends its share of the task's blocks.
   virtual void on_task_start(const TaskInfo& /*task*/, int /*core_idx*/) {}

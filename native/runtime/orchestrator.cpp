@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "../common/settings.h"
+#include "diagnostics.h"
 #include "heap_ring.h"
 #include "scheduler.h"
 #include "tensor_map.h"
@@ -25,12 +26,20 @@ struct Orchestrator::Impl {
   Scheduler scheduler;
   TensorMap tensor_map;
   std::vector<std::vector<TaskSlot*>> scopes;  // the tasks each open scope holds; [0] is the root
+  std::vector<std::source_location> scope_sites;  // parallel to scopes
   TaskId next_id = 0;
   std::size_t heap_capacity = 0;
+
+  bool observed() const noexcept { return !scheduler.observers().empty(); }
+  Occupancy occupancy(int ring) {
+    const RingState r = scheduler.ring_state(ring);
+    return {.ring = ring, .live_slots = r.live_slots, .heap_used = r.heap_used,
+            .tensor_map_entries = tensor_map.size()};
+  }
 };
 
-Scope::Scope(Orchestrator& orchestrator)
-    : orchestrator_(orchestrator), depth_(orchestrator.begin_scope()) {}
+Scope::Scope(Orchestrator& orchestrator, std::source_location site)
+    : orchestrator_(orchestrator), depth_(orchestrator.begin_scope(site)) {}
 
 Scope::~Scope() noexcept { orchestrator_.end_scope(); }
 
@@ -51,19 +60,38 @@ int Orchestrator::scope_depth() const noexcept {
   return static_cast<int>(impl_->scopes.size()) - 1;
 }
 
-int Orchestrator::begin_scope() {
+int Orchestrator::begin_scope(std::source_location site) {
   impl_->scopes.emplace_back();
+  impl_->scope_sites.push_back(site);
   const int depth = scope_depth();
-  for (Observer* o : impl_->scheduler.observers()) o->on_scope_begin(depth);
+  if (impl_->observed()) {
+    const int ring = std::min(depth, kMaxRing);
+    const ScopeInfo info{.depth = depth, .ring = ring, .site = site,
+                         .occupancy = impl_->occupancy(ring)};
+    for (Observer* o : impl_->scheduler.observers()) {
+      o->on_scope_begin(depth);
+      o->on_scope_opened(info);
+    }
+  }
   return depth;
 }
 
 void Orchestrator::end_scope() noexcept {
   if (impl_->scopes.empty()) return;
   const int depth = scope_depth();
+  ScopeInfo info;
+  if (impl_->observed()) {
+    const int ring = std::min(depth, kMaxRing);
+    info = {.depth = depth, .ring = ring, .site = impl_->scope_sites.back(),
+            .occupancy = impl_->occupancy(ring)};
+  }
   impl_->scheduler.release_scope(impl_->scopes.back());
   impl_->scopes.pop_back();
-  for (Observer* o : impl_->scheduler.observers()) o->on_scope_end(depth);
+  impl_->scope_sites.pop_back();
+  for (Observer* o : impl_->scheduler.observers()) {
+    o->on_scope_end(depth);
+    o->on_scope_closed(info);
+  }
 }
 
 Status Orchestrator::escape(const TensorView& output) {
@@ -151,7 +179,8 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
     offset += HeapRing::rounded(static_cast<std::size_t>(t.numel()) * t.element_size());
   }
   slot->info = TaskInfo{.id = id, .callable = callable->name(), .callable_slot = callable_slot,
-                        .scope_depth = depth, .ring = ring, .config = config};
+                        .scope_depth = depth, .ring = ring, .config = config,
+                        .args = &body->args};
   slot->body = body;
   slot->launch = std::move(launch);
 
@@ -163,7 +192,11 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
   std::vector<Dependency> deps;
   impl.scheduler.connect(slot, impl.tensor_map, accesses, &deps);
   impl.scopes.back().push_back(slot);
-  for (Observer* o : impl.scheduler.observers()) o->on_task_submit(slot->info, deps);
+  if (impl.observed()) {
+    for (Observer* o : impl.scheduler.observers()) o->on_task_submit(slot->info, deps);
+    const Occupancy occupancy = impl.occupancy(ring);
+    for (Observer* o : impl.scheduler.observers()) o->on_occupancy(occupancy);
+  }
   if (result != nullptr) {
     result->task = id;
     result->outputs.clear();
@@ -176,7 +209,7 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
 }
 
 Status Orchestrator::orchestrate(const Orchestration& orchestration) {
-  begin_scope();  // the root scope
+  begin_scope(std::source_location());  // the root scope
   Status status;
   try {
     status = orchestration(*this);
@@ -231,8 +264,26 @@ Status Orchestrator::run(ChipWorker& worker, const Orchestration& orchestration,
     HP_ENSURE(o != nullptr, ErrorCode::kInvalidArgument,
               "OrchestratorConfig.observers holds a null observer");
   }
-  Orchestrator orchestrator(worker, config, timeout);
-  return orchestrator.execute(orchestration);
+  std::unique_ptr<Diagnostics> diagnostics;
+  HP_RETURN_IF_ERROR(Diagnostics::open(config.diagnostics, &diagnostics));
+  OrchestratorConfig effective = config;
+  if (diagnostics) diagnostics->add_observers(&effective.observers);
+  platform::Chip& chip = worker.chip();
+  const RunInfo run_info{.num_cube = chip.num_cube(), .num_vector = chip.num_vector(),
+                         .ratio = chip.ratio(), .num_rings = kMaxRing + 1,
+                         .task_ring_slots = config.task_ring_slots,
+                         .heap_ring_bytes = config.heap_ring_bytes / HeapRing::kAlignment *
+                                            HeapRing::kAlignment};
+  for (Observer* o : effective.observers) o->on_run_begin(run_info);
+  Status status;
+  {
+    Orchestrator orchestrator(worker, effective, timeout);
+    status = orchestrator.execute(orchestration);
+  }
+  for (Observer* o : effective.observers) o->on_run_end(status);
+  if (!diagnostics) return status;
+  Status written = diagnostics->finish();
+  return status.is_ok() ? written : status;
 }
 
 }  // namespace hp::runtime

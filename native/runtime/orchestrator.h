@@ -28,6 +28,11 @@
 // every task not yet started are skipped (ABORTED, naming the failed predecessor); submit()
 // then returns ABORTED, and run() returns the first failure, naming the task and callable.
 //
+// Diagnostics and observers: OrchestratorConfig::diagnostics selects the built-in diagnostics
+// (diagnostics_config.h: argument dumps, scope stats, deps.json, swimlane), written under its
+// output prefix when the run ends; OrchestratorConfig::observers adds the caller's own
+// (observer.h). Both are fixed before the first task is dispatched.
+//
 // Threads: the orchestration function runs on a thread of the runtime (the calling thread
 // opens the chip launch whose cores run the tasks); submit/scope/escape must be called from it.
 #ifndef HYPER_PARALLEL_RUNTIME_ORCHESTRATOR_H_
@@ -37,12 +42,14 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <vector>
 
 #include "../common/api.h"
 #include "../common/status.h"
 #include "../common/tensor_view.h"
 #include "chip_worker.h"
+#include "diagnostics_config.h"
 #include "observer.h"
 #include "task_args.h"
 #include "task_types.h"
@@ -54,6 +61,7 @@ struct OrchestratorConfig {
   std::size_t heap_ring_bytes = 16u << 20;  // per ring; allocated on the ring's first OUTPUT
   std::optional<double> wait_timeout_s;     // empty: HP_WAIT_TIMEOUT_S
   std::vector<Observer*> observers;         // not owned; must outlive the run
+  DiagnosticsConfig diagnostics;            // off by default
 };
 
 struct SubmitResult {
@@ -74,7 +82,7 @@ class HP_API [[nodiscard]] Scope {
 
  private:
   friend class Orchestrator;
-  explicit Scope(Orchestrator& orchestrator);
+  Scope(Orchestrator& orchestrator, std::source_location site);
   Orchestrator& orchestrator_;
   int depth_;
 };
@@ -93,7 +101,10 @@ class HP_API Orchestrator {
   Status submit(int callable_slot, const TaskArgs& args, SubmitResult* result = nullptr) {
     return submit(callable_slot, args, CallConfig{}, result);
   }
-  Scope scope() { return Scope(*this); }
+  // `site` (where scope() is called) names the scope in scope stats and swimlanes.
+  Scope scope(std::source_location site = std::source_location::current()) {
+    return Scope(*this, site);
+  }
   // Keeps the OUTPUT tensor starting at output.data(), made by a task of the current scope,
   // alive until the enclosing scope ends. INVALID_ARGUMENT in the root scope, NOT_FOUND when no
   // task of the current scope made it.
@@ -110,7 +121,7 @@ class HP_API Orchestrator {
   Orchestrator(ChipWorker& worker, const OrchestratorConfig& config, double wait_timeout_s);
   Status execute(const Orchestration& orchestration);
   Status orchestrate(const Orchestration& orchestration);
-  int begin_scope();
+  int begin_scope(std::source_location site);
   void end_scope() noexcept;
 
   std::unique_ptr<Impl> impl_;

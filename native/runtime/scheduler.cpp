@@ -357,6 +357,11 @@ void Scheduler::release_scope(std::span<TaskSlot* const> held) {
   }
 }
 
+RingState Scheduler::ring_state(int ring) {
+  std::lock_guard lock(mutex_);
+  return rings_[static_cast<std::size_t>(ring)]->state();
+}
+
 Status Scheduler::wait_all() {
   Status timeout;
   for (;;) {

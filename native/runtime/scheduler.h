@@ -71,6 +71,8 @@ class Scheduler {
   void publish(TaskSlot* slot);
   // A scope ended: it no longer holds these tasks.
   void release_scope(std::span<TaskSlot* const> held);
+  // The ring's occupancy now (for observers).
+  RingState ring_state(int ring);
   // Waits until every published task completed (TIMEOUT, and the rest skipped, when none
   // completes for wait_timeout_s; tasks already running are still waited for).
   Status wait_all();

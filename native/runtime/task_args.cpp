@@ -15,7 +15,21 @@ std::string_view to_string(ArgTag tag) noexcept {
   return "UNKNOWN";
 }
 
+bool TaskArgs::dump_marked(int tensor_index) const noexcept {
+  if (dump_all_) return true;
+  for (int i : dump_tensors_) {
+    if (i == tensor_index) return true;
+  }
+  return false;
+}
+
 Status TaskArgs::validate(std::string_view what) const {
+  for (int i : dump_tensors_) {
+    HP_ENSURE(i >= 0 && i < num_tensors(), ErrorCode::kInvalidArgument,
+              "{}: dump({}) marks a tensor argument that does not exist (the task has {} tensor "
+              "arguments, indexed from 0 in the order they were added)",
+              what, i, num_tensors());
+  }
   for (int i = 0; i < num_tensors(); ++i) {
     const TensorArg& arg = tensors_[static_cast<std::size_t>(i)];
     const std::string name = fmt::format("{}: tensor argument {} ({})", what, i, to_string(arg.tag));

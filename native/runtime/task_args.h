@@ -9,6 +9,11 @@
 //   OUTPUT_EXISTING  written entirely, in caller-provided memory (old contents not read)
 //   NO_DEP           passed to the kernel, never a dependency (the caller orders it)
 // Tensors and scalars are indexed separately, in the order they were added.
+//
+// Dump markers (diagnostics, OrchestratorConfig.diagnostics.dump_args = 1): dump() marks every
+// tensor argument of the task, dump({i, ...}) the tensor arguments with those indices; a
+// marked argument is captured before and after the task runs. Level 2 captures every argument
+// of every task, marked or not; level 0 ignores the markers.
 #ifndef HYPER_PARALLEL_RUNTIME_TASK_ARGS_H_
 #define HYPER_PARALLEL_RUNTIME_TASK_ARGS_H_
 
@@ -16,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -48,12 +54,14 @@ class HP_API TaskArgs {
     return output(dtype, std::span<const std::int64_t>(shape.begin(), shape.size()));
   }
   // Any trivially copyable value of at most 8 bytes, stored as its bits.
+  // Its dtype is remembered (for argument dumps) when T is int8, uint8, int32, int64, float or
+  // double; other types are opaque 64-bit patterns (scalar_dtype() is empty).
   template <typename T>
   TaskArgs& scalar(T value) {
     static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(std::uint64_t));
     std::uint64_t bits = 0;
     std::memcpy(&bits, &value, sizeof(T));
-    scalars_.push_back(bits);
+    scalars_.push_back({bits, scalar_dtype_of<T>()});
     return *this;
   }
   // Explicit predecessors (earlier tasks of the same run), in addition to inferred ones.
@@ -64,12 +72,28 @@ class HP_API TaskArgs {
   TaskArgs& set_dependencies(std::initializer_list<TaskId> preds) {
     return set_dependencies(std::span<const TaskId>(preds.begin(), preds.size()));
   }
+  // Dump markers (see above). Indices are checked by validate().
+  TaskArgs& dump() {
+    dump_all_ = true;
+    return *this;
+  }
+  TaskArgs& dump(std::span<const int> tensor_indices) {
+    dump_tensors_.insert(dump_tensors_.end(), tensor_indices.begin(), tensor_indices.end());
+    return *this;
+  }
+  TaskArgs& dump(std::initializer_list<int> tensor_indices) {
+    return dump(std::span<const int>(tensor_indices.begin(), tensor_indices.size()));
+  }
 
   int num_tensors() const noexcept { return static_cast<int>(tensors_.size()); }
   const TensorView& tensor(int i) const { return tensors_.at(static_cast<std::size_t>(i)).view; }
   ArgTag tag(int i) const { return tensors_.at(static_cast<std::size_t>(i)).tag; }
   int num_scalars() const noexcept { return static_cast<int>(scalars_.size()); }
-  std::uint64_t scalar_bits(int i) const { return scalars_.at(static_cast<std::size_t>(i)); }
+  std::uint64_t scalar_bits(int i) const { return scalars_.at(static_cast<std::size_t>(i)).bits; }
+  std::optional<DType> scalar_dtype(int i) const {
+    const DType d = scalars_.at(static_cast<std::size_t>(i)).dtype;
+    return d == DType::kCount ? std::nullopt : std::optional<DType>(d);
+  }
   template <typename T>
   T scalar_as(int i) const {
     static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(std::uint64_t));
@@ -79,6 +103,8 @@ class HP_API TaskArgs {
     return value;
   }
   std::span<const TaskId> explicit_dependencies() const noexcept { return explicit_deps_; }
+  bool dump_requested() const noexcept { return dump_all_ || !dump_tensors_.empty(); }
+  bool dump_marked(int tensor_index) const noexcept;
 
   // Checks every tensor (validate(), OUTPUT tensors without data, others with data unless
   // empty). `what` names the call in errors.
@@ -92,13 +118,31 @@ class HP_API TaskArgs {
     tensors_.push_back({tensor, tag});
     return *this;
   }
+  template <typename T>
+  static constexpr DType scalar_dtype_of() {
+    if constexpr (std::is_same_v<T, float>) return DType::kFP32;
+    else if constexpr (std::is_same_v<T, double>) return DType::kFP64;
+    else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_signed_v<T>) {
+      return sizeof(T) == 1 ? DType::kInt8
+             : sizeof(T) == 4 ? DType::kInt32
+             : sizeof(T) == 8 ? DType::kInt64
+                              : DType::kCount;
+    } else if constexpr (std::is_same_v<T, std::uint8_t>) return DType::kUInt8;
+    else return DType::kCount;  // opaque bits
+  }
   struct TensorArg {
     TensorView view;
     ArgTag tag;
   };
+  struct ScalarArg {
+    std::uint64_t bits;
+    DType dtype;  // kCount: opaque bits
+  };
   std::vector<TensorArg> tensors_;
-  std::vector<std::uint64_t> scalars_;
+  std::vector<ScalarArg> scalars_;
   std::vector<TaskId> explicit_deps_;
+  bool dump_all_ = false;
+  std::vector<int> dump_tensors_;
 };
 
 }  // namespace hp::runtime

@@ -1,0 +1,129 @@
+#include "dep_graph_observer.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "diagnostic_output.h"
+
+namespace hp::runtime {
+namespace {
+
+bool writes(ArgTag tag) {
+  return tag == ArgTag::kOutput || tag == ArgTag::kInOut || tag == ArgTag::kOutputExisting;
+}
+
+// Whether a predecessor's access of `tag` can be the one behind an edge of this kind/source.
+bool explains(ArgTag tag, const Dependency& dep) {
+  if (tag == ArgTag::kNoDep) return false;
+  if (dep.source == DepSource::kCreator) return tag == ArgTag::kOutput;
+  if (dep.kind == DepKind::kWar) return tag == ArgTag::kInput;
+  return writes(tag);
+}
+
+}  // namespace
+
+Status DepGraphObserver::create(const std::string& prefix, std::unique_ptr<DepGraphObserver>* out) {
+  HP_RETURN_IF_ERROR(probe_output_file(output_path(prefix, kDepsFile)));
+  *out = std::unique_ptr<DepGraphObserver>(new DepGraphObserver(prefix));
+  return Status::ok();
+}
+
+void DepGraphObserver::on_scope_opened(const ScopeInfo& scope) {
+  std::lock_guard lock(mu_);
+  const std::uint64_t id = next_scope_++;
+  scopes_.push_back({{"id", id_string(id)},
+                     {"parent", open_scopes_.empty() ? Json(nullptr)
+                                                     : Json(id_string(open_scopes_.back()))},
+                     {"depth", scope.depth},
+                     {"site", site_string(scope.site)}});
+  open_scopes_.push_back(id);
+}
+
+void DepGraphObserver::on_scope_closed(const ScopeInfo&) {
+  std::lock_guard lock(mu_);
+  if (!open_scopes_.empty()) open_scopes_.pop_back();
+}
+
+std::uint64_t DepGraphObserver::tensor_id(const TensorView& view) {
+  TensorKey key{reinterpret_cast<std::uintptr_t>(view.data()), static_cast<int>(view.dtype()),
+                {view.shape().begin(), view.shape().end()},
+                {view.strides().begin(), view.strides().end()}};
+  auto [it, inserted] = tensor_ids_.try_emplace(std::move(key), tensor_ids_.size());
+  if (inserted) {
+    tensors_.push_back({{"id", id_string(it->second)},
+                        {"buffer", address_string(reinterpret_cast<std::uintptr_t>(view.data()))},
+                        {"dtype", std::string(to_string(view.dtype()))},
+                        {"shape", std::get<2>(it->first)},
+                        {"strides", std::get<3>(it->first)},
+                        {"span_bytes", view.span_bytes()}});
+  }
+  return it->second;
+}
+
+Json DepGraphObserver::overlap(TaskId pred, const TensorRegion& succ_region,
+                               const Dependency& dep) const {
+  auto it = accesses_.find(pred);
+  if (it == accesses_.end()) return nullptr;
+  const std::vector<Access>& pred_accesses = it->second;
+  // Prefer the argument whose access explains the edge; else any overlapping one.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t j = 0; j < pred_accesses.size(); ++j) {
+      const Access& a = pred_accesses[j];
+      if (pass == 0 && !explains(a.tag, dep)) continue;
+      if (!overlaps(a.region, succ_region)) continue;
+      return Json{{"pred_arg", j},
+                  {"lo", address_string(std::max(a.region.lo(), succ_region.lo()))},
+                  {"hi", address_string(std::min(a.region.hi(), succ_region.hi()))},
+                  {"exact", a.region.exact() && succ_region.exact()}};
+    }
+  }
+  return nullptr;
+}
+
+void DepGraphObserver::on_task_submit(const TaskInfo& task, std::span<const Dependency> deps) {
+  std::lock_guard lock(mu_);
+  Json args = Json::array();
+  std::vector<Access> accesses;
+  if (task.args != nullptr) {
+    for (int i = 0; i < task.args->num_tensors(); ++i) {
+      const TensorView& t = task.args->tensor(i);
+      args.push_back({{"tensor", id_string(tensor_id(t))},
+                      {"tag", std::string(to_string(task.args->tag(i)))}});
+      accesses.push_back({TensorRegion::of(t), task.args->tag(i)});
+    }
+  }
+  tasks_.push_back({{"id", id_string(task.id)},
+                    {"callable", std::string(task.callable)},
+                    {"scope", open_scopes_.empty() ? Json(nullptr)
+                                                   : Json(id_string(open_scopes_.back()))},
+                    {"scope_depth", task.scope_depth},
+                    {"block_num", task.config.block_num},
+                    {"mode", std::string(platform::to_string(task.config.mode))},
+                    {"args", std::move(args)}});
+  for (const Dependency& d : deps) {
+    Json overlap_json = nullptr;
+    if (d.arg_index >= 0 && static_cast<std::size_t>(d.arg_index) < accesses.size()) {
+      overlap_json = overlap(d.pred, accesses[static_cast<std::size_t>(d.arg_index)].region, d);
+    }
+    edges_.push_back({{"pred", id_string(d.pred)},
+                      {"succ", id_string(task.id)},
+                      {"arg", d.arg_index},
+                      {"source", std::string(to_string(d.source))},
+                      {"kind", std::string(to_string(d.kind))},
+                      {"overlap", std::move(overlap_json)}});
+  }
+  accesses_[task.id] = std::move(accesses);
+}
+
+Status DepGraphObserver::finish() {
+  std::lock_guard lock(mu_);
+  const Json doc = {{"schema_version", kSchemaVersion},
+                    {"tasks", tasks_},
+                    {"tensors", tensors_},
+                    {"edges", edges_},
+                    {"scopes", scopes_}};
+  return write_json_file(output_path(prefix_, kDepsFile), doc);
+}
+
+}  // namespace hp::runtime

@@ -1,0 +1,80 @@
+// DepGraphObserver: the dependency graph of a run (DiagnosticsConfig::dep_gen), internal to the
+// runtime: every task, every distinct tensor argument, and every edge the orchestrator found.
+//
+// deps.json (ids are decimal strings, addresses hex strings: diagnostic_output.h):
+//   { "schema_version": 1,
+//     "tasks":   [ { "id", "callable", "scope": "<scope id>", "scope_depth": <d>,
+//                    "block_num": <n>, "mode": "cube" | "vector" | "mix",
+//                    "args": [ { "tensor": "<tensor id>", "tag": "INPUT" | ... } ] } ],
+//     "tensors": [ { "id", "buffer": "0x<data pointer>", "dtype", "shape": [...],
+//                    "strides": [...] (elements), "span_bytes": <first to last byte + 1> } ],
+//     "edges":   [ { "pred": "<task id>", "succ": "<task id>",
+//                    "arg": <succ's tensor argument index; -1 for explicit edges>,
+//                    "source": "explicit" | "creator" | "tensormap",
+//                    "kind": "RAW" | "WAW" | "WAR" | "ORDER" (explicit edges),
+//                    "overlap": { "pred_arg": <pred's tensor argument index>,
+//                                 "lo": "0x...", "hi": "0x...", "exact": <bool> } | null } ],
+//     "scopes":  [ { "id", "parent": "<id>" | null, "depth", "site": "<file>:<line>" | "<root>" } ] }
+// A tensor is one distinct view (data pointer, dtype, shape, strides); tasks passing the same
+// view share its id. An edge's overlap names the predecessor argument whose region overlaps the
+// successor's argument (a writer for RAW / WAW, a reader for WAR, the OUTPUT for creator edges)
+// and the intersection [lo, hi) of the two arguments' byte ranges; `exact` is false when the
+// overlap test was conservative (tensor_region.h). Explicit edges have no overlap. Edges are in
+// submission order of their successor.
+#ifndef HYPER_PARALLEL_RUNTIME_DEP_GRAPH_OBSERVER_H_
+#define HYPER_PARALLEL_RUNTIME_DEP_GRAPH_OBSERVER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "../common/json_file.h"
+#include "diagnostics.h"
+#include "tensor_region.h"
+
+namespace hp::runtime {
+
+class DepGraphObserver final : public DiagnosticObserver {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  // Checks deps.json under `prefix` can be written (IO_ERROR when it cannot).
+  static Status create(const std::string& prefix, std::unique_ptr<DepGraphObserver>* out);
+
+  void on_scope_opened(const ScopeInfo& scope) override;
+  void on_scope_closed(const ScopeInfo& scope) override;
+  void on_task_submit(const TaskInfo& task, std::span<const Dependency> deps) override;
+  Status finish() override;
+
+ private:
+  struct Access {
+    TensorRegion region;
+    ArgTag tag;
+  };
+  using TensorKey = std::tuple<std::uintptr_t, int, std::vector<std::int64_t>,
+                               std::vector<std::int64_t>>;
+
+  explicit DepGraphObserver(std::string prefix) : prefix_(std::move(prefix)) {}
+  std::uint64_t tensor_id(const TensorView& view);
+  Json overlap(TaskId pred, const TensorRegion& succ_region, const Dependency& dep) const;
+
+  const std::string prefix_;
+  std::mutex mu_;
+  Json tasks_ = Json::array();
+  Json tensors_ = Json::array();
+  Json edges_ = Json::array();
+  Json scopes_ = Json::array();
+  std::vector<std::uint64_t> open_scopes_;
+  std::uint64_t next_scope_ = 0;
+  std::map<TensorKey, std::uint64_t> tensor_ids_;
+  std::unordered_map<TaskId, std::vector<Access>> accesses_;  // every task's tensor arguments
+};
+
+}  // namespace hp::runtime
+
+#endif  // HYPER_PARALLEL_RUNTIME_DEP_GRAPH_OBSERVER_H_
