@@ -1,0 +1,102 @@
+// scope_stats.jsonl (DiagnosticsConfig::scope_stats): a metadata line with the capacities, then
+// a begin and an end line per scope, nested, with the scope's site and the high-water marks of
+// its ring's task window and heap and of the tensor map (scope_stats_observer.h).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "diagnostics_fixture.h"
+
+namespace hp::runtime::testing {
+namespace {
+
+class RuntimeScopeStats : public DiagnosticsTest {};
+
+void expect_scope_line(const Json& line) {
+  SCOPED_TRACE(line.dump());
+  EXPECT_EQ(line.size(), 8u);
+  const std::string type = line.at("type").get<std::string>();
+  EXPECT_TRUE(type == "scope_begin" || type == "scope_end");
+  EXPECT_TRUE(line.at("scope").is_string());
+  EXPECT_TRUE(line.at("parent").is_null() || line.at("parent").is_string());
+  EXPECT_TRUE(line.at("site").is_string());
+  EXPECT_GE(line.at("depth").get<int>(), 0);
+  EXPECT_EQ(line.at("ring").get<int>(), std::min(line.at("depth").get<int>(), 3));
+  EXPECT_TRUE(line.at("tasks").is_number_unsigned());
+  const Json& hwm = line.at("hwm");
+  EXPECT_EQ(hwm.size(), 3u);
+  EXPECT_TRUE(hwm.at("task_window").is_number_integer());
+  EXPECT_TRUE(hwm.at("heap_bytes").is_number_unsigned());
+  EXPECT_TRUE(hwm.at("tensormap_entries").is_number_unsigned());
+}
+
+TEST_F(RuntimeScopeStats, EachScopeReportsItsSiteAndHighWaterMarks) {
+  config.diagnostics.scope_stats = true;
+  config.task_ring_slots = 16;
+  config.heap_ring_bytes = 4096;
+  std::vector<std::int32_t> a(4, 0);
+  int outer_line = 0, inner_line = 0;
+  const Status s = run([&](Orchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(a)).scalar(1)));
+    outer_line = __LINE__ + 1;
+    auto outer = o.scope();
+    // Held by the open scope, none of these can be reclaimed before it ends: exactly 3 live
+    // slots and 3 x 256 heap bytes in ring 1.
+    for (int i = 0; i < 3; ++i) {
+      HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output(DType::kInt32, {64}).scalar(i)));
+    }
+    inner_line = __LINE__ + 1;
+    auto inner = o.scope();
+    return o.submit(fill, TaskArgs().output(DType::kInt32, {16}).scalar(9));
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  const std::vector<Json> lines = read_jsonl(kScopeStatsFile);
+  ASSERT_EQ(lines.size(), 7u);
+  EXPECT_EQ(lines[0], Json::parse(R"({"type": "metadata", "schema_version": 1, "rings": 4,
+      "capacities": {"task_window": 16, "heap_bytes": 4096, "tensormap_entries": null}})"));
+  for (std::size_t i = 1; i < lines.size(); ++i) expect_scope_line(lines[i]);
+
+  // Order: begin root, begin outer, begin inner, end inner, end outer, end root.
+  const std::vector<std::pair<std::string, std::string>> order = {
+      {"scope_begin", "0"}, {"scope_begin", "1"}, {"scope_begin", "2"},
+      {"scope_end", "2"},   {"scope_end", "1"},   {"scope_end", "0"}};
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(lines[i + 1].at("type"), order[i].first) << i;
+    EXPECT_EQ(lines[i + 1].at("scope"), order[i].second) << i;
+  }
+  const Json& root_end = lines[6];
+  const Json& outer_begin = lines[2];
+  const Json& outer_end = lines[5];
+  const Json& inner_end = lines[4];
+  EXPECT_EQ(root_end.at("site"), "<root>");
+  EXPECT_TRUE(root_end.at("parent").is_null());
+  EXPECT_THAT(outer_end.at("site").get<std::string>(),
+              ::testing::EndsWith(fmt::format("test_scope_stats.cpp:{}", outer_line)));
+  EXPECT_THAT(inner_end.at("site").get<std::string>(),
+              ::testing::EndsWith(fmt::format("test_scope_stats.cpp:{}", inner_line)));
+  EXPECT_EQ(outer_end.at("parent"), "0");
+  EXPECT_EQ(inner_end.at("parent"), "1");
+  EXPECT_EQ(inner_end.at("depth"), 2);
+  EXPECT_EQ(inner_end.at("ring"), 2);
+
+  // At its begin the outer scope's ring 1 is empty; the tensor map holds the root's one entry.
+  EXPECT_EQ(outer_begin.at("tasks"), 0);
+  EXPECT_EQ(outer_begin.at("hwm"),
+            Json::parse(R"({"task_window": 0, "heap_bytes": 0, "tensormap_entries": 1})"));
+  // Its peak: 3 slots, 3 x 256 bytes of ring 1; 1 + 3 + 1 (the inner task's) map entries.
+  EXPECT_EQ(outer_end.at("tasks"), 3);
+  EXPECT_EQ(outer_end.at("hwm"),
+            Json::parse(R"({"task_window": 3, "heap_bytes": 768, "tensormap_entries": 5})"));
+  // The inner scope (ring 2): one task of 64 bytes.
+  EXPECT_EQ(inner_end.at("tasks"), 1);
+  EXPECT_EQ(inner_end.at("hwm"),
+            Json::parse(R"({"task_window": 1, "heap_bytes": 64, "tensormap_entries": 5})"));
+  // The root scope's ring 0 held its one task throughout.
+  EXPECT_EQ(root_end.at("tasks"), 1);
+  EXPECT_EQ(root_end.at("hwm").at("task_window"), 1);
+  EXPECT_EQ(root_end.at("hwm").at("heap_bytes"), 0);
+}
+
+}  // namespace
+}  // namespace hp::runtime::testing
