@@ -20,12 +20,6 @@ std::string_view to_string(DumpArgKind kind) noexcept {
   return kind == DumpArgKind::kTensor ? "tensor" : "scalar";
 }
 
-std::int64_t TensorDumpEntry::numel() const noexcept {
-  std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
-  return n;
-}
-
 namespace {
 
 // Parses one entry; throws Json exceptions on missing or mistyped fields.

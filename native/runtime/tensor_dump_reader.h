@@ -45,7 +45,11 @@ struct TensorDumpEntry {
   std::optional<DumpRange> after;    // empty when the task never completed
   std::string status;                // "OK", an error code name, or empty
 
-  std::int64_t numel() const noexcept;
+  std::int64_t numel() const noexcept {
+    std::int64_t n = 1;
+    for (std::int64_t d : shape) n *= d;
+    return n;
+  }
   std::size_t element_size() const noexcept { return dtype ? dtype_size(*dtype) : 8; }
 };
 
