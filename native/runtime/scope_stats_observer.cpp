@@ -82,6 +82,13 @@ void ScopeStatsObserver::on_occupancy(const Occupancy& occupancy) {
   for (Frame& frame : open_) absorb(frame, occupancy);
 }
 
+void ScopeStatsObserver::on_submit_blocked(const RingState& ring) {
+  const Occupancy full{.ring = ring.ring, .live_slots = ring.live_slots,
+                       .heap_used = ring.heap_used, .tensor_map_entries = 0};
+  std::lock_guard lock(mu_);
+  for (Frame& frame : open_) absorb(frame, full);
+}
+
 Status ScopeStatsObserver::finish() {
   std::lock_guard lock(mu_);
   return file_.close();

@@ -17,7 +17,9 @@
 // is the occupancy when the scope began; in an end line it is the high-water mark over the
 // scope's life (its own submits and its nested scopes'), of the scope's ring for the task
 // window and heap, and of the whole tensor map for its entries. Sampled after each submit
-// (observer.h, on_occupancy).
+// (observer.h, on_occupancy) and whenever a submit waits for ring space (the full ring's
+// state), so a ring that filled up reports its capacity even when slots were reclaimed before
+// the waiting submit took one.
 #ifndef HYPER_PARALLEL_RUNTIME_SCOPE_STATS_OBSERVER_H_
 #define HYPER_PARALLEL_RUNTIME_SCOPE_STATS_OBSERVER_H_
 
@@ -44,6 +46,7 @@ class ScopeStatsObserver final : public DiagnosticObserver {
   void on_scope_closed(const ScopeInfo& scope) override;
   void on_task_submit(const TaskInfo& task, std::span<const Dependency> deps) override;
   void on_occupancy(const Occupancy& occupancy) override;
+  void on_submit_blocked(const RingState& ring) override;
   Status finish() override;
 
  private:

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "diagnostics_fixture.h"
+#include "platform/wait.h"
 
 namespace hp::runtime::testing {
 namespace {
@@ -96,6 +97,56 @@ TEST_F(RuntimeScopeStats, EachScopeReportsItsSiteAndHighWaterMarks) {
   EXPECT_EQ(root_end.at("tasks"), 1);
   EXPECT_EQ(root_end.at("hwm").at("task_window"), 1);
   EXPECT_EQ(root_end.at("hwm").at("heap_bytes"), 0);
+}
+
+// Opens a gate the first time a submit has to wait for ring space.
+struct GateOnBlock : Observer {
+  platform::WaitWord gate;
+  void on_submit_blocked(const RingState&) override { platform::add_and_wake(gate, 1, false); }
+};
+
+TEST_F(RuntimeScopeStats, AFullRingReportsItsCapacityAndTheWaitShowsInTheSwimlane) {
+  // Ring 1 has 2 slots. Task 0 runs until a submit blocks; task 1 finishes at once but cannot
+  // be reclaimed before task 0 (submission order). Task 2 (in the third scope) finds the ring
+  // full and waits; then tasks 0 and 1 are both reclaimed before task 2 takes its slot, so only
+  // the blocked ring's state shows the third scope's true peak of 2.
+  config.diagnostics.scope_stats = true;
+  config.diagnostics.swimlane = true;
+  config.task_ring_slots = 2;
+  GateOnBlock gate;
+  config.observers = {&gate};
+  const int gated = add("gated", [&](const TaskArgs&, platform::BlockContext&) -> Status {
+    std::uint32_t last = 0;
+    const auto r = platform::wait_word(gate.gate, [](std::uint32_t v) { return v >= 1; },
+                                       platform::deadline_after(30), {}, nullptr, &last);
+    HP_ENSURE(r == platform::WaitResult::kReady, ErrorCode::kTimeout, "no submit ever blocked");
+    return Status::ok();
+  });
+  const Status s = run([&](Orchestrator& o) -> Status {
+    for (int i = 0; i < 3; ++i) {
+      auto scope = o.scope();
+      HP_RETURN_IF_ERROR(o.submit(i == 0 ? gated : nop, TaskArgs()));
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  std::vector<Json> ends;
+  for (const Json& line : read_jsonl(kScopeStatsFile)) {
+    if (line.at("type") == "scope_end" && line.at("depth") == 1) ends.push_back(line);
+  }
+  ASSERT_EQ(ends.size(), 3u);
+  EXPECT_EQ(ends[0].at("hwm").at("task_window"), 1);
+  EXPECT_EQ(ends[1].at("hwm").at("task_window"), 2);
+  EXPECT_EQ(ends[2].at("hwm").at("task_window"), 2);
+  int waits = 0;
+  const Json trace = read_json(kSwimlaneFile);
+  for (const Json& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "X" && e.at("name") == "submit waits: ring 1 full") {
+      EXPECT_EQ(e.at("pid"), 3);
+      ++waits;
+    }
+  }
+  EXPECT_EQ(waits, 1);
 }
 
 }  // namespace
