@@ -165,6 +165,28 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
   return Status::ok();
 }
 
+const char* to_string(CorePhase phase) noexcept {
+  static constexpr const char* kNames[] = {"dispatch",      "GMM1+SwiGLU",   "GMM2",         "combine",
+                                           "shared expert", "bwd dispatch",  "bwd recompute", "bwd act grad",
+                                           "bwd weight grad", "bwd combine"};
+  const auto i = std::size_t(phase);
+  return i < std::size(kNames) ? kNames[i] : "?";
+}
+
+void MoeLayer::add_span(std::int32_t core, CorePhase phase, std::chrono::steady_clock::time_point begin) {
+  const auto seconds = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(t.time_since_epoch()).count();
+  };
+  const double end = seconds(std::chrono::steady_clock::now());
+  const std::lock_guard lock(spans_mutex_);
+  spans_.push_back({core, phase, seconds(begin), end});
+}
+
+std::vector<CoreSpan> MoeLayer::last_spans() const {
+  const std::lock_guard lock(spans_mutex_);
+  return spans_;
+}
+
 MoeLayer::~MoeLayer() { (void)destroy(); }
 
 Status MoeLayer::destroy() {
@@ -240,6 +262,10 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
   const DispatchArgs args{.x = x, .topk_idx = topk_idx, .topk_weights = topk_weights,
                           .x_active_mask = x_active_mask, .quant = Quant::kDynamicInt8, .smooth = smooth1()};
   times_ = {};
+  {
+    const std::lock_guard lock(spans_mutex_);
+    spans_.clear();
+  }
   // The shared expert first: its regions are free again before the routed experts use theirs.
   // Its error (a bad x) travels with the dispatch's counts like the workspace's, to every rank.
   const Status verdict = !workspace_ok.is_ok() || config_.shared_intermediate == 0 ? workspace_ok
@@ -259,6 +285,7 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
     HP_RETURN_IF_ERROR(buffer_->dispatch_data(
         args, &handle_, {.x = x1, .x_scale = x1_scale, .topk_weights = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
     times_.dispatch += seconds_since(start);
+    add_span(-1, CorePhase::kDispatch, start);
     const TensorView offsets(handle_.expert_offsets.data(), DType::kInt64, {local + 1});
     // ---- phase 1: GMM1 + SwiGLU + requantisation into the SwiGLU region ---------------------
     // (The plan's reuse mode shares x2 with x1: the requantised rows move to x2 only in phase 2,
@@ -275,6 +302,7 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
                                  .out_scale = TensorView(h_scale, DType::kFP32, {rows}),
                                  .smooth = smooth2()}));
     times_.gmm1 += seconds_since(start);
+    add_span(-1, CorePhase::kGmm1, start);
     // ---- phase 2: into x2Token / x2Scale; phase 3: GMM2 into swap ----------------------------
     // (Phase 2 moves the rows before GMM2 starts: swap, which GMM2 writes, shares its bytes
     // with the SwiGLU region.)
@@ -290,11 +318,13 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
                                  .out = TensorView(out, DType::kFP32, {rows, hidden}),
                                  .row_factor = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
     times_.gmm2 += seconds_since(start);
+    add_span(-1, CorePhase::kGmm2, start);
     // ---- phase 4: combine (the top-k weights were applied by GMM2's epilogue) ----------------
     start = std::chrono::steady_clock::now();
     HP_RETURN_IF_ERROR(buffer_->combine(TensorView(out, DType::kFP32, {rows, hidden}), handle_, y, {},
                                         /*weighted=*/false));
     times_.combine += seconds_since(start);
+    add_span(-1, CorePhase::kCombine, start);
   }
   if (config_.shared_intermediate > 0) {  // y (fp32, [T, H] as the combine checked) += the shared rows of active tokens
     const auto start = std::chrono::steady_clock::now();
@@ -311,6 +341,7 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
 }
 
 Status MoeLayer::run_shared_expert(const TensorView& x, std::uint8_t* ws) {
+  const auto whole = std::chrono::steady_clock::now();
   const WorkspaceOffsets& at = plan_.offsets;
   const std::int64_t tokens = x.dim(0), hidden = config_.hidden, si = config_.shared_intermediate;
   const std::int64_t groups[2] = {0, tokens};
@@ -344,6 +375,7 @@ Status MoeLayer::run_shared_expert(const TensorView& x, std::uint8_t* ws) {
                                .epilogue = hp::kernels::Epilogue::kDequant,
                                .out = TensorView(shared_out_.data(), DType::kFP32, {tokens, hidden})}));
   times_.gmm2 += seconds_since(start);
+  add_span(-1, CorePhase::kSharedExpert, whole);
   return Status::ok();
 }
 

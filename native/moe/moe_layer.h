@@ -32,8 +32,10 @@
 #ifndef HYPER_PARALLEL_MOE_MOE_LAYER_H_
 #define HYPER_PARALLEL_MOE_MOE_LAYER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "common/api.h"
@@ -105,6 +107,20 @@ struct MoeGradArgs {
 // with SwiGLU and requantisation; the activation-gradient GEMMs (dY W2^T, dA W1^T) with the
 // SwiGLU gradient; the weight-gradient GEMMs; the combine of dX and the all-to-all of
 // d topk_weights. Shared-expert work counts in its stage.
+// Where each core's time went in the last forward and backward (hp moe --trace): spans of
+// steady_clock time (seconds since its epoch) per core, `core` being the chip's core index
+// (cube cores first, then vector cores) or -1 for the calling thread.
+enum class CorePhase : std::int32_t {
+  kDispatch = 0, kGmm1, kGmm2, kCombine, kSharedExpert,
+  kGradDispatch, kGradRecompute, kGradActivation, kGradWeight, kGradCombine, kCount
+};
+HP_API const char* to_string(CorePhase phase) noexcept;
+struct CoreSpan {
+  std::int32_t core = -1;
+  CorePhase phase = CorePhase::kDispatch;
+  double begin = 0, end = 0;
+};
+
 // overlap: with a chip, the routed experts' dW1 GEMM runs on the cube cores while a vector
 // core combines dX and sends d topk_weights home (upstream's "combine in parallel with the w1
 // grad"); overlap is the time both ran at once.
@@ -135,6 +151,8 @@ class HP_API MoeLayer {
   bool deep() const { return deep_; }  // the forward runs the deep-fuse path
   const MoeStageTimes& last_times() const { return times_; }
   const MoeGradStageTimes& last_grad_times() const { return grad_times_; }
+  // The spans of the last forward, then (if it ran since) of the last backward.
+  std::vector<CoreSpan> last_spans() const;
   std::int64_t last_rows() const { return rows_; }  // rows this rank's experts computed
 
  private:
@@ -203,6 +221,10 @@ class HP_API MoeLayer {
   std::vector<std::vector<std::uint8_t>> workspaces_;  // one per GEMM worker
   MoeStageTimes times_;
   bool deep_ = false;
+  // A span of `core` from `begin` to now, from any thread (the cores of a launch too).
+  void add_span(std::int32_t core, CorePhase phase, std::chrono::steady_clock::time_point begin);
+  mutable std::mutex spans_mutex_;
+  std::vector<CoreSpan> spans_;
   std::int64_t rows_ = 0;
 };
 

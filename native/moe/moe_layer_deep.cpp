@@ -131,6 +131,7 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
               {.x = x1, .x_scale = x1_scale, .topk_weights = TensorView(recv_weights_.data(), DType::kFP32, {rows})},
               [&](std::int64_t) { return b.set_flag(kExpertsReady); }));
           dispatch_s = seconds(t0, Clock::now());
+          add_span(b.core_idx(), CorePhase::kDispatch, t0);
           return Status::ok();
         }
         if (b.core_type() == CoreType::kVector) return Status::ok();
@@ -143,6 +144,7 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
           const auto t0 = Clock::now();
           gmm1.call(j, j + 1, w);
           busy += seconds(t0, Clock::now());
+          add_span(b.core_idx(), CorePhase::kGmm1, t0);
         }
         if (b.block_idx() == 0) gmm1_s = busy;
         return Status::ok();
@@ -155,6 +157,7 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
   std::memcpy(ws + at.x2_token, h, std::size_t(rows * inter));
   std::memcpy(ws + at.x2_scale, h_scale, std::size_t(rows) * sizeof(float));
   const double copy_s = seconds(start_copy, Clock::now());
+  add_span(-1, CorePhase::kGmm1, start_copy);
 
   // ---- launch 2: GMM2, its rows streamed back as its tiles complete ----------------------------
   auto* out = reinterpret_cast<float*>(ws + at.swap_space);
@@ -188,6 +191,7 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
             const auto t0 = Clock::now();
             HP_RETURN_IF_ERROR(buffer_->combine_stream_rows(t.row_begin, t.row_end));
             send_s += seconds(t0, Clock::now());
+            add_span(b.core_idx(), CorePhase::kCombine, t0);
           }
           return Status::ok();
         }
@@ -196,7 +200,9 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
         void* w = aligned(workspaces_[std::size_t(b.block_idx())]);
         const auto t0 = Clock::now();
         for (std::int64_t j = first; j < last; ++j) {
+          const auto tile_start = Clock::now();
           gmm2.call(j, j + 1, w);
+          add_span(b.core_idx(), CorePhase::kGmm2, tile_start);
           HP_RETURN_IF_ERROR(b.set_flag(b.block_idx()));
         }
         if (b.block_idx() == 0) gmm2_s = seconds(t0, Clock::now());
@@ -207,6 +213,7 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
   const auto start_end = Clock::now();
   HP_RETURN_IF_ERROR(buffer_->combine_stream_end(launched));
   const double end_s = seconds(start_end, Clock::now());
+  add_span(-1, CorePhase::kCombine, start_end);
   // Each stage's own time; overlap is how much of it ran at once with another's.
   times_.dispatch += dispatch_s;
   times_.gmm1 += gmm1_s + copy_s;

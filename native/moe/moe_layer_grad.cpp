@@ -122,6 +122,7 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
   HP_RETURN_IF_ERROR(hp::kernels::dequantize(*table_, h_q, h_scale, h_bf16));
   HP_RETURN_IF_ERROR(hp::kernels::dequantize(*table_, p.x_q, p.x_scale, x_bf16));
   grad_times_.recompute += seconds_since(start);
+  add_span(-1, CorePhase::kGradRecompute, start);
   // ---- activation gradients: G = dY W2^T, d w, dz = w dY, dA = [dg | du] --------------------
   start = std::chrono::steady_clock::now();
   g.g_dy.resize(std::size_t(rows * I));
@@ -163,6 +164,7 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
         .out = p.dx_rows}));
   }
   grad_times_.act_grad += seconds_since(start);
+  add_span(-1, CorePhase::kGradActivation, start);
   // ---- weight gradients: dW2 = h~^T dz, dW1 = x~^T dA ----------------------------------------
   start = std::chrono::steady_clock::now();
   const TensorView dz = p.row_weight != nullptr ? TensorView(g.dz.data(), DType::kBF16, {rows, H}) : p.dy;
@@ -173,6 +175,7 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
         .kind = hp::kernels::Bf16GemmKind::kWeight, .a = x_bf16, .offsets = p.offsets, .b = da, .out = p.dw1}));
   }
   grad_times_.weight_grad += seconds_since(start);
+  add_span(-1, CorePhase::kGradWeight, start);
   return Status::ok();
 }
 
@@ -210,6 +213,7 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                 g.dy_recv.handle.row_src_rank == handle.row_src_rank,
             ErrorCode::kInternal, "MoeLayer::backward: dY's dispatch put its rows in another order than x's");
   grad_times_.dispatch = seconds_since(start);
+  add_span(-1, CorePhase::kGradDispatch, start);
   // ---- the shared expert, on this rank's tokens (first: the routed experts' dW1 is left for
   // last, and the two share the scratch) -------------------------------------------------------
   const bool shared = config_.shared_intermediate > 0;
@@ -265,9 +269,11 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
     start = std::chrono::steady_clock::now();
     HP_RETURN_IF_ERROR(run_gemm(dw1));
     grad_times_.weight_grad += seconds_since(start);
+    add_span(-1, CorePhase::kGradWeight, start);
     start = std::chrono::steady_clock::now();
     HP_RETURN_IF_ERROR(backward_communication(a));
     grad_times_.combine = seconds_since(start);
+    add_span(-1, CorePhase::kGradCombine, start);
     return Status::ok();
   }
   hp::platform::Chip& chip = *config_.chip;
@@ -287,6 +293,7 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                                             ~std::uintptr_t(63));
           plan.run(b.block_idx(), w);
           if (b.block_idx() == 0) gemm_s = seconds_since(t0);
+          add_span(b.core_idx(), CorePhase::kGradWeight, t0);
           return Status::ok();
         }
         if (b.block_idx() != 0 || b.sub_block_idx() != 0) return Status::ok();
@@ -294,6 +301,7 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
         const Status s = backward_communication(a);
         hp::shmem::bind_thread({});
         comm_s = seconds_since(t0);
+        add_span(b.core_idx(), CorePhase::kGradCombine, t0);
         return s;
       });
   const double wall = seconds_since(start);

@@ -76,7 +76,23 @@ def test_hp_moe_table_and_trace(tmp_path):
     events = json.loads(trace.read_text())["traceEvents"]
     spans = [e for e in events if e["ph"] == "X"]
     assert {e["pid"] for e in spans} == {0, 1}
-    assert len(spans) == 2 * 2 * 4  # ranks x iterations x phases
+    assert len(spans) == 2 * 2 * 4  # ranks x iterations x phases (staged, on the rank's thread)
+    assert all(e["dur"] >= 0 and e["tid"] == 0 for e in spans)
+
+
+def test_hp_moe_trace_of_every_core_on_the_deep_path(tmp_path):
+    trace = tmp_path / "deep.json"
+    result = hp_moe("--ranks", "2", "--experts", "4", "--path", "deep", "--backward", "--trace", str(trace), *SMALL)
+    assert result.returncode == 0, describe(result)
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names[(0, 1)] == "cube core 0" and names[(0, 2)] == "vector core 0", names
+    spans = [e for e in events if e["ph"] == "X"]
+    rows = {(e["pid"], names[(e["pid"], e["tid"])], e["name"]) for e in spans}
+    for rank in (0, 1):
+        assert (rank, "cube core 0", "GMM1+SwiGLU") in rows and (rank, "cube core 0", "GMM2") in rows, rows
+        assert (rank, "vector core 0", "dispatch") in rows and (rank, "vector core 0", "combine") in rows, rows
+        assert (rank, "cube core 0", "bwd weight grad") in rows and (rank, "vector core 0", "bwd combine") in rows
     assert all(e["dur"] >= 0 for e in spans)
 
 

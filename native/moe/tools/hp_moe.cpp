@@ -51,6 +51,7 @@ constexpr const char* kGradPhaseNames[kGradPhases] = {"bwd dispatch", "bwd recom
 // expert rows, the backward's phases (0 without --backward), the forward's and the backward's
 // overlap.
 constexpr std::size_t kRecord = 4 + kPhases + kGradPhases;
+constexpr std::size_t kSpanFields = 4, kMaxSpans = 512;  // --trace
 
 bool inside_a_job() {
   for (const char* name : {"HP_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"}) {
@@ -300,7 +301,11 @@ Status run_rank(const Options& o) {
                  .shared_dw2 = shared_view(sdw2.data(), DType::kFP32, {1, si, H})};
   }
   const auto origin = std::chrono::steady_clock::now();
+  const double origin_s = std::chrono::duration<double>(origin.time_since_epoch()).count();
   std::vector<double> record;
+  // --trace: every core's spans of each timed iteration, kSpanFields doubles each (core, phase,
+  // begin, end; s since origin), kMaxSpans per iteration (the rest padded with core -2).
+  std::vector<double> spans;
   const int total = o.warmup + o.iterations;
   for (int it = 0; it < total; ++it) {
     HP_RETURN_IF_ERROR(hp::shmem::barrier_all());
@@ -312,6 +317,17 @@ Status run_rank(const Options& o) {
       const MoeGradStageTimes& g = layer->last_grad_times();
       record.insert(record.end(), {start, t.dispatch, t.gmm1, t.gmm2, t.combine, double(layer->last_rows()), g.dispatch,
                                    g.recompute, g.act_grad, g.weight_grad, g.combine, t.overlap, g.overlap});
+      if (!o.trace.empty()) {
+        const std::vector<CoreSpan> last = layer->last_spans();
+        for (std::size_t k = 0; k < kMaxSpans; ++k) {
+          if (k < last.size()) {
+            spans.insert(spans.end(), {double(last[k].core), double(last[k].phase), last[k].begin - origin_s,
+                                       last[k].end - origin_s});
+          } else {
+            spans.insert(spans.end(), {-2.0, 0.0, 0.0, 0.0});
+          }
+        }
+      }
     }
     if (me == 0 && !o.json && total >= 20 && isatty(2)) fmt::print(stderr, "\riteration {}/{}", it + 1, total);
   }
@@ -320,8 +336,9 @@ Status run_rank(const Options& o) {
   if (o.check) HP_RETURN_IF_ERROR(check_against_references(o, in, y, &errors));
   if (o.check && o.backward) HP_RETURN_IF_ERROR(check_gradients(o, *layer, &grad_errors));
   errors.insert(errors.end(), grad_errors.begin(), grad_errors.end());
-  std::vector<double> all_records, all_errors;
+  std::vector<double> all_records, all_errors, all_spans;
   HP_RETURN_IF_ERROR(gather(record, &all_records));
+  if (!o.trace.empty()) HP_RETURN_IF_ERROR(gather(spans, &all_spans));
   HP_RETURN_IF_ERROR(gather(errors, &all_errors));
   const bool deep = layer->deep();
   const std::string layer_path = deep ? "deep" : "staged";
@@ -473,21 +490,24 @@ Status run_rank(const Options& o) {
     }
   }
   if (!o.trace.empty()) {
+    // Rows per rank: the rank's thread (tid 0), then each core of its chip (tid 1 + core index:
+    // cube cores first, then vector cores). Spans are each core's work, as the layer recorded it.
+    const int cube_cores = chip ? chip->num_cube() : 0, cores = chip ? chip->num_cube() + chip->num_vector() : 0;
     nlohmann::json events = nlohmann::json::array();
     for (int r = 0; r < ranks; ++r) {
       events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"args", {{"name", fmt::format("rank {}", r)}}}});
+      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", 0}, {"args", {{"name", "rank thread"}}}});
+      for (int c = 0; c < cores; ++c) {
+        const std::string name = c < cube_cores ? fmt::format("cube core {}", c) : fmt::format("vector core {}", c - cube_cores);
+        events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", c + 1}, {"args", {{"name", name}}}});
+      }
       for (std::size_t i = 0; i < iters; ++i) {
-        const double* rec = &all_records[(std::size_t(r) * iters + i) * per];
-        double at = rec[0];
-        for (int p = 0; p < kPhases; ++p) {
-          events.push_back({{"ph", "X"}, {"name", kPhaseNames[p]}, {"pid", r}, {"tid", 0}, {"ts", at * 1e6},
-                            {"dur", rec[1 + p] * 1e6}, {"args", {{"iteration", i}}}});
-          at += rec[1 + p];
-        }
-        for (int p = 0; o.backward && p < kGradPhases; ++p) {
-          events.push_back({{"ph", "X"}, {"name", kGradPhaseNames[p]}, {"pid", r}, {"tid", 0}, {"ts", at * 1e6},
-                            {"dur", rec[2 + kPhases + p] * 1e6}, {"args", {{"iteration", i}}}});
-          at += rec[2 + kPhases + p];
+        const double* span = &all_spans[((std::size_t(r) * iters + i) * kMaxSpans) * kSpanFields];
+        for (std::size_t k = 0; k < kMaxSpans; ++k, span += kSpanFields) {
+          if (span[0] < -1) continue;
+          events.push_back({{"ph", "X"}, {"name", to_string(CorePhase(int(span[1])))}, {"pid", r},
+                            {"tid", int(span[0]) + 1}, {"ts", span[2] * 1e6}, {"dur", (span[3] - span[2]) * 1e6},
+                            {"args", {{"iteration", i}}}});
         }
       }
     }
@@ -525,7 +545,7 @@ int run(int argc, char** argv) {
                  "execution path: auto (deep with a 1:2 chip and several experts per rank), non-deep (staged), "
                  "deep (makes a 1:2 chip per rank)")
       ->check(CLI::IsMember({"auto", "non-deep", "deep", "shared"}));
-  app.add_option("--trace", o.trace, "write a Chrome trace of every rank's phases");
+  app.add_option("--trace", o.trace, "write a Chrome trace of every rank's and core's phases");
   app.add_flag("--json", o.json, "one JSON object instead of the table");
   app.add_flag("--backward", o.backward, "also run the backward (a seeded dY; gradients checked with --check)");
   CLI11_PARSE(app, argc, argv);
