@@ -401,8 +401,12 @@ Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle, co
   const std::int64_t tokens = a.x.dim(0), topk = config_.topk;
   const auto* active = static_cast<const std::uint8_t*>(a.x_active_mask.data());
   h.pair_sent.assign(std::size_t(tokens * topk), 0);
+  h.token_active.assign(std::size_t(tokens), 1);
   for (std::int64_t t = 0; t < tokens; ++t) {
-    if (active != nullptr && active[t] == 0) continue;
+    if (active != nullptr && active[t] == 0) {
+      h.token_active[std::size_t(t)] = 0;
+      continue;
+    }
     for (std::int64_t k = 0; k < topk; ++k) h.pair_sent[std::size_t(t * topk + k)] = topk_at(a.topk_idx, t, k) >= 0;
   }
   for (int s = 0; s < ranks_; ++s) {

@@ -113,6 +113,7 @@ struct Handle {
   std::vector<std::int32_t> row_src_slot;   // [rows]: the row's k in its token's top-k, -1 for pad rows
   std::int64_t records = 0;
   std::vector<std::uint8_t> pair_sent;      // [T x K], the source side: 1 when pair (t, k) went to an expert
+  std::vector<std::uint8_t> token_active;   // [T], the source side: 0 for tokens x_active_mask left out
 };
 
 // Where dispatch_data writes (sized by notify_dispatch's handle.rows): x int8 (quantised) or
@@ -211,7 +212,9 @@ class HP_API Buffer {
   Status combine_stream_rows(std::int64_t row_begin, std::int64_t row_end);
   // caller_check: an error the caller met while streaming (e.g. its GEMM failed): this rank
   // then rejects the call like a bad input, so that no rank waits for rows that never come.
-  Status combine_stream_end(const Status& caller_check = Status::ok());
+  // add: optional fp32 [T, H] rows summed into y's rows of active tokens after the pair rows
+  // (a shared expert's output: seed 002's ProcessCombine).
+  Status combine_stream_end(const Status& caller_check = Status::ok(), const TensorView& add = {});
 
   // The chip dispatch and combine split their work over from now on (null: the calling thread,
   // e.g. when they run inside a launch of that chip). Per rank.
@@ -257,7 +260,7 @@ class HP_API Buffer {
   template <typename Comm>
   Status stream_rows_with(Comm& comm, std::int64_t row_begin, std::int64_t row_end);
   template <typename Comm>
-  Status stream_end_with(Comm& comm, const Status& caller_check);
+  Status stream_end_with(Comm& comm, const Status& caller_check, const TensorView& add);
 
   BufferConfig config_;
   int rank_ = 0, ranks_ = 0;

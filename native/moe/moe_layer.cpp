@@ -268,10 +268,11 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
   }
   // The shared expert first: its regions are free again before the routed experts use theirs.
   // Its error (a bad x) travels with the dispatch's counts like the workspace's, to every rank.
+  // (The deep path runs it inside its first launch, under the dispatch.)
+  if (deep_) return forward_deep(args, y, ws, workspace_ok);
   const Status verdict = !workspace_ok.is_ok() || config_.shared_intermediate == 0 ? workspace_ok
                                                                                     : run_shared_expert(x, ws);
-  if (deep_) HP_RETURN_IF_ERROR(forward_deep(args, y, ws, verdict));
-  if (!deep_) {
+  {  // the staged path
     // ---- phase 0: dispatch into x1Token / x1Scale -------------------------------------------
     auto start = std::chrono::steady_clock::now();
     HP_RETURN_IF_ERROR(buffer_->notify_dispatch(args, &handle_, verdict));

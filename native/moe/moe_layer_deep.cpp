@@ -13,6 +13,7 @@
 // The other vector blocks have no work (the chip's ratio is the seed's 1:2). The calling
 // thread (the PE) waits in the launch meanwhile, so the sender's shmem calls never overlap
 // the PE's.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -72,7 +73,11 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
                               const Status& workspace_ok) {
   hp::platform::Chip& chip = *config_.chip;
   const int cubes = chip.num_cube();
-  const int kNotified = cubes, kExpertsReady = cubes + 1;  // flags after the cubes' own
+  // Flags after the cubes' own: the count exchange done, local experts ready, cubes past the
+  // shared expert's GMM1, cubes past moving its rows to shareX2.
+  const int kNotified = cubes, kExpertsReady = cubes + 1, kSharedGmm1 = cubes + 2, kSharedMoved = cubes + 3;
+  const bool shared = config_.shared_intermediate > 0;
+  const std::int64_t si = config_.shared_intermediate, tokens = args.x.ndim() == 2 ? args.x.dim(0) : 0;
   const std::int64_t inter = config_.intermediate, hidden = config_.hidden;
   const WorkspaceOffsets& at = plan_.offsets;
   auto aligned = [](std::vector<std::uint8_t>& w) {
@@ -88,6 +93,48 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
     ~RestoreChip() { buffer->use_chip(chip); }
   } restore{buffer_.get(), config_.chip};
 
+  // ---- the shared expert's GEMMs (its own tokens: they need no dispatch) ----------------------
+  // x quantised into shareX1 here; in launch 1 the cube cores run its GMM1, move its rows to
+  // shareX2 (which shares shareX1's bytes: after every cube's GMM1) and run its GMM2 while the
+  // dispatch waits for the other ranks; its rows join the combine's reduce (ProcessCombine).
+  hp::kernels::GroupedGemmPlan shared1, shared2;
+  std::uint8_t* share_h = ws + at.share_swiglu;
+  auto* share_h_scale = reinterpret_cast<float*>(share_h + ((tokens * si + 63) & ~std::int64_t(63)));
+  const std::int64_t shared_groups[2] = {0, tokens};
+  const Status verdict = !shared || !workspace_ok.is_ok() ? workspace_ok : [&]() -> Status {
+    const TensorView offsets(const_cast<std::int64_t*>(shared_groups), DType::kInt64, {2});
+    const TensorView share_x1(ws + at.share_x1_token, DType::kInt8, {tokens, hidden});
+    const TensorView share_x1_scale(ws + at.share_x1_scale, DType::kFP32, {tokens});
+    HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, args.x, share_x1, share_x1_scale, smooth1()));
+    HP_RETURN_IF_ERROR(hp::kernels::plan_grouped_gemm(*table_,
+                                                      {.a = share_x1,
+                                                       .a_scale = share_x1_scale,
+                                                       .offsets = offsets,
+                                                       .weights = shared_w1_.header(),
+                                                       .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
+                                                       .out = TensorView(share_h, DType::kInt8, {tokens, si}),
+                                                       .out_scale = TensorView(share_h_scale, DType::kFP32, {tokens}),
+                                                       .smooth = shared_smooth2()},
+                                                      cubes, &shared1));
+    shared_out_.resize(std::size_t(tokens * hidden));
+    return hp::kernels::plan_grouped_gemm(
+        *table_,
+        {.a = TensorView(ws + at.share_x2_token, DType::kInt8, {tokens, si}),
+         .a_scale = TensorView(ws + at.share_x2_scale, DType::kFP32, {tokens}),
+         .offsets = offsets,
+         .weights = shared_w2_.header(),
+         .epilogue = hp::kernels::Epilogue::kDequant,
+         .out = TensorView(shared_out_.data(), DType::kFP32, {tokens, hidden})},
+        cubes, &shared2);
+  }();
+  const bool run_shared = shared && verdict.is_ok();
+  const TileOrder shared_tiles = run_shared ? TileOrder(shared1) : TileOrder();
+  workspaces_.resize(std::size_t(cubes));  // each cube core sizes its own below
+  for (auto& w : workspaces_) {
+    w.resize(std::max({w.size(), std::size_t(shared1.workspace_bytes() + 64), std::size_t(shared2.workspace_bytes() + 64)}));
+  }
+  double shared_s = 0;
+
   // ---- launch 1: dispatch, GMM1 expert by expert as the rows arrive --------------------------
   hp::kernels::GroupedGemmPlan gmm1;
   std::vector<std::int64_t> tile_expert;
@@ -97,11 +144,11 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
   double dispatch_s = 0, gmm1_s = 0;
   const auto start1 = Clock::now();
   HP_RETURN_IF_ERROR(chip.launch(
-      {.mode = LaunchMode::kMix, .block_dim = cubes, .num_flags = cubes + 2}, [&](BlockContext& b) -> Status {
+      {.mode = LaunchMode::kMix, .block_dim = cubes, .num_flags = cubes + 4}, [&](BlockContext& b) -> Status {
         if (is_sender(b)) {
           const BoundToPe bound(pe);
           const auto t0 = Clock::now();
-          HP_RETURN_IF_ERROR(buffer_->notify_dispatch(args, &handle_, workspace_ok));
+          HP_RETURN_IF_ERROR(buffer_->notify_dispatch(args, &handle_, verdict));
           rows = handle_.rows;
           HP_ENSURE(rows <= plan_.max_recv_rows, ErrorCode::kInternal, "MoeLayer: {} rows past the plan's {}", rows,
                     plan_.max_recv_rows);
@@ -123,8 +170,6 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
               cubes, &gmm1));
           tile_expert.clear();
           for (const hp::kernels::Tile& t : TileOrder(gmm1).tiles) tile_expert.push_back(t.expert);
-          workspaces_.resize(std::size_t(cubes));
-          for (auto& w : workspaces_) w.resize(gmm1.workspace_bytes() + 64);
           HP_RETURN_IF_ERROR(b.set_flag(kNotified));
           HP_RETURN_IF_ERROR(buffer_->dispatch_data(
               args, &handle_,
@@ -135,9 +180,30 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
           return Status::ok();
         }
         if (b.core_type() == CoreType::kVector) return Status::ok();
+        std::vector<std::uint8_t>& own = workspaces_[std::size_t(b.block_idx())];
+        if (run_shared) {
+          const auto t0 = Clock::now();
+          const auto [s_first, s_last] = shared1.worker_tiles(b.block_idx());
+          shared1.call(s_first, s_last, aligned(own));
+          HP_RETURN_IF_ERROR(b.set_flag(kSharedGmm1));
+          HP_RETURN_IF_ERROR(b.wait_flag(kSharedGmm1, std::uint32_t(cubes)));
+          for (std::int64_t j = s_first; j < s_last; ++j) {  // full-width tiles: whole rows
+            const hp::kernels::Tile& t = shared_tiles.tiles[std::size_t(j)];
+            std::memcpy(ws + at.share_x2_token + t.row_begin * si, share_h + t.row_begin * si,
+                        std::size_t((t.row_end - t.row_begin) * si));
+            std::memcpy(reinterpret_cast<float*>(ws + at.share_x2_scale) + t.row_begin, share_h_scale + t.row_begin,
+                        std::size_t(t.row_end - t.row_begin) * sizeof(float));
+          }
+          HP_RETURN_IF_ERROR(b.set_flag(kSharedMoved));
+          HP_RETURN_IF_ERROR(b.wait_flag(kSharedMoved, std::uint32_t(cubes)));
+          shared2.run(b.block_idx(), aligned(own));
+          if (b.block_idx() == 0) shared_s = seconds(t0, Clock::now());
+          add_span(b.core_idx(), CorePhase::kSharedExpert, t0);
+        }
         HP_RETURN_IF_ERROR(b.wait_flag(kNotified, 1));
+        if (own.size() < gmm1.workspace_bytes() + 64) own.resize(gmm1.workspace_bytes() + 64);
         const auto [first, last] = gmm1.worker_tiles(b.block_idx());
-        void* w = aligned(workspaces_[std::size_t(b.block_idx())]);
+        void* w = aligned(own);
         double busy = 0;
         for (std::int64_t j = first; j < last; ++j) {
           HP_RETURN_IF_ERROR(b.wait_flag(kExpertsReady, std::uint32_t(tile_expert[std::size_t(j)] + 1)));
@@ -211,15 +277,16 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
   const double wall2 = seconds(start2, Clock::now());
   buffer_->use_chip(config_.chip);  // the reduce splits over the vector cores
   const auto start_end = Clock::now();
-  HP_RETURN_IF_ERROR(buffer_->combine_stream_end(launched));
+  HP_RETURN_IF_ERROR(buffer_->combine_stream_end(
+      launched, shared ? TensorView(shared_out_.data(), DType::kFP32, {tokens, hidden}) : TensorView()));
   const double end_s = seconds(start_end, Clock::now());
   add_span(-1, CorePhase::kCombine, start_end);
   // Each stage's own time; overlap is how much of it ran at once with another's.
   times_.dispatch += dispatch_s;
-  times_.gmm1 += gmm1_s + copy_s;
+  times_.gmm1 += gmm1_s + copy_s + shared_s;
   times_.gmm2 += gmm2_s;
   times_.combine += send_s + end_s;
-  times_.overlap = std::max(0.0, dispatch_s + gmm1_s - wall1) + std::max(0.0, gmm2_s + send_s - wall2);
+  times_.overlap = std::max(0.0, dispatch_s + gmm1_s + shared_s - wall1) + std::max(0.0, gmm2_s + send_s - wall2);
   return Status::ok();
 }
 

@@ -68,16 +68,26 @@ Status Buffer::stream_rows_with(Comm& comm, std::int64_t row_begin, std::int64_t
   return Status::ok();
 }
 
-Status Buffer::combine_stream_end(const Status& caller_check) {
+Status Buffer::combine_stream_end(const Status& caller_check, const TensorView& add) {
   HP_ENSURE(stream_.open, ErrorCode::kFailedPrecondition,
             "Buffer::combine_stream_end: no streamed combine is open (combine_stream_begin first)");
   stream_.open = false;
-  if (config_.comm == CommKind::kWindow) return stream_end_with(window_comm_, caller_check);
-  return stream_end_with(shmem_comm_, caller_check);
+  if (stream_.input.is_ok() && add.data() != nullptr) {  // this rank's own argument: checked like the others
+    stream_.input = [&]() -> Status {
+      HP_RETURN_IF_ERROR(add.expect_shape("add", {stream_.handle->layout.num_tokens, config_.hidden}));
+      HP_RETURN_IF_ERROR(add.expect_dtype("add", DType::kFP32));
+      HP_ENSURE(stream_.expert_out.dtype() == DType::kFP32, ErrorCode::kDTypeMismatch,
+                "combine_stream_end: add is summed in fp32 with the expert rows: expert_out must be fp32, not {}",
+                to_string(stream_.expert_out.dtype()));
+      return expect_contiguous(add, "add");
+    }();
+  }
+  if (config_.comm == CommKind::kWindow) return stream_end_with(window_comm_, caller_check, add);
+  return stream_end_with(shmem_comm_, caller_check, add);
 }
 
 template <typename Comm>
-Status Buffer::stream_end_with(Comm& comm, const Status& caller_check) {
+Status Buffer::stream_end_with(Comm& comm, const Status& caller_check, const TensorView& add) {
   const std::uint64_t epoch = stream_.epoch;
   if (!stream_.input.is_ok()) return reject_call(comm, kStreamedCombine, epoch, stream_.input);
   if (!caller_check.is_ok()) return reject_call(comm, kStreamedCombine, epoch, caller_check);
@@ -92,7 +102,7 @@ Status Buffer::stream_end_with(Comm& comm, const Status& caller_check) {
     HP_RETURN_IF_ERROR(comm.quiet());
     return rejected;
   }
-  // ---- reduce: y[t] = sum over k of the pair rows that were sent, in k order ----------------
+  // ---- reduce: y[t] = sum over k of the pair rows that were sent, in k order (+ add[t]) -----
   const Handle& h = *stream_.handle;
   const TensorView& y = stream_.y;
   const std::int64_t hidden = config_.hidden, topk = config_.topk;
@@ -106,6 +116,9 @@ Status Buffer::stream_end_with(Comm& comm, const Status& caller_check) {
       w.rows.clear();
       for (std::int64_t k = 0; k < topk; ++k) {
         if (h.pair_sent[std::size_t(t * topk + k)] != 0) w.rows.push_back(pair_row(epoch, t * topk + k));
+      }
+      if (add.data() != nullptr && h.token_active[std::size_t(t)] != 0) {  // fp32, as the wire (checked)
+        w.rows.push_back(static_cast<const float*>(add.data()) + t * hidden);
       }
       HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, w.rows, wire, {}, TensorView(w.row.data(), y.dtype(), {hidden})));
       stream_copy(static_cast<std::uint8_t*>(y.data()) + std::size_t(t) * y_row_bytes, w.row.data(), y_row_bytes);

@@ -33,11 +33,12 @@ def test_hp_moe_runs_checks_and_reports(ranks, comm):
 
 @pytest.mark.parametrize("ranks,comm,shared", [(2, "shmem", 0), (4, "window", 48)])
 def test_hp_moe_deep_path(ranks, comm, shared):
-    result = hp_moe("--ranks", str(ranks), "--experts", str(2 * ranks), "--comm", comm, "--path", "deep",
+    result = hp_moe("--ranks", str(ranks), "--experts", str(2 * ranks), "--comm", comm,
+                    "--path", "shared" if shared else "deep",
                     "--shared-intermediate", str(shared), "--json", *SMALL)
     assert result.returncode == 0, describe(result)
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["path"] == "deep" and report["check"] == "passed", report
+    assert report["path"] == ("shared" if shared else "deep") and report["check"] == "passed", report
     assert report["overlap_ms"] >= 0 and report["rows"] == ranks * 24 * 3, report
 
 
@@ -97,7 +98,7 @@ def test_hp_moe_trace_of_every_core_on_the_deep_path(tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--path", "shared"], "its own fused path is not built"),
+    (["--path", "shared"], "needs a shared expert"),
     (["--path", "deep", "--vector-cores", "3"], "does not fit"),
     (["--experts", "6", "--ranks", "4"], "not a multiple"),
     (["--topk", "9", "--experts", "8"], "more than"),

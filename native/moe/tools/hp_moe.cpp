@@ -246,11 +246,12 @@ Status run_rank(const Options& o) {
   const std::string planned = kPathNames[int(plan.path)];
   // A chip per rank: 1 cube core and --vector-cores vector cores; the deep path needs 2.
   std::unique_ptr<hp::platform::Chip> chip;
-  const int vector_cores = o.path == "deep" && o.vector_cores == 0 ? 2 : o.vector_cores;
+  const bool fused = o.path == "deep" || o.path == "shared";
+  const int vector_cores = fused && o.vector_cores == 0 ? 2 : o.vector_cores;
   if (vector_cores > 0) {
     HP_RETURN_IF_ERROR(hp::platform::Chip::create({.num_cube = 1, .num_vector = vector_cores}, &chip));
   }
-  const LayerPath path = o.path == "deep" ? LayerPath::kDeep : o.path == "non-deep" ? LayerPath::kStaged : LayerPath::kAuto;
+  const LayerPath path = fused ? LayerPath::kDeep : o.path == "non-deep" ? LayerPath::kStaged : LayerPath::kAuto;
   const std::int64_t local = s.experts / ranks;
   const ExpertWeightsData w = make_expert_weights(s, me * local, local, s.intermediate);
   const std::int64_t si = s.shared_intermediate;
@@ -341,7 +342,8 @@ Status run_rank(const Options& o) {
   if (!o.trace.empty()) HP_RETURN_IF_ERROR(gather(spans, &all_spans));
   HP_RETURN_IF_ERROR(gather(errors, &all_errors));
   const bool deep = layer->deep();
-  const std::string layer_path = deep ? "deep" : "staged";
+  // The seed's three paths: the deep-fuse one with a shared expert is the shared path.
+  const std::string layer_path = !deep ? "staged" : si > 0 ? "shared" : "deep";
   HP_RETURN_IF_ERROR(layer->destroy());
   // Quantising the activations twice costs about a percent against the float reference; the
   // same quantised math differs only by rounding order (and the odd requantisation flip).
@@ -451,8 +453,10 @@ Status run_rank(const Options& o) {
                s.experts, s.experts / ranks,
                si > 0 ? fmt::format(" + a shared expert (I={})", si) : std::string(), o.iterations, o.warmup);
     if (deep) {
-      fmt::print("path: deep (GMM1 under the dispatch, the combine under GMM2; a chip of 1 cube and {} vector "
-                 "cores per rank){}\n", vector_cores, si > 0 ? ", the shared expert first" : "");
+      fmt::print("path: {} (GMM1 under the dispatch, the combine under GMM2{}; a chip of 1 cube and {} vector "
+                 "cores per rank)\n", layer_path,
+                 si > 0 ? "; the shared expert's GEMMs under the dispatch, its rows in the combine's reduce" : "",
+                 vector_cores);
     } else {
       fmt::print("path: staged (dispatch, GMM1, GMM2, combine one after another); the planner's path is {}\n",
                  planned);
@@ -543,7 +547,8 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(0, 64));
   app.add_option("--path", o.path,
                  "execution path: auto (deep with a 1:2 chip and several experts per rank), non-deep (staged), "
-                 "deep (makes a 1:2 chip per rank)")
+                 "deep (makes a 1:2 chip per rank), shared (deep with the shared expert fused; needs "
+                 "--shared-intermediate)")
       ->check(CLI::IsMember({"auto", "non-deep", "deep", "shared"}));
   app.add_option("--trace", o.trace, "write a Chrome trace of every rank's and core's phases");
   app.add_flag("--json", o.json, "one JSON object instead of the table");
@@ -558,15 +563,13 @@ int run(int argc, char** argv) {
     return 2;
   }
   // Requests this build cannot serve are refused before any rank starts.
-  if (o.path == "shared") {
-    fmt::print(stderr, "hp moe: UNSUPPORTED: --path shared: the shared expert runs before the routed experts on "
-                       "either path (--shared-intermediate); its own fused path is not built: use --path auto, "
-                       "non-deep or deep\n");
+  if (o.path == "shared" && o.shape.shared_intermediate == 0) {
+    fmt::print(stderr, "hp moe: --path shared needs a shared expert: add --shared-intermediate N\n");
     return 2;
   }
-  if (o.path == "deep" && o.vector_cores != 0 && o.vector_cores != 2) {
-    fmt::print(stderr, "hp moe: --path deep runs on a chip of 1 cube and 2 vector cores: --vector-cores {} does "
-                       "not fit (leave it out)\n", o.vector_cores);
+  if ((o.path == "deep" || o.path == "shared") && o.vector_cores != 0 && o.vector_cores != 2) {
+    fmt::print(stderr, "hp moe: --path {} runs on a chip of 1 cube and 2 vector cores: --vector-cores {} does "
+                       "not fit (leave it out)\n", o.path, o.vector_cores);
     return 2;
   }
   if (!inside_a_job()) return launch(o, argc, argv);
