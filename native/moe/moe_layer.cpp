@@ -137,6 +137,8 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
                                       .max_element_bytes = config.backward ? 2 : 1,  // bf16 dY
                                       .combine_element_bytes = 4,
                                       .comm = config.comm,
+                                      .capacity_factor = config.capacity_factor,
+                                      .grow_on_overflow = config.grow_on_overflow,
                                       .chip = config.chip,
                                       .streamed_combine = layer->deep_},
                                      &layer->buffer_);

@@ -68,6 +68,11 @@ struct MoeLayerConfig {
   // top-k weights' gradient.
   bool backward = false;
   LayerPath path = LayerPath::kAuto;
+  // The dispatch's capacity (BufferConfig's): 0 lossless; >= 1 room for that factor of the
+  // average load, grown x1.25 collectively on overflow up to lossless, or (grow_on_overflow =
+  // false) OUT_OF_MEMORY on every rank before any token moves. The workspace is lossless.
+  double capacity_factor = 0.0;
+  bool grow_on_overflow = true;
 };
 
 struct ExpertWeights {

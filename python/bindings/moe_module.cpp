@@ -192,7 +192,7 @@ PYBIND11_MODULE(_hp_moe, m) {
       .def(py::init([](std::int64_t hidden, std::int64_t intermediate, std::int64_t experts, std::int64_t topk,
                        std::int64_t max_tokens, const std::string& comm, const py::dict& weights,
                        std::int64_t shared_intermediate, bool backward, const std::string& path, int cube_cores,
-                       int vector_cores) {
+                       int vector_cores, double capacity_factor, bool grow_on_overflow) {
         auto l = std::make_unique<PyLayer>();
         const hp::moe::CommKind kind = comm == "window" ? hp::moe::CommKind::kWindow : hp::moe::CommKind::kShmem;
         hp::moe::LayerPath layer_path = hp::moe::LayerPath::kAuto;
@@ -225,7 +225,9 @@ PYBIND11_MODULE(_hp_moe, m) {
                                             .comm = kind,
                                             .chip = l->chip.get(),
                                             .backward = backward,
-                                            .path = layer_path},
+                                            .path = layer_path,
+                                            .capacity_factor = capacity_factor,
+                                            .grow_on_overflow = grow_on_overflow},
                                            w, &l->layer);
         });
         return l;

@@ -277,7 +277,7 @@ class MegaMoe(_Collective):
 
     def __init__(self, w1, w1_scale, w2, w2_scale, *, num_experts: int, topk: int, max_tokens_per_rank: int,
                  comm: str = "shmem", shared=None, backward: bool = False, smooth=None, shared_smooth=None,
-                 path: str = "auto", cores=None):
+                 path: str = "auto", cores=None, capacity_factor: float = 0.0, grow_on_overflow: bool = True):
         """w1 ... w2_scale: stacked tensors, or lists of one tensor per local expert (TENSOR_LIST:
         w1[e] [H, 2I], w1_scale[e] [2I], w2[e] [I, H], w2_scale[e] [H]).
         shared: optional (w1 [1, H, 2Is], w1_scale [1, 2Is], w2 [1, Is, H], w2_scale [1, H]) of a
@@ -288,7 +288,8 @@ class MegaMoe(_Collective):
         expert's smooth2 [1, Is].
         path: "auto", "staged" or "deep" (the deep-fuse forward: GMM1 under the dispatch, the
         combine under GMM2); cores: (cube, vector) cores of a chip the layer runs on (deep needs
-        vector = 2 x cube; path="deep" without cores takes (1, 2)); None: the calling thread."""
+        vector = 2 x cube; path="deep" without cores takes (1, 2)); None: the calling thread.
+        capacity_factor, grow_on_overflow: the dispatch's capacity, as Buffer's (0: lossless)."""
         listed = isinstance(w1, (list, tuple))
         if listed:
             tensors = [[_contiguous(a) for a in group] for group in (w1, w1_scale, w2, w2_scale)]
@@ -324,7 +325,8 @@ class MegaMoe(_Collective):
         shmem.acquire()
         try:
             self._native = _lib().Layer(self.hidden, self.intermediate, num_experts, topk, max_tokens_per_rank, comm,
-                                        weights, shared_i, backward, path, int(cores[0]), int(cores[1]))
+                                        weights, shared_i, backward, path, int(cores[0]), int(cores[1]),
+                                        float(capacity_factor), bool(grow_on_overflow))
         except BaseException:
             shmem.release()
             raise

@@ -199,6 +199,48 @@ TEST_P(MoeLayerTest, DeepWithOneExpertPerRank) {  // forced: the auto choice wou
     return check_layer(Shape{.experts_per_rank = 1, .topk = 1, .vector_cores = 2, .path = LayerPath::kDeep}, GetParam());
   });
 }
+// A capacity factor below the load: the layer's buffer grows (the same y as lossless), or,
+// without growth, every rank fails with OUT_OF_MEMORY and the layer stays usable for a batch
+// that fits. Every token goes to expert 0 (rank 0 receives everything).
+TEST_P(MoeLayerTest, CapacityFactorGrowsOrFailsEveryRank) {
+  run_scenario([&]() -> Status {
+    const int ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    const std::int64_t H = 64, I = 32, T = 8, local = 1;
+    const Weights w = make_weights(H, I, local);
+    const ExpertWeights weights{.w1 = TensorView(const_cast<std::int8_t*>(w.w1.data()), DType::kInt8, {local, H, 2 * I}),
+                                .w1_scale = TensorView(const_cast<float*>(w.s1.data()), DType::kFP32, {local, 2 * I}),
+                                .w2 = TensorView(const_cast<std::int8_t*>(w.w2.data()), DType::kInt8, {local, I, H}),
+                                .w2_scale = TensorView(const_cast<float*>(w.s2.data()), DType::kFP32, {local, H})};
+    std::vector<float> x(std::size_t(T * H)), wts(std::size_t(T), 1.0f), y(x.size()), y_lossless(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 9) - 4) / 4;
+    std::vector<std::int64_t> to_zero(std::size_t(T), 0), to_own(std::size_t(T), hp::shmem::my_pe());
+    auto run = [&](double factor, bool grow, std::vector<std::int64_t>& idx, std::vector<float>* out) -> Status {
+      std::unique_ptr<MoeLayer> layer;
+      HP_RETURN_IF_ERROR(MoeLayer::create({.hidden = H, .intermediate = I, .num_experts = ranks, .topk = 1,
+                                           .max_tokens_per_rank = T, .comm = GetParam(), .capacity_factor = factor,
+                                           .grow_on_overflow = grow},
+                                          weights, &layer));
+      const auto view = [&](std::vector<std::int64_t>& v) { return TensorView(v.data(), DType::kInt64, {T, 1}); };
+      Status s = layer->forward(TensorView(x.data(), DType::kFP32, {T, H}), view(idx),
+                                TensorView(wts.data(), DType::kFP32, {T, 1}), TensorView(out->data(), DType::kFP32, {T, H}));
+      if (!s.is_ok() && !grow) {  // the layer stays usable: each rank's tokens to its own expert fit
+        EXPECT_EQ(s.code(), ErrorCode::kOutOfMemory) << s.to_string();
+        HP_EXPECT_OK(layer->forward(TensorView(x.data(), DType::kFP32, {T, H}), view(to_own),
+                                    TensorView(wts.data(), DType::kFP32, {T, 1}), TensorView(out->data(), DType::kFP32, {T, H})));
+        s = Status::error(ErrorCode::kOutOfMemory, "as expected");
+      }
+      const Status d = layer->destroy();
+      return s.is_ok() ? d : s;
+    };
+    HP_RETURN_IF_ERROR(run(0.0, true, to_zero, &y_lossless));
+    HP_RETURN_IF_ERROR(run(1.0, true, to_zero, &y));
+    EXPECT_EQ(y, y_lossless);
+    if (ranks > 1) EXPECT_EQ(run(1.0, false, to_zero, &y).code(), ErrorCode::kOutOfMemory);
+    return Status::ok();
+  });
+}
+
 // Rank 0 asks for the deep path without a 1:2 chip: FAILED_PRECONDITION there, and every
 // other rank fails too (INVALID_ARGUMENT: the ranks' configs disagree) instead of waiting.
 TEST_P(MoeLayerTest, DeepWithoutAOneToTwoChipIsRefused) {

@@ -356,6 +356,9 @@ def test_mega_moe_paths_lists_and_smooth_quant(n, tmp_path):
         assert np.array_equal(smooth_ones.y, staged.y)
         _, smoothed = run(smooth=(np.linspace(0.5, 2, H).astype(np.float32), np.ones((local, I), np.float32)))
         assert not np.array_equal(smoothed.y, staged.y)
+        # a capacity factor below the load grows: the same y
+        _, capped = run(capacity_factor=1.0)
+        assert np.array_equal(capped.y, staged.y)
         try:
             run(path="sideways")
             raise AssertionError("an unknown path was accepted")

@@ -150,6 +150,8 @@ typedef struct hpHyperMegaMoeConfig {
   int32_t path;         /* HP_MOE_PATH_* */
   int32_t cube_cores;   /* 0: no chip (everything on the calling thread) */
   int32_t vector_cores;
+  double capacity_factor;   /* 0: lossless; >= 1: hpMoeBufferConfig's */
+  int32_t no_growth;        /* with capacity_factor: 1 = OUT_OF_MEMORY on overflow instead of growing */
 } hpHyperMegaMoeConfig;
 
 /* Every weight of a layer (hpHyperMegaMoeCreateWithWeights): the stacked tensors as for

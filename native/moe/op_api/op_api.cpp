@@ -297,7 +297,9 @@ hpStatus hpHyperMegaMoeCreateWithWeights(const hpHyperMegaMoeConfig* config, con
        .comm = hp::moe::CommKind(config->comm),
        .chip = l->chip.get(),
        .backward = config->backward != 0,
-       .path = hp::moe::LayerPath(config->path)},
+       .path = hp::moe::LayerPath(config->path),
+       .capacity_factor = config->capacity_factor,
+       .grow_on_overflow = config->no_growth == 0},
       w, &l->layer));
   if (!chip_made.is_ok()) return report(chip_made);
   if (s == HP_STATUS_OK) *layer = l.release();
