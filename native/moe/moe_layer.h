@@ -193,6 +193,8 @@ class HP_API MoeLayer {
     bool defer_dw1 = false;                // leave dW1 = x~^T dA (grad_.x_bf16, grad_.da) to the caller
   };
   Status expert_backward(const ExpertGrad& p);
+  // Two independent bf16 GEMMs at once, each on half of the chip's cube cores (>= 2).
+  Status run_gemms_side_by_side(const hp::kernels::Bf16GemmProblem& first, const hp::kernels::Bf16GemmProblem& second);
   // dX's combine and d topk_weights' all-to-all (the end of backward).
   Status backward_communication(const MoeGradArgs& a);
 

@@ -125,17 +125,35 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
   add_span(-1, CorePhase::kGradRecompute, start);
   // ---- activation gradients: G = dY W2^T, d w, dz = w dY, dA = [dg | du] --------------------
   start = std::chrono::steady_clock::now();
-  g.g_dy.resize(std::size_t(rows * I));
-  {
-    HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
-        .kind = hp::kernels::Bf16GemmKind::kInput,
-        .a = p.dy,
-        .offsets = p.offsets,
-        .b = TensorView(const_cast<std::uint16_t*>(p.w2t_bf16), DType::kBF16, {E, H, I}),
-        .out = TensorView(g.g_dy.data(), DType::kFP32, {rows, I})}));
-  }
   const auto* dy = static_cast<const std::uint16_t*>(p.dy.data());
-  if (p.row_weight != nullptr) g.dz.resize(std::size_t(rows * H));
+  if (p.row_weight != nullptr) {  // dz = w dY, dW2's right side
+    g.dz.resize(std::size_t(rows * H));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < H; ++c) {
+        g.dz[std::size_t(r * H + c)] = float_to_bf16(p.row_weight[r] * bf16_to_float(dy[r * H + c]));
+      }
+    }
+  }
+  const TensorView dz = p.row_weight != nullptr ? TensorView(g.dz.data(), DType::kBF16, {rows, H}) : p.dy;
+  // G = dY W2^T and dW2 = h~^T dz need only what is there: at once when the chip has two cube
+  // cores or more (upstream: the act-grad GEMM in parallel with the w2 grad).
+  g.g_dy.resize(std::size_t(rows * I));
+  const hp::kernels::Bf16GemmProblem g_problem{
+      .kind = hp::kernels::Bf16GemmKind::kInput,
+      .a = p.dy,
+      .offsets = p.offsets,
+      .b = TensorView(const_cast<std::uint16_t*>(p.w2t_bf16), DType::kBF16, {E, H, I}),
+      .out = TensorView(g.g_dy.data(), DType::kFP32, {rows, I})};
+  const hp::kernels::Bf16GemmProblem dw2_problem{
+      .kind = hp::kernels::Bf16GemmKind::kWeight, .a = h_bf16, .offsets = p.offsets, .b = dz, .out = p.dw2};
+  if (config_.chip != nullptr && config_.chip->num_cube() >= 2) {
+    HP_RETURN_IF_ERROR(run_gemms_side_by_side(g_problem, dw2_problem));
+  } else {
+    HP_RETURN_IF_ERROR(run_gemm(g_problem));
+    const auto w2_start = std::chrono::steady_clock::now();
+    HP_RETURN_IF_ERROR(run_gemm(dw2_problem));
+    add_span(-1, CorePhase::kGradWeight, w2_start);
+  }
   g.da.resize(std::size_t(rows * 2 * I));
   for (std::int64_t r = 0; r < rows; ++r) {
     const float w = p.row_weight != nullptr ? p.row_weight[r] : 1.0f;
@@ -150,9 +168,6 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
       g.da[std::size_t(r * 2 * I + I + i)] = float_to_bf16(dh * gate * s);
     }
     if (p.d_row_weight != nullptr) p.d_row_weight[r] = dw;
-    if (p.row_weight != nullptr) {
-      for (std::int64_t c = 0; c < H; ++c) g.dz[std::size_t(r * H + c)] = float_to_bf16(w * bf16_to_float(dy[r * H + c]));
-    }
   }
   const TensorView da(g.da.data(), DType::kBF16, {rows, 2 * I});
   {
@@ -165,17 +180,43 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
   }
   grad_times_.act_grad += seconds_since(start);
   add_span(-1, CorePhase::kGradActivation, start);
-  // ---- weight gradients: dW2 = h~^T dz, dW1 = x~^T dA ----------------------------------------
-  start = std::chrono::steady_clock::now();
-  const TensorView dz = p.row_weight != nullptr ? TensorView(g.dz.data(), DType::kBF16, {rows, H}) : p.dy;
-  HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
-      .kind = hp::kernels::Bf16GemmKind::kWeight, .a = h_bf16, .offsets = p.offsets, .b = dz, .out = p.dw2}));
+  // ---- dW1 = x~^T dA (unless the caller runs it under the combine) ---------------------------
   if (!p.defer_dw1) {
+    start = std::chrono::steady_clock::now();
     HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
         .kind = hp::kernels::Bf16GemmKind::kWeight, .a = x_bf16, .offsets = p.offsets, .b = da, .out = p.dw1}));
+    grad_times_.weight_grad += seconds_since(start);
+    add_span(-1, CorePhase::kGradWeight, start);
   }
-  grad_times_.weight_grad += seconds_since(start);
-  add_span(-1, CorePhase::kGradWeight, start);
+  return Status::ok();
+}
+
+Status MoeLayer::run_gemms_side_by_side(const hp::kernels::Bf16GemmProblem& first,
+                                         const hp::kernels::Bf16GemmProblem& second) {
+  hp::platform::Chip& chip = *config_.chip;
+  const int cubes = chip.num_cube(), split = cubes / 2;
+  hp::kernels::Bf16GemmPlan a, b;
+  HP_RETURN_IF_ERROR(hp::kernels::plan_bf16_gemm(*table_, first, split, &a));
+  HP_RETURN_IF_ERROR(hp::kernels::plan_bf16_gemm(*table_, second, cubes - split, &b));
+  workspaces_.resize(std::size_t(cubes));
+  for (auto& w : workspaces_) w.resize(std::max(a.workspace_bytes(), b.workspace_bytes()) + 64);
+  double second_s = 0;
+  HP_RETURN_IF_ERROR(chip.launch({.mode = hp::platform::LaunchMode::kCube, .block_dim = cubes},
+                                 [&](hp::platform::BlockContext& block) {
+                                   const auto t0 = std::chrono::steady_clock::now();
+                                   void* w = reinterpret_cast<void*>(
+                                       (reinterpret_cast<std::uintptr_t>(workspaces_[std::size_t(block.block_idx())].data()) + 63) &
+                                       ~std::uintptr_t(63));
+                                   if (block.block_idx() < split) {
+                                     a.run(block.block_idx(), w);
+                                   } else {
+                                     b.run(block.block_idx() - split, w);
+                                     if (block.block_idx() == split) second_s = seconds_since(t0);
+                                     add_span(block.core_idx(), CorePhase::kGradWeight, t0);
+                                   }
+                                   return Status::ok();
+                                 }));
+  grad_times_.weight_grad += second_s;  // (the first, G, counts in act_grad's time)
   return Status::ok();
 }
 

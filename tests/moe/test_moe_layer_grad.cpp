@@ -52,6 +52,7 @@ struct GradShape {
   bool bf16 = false;  // dy, dx, dw1 and dw2 in bf16
   int vector_cores = 0;
   bool smooth = false;  // smooth-quant scales
+  int cube_cores = 1;
 };
 
 // The reference's arguments for rank r's tokens (weights of every expert; gradients into `out`).
@@ -80,7 +81,9 @@ Status check_backward(const GradShape& g, CommKind comm) {
     return g.smooth ? TensorView(const_cast<float*>(v.data()) + offset, DType::kFP32, shape) : TensorView();
   };
   std::unique_ptr<hp::platform::Chip> chip;
-  if (g.vector_cores > 0) HP_EXPECT_OK(hp::platform::Chip::create({.num_cube = 1, .num_vector = g.vector_cores}, &chip));
+  if (g.vector_cores > 0) {
+    HP_EXPECT_OK(hp::platform::Chip::create({.num_cube = g.cube_cores, .num_vector = g.vector_cores}, &chip));
+  }
   std::unique_ptr<MoeLayer> layer;
   HP_RETURN_IF_ERROR(MoeLayer::create(
       {.hidden = H, .intermediate = I, .num_experts = E, .topk = K, .max_tokens_per_rank = c.tokens + ranks,
@@ -232,6 +235,15 @@ TEST_P(MoeLayerGradTest, SomeRanksWithoutTokensOnAChip) {
         GradShape{.c = {.hidden = 128, .tokens = 10, .topk = 2, .routing = Routing::kSomeRanksEmpty}, .inter = 64,
                   .experts_per_rank = 1, .vector_cores = 2},
         GetParam());
+  });
+}
+
+// Two cube cores: G = dY W2^T and dW2 run side by side, dW1 under the combine.
+TEST_P(MoeLayerGradTest, OnTwoCubeCoresWithASharedExpert) {
+  run_scenario([&] {
+    return check_backward(GradShape{.c = {.tokens = 12, .topk = 3}, .shared_inter = 40, .vector_cores = 4,
+                                    .cube_cores = 2},
+                          GetParam());
   });
 }
 
