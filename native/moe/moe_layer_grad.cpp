@@ -226,7 +226,7 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
             "MoeLayer::backward: the layer was made without MoeLayerConfig::backward = true");
   grad_times_ = {};
   GradStorage& g = grad_;
-  const std::int64_t H = config_.hidden, K = config_.topk;
+  const std::int64_t H = config_.hidden;
   // Every check of this rank's arguments travels with the first dispatch's counts: a bad
   // argument on one rank fails every rank before anything moves.
   const Status verdict = check_grad_args(a);

@@ -236,7 +236,9 @@ TEST_P(MoeLayerTest, CapacityFactorGrowsOrFailsEveryRank) {
     HP_RETURN_IF_ERROR(run(0.0, true, to_zero, &y_lossless));
     HP_RETURN_IF_ERROR(run(1.0, true, to_zero, &y));
     EXPECT_EQ(y, y_lossless);
-    if (ranks > 1) EXPECT_EQ(run(1.0, false, to_zero, &y).code(), ErrorCode::kOutOfMemory);
+    if (ranks > 1) {
+      EXPECT_EQ(run(1.0, false, to_zero, &y).code(), ErrorCode::kOutOfMemory);
+    }
     return Status::ok();
   });
 }

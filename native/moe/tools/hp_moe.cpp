@@ -370,13 +370,14 @@ Status run_rank(const Options& o) {
     }
     return median(slowest) * 1e3;
   };
-  // The slowest rank's sum of fields [first, first + count), median over iterations, in ms.
-  auto total_median = [&](std::size_t first, std::size_t count) {
+  // The slowest rank's sum of fields [first, first + count) minus field `overlap` (the time
+  // those stages ran at once), median over iterations, in ms.
+  auto total_median = [&](std::size_t first, std::size_t count, std::size_t overlap) {
     std::vector<double> slowest(iters, 0.0);
     for (std::size_t i = 0; i < iters; ++i) {
       for (int r = 0; r < ranks; ++r) {
         const double* rec = &all_records[(std::size_t(r) * iters + i) * per];
-        slowest[i] = std::max(slowest[i], std::accumulate(rec + first, rec + first + count, 0.0));
+        slowest[i] = std::max(slowest[i], std::accumulate(rec + first, rec + first + count, 0.0) - rec[overlap]);
       }
     }
     return median(slowest) * 1e3;
@@ -384,28 +385,10 @@ Status run_rank(const Options& o) {
   std::vector<double> phase_ms(kPhases), grad_ms(kGradPhases);
   for (int p = 0; p < kPhases; ++p) phase_ms[std::size_t(p)] = phase_median(1 + std::size_t(p));
   for (int p = 0; p < kGradPhases; ++p) grad_ms[std::size_t(p)] = phase_median(2 + kPhases + std::size_t(p));
-  const std::size_t overlap_field = 2 + kPhases + kGradPhases;
-  const double overlap_ms = phase_median(overlap_field);
-  // The forward's time: its stages minus what ran under another (the slowest rank, median).
-  std::vector<double> forward_ms(iters, 0.0);
-  for (std::size_t i = 0; i < iters; ++i) {
-    for (int r = 0; r < ranks; ++r) {
-      const double* rec = &all_records[(std::size_t(r) * iters + i) * per];
-      forward_ms[i] = std::max(forward_ms[i], (rec[1] + rec[2] + rec[3] + rec[4] - rec[overlap_field]) * 1e3);
-    }
-  }
-  // The backward's likewise.
-  std::vector<double> backward_ms(iters, 0.0);
-  for (std::size_t i = 0; i < iters; ++i) {
-    for (int r = 0; r < ranks; ++r) {
-      const double* rec = &all_records[(std::size_t(r) * iters + i) * per];
-      double sum = -rec[overlap_field + 1];
-      for (int p = 0; p < kGradPhases; ++p) sum += rec[2 + kPhases + p];
-      backward_ms[i] = std::max(backward_ms[i], sum * 1e3);
-    }
-  }
-  const double grad_overlap_ms = phase_median(overlap_field + 1);
-  const double total_ms = median(forward_ms), grad_total_ms = median(backward_ms);
+  const std::size_t overlap_field = 2 + kPhases + kGradPhases, grad_overlap_field = overlap_field + 1;
+  const double overlap_ms = phase_median(overlap_field), grad_overlap_ms = phase_median(grad_overlap_field);
+  const double total_ms = total_median(1, kPhases, overlap_field);
+  const double grad_total_ms = total_median(2 + kPhases, kGradPhases, grad_overlap_field);
   double rows_total = 0;
   for (int r = 0; r < ranks; ++r) rows_total += all_records[(std::size_t(r) * iters) * per + 5];
   const double Hd = double(H), Id = double(I);
