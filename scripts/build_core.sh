@@ -10,7 +10,7 @@ hp_component_begin
 hp_default_cmake_args
 
 key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform native/runtime \
-    python/bindings tests/common tests/platform tests/runtime bench/CMakeLists.txt bench/platform examples/cpp_consumer)"
+    python/bindings tests/common tests/platform tests/runtime bench/CMakeLists.txt bench/common bench/platform bench/runtime examples/cpp_consumer)"
 # A C++ user's view of the install: find_package(HyperParallel) from the core slice.
 hp_check_install() {
     local consumer="$HP_WORK_DIR/cpp_consumer"
