@@ -46,6 +46,21 @@ class LaunchState {
         flags_(config.num_flags),
         barrier_(total_blocks) {}
 
+  // Ready for the next launch of the same config_ and kernel_ objects (which the caller has
+  // reassigned); no block of the previous launch may still run.
+  void rearm(int ratio, int resident_blocks, int total_blocks, double timeout_s,
+             const WaitPolicy& policy) {
+    ratio_ = ratio;
+    all_resident_ = resident_blocks >= total_blocks;
+    timeout_s_ = timeout_s;
+    policy_ = policy;
+    flags_.reset(config_.num_flags);
+    barrier_.reset(total_blocks);
+    aborted_.store(false, std::memory_order_relaxed);
+    std::lock_guard lock(error_mutex_);
+    first_error_ = Status::ok();
+  }
+
   void run_block(int block_idx, CoreType type, int sub_block_idx, int core_idx) {
     if (aborted()) return;  // the launch already failed: do not start more work
     BlockContext ctx(*this, block_idx, type, sub_block_idx, core_idx);
@@ -95,10 +110,10 @@ class LaunchState {
 
   const LaunchConfig& config_;
   const Kernel& kernel_;
-  const int ratio_;
-  const bool all_resident_;
-  const double timeout_s_;
-  const WaitPolicy policy_;
+  int ratio_;
+  bool all_resident_;
+  double timeout_s_;
+  WaitPolicy policy_;
   FlagTable flags_;
   Barrier barrier_;
   std::atomic<bool> aborted_{false};
@@ -354,6 +369,10 @@ bool Chip::oversubscribed() const noexcept { return impl_->num_cores() > int(imp
 
 Status Chip::validate_launch(const LaunchConfig& config, const Kernel& kernel) const {
   HP_ENSURE(bool(kernel), ErrorCode::kInvalidArgument, "launch: the kernel is empty");
+  return check_launch_config(config);
+}
+
+Status Chip::check_launch_config(const LaunchConfig& config) const {
   HP_ENSURE(config.block_dim >= 1, ErrorCode::kInvalidArgument,
             "launch: block_dim={} must be >= 1", config.block_dim);
   HP_ENSURE(config.num_flags >= 0 && config.num_flags <= (1 << 16), ErrorCode::kInvalidArgument,
@@ -415,8 +434,8 @@ struct BlockLaunch::Impl {
       : config(launch_config),
         kernel(std::move(launch_kernel)),
         state(config, kernel, ratio, resident, total, timeout_s, policy) {}
-  const LaunchConfig config;  // state refers to config and kernel: declared before it
-  const Kernel kernel;
+  LaunchConfig config;  // state refers to config and kernel: declared before it
+  Kernel kernel;
   LaunchState state;
 };
 
@@ -440,6 +459,13 @@ Status Chip::prepare_block_launch(const LaunchConfig& config, Kernel kernel, int
             "prepare_block_launch: resident_blocks={} must be in [1, {}] (the launch's blocks)",
             resident_blocks, total);
   const double timeout = config.wait_timeout_s.value_or(impl_->wait_timeout_s);
+  if (*launch) {
+    BlockLaunch::Impl& impl = *(*launch)->impl_;
+    impl.config = config;
+    impl.kernel = std::move(kernel);
+    impl.state.rearm(ratio(), resident_blocks, total, timeout, impl_->policy);
+    return Status::ok();
+  }
   launch->reset(new BlockLaunch(std::make_unique<BlockLaunch::Impl>(
       config, std::move(kernel), ratio(), resident_blocks, total, timeout, impl_->policy)));
   return Status::ok();

@@ -146,9 +146,14 @@ class HP_API Chip {
   Status launch(const LaunchConfig& config, const Kernel& kernel);
 
   // A launch validated as launch() validates it, with this chip's ratio, wait policy and
-  // deadline, whose blocks the caller runs (BlockLaunch::run_block).
+  // deadline, whose blocks the caller runs (BlockLaunch::run_block). When *launch already holds
+  // a launch (none of whose blocks is running), it is re-armed in place for the new kernel:
+  // flags at 0, no failure, and no allocation unless it needs more flags than before (a task
+  // runtime keeps one per task slot). A launch that fails validation is left as it was.
   Status prepare_block_launch(const LaunchConfig& config, Kernel kernel, int resident_blocks,
                               std::unique_ptr<BlockLaunch>* launch) const;
+  // The checks launch() and prepare_block_launch() make of a config (INVALID_ARGUMENT), alone.
+  Status check_launch_config(const LaunchConfig& config) const;
 
  private:
   struct Impl;

@@ -2,13 +2,26 @@
 
 namespace hp::platform {
 
-FlagTable::FlagTable(int count) : count_(count), slots_(std::make_unique<Slot[]>(count)) {}
+FlagTable::FlagTable(int count)
+    : count_(count), capacity_(count), slots_(std::make_unique<Slot[]>(count)) {}
+
+void FlagTable::reset(int count) {
+  if (count > capacity_) {
+    slots_ = std::make_unique<Slot[]>(count);
+    capacity_ = count;
+  } else if (dirty_.load(std::memory_order_relaxed)) {
+    for (int i = 0; i < count_; ++i) slots_[i].word.value.store(0, std::memory_order_relaxed);
+  }
+  dirty_.store(false, std::memory_order_relaxed);
+  count_ = count;
+}
 
 std::uint32_t FlagTable::value(int id) const noexcept {
   return slots_[id].word.value.load(std::memory_order_acquire);
 }
 
 bool FlagTable::add(int id, std::uint32_t delta) noexcept {
+  if (!dirty_.load(std::memory_order_relaxed)) dirty_.store(true, std::memory_order_relaxed);
   const std::uint32_t now = add_and_wake(slots_[id].word, delta, /*process_shared=*/false);
   return now >= delta;  // unsigned wrap-around leaves the sum below the addend
 }

@@ -21,6 +21,9 @@ class FlagTable {
  public:
   explicit FlagTable(int count);
 
+  // Back to `count` flags at 0, for the next launch (no waiter may remain). Allocates only when
+  // the table grows; zeroes only when a flag was set since the last reset.
+  void reset(int count);
   int size() const noexcept { return count_; }
   std::uint32_t value(int id) const noexcept;
   // False when the counter wrapped past 2^32 - 1 (the flag is then meaningless).
@@ -35,7 +38,9 @@ class FlagTable {
     WaitWord word;
   };
   int count_;
+  int capacity_;
   std::unique_ptr<Slot[]> slots_;
+  std::atomic<bool> dirty_{false};  // a flag was set since the last reset
 };
 
 // A reusable barrier for a fixed number of parties (generation counting). A party that times
@@ -45,6 +50,12 @@ class Barrier {
  public:
   explicit Barrier(int parties) : parties_(parties) {}
 
+  // A fresh barrier for `parties`, for the next launch (no waiter may remain).
+  void reset(int parties) noexcept {
+    count_.store(0, std::memory_order_relaxed);
+    broken_.store(false, std::memory_order_relaxed);
+    parties_ = parties;
+  }
   // `arrived` receives how many parties had arrived when the wait ended.
   WaitResult arrive_and_wait(Clock::time_point deadline, const WaitPolicy& policy,
                              const std::function<bool()>& cancelled, int* arrived);

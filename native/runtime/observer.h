@@ -98,9 +98,10 @@ class Observer {
   // After the task's dependencies are known, before it can become ready.
   virtual void on_task_submit(const TaskInfo& /*task*/, std::span<const Dependency> /*deps*/) {}
   // Right after on_task_submit: the occupancy of the task's ring with its slot (and heap) taken
-  // and its accesses recorded in the tensor map. Occupancy rises only at submits, so the
-  // maximum over these samples is the high-water mark (a reclaim racing the sample can hide
-  // slots retired in between).
+  // and its accesses recorded in the tensor map. Only the orchestration thread takes and
+  // reclaims slots (a consumed task's slot is reclaimed when a submit of its ring needs room, or
+  // before a sample), so occupancy rises only at submits and the maximum over these samples is
+  // exactly the high-water mark.
   virtual void on_occupancy(const Occupancy& /*occupancy*/) {}
   virtual void on_task_ready(const TaskInfo& /*task*/) {}
   // One core begins / ends its share of the task's blocks.

@@ -29,9 +29,17 @@ struct Orchestrator::Impl {
   std::vector<std::source_location> scope_sites;  // parallel to scopes
   TaskId next_id = 0;
   std::size_t heap_capacity = 0;
+  // Reused by every submit (no allocation per task once warm).
+  std::vector<TensorAccess> accesses;
+  std::vector<Dependency> deps;
 
   bool observed() const noexcept { return !scheduler.observers().empty(); }
-  Occupancy occupancy(int ring) {
+  // Slots are reclaimed lazily (when a submit needs one), so a sample first reclaims what was
+  // consumed: it counts what an eager reclaim would have left, with no lock (the rings are this
+  // thread's). After a submit, the submit's own ring is kept as acquire() left it, reclaimed
+  // right before the slot was taken: that sample is the ring's exact peak.
+  Occupancy occupancy(int ring, bool after_submit) {
+    scheduler.reclaim(tensor_map, after_submit ? ring : -1);
     const RingState r = scheduler.ring_state(ring);
     return {.ring = ring, .live_slots = r.live_slots, .heap_used = r.heap_used,
             .tensor_map_entries = tensor_map.size()};
@@ -67,7 +75,7 @@ int Orchestrator::begin_scope(std::source_location site) {
   if (impl_->observed()) {
     const int ring = std::min(depth, kMaxRing);
     const ScopeInfo info{.depth = depth, .ring = ring, .site = site,
-                         .occupancy = impl_->occupancy(ring)};
+                         .occupancy = impl_->occupancy(ring, false)};
     for (Observer* o : impl_->scheduler.observers()) {
       o->on_scope_begin(depth);
       o->on_scope_opened(info);
@@ -83,7 +91,7 @@ void Orchestrator::end_scope() noexcept {
   if (impl_->observed()) {
     const int ring = std::min(depth, kMaxRing);
     info = {.depth = depth, .ring = ring, .site = impl_->scope_sites.back(),
-            .occupancy = impl_->occupancy(ring)};
+            .occupancy = impl_->occupancy(ring, false)};
   }
   impl_->scheduler.release_scope(impl_->scopes.back());
   impl_->scopes.pop_back();
@@ -100,7 +108,7 @@ Status Orchestrator::escape(const TensorView& output) {
             "escape at the root scope: its outputs already live until the run ends");
   std::vector<TaskSlot*>& held = impl_->scopes.back();
   for (auto it = held.begin(); it != held.end(); ++it) {
-    const TaskArgs& args = (*it)->body->args;
+    const TaskArgs& args = (*it)->args;
     for (int i = 0; i < args.num_tensors(); ++i) {
       if (args.tag(i) == ArgTag::kOutput && args.tensor(i).data() == output.data() &&
           output.data() != nullptr) {
@@ -125,16 +133,22 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
   const TaskId id = impl.next_id;
   std::shared_ptr<const Callable> callable;
   HP_RETURN_IF_ERROR(impl.worker.callable(callable_slot, &callable));
-  const std::string what = fmt::format("submit(task {}, callable '{}')", id, callable->name());
-  HP_RETURN_IF_ERROR(args.validate(what));
+  // Formatted only for an error.
+  auto what = [&] { return fmt::format("submit(task {}, callable '{}')", id, callable->name()); };
+  if (Status s = args.validate("submit"); !s.is_ok()) return args.validate(what());
   platform::Chip& chip = impl.worker.chip();
   HP_ENSURE(config.block_num >= 1, ErrorCode::kInvalidArgument, "{}: block_num={} must be >= 1",
-            what, config.block_num);
+            what(), config.block_num);
+  const platform::LaunchConfig launch_config{.mode = config.mode,
+                                             .block_dim = config.block_num,
+                                             .num_flags = config.num_flags,
+                                             .wait_timeout_s = config.wait_timeout_s};
+  if (Status s = chip.check_launch_config(launch_config); !s.is_ok()) return s.with_context(what());
   for (TaskId pred : args.explicit_dependencies()) {
     HP_ENSURE(pred < id, ErrorCode::kInvalidArgument,
               "{}: explicit dependency on task {}, which is not submitted yet (tasks can only "
               "depend on earlier tasks)",
-              what, pred);
+              what(), pred);
   }
   std::size_t heap_bytes = 0;
   for (int i = 0; i < args.num_tensors(); ++i) {
@@ -145,67 +159,61 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
   HP_ENSURE(heap_bytes <= impl.heap_capacity, ErrorCode::kOutOfMemory,
             "{}: its OUTPUT tensors need {} bytes, more than a heap ring holds ({} bytes); raise "
             "OrchestratorConfig.heap_ring_bytes",
-            what, heap_bytes, impl.heap_capacity);
-
-  auto body = std::make_shared<TaskBody>(TaskBody{callable, args});
-  int resident = config.block_num;
-  switch (config.mode) {
-    case LaunchMode::kCube: resident = std::min(config.block_num, chip.num_cube()); break;
-    case LaunchMode::kVector: resident = std::min(config.block_num, chip.num_vector()); break;
-    case LaunchMode::kMix: resident = config.block_num * (1 + chip.ratio()); break;
-  }
-  std::unique_ptr<platform::BlockLaunch> launch;
-  {
-    Status s = chip.prepare_block_launch(
-        {.mode = config.mode, .block_dim = config.block_num, .num_flags = config.num_flags,
-         .wait_timeout_s = config.wait_timeout_s},
-        [body](platform::BlockContext& block) { return body->callable->function()(body->args, block); },
-        resident, &launch);
-    if (!s.is_ok()) return s.with_context(what);
-  }
+            what(), heap_bytes, impl.heap_capacity);
 
   const int depth = scope_depth();
   const int ring = std::min(depth, kMaxRing);
   TaskSlot* slot = nullptr;
   std::byte* heap = nullptr;
-  HP_RETURN_IF_ERROR(impl.scheduler.acquire(ring, id, heap_bytes, &slot, &heap));
+  HP_RETURN_IF_ERROR(impl.scheduler.acquire(ring, id, heap_bytes, impl.tensor_map, &slot, &heap));
   ++impl.next_id;
 
+  slot->args = args;  // reuses the slot's capacity
   std::size_t offset = 0;
   for (int i = 0; i < args.num_tensors(); ++i) {
     if (args.tag(i) != ArgTag::kOutput) continue;
     const TensorView& t = args.tensor(i);
-    body->args.set_output_data(i, heap + offset);
+    slot->args.set_output_data(i, heap + offset);
     offset += HeapRing::rounded(static_cast<std::size_t>(t.numel()) * t.element_size());
   }
-  slot->info = TaskInfo{.id = id, .callable = callable->name(), .callable_slot = callable_slot,
+  slot->callable = std::move(callable);
+  slot->info = TaskInfo{.id = id, .callable = slot->callable->name(), .callable_slot = callable_slot,
                         .scope_depth = depth, .ring = ring, .config = config,
-                        .args = &body->args};
-  slot->body = body;
-  slot->launch = std::move(launch);
-
-  std::vector<TensorAccess> accesses;
-  accesses.reserve(static_cast<std::size_t>(args.num_tensors()));
-  for (int i = 0; i < args.num_tensors(); ++i) {
-    accesses.push_back({TensorRegion::of(body->args.tensor(i)), args.tag(i), i});
+                        .args = &slot->args};
+  slot->gang = impl.scheduler.gang_of(config);
+  slot->cores_outstanding.store(slot->gang, std::memory_order_relaxed);
+  // The slot's launch is re-armed for this task: validated above, so this cannot fail.
+  Status prepared = chip.prepare_block_launch(
+      launch_config,
+      [slot](platform::BlockContext& block) { return slot->callable->function()(slot->args, block); },
+      slot->gang, &slot->launch);
+  if (!prepared.is_ok()) {  // the task is still published, skipped, so that the ring stays sound
+    prepared.with_context(what());
+    slot->skip.store(true, std::memory_order_relaxed);
+    slot->status = prepared;
   }
-  std::vector<Dependency> deps;
-  impl.scheduler.connect(slot, impl.tensor_map, accesses, &deps);
+
+  impl.accesses.clear();
+  for (int i = 0; i < args.num_tensors(); ++i) {
+    impl.accesses.push_back({TensorRegion::of(slot->args.tensor(i)), args.tag(i), i});
+  }
+  impl.deps.clear();
+  impl.scheduler.connect(slot, impl.tensor_map, impl.accesses, &impl.deps);
   impl.scopes.back().push_back(slot);
   if (impl.observed()) {
-    for (Observer* o : impl.scheduler.observers()) o->on_task_submit(slot->info, deps);
-    const Occupancy occupancy = impl.occupancy(ring);
+    for (Observer* o : impl.scheduler.observers()) o->on_task_submit(slot->info, impl.deps);
+    const Occupancy occupancy = impl.occupancy(ring, true);
     for (Observer* o : impl.scheduler.observers()) o->on_occupancy(occupancy);
   }
   if (result != nullptr) {
     result->task = id;
     result->outputs.clear();
     for (int i = 0; i < args.num_tensors(); ++i) {
-      if (args.tag(i) == ArgTag::kOutput) result->outputs.push_back(body->args.tensor(i));
+      if (args.tag(i) == ArgTag::kOutput) result->outputs.push_back(slot->args.tensor(i));
     }
   }
   impl.scheduler.publish(slot);
-  return Status::ok();
+  return prepared;
 }
 
 Status Orchestrator::orchestrate(const Orchestration& orchestration) {

@@ -1,6 +1,7 @@
 #include "scheduler.h"
 
 #include <algorithm>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -12,17 +13,6 @@ namespace hp::runtime {
 using platform::CoreType;
 using platform::LaunchMode;
 
-namespace {
-
-int queue_of(LaunchMode mode) { return static_cast<int>(mode); }
-
-template <typename T>
-bool contains(const std::vector<T*>& v, const T* x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
-
-}  // namespace
-
 Scheduler::Scheduler(platform::Chip& chip, Options options)
     : chip_(chip),
       options_(std::move(options)),
@@ -33,6 +23,9 @@ Scheduler::Scheduler(platform::Chip& chip, Options options)
   for (int i = 0; i < kRings; ++i) {
     rings_.push_back(std::make_unique<TaskRing>(i, options_.ring_slots, options_.heap_bytes));
   }
+  for (int c = 0; c < num_cube_ + num_vector_; ++c) {
+    cores_[static_cast<std::size_t>(c)].type = c < num_cube_ ? 0 : 1;
+  }
   // Spinning pays only when every core and the orchestration thread have a CPU of their own.
   const bool shared_cpus = num_cube_ + num_vector_ + 1 > static_cast<int>(chip.cpus().size());
   policy_.spin = shared_cpus ? 0 : settings().spin_before_block;
@@ -40,6 +33,15 @@ Scheduler::Scheduler(platform::Chip& chip, Options options)
 }
 
 Scheduler::~Scheduler() noexcept = default;
+
+int Scheduler::gang_of(const CallConfig& config) const noexcept {
+  switch (config.mode) {
+    case LaunchMode::kCube: return std::min(config.block_num, num_cube_);
+    case LaunchMode::kVector: return std::min(config.block_num, num_vector_);
+    case LaunchMode::kMix: return config.block_num * (1 + ratio_);
+  }
+  return 1;
+}
 
 std::string Scheduler::describe(const TaskSlot& slot) const {
   return fmt::format("task {} (callable '{}')", slot.id, slot.info.callable);
@@ -50,7 +52,8 @@ std::string Scheduler::describe_ring(TaskRing& ring) {
                                  ring.index(), ring.index() == kRings - 1 ? " and deeper" : "",
                                  ring.live(), ring.capacity());
   if (TaskSlot* oldest = ring.oldest()) {
-    text += fmt::format(", oldest {} {}{}", describe(*oldest), to_string(oldest->state),
+    text += fmt::format(", oldest {} {}{}", describe(*oldest),
+                        to_string(oldest->state.load(std::memory_order_acquire)),
                         oldest->scope_held ? " and held by its open scope" : "");
   }
   if (ring.heap().capacity() > 0) text += fmt::format("; heap {}", ring.heap().to_string());
@@ -58,19 +61,17 @@ std::string Scheduler::describe_ring(TaskRing& ring) {
 }
 
 Status Scheduler::first_error() const {
-  std::lock_guard lock(mutex_);
+  std::lock_guard lock(error_mutex_);
   return first_error_;
 }
 
-void Scheduler::note_progress() {
-  progress_.fetch_add(1, std::memory_order_seq_cst);
-  platform::notify_event(progress_event_, false);
-}
-
 void Scheduler::fail_run(const Status& status) {
-  if (first_error_.is_ok()) first_error_ = status;
-  failed_.store(true, std::memory_order_release);
-  note_progress();  // a submit waiting for ring space gives up
+  {
+    std::lock_guard lock(error_mutex_);
+    if (first_error_.is_ok()) first_error_ = status;
+  }
+  failed_.store(true, std::memory_order_seq_cst);
+  platform::notify_event(progress_event_, false);  // a submit waiting for ring space gives up
 }
 
 Status Scheduler::wait_for_progress(std::uint64_t seen, bool wake_on_failure,
@@ -78,12 +79,11 @@ Status Scheduler::wait_for_progress(std::uint64_t seen, bool wake_on_failure,
   const auto result = platform::wait_event(
       progress_event_,
       [&] {
-        return progress_.load(std::memory_order_acquire) != seen ||
+        return completed_.load(std::memory_order_acquire) != seen ||
                (wake_on_failure && failed());
       },
       platform::deadline_after(options_.wait_timeout_s), policy_, nullptr);
   if (result == platform::WaitResult::kReady) return Status::ok();
-  std::lock_guard lock(mutex_);
   std::string rings;
   for (auto& ring : rings_) {
     if (ring->live() > 0) rings += "; " + describe_ring(*ring);
@@ -92,18 +92,51 @@ Status Scheduler::wait_for_progress(std::uint64_t seen, bool wake_on_failure,
                        "{}: no task completed for {} s ({} of {} published tasks completed{}); a "
                        "task may be stuck (OrchestratorConfig.wait_timeout_s or HP_WAIT_TIMEOUT_S "
                        "sets the deadline)",
-                       what, options_.wait_timeout_s, completed_, published_, rings);
+                       what, options_.wait_timeout_s, completed_.load(std::memory_order_acquire),
+                       published_, rings);
 }
 
-Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, TaskSlot** slot,
-                          std::byte** heap) {
-  std::unique_lock lock(mutex_);
+// --- orchestration thread: slots, edges, publication, scopes ---
+
+void Scheduler::sweep(TaskRing& ring, TensorMap& map) {
+  for (TaskSlot* s = ring.oldest();
+       s != nullptr && s->state.load(std::memory_order_acquire) == TaskState::kConsumed;
+       s = ring.oldest()) {
+    map.remove(s->id, s->map_entries);
+    ring.reclaim_oldest();
+  }
+}
+
+void Scheduler::reclaim(TensorMap& map, int keep) {
+  for (auto& ring : rings_) {
+    if (ring->index() != keep) sweep(*ring, map);
+  }
+}
+
+RingState Scheduler::ring_state(int ring) {
+  return rings_[static_cast<std::size_t>(ring)]->state();
+}
+
+TaskSlot* Scheduler::find_live(TaskId id) {
+  for (auto& ring : rings_) {
+    if (TaskSlot* s = ring->find(id)) return s;
+  }
+  return nullptr;
+}
+
+Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, TensorMap& map,
+                          TaskSlot** slot, std::byte** heap) {
   TaskRing& ring = *rings_[static_cast<std::size_t>(ring_index)];
+  // Other rings are swept now and then, so that their consumed tasks' entries leave the map.
+  if ((++acquired_ & 63) == 0) {
+    for (auto& r : rings_) sweep(*r, map);
+  }
   for (;;) {
     if (failed()) {
       return Status::error(ErrorCode::kAborted, "submit of task {} refused: the run failed: {}", id,
-                           first_error_.message());
+                           first_error().message());
     }
+    sweep(ring, map);
     if (!ring.full()) {
       std::byte* data = nullptr;
       std::uint64_t mark = ring.heap().current_mark();
@@ -111,11 +144,10 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Tas
         TaskSlot* s = ring.take();
         s->id = id;
         s->heap_mark = mark;
-        s->state = TaskState::kPending;
-        s->fanin = 1;  // the submission guard
-        s->refs = 2;   // not completed + held by its scope
+        s->state.store(TaskState::kPending, std::memory_order_relaxed);
+        s->fanin.store(1, std::memory_order_relaxed);  // the submission guard
+        s->refs.store(2, std::memory_order_relaxed);   // not completed + held by its scope
         s->scope_held = true;
-        live_[id] = s;
         *slot = s;
         *heap = data;
         return Status::ok();
@@ -136,311 +168,438 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Tas
           id, heap_bytes > 0 ? fmt::format(" and {} heap bytes", HeapRing::rounded(heap_bytes)) : "",
           describe_ring(ring));
     }
+    const std::uint64_t seen = completed_.load(std::memory_order_acquire);
+    // The oldest task may have been consumed since the sweep: look again before blocking.
+    if (oldest->state.load(std::memory_order_acquire) == TaskState::kConsumed) continue;
     const RingState state = ring.state();
-    const std::uint64_t seen = progress_.load(std::memory_order_acquire);
-    lock.unlock();
     for (Observer* o : options_.observers) o->on_submit_blocked(state);
     HP_RETURN_IF_ERROR(wait_for_progress(
         seen, true, fmt::format("submit of task {} waiting for ring {} to reclaim a slot", id, ring_index)));
-    lock.lock();
+  }
+}
+
+void Scheduler::order_after(TaskSlot* slot, TaskSlot* pred) {
+  if (pred->connect_stamp == slot->id) return;  // already ordered after it
+  pred->connect_stamp = slot->id;
+  bool pred_failed = false;
+  {
+    std::lock_guard lock(pred->lock);
+    if (pred->state.load(std::memory_order_relaxed) < TaskState::kCompleted) {
+      pred->consumers.push_back(slot);
+      slot->fanin.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      pred_failed = !pred->status.is_ok();
+    }
+  }
+  if (pred_failed && !slot->skip.exchange(true, std::memory_order_acq_rel)) {
+    slot->status = Status::error(ErrorCode::kAborted, "{} skipped: its predecessor {} failed",
+                                 describe(*slot), describe(*pred));
   }
 }
 
 void Scheduler::connect(TaskSlot* slot, TensorMap& map, std::span<const TensorAccess> accesses,
                         std::vector<Dependency>* deps) {
-  std::lock_guard lock(mutex_);
-  std::vector<TaskSlot*> ordered_after;
-  auto order_after = [&](TaskSlot* pred) {
-    if (contains(ordered_after, pred)) return;
-    ordered_after.push_back(pred);
-    if (pred->state < TaskState::kCompleted) {
-      ++slot->fanin;
-      pred->consumers.push_back(slot);
-    } else if (!pred->status.is_ok() && !slot->skip) {
-      slot->skip = true;
-      slot->status = Status::error(ErrorCode::kAborted, "{} skipped: its predecessor {} failed",
-                                   describe(*slot), describe(*pred));
-    }
-  };
-  std::vector<FoundDependency> found;
-  map.find(accesses, [&](TaskId task) { return live_.find(task) == live_.end(); }, &found);
-  for (const FoundDependency& f : found) {
-    TaskSlot* pred = live_.at(f.dep.pred);
+  found_.clear();
+  map.find(accesses, &found_);
+  for (const FoundDependency& f : found_) {
+    TaskSlot* pred = f.pred;
     if (f.orders) {
       deps->push_back(f.dep);
-      order_after(pred);
+      order_after(slot, pred);
     }
-    if (f.keeps_alive && pred->state != TaskState::kConsumed && !contains(slot->kept_alive, pred)) {
-      ++pred->refs;
-      slot->kept_alive.push_back(pred);
+    if (f.keeps_alive && std::find(slot->kept_alive.begin(), slot->kept_alive.end(), pred) ==
+                             slot->kept_alive.end()) {
+      // Only while the creator is not consumed (its memory is still there).
+      int refs = pred->refs.load(std::memory_order_relaxed);
+      while (refs > 0 && !pred->refs.compare_exchange_weak(refs, refs + 1, std::memory_order_relaxed)) {
+      }
+      if (refs > 0) slot->kept_alive.push_back(pred);
     }
   }
-  for (TaskId id : slot->body->args.explicit_dependencies()) {
+  for (TaskId id : slot->args.explicit_dependencies()) {
     deps->push_back({.pred = id, .arg_index = -1, .source = DepSource::kExplicit,
                      .kind = DepKind::kOrder});
-    if (auto it = live_.find(id); it != live_.end()) order_after(it->second);
+    if (TaskSlot* pred = find_live(id)) order_after(slot, pred);
   }
-  map.record(slot->id, accesses);
+  map.record(slot->id, slot, accesses, &slot->map_entries);
 }
 
 void Scheduler::publish(TaskSlot* slot) {
-  std::lock_guard lock(mutex_);
   ++published_;
-  if (--slot->fanin == 0) make_ready(slot);
-}
-
-void Scheduler::skip(TaskSlot* slot) {
-  if (!slot->skip) {
-    slot->skip = true;
-    slot->status = Status::error(ErrorCode::kAborted, "{} skipped: {}", describe(*slot),
-                                 no_cores_ ? "the chip's cores never started"
-                                           : "the run already failed");
-  }
-  complete(slot, slot->status, false);
-}
-
-void Scheduler::make_ready(TaskSlot* slot) {
-  if (slot->skip || failed() || no_cores_) {
-    skip(slot);
-    return;
-  }
-  slot->state = TaskState::kReady;
-  ready_[queue_of(slot->info.config.mode)].push_back(slot);
-  for (Observer* o : options_.observers) o->on_task_ready(slot->info);
-  dispatch();
-}
-
-bool Scheduler::fits(const TaskSlot& slot) const {
-  const int blocks = slot.info.config.block_num;
-  int free_cube = 0, free_vector = 0, free_clusters = 0;
-  for (int c = 0; c < num_cube_ + num_vector_; ++c) {
-    if (!cores_[static_cast<std::size_t>(c)].busy) ++(c < num_cube_ ? free_cube : free_vector);
-  }
-  switch (slot.info.config.mode) {
-    case LaunchMode::kCube: return free_cube >= std::min(blocks, num_cube_);
-    case LaunchMode::kVector: return free_vector >= std::min(blocks, num_vector_);
-    case LaunchMode::kMix:
-      for (int g = 0; g < num_cube_; ++g) {
-        bool free = !cores_[static_cast<std::size_t>(g)].busy;
-        for (int s = 0; s < ratio_; ++s) {
-          free = free && !cores_[static_cast<std::size_t>(num_cube_ + g * ratio_ + s)].busy;
-        }
-        free_clusters += free ? 1 : 0;
-      }
-      return free_clusters >= blocks;
-  }
-  return false;
-}
-
-void Scheduler::assign(int core, TaskSlot* slot, int gang_pos, int gang_size) {
-  Core& c = cores_[static_cast<std::size_t>(core)];
-  c.busy = true;
-  c.task = slot;
-  c.gang_pos = gang_pos;
-  c.gang_size = gang_size;
-  c.assigned.store(true, std::memory_order_release);
-  platform::notify_event(c.event, false);
-}
-
-void Scheduler::place(TaskSlot* slot) {
-  slot->state = TaskState::kRunning;
-  const int blocks = slot->info.config.block_num;
-  const LaunchMode mode = slot->info.config.mode;
-  if (mode == LaunchMode::kMix) {
-    slot->cores_outstanding = blocks * (1 + ratio_);
-    int group = 0;
-    for (int g = 0; g < num_cube_ && group < blocks; ++g) {
-      bool free = !cores_[static_cast<std::size_t>(g)].busy;
-      for (int s = 0; s < ratio_; ++s) {
-        free = free && !cores_[static_cast<std::size_t>(num_cube_ + g * ratio_ + s)].busy;
-      }
-      if (!free) continue;
-      assign(g, slot, group, blocks);
-      for (int s = 0; s < ratio_; ++s) assign(num_cube_ + g * ratio_ + s, slot, group, blocks);
-      ++group;
-    }
-    return;
-  }
-  const bool cube = mode == LaunchMode::kCube;
-  const int first = cube ? 0 : num_cube_;
-  const int count = cube ? num_cube_ : num_vector_;
-  const int gang = std::min(blocks, count);
-  slot->cores_outstanding = gang;
-  // Highest free cores first: keeps low-numbered clusters whole for mix tasks.
-  int pos = 0;
-  for (int c = first + count - 1; c >= first && pos < gang; --c) {
-    if (!cores_[static_cast<std::size_t>(c)].busy) assign(c, slot, pos++, gang);
-  }
-}
-
-void Scheduler::dispatch() {
-  if (failed() || no_cores_) {
-    for (auto& queue : ready_) {
-      while (!queue.empty()) {
-        TaskSlot* slot = queue.front();
-        queue.pop_front();
-        skip(slot);
-      }
-    }
-    return;
-  }
-  for (;;) {
-    TaskSlot* best = nullptr;
-    int best_queue = -1;
-    for (int q = 0; q < 3; ++q) {
-      if (ready_[q].empty()) continue;
-      TaskSlot* head = ready_[q].front();
-      if ((best == nullptr || head->id < best->id) && fits(*head)) {
-        best = head;
-        best_queue = q;
-      }
-    }
-    if (best == nullptr) return;
-    ready_[best_queue].pop_front();
-    place(best);
-  }
-}
-
-void Scheduler::complete(TaskSlot* slot, Status status, bool ran) {
-  completing_.push_back({slot, std::move(status), ran});
-  if (in_complete_) return;
-  in_complete_ = true;
-  while (!completing_.empty()) {
-    Completion done = std::move(completing_.back());
-    completing_.pop_back();
-    TaskSlot* t = done.slot;
-    if (done.ran && !done.status.is_ok()) {
-      done.status = Status(done.status.code(),
-                           fmt::format("{} failed: {}", describe(*t), done.status.message()));
-      fail_run(done.status);
-    }
-    t->status = std::move(done.status);
-    t->state = TaskState::kCompleted;
-    ++completed_;
-    for (Observer* o : options_.observers) o->on_task_complete(t->info, t->status);
-    for (TaskSlot* c : t->consumers) {
-      if (!t->status.is_ok() && !c->skip) {
-        c->skip = true;
-        c->status = Status::error(ErrorCode::kAborted, "{} skipped: its predecessor {} failed",
-                                  describe(*c), describe(*t));
-      }
-      if (--c->fanin == 0) make_ready(c);
-    }
-    t->consumers.clear();
-    for (TaskSlot* p : t->kept_alive) unref(p);
-    t->kept_alive.clear();
-    unref(t);
-  }
-  in_complete_ = false;
-  note_progress();
-}
-
-void Scheduler::unref(TaskSlot* slot) {
-  if (--slot->refs > 0) return;
-  slot->state = TaskState::kConsumed;
-  TaskRing& ring = *rings_[static_cast<std::size_t>(slot->info.ring)];
-  bool reclaimed = false;
-  for (TaskSlot* s = ring.oldest(); s != nullptr && s->state == TaskState::kConsumed;
-       s = ring.oldest()) {
-    live_.erase(s->id);
-    ring.reclaim_oldest();
-    reclaimed = true;
-  }
-  if (reclaimed) note_progress();
+  if (slot->fanin.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  Released released;
+  make_ready(slot, nullptr, released);
+  hand_out(released, nullptr);
 }
 
 void Scheduler::release_scope(std::span<TaskSlot* const> held) {
-  std::lock_guard lock(mutex_);
   for (TaskSlot* slot : held) {
     slot->scope_held = false;
     unref(slot);
   }
 }
 
-RingState Scheduler::ring_state(int ring) {
+void Scheduler::unref(TaskSlot* slot) noexcept {
+  if (slot->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    slot->state.store(TaskState::kConsumed, std::memory_order_release);
+  }
+}
+
+// --- readiness, completion ---
+
+void Scheduler::mark_skipped(TaskSlot* slot) {
+  if (!slot->skip.exchange(true, std::memory_order_acq_rel)) {
+    slot->status = Status::error(ErrorCode::kAborted, "{} skipped: {}", describe(*slot),
+                                 no_cores_.load(std::memory_order_acquire)
+                                     ? "the chip's cores never started"
+                                     : "the run already failed");
+  }
+}
+
+void Scheduler::make_ready(TaskSlot* slot, Core* me, Released& released) {
+  if (slot->skip.load(std::memory_order_acquire) || failed() ||
+      no_cores_.load(std::memory_order_acquire)) {
+    released.skipped.push_back(slot);
+    return;
+  }
+  slot->state.store(TaskState::kReady, std::memory_order_relaxed);
+  for (Observer* o : options_.observers) o->on_task_ready(slot->info);
+  if (!single_core(*slot)) {
+    enqueue_gang(slot);
+    return;
+  }
+  const int type = type_of(slot->info.config.mode);
+  if (me != nullptr && me->type == type && me->continuation == nullptr &&
+      gangs_waiting_[type].load(std::memory_order_relaxed) == 0) {
+    me->continuation = slot;
+  } else {
+    released.ready[type].add(slot);
+  }
+}
+
+void Scheduler::hand_out(Released& released, Core* me) {
+  while (!released.skipped.empty()) {
+    TaskSlot* slot = released.skipped.back();
+    released.skipped.pop_back();
+    mark_skipped(slot);
+    complete_one(slot, slot->status, false, me, released);
+  }
+  for (int type = 0; type < 2; ++type) ready_[type].push(released.ready[type]);
+}
+
+void Scheduler::complete(TaskSlot* slot, Status status, bool ran, Core* me) {
+  Released released;
+  complete_one(slot, std::move(status), ran, me, released);
+  hand_out(released, me);
+  platform::notify_event(progress_event_, false);
+}
+
+void Scheduler::complete_one(TaskSlot* t, Status status, bool ran, Core* me, Released& released) {
+  if (ran && !status.is_ok()) {
+    status = Status(status.code(), fmt::format("{} failed: {}", describe(*t), status.message()));
+    fail_run(status);
+    std::vector<TaskSlot*> skipped;  // waiting gangs are skipped now
+    {
+      std::lock_guard lock(mutex_);
+      dispatch_gangs(skipped);
+    }
+    released.skipped.insert(released.skipped.end(), skipped.begin(), skipped.end());
+  }
+  // Observers see the completion before any successor can become ready.
+  for (Observer* o : options_.observers) o->on_task_complete(t->info, status);
+  {
+    std::lock_guard lock(t->lock);
+    t->status = std::move(status);
+    t->state.store(TaskState::kCompleted, std::memory_order_release);
+  }
+  // COMPLETED under the lock closed `consumers`: nobody adds to it any more.
+  const bool ok = t->status.is_ok();
+  for (TaskSlot* c : t->consumers) {
+    if (!ok && !c->skip.exchange(true, std::memory_order_acq_rel)) {
+      c->status = Status::error(ErrorCode::kAborted, "{} skipped: its predecessor {} failed",
+                                describe(*c), describe(*t));
+    }
+    if (c->fanin.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(c, me, released);
+  }
+  for (TaskSlot* p : t->kept_alive) unref(p);
+  completed_.fetch_add(1, std::memory_order_acq_rel);
+  unref(t);  // the last touch of t
+}
+
+// --- gangs ---
+
+void Scheduler::enqueue_gang(TaskSlot* slot) {
+  const LaunchMode mode = slot->info.config.mode;
+  std::vector<TaskSlot*> skipped;
+  {
+    std::lock_guard lock(mutex_);
+    gangs_[static_cast<int>(mode)].push_back(slot);
+    if (mode != LaunchMode::kVector) gangs_waiting_[0].fetch_add(1, std::memory_order_seq_cst);
+    if (mode != LaunchMode::kCube) gangs_waiting_[1].fetch_add(1, std::memory_order_seq_cst);
+    dispatch_gangs(skipped);
+  }
+  for (TaskSlot* s : skipped) {
+    mark_skipped(s);
+    complete(s, s->status, false, nullptr);
+  }
+}
+
+bool Scheduler::try_place(TaskSlot* slot) {
+  std::vector<int> claimed;
+  auto claim = [&](int c) {
+    CoreState idle = CoreState::kIdle;
+    if (!cores_[static_cast<std::size_t>(c)].state.compare_exchange_strong(
+            idle, CoreState::kReserved, std::memory_order_acq_rel)) {
+      return false;
+    }
+    claimed.push_back(c);
+    return true;
+  };
+  auto release = [&](std::size_t keep) {
+    while (claimed.size() > keep) {
+      cores_[static_cast<std::size_t>(claimed.back())].state.store(CoreState::kIdle,
+                                                                   std::memory_order_release);
+      claimed.pop_back();
+    }
+  };
+  const int blocks = slot->info.config.block_num;
+  const LaunchMode mode = slot->info.config.mode;
+  int groups = 0;
+  if (mode == LaunchMode::kMix) {
+    for (int g = 0; g < num_cube_ && groups < blocks; ++g) {
+      const std::size_t keep = claimed.size();
+      bool whole = claim(g);
+      for (int s = 0; s < ratio_ && whole; ++s) whole = claim(num_cube_ + g * ratio_ + s);
+      if (whole) {
+        ++groups;
+      } else {
+        release(keep);
+      }
+    }
+  } else {
+    // Highest free cores first: keeps low-numbered clusters whole for mix tasks.
+    const bool cube = mode == LaunchMode::kCube;
+    const int first = cube ? 0 : num_cube_;
+    const int count = cube ? num_cube_ : num_vector_;
+    for (int c = first + count - 1; c >= first && groups < slot->gang; --c) groups += claim(c) ? 1 : 0;
+  }
+  const int needed = mode == LaunchMode::kMix ? blocks : slot->gang;
+  if (groups < needed) {
+    release(0);  // the released cores may take single-core work again
+    platform::notify_event(ready_[0].event(), false);
+    platform::notify_event(ready_[1].event(), false);
+    return false;
+  }
+  slot->state.store(TaskState::kRunning, std::memory_order_relaxed);
+  slot->cores_outstanding.store(static_cast<int>(claimed.size()), std::memory_order_relaxed);
+  const int group_size = mode == LaunchMode::kMix ? 1 + ratio_ : 1;
+  for (std::size_t i = 0; i < claimed.size(); ++i) {
+    Core& core = cores_[static_cast<std::size_t>(claimed[i])];
+    core.task = slot;
+    core.gang_pos = static_cast<int>(i) / group_size;
+    core.gang_size = needed;
+    core.state.store(CoreState::kAssigned, std::memory_order_release);
+  }
+  platform::notify_event(ready_[0].event(), false);
+  platform::notify_event(ready_[1].event(), false);
+  return true;
+}
+
+void Scheduler::dispatch_gangs(std::vector<TaskSlot*>& skipped) {
+  auto dequeue = [&](int q) {
+    TaskSlot* slot = gangs_[q].front();
+    gangs_[q].pop_front();
+    const auto mode = static_cast<LaunchMode>(q);
+    if (mode != LaunchMode::kVector) gangs_waiting_[0].fetch_sub(1, std::memory_order_seq_cst);
+    if (mode != LaunchMode::kCube) gangs_waiting_[1].fetch_sub(1, std::memory_order_seq_cst);
+    return slot;
+  };
+  if (failed() || no_cores_.load(std::memory_order_acquire)) {
+    for (int q = 0; q < 3; ++q) {
+      while (!gangs_[q].empty()) skipped.push_back(dequeue(q));
+    }
+  } else {
+    for (;;) {
+      // Heads in submission order; the oldest that fits is placed first.
+      int order[3] = {0, 1, 2};
+      std::sort(order, order + 3, [&](int a, int b) {
+        const TaskId ia = gangs_[a].empty() ? kNoTask : gangs_[a].front()->id;
+        const TaskId ib = gangs_[b].empty() ? kNoTask : gangs_[b].front()->id;
+        return ia < ib;
+      });
+      bool placed = false;
+      for (int q : order) {
+        if (gangs_[q].empty() || !try_place(gangs_[q].front())) continue;
+        dequeue(q);
+        placed = true;
+        break;
+      }
+      if (!placed) break;
+    }
+  }
+  // Cores that held back single-core work for a gang may take it now.
+  platform::notify_event(ready_[0].event(), false);
+  platform::notify_event(ready_[1].event(), false);
+}
+
+// --- cores ---
+
+Scheduler::Work Scheduler::next_work(Core& me) {
+  const int type = me.type;
+  ReadyQueue& queue = ready_[type];
+  for (;;) {
+    if (TaskSlot* next = me.continuation) {
+      me.continuation = nullptr;
+      return {next, 0, 1};
+    }
+    if (gangs_waiting_[type].load(std::memory_order_acquire) == 0) {
+      if (TaskSlot* next = queue.pop()) return {next, 0, 1};
+    }
+    me.state.store(CoreState::kIdle, std::memory_order_seq_cst);
+    if (gangs_waiting_[type].load(std::memory_order_seq_cst) > 0) {
+      std::vector<TaskSlot*> skipped;
+      {
+        std::lock_guard lock(mutex_);
+        dispatch_gangs(skipped);
+      }
+      for (TaskSlot* s : skipped) {
+        mark_skipped(s);
+        complete(s, s->status, false, nullptr);
+      }
+    }
+    for (;;) {
+      platform::wait_event(
+          queue.event(),
+          [&] {
+            const CoreState s = me.state.load(std::memory_order_acquire);
+            return s == CoreState::kAssigned || stopping_.load(std::memory_order_acquire) ||
+                   (s == CoreState::kIdle && queue.size() > 0 &&
+                    gangs_waiting_[type].load(std::memory_order_acquire) == 0);
+          },
+          platform::Clock::time_point::max(), policy_, nullptr);
+      CoreState s = me.state.load(std::memory_order_acquire);
+      if (s == CoreState::kAssigned) {
+        me.state.store(CoreState::kBusy, std::memory_order_relaxed);
+        return {me.task, me.gang_pos, me.gang_size};
+      }
+      if (stopping_.load(std::memory_order_acquire)) return {};
+      if (s == CoreState::kIdle &&
+          me.state.compare_exchange_strong(s, CoreState::kBusy, std::memory_order_acq_rel)) {
+        break;  // look for work again
+      }
+    }
+  }
+}
+
+void Scheduler::execute(const Work& work, Core& me, int core_index) {
+  TaskSlot* task = work.task;
+  const CallConfig& config = task->info.config;
+  const bool cube = me.type == 0;
+  if (work.gang_size == 1 && single_core(*task)) {
+    if (failed() || no_cores_.load(std::memory_order_acquire)) {  // do not start more work
+      mark_skipped(task);
+      complete(task, task->status, false, &me);
+      return;
+    }
+    task->state.store(TaskState::kRunning, std::memory_order_relaxed);
+  }
+  for (Observer* o : options_.observers) o->on_task_start(task->info, core_index);
+  if (config.mode == LaunchMode::kMix) {
+    const int sub_block = cube ? 0 : (core_index - num_cube_) % ratio_;
+    task->launch->run_block(work.gang_pos, cube ? CoreType::kCube : CoreType::kVector, sub_block,
+                            core_index);
+  } else {
+    for (int b = work.gang_pos; b < config.block_num; b += work.gang_size) {
+      task->launch->run_block(b, cube ? CoreType::kCube : CoreType::kVector, 0, core_index);
+    }
+  }
+  for (Observer* o : options_.observers) o->on_task_end(task->info, core_index);
+  if (task->cores_outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    complete(task, task->launch->result(), true, &me);
+  }
+}
+
+Status Scheduler::core_main(platform::BlockContext& block) {
+  const int index = block.core_idx();
+  Core& me = cores_[static_cast<std::size_t>(index)];
+  for (;;) {
+    const Work work = next_work(me);
+    if (work.task == nullptr) return Status::ok();  // stopping
+    execute(work, me, index);
+  }
+}
+
+// --- the end of the run ---
+
+void Scheduler::drain_ready(std::vector<TaskSlot*>& skipped) {
+  for (auto& queue : ready_) {
+    while (TaskSlot* slot = queue.pop()) skipped.push_back(slot);
+  }
   std::lock_guard lock(mutex_);
-  return rings_[static_cast<std::size_t>(ring)]->state();
+  dispatch_gangs(skipped);
 }
 
 Status Scheduler::wait_all() {
   Status timeout;
   for (;;) {
-    std::uint64_t seen;
-    {
-      std::lock_guard lock(mutex_);
-      if (completed_ == published_) return timeout;
-      seen = progress_.load(std::memory_order_acquire);
+    if (no_cores_.load(std::memory_order_acquire)) {  // nobody else will ever skip them
+      std::vector<TaskSlot*> skipped;
+      drain_ready(skipped);
+      for (TaskSlot* s : skipped) {
+        mark_skipped(s);
+        complete(s, s->status, false, nullptr);
+      }
+    }
+    const std::uint64_t seen = completed_.load(std::memory_order_acquire);
+    if (seen == published_) return timeout;
+    if (no_cores_.load(std::memory_order_acquire)) {
+      std::this_thread::yield();
+      continue;
     }
     if (!timeout.is_ok()) {  // tasks still running after the timeout: their own waits end them
       platform::wait_event(
-          progress_event_, [&] { return progress_.load(std::memory_order_acquire) != seen; },
+          progress_event_, [&] { return completed_.load(std::memory_order_acquire) != seen; },
           platform::Clock::time_point::max(), policy_, nullptr);
       continue;
     }
     Status s = wait_for_progress(seen, false, "waiting for the run's tasks to complete");
     if (!s.is_ok()) {
       timeout = s;
-      std::lock_guard lock(mutex_);
       fail_run(timeout);
-      dispatch();  // skips every task not running yet
+      std::vector<TaskSlot*> skipped;  // every task not running yet
+      drain_ready(skipped);
+      for (TaskSlot* t : skipped) {
+        mark_skipped(t);
+        complete(t, t->status, false, nullptr);
+      }
     }
   }
 }
 
 void Scheduler::stop() {
-  stopping_.store(true, std::memory_order_release);
-  for (int c = 0; c < num_cube_ + num_vector_; ++c) {
-    platform::notify_event(cores_[static_cast<std::size_t>(c)].event, false);
-  }
+  stopping_.store(true, std::memory_order_seq_cst);
+  platform::notify_event(ready_[0].event(), false);
+  platform::notify_event(ready_[1].event(), false);
 }
 
 void Scheduler::abandon(const Status& why) {
-  std::lock_guard lock(mutex_);
-  no_cores_ = true;
+  no_cores_.store(true, std::memory_order_seq_cst);
   fail_run(Status(why.code(), "the chip launch for the run's cores failed: " + why.message()));
-  for (int c = 0; c < num_cube_ + num_vector_; ++c) {
-    Core& core = cores_[static_cast<std::size_t>(c)];
-    if (!core.busy) continue;
-    TaskSlot* t = core.task;
-    core.busy = false;
-    core.assigned.store(false, std::memory_order_relaxed);
-    if (--t->cores_outstanding == 0) skip(t);
-  }
-  dispatch();
-}
-
-Status Scheduler::core_main(platform::BlockContext& block) {
-  const int index = block.core_idx();
-  Core& core = cores_[static_cast<std::size_t>(index)];
-  const bool cube = index < num_cube_;
-  const int sub_block = cube ? 0 : (index - num_cube_) % ratio_;
-  for (;;) {
-    platform::wait_event(
-        core.event,
-        [&] {
-          return core.assigned.load(std::memory_order_acquire) ||
-                 stopping_.load(std::memory_order_acquire);
-        },
-        platform::Clock::time_point::max(), policy_, nullptr);
-    if (!core.assigned.load(std::memory_order_acquire)) return Status::ok();  // stopping
-    TaskSlot* task = core.task;
-    for (Observer* o : options_.observers) o->on_task_start(task->info, index);
-    const CallConfig& config = task->info.config;
-    if (config.mode == LaunchMode::kMix) {
-      task->launch->run_block(core.gang_pos, cube ? CoreType::kCube : CoreType::kVector,
-                              sub_block, index);
-    } else {
-      for (int b = core.gang_pos; b < config.block_num; b += core.gang_size) {
-        task->launch->run_block(b, cube ? CoreType::kCube : CoreType::kVector, 0, index);
-      }
-    }
-    for (Observer* o : options_.observers) o->on_task_end(task->info, index);
+  std::vector<TaskSlot*> skipped;
+  {
     std::lock_guard lock(mutex_);
-    core.busy = false;
-    core.task = nullptr;
-    core.assigned.store(false, std::memory_order_relaxed);
-    if (--task->cores_outstanding == 0) complete(task, task->launch->result(), true);
-    dispatch();
+    for (int c = 0; c < num_cube_ + num_vector_; ++c) {
+      Core& core = cores_[static_cast<std::size_t>(c)];
+      if (core.state.load(std::memory_order_acquire) != CoreState::kAssigned) continue;
+      TaskSlot* t = core.task;
+      core.state.store(CoreState::kIdle, std::memory_order_relaxed);
+      if (t->cores_outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) skipped.push_back(t);
+    }
+  }
+  drain_ready(skipped);
+  for (TaskSlot* s : skipped) {
+    mark_skipped(s);
+    complete(s, s->status, false, nullptr);
   }
 }
 

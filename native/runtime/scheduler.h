@@ -1,39 +1,52 @@
 // Scheduler: the shared state of one orchestration run (internal to the runtime): the task
-// rings, the dependency edges, one ready queue per resource shape, the chip's cores, and task
-// completion, failure propagation and slot reclamation.
+// rings, the dependency edges, the ready queues, the chip's cores, and task completion, failure
+// propagation and slot reclamation.
 //
 // Cores: the run keeps one chip launch open (kMix over every cluster, so each core runs one
-// long block, core_main) in which every core loops: wait for an assignment, run its share of
-// a task's blocks through that task's platform::BlockLaunch, report back. A task is placed as a
-// gang: all the cores it needs at once (kCube / kVector: min(block_num, cores of that kind)
-// cores, running blocks i, i + n, ... each; kMix: block_num whole clusters, each one group), so
-// a running task never waits for cores held by another task, and sync_all within a task works
-// whenever its blocks fit on the chip. Ready queues are FIFO per shape; whenever cores free up,
-// the oldest queue head that fits is placed first (a head that does not fit does not stop
-// other shapes; a wide task can wait while narrower ones keep finding cores).
+// long block, core_main) in which every core loops: take a ready task, run its blocks through
+// that task's platform::BlockLaunch, complete it. Two kinds of task:
+//   single-core  kCube / kVector tasks whose gang (min(block_num, cores of that kind)) is 1: one
+//                core runs all their blocks. They wait in their core type's ReadyQueue, which
+//                idle cores of that type pull from; a core that completes a task runs one of
+//                the successors this made ready itself, next (no queue, no wake-up), and pushes
+//                the others as one batch.
+//   gang         every other task: placed as a gang, all the cores it needs at once (kCube /
+//                kVector: min(block_num, cores of that kind) cores, running blocks i, i + n, ...
+//                each; kMix: block_num whole clusters, each one group), so a running task never
+//                waits for cores held by another task and sync_all works whenever its blocks fit
+//                on the chip. Gang queues are FIFO per shape; the oldest head that fits is placed
+//                first, under `mutex_`, by claiming idle cores (CAS kIdle -> kReserved, then
+//                kAssigned, or back to kIdle when the gang does not fit). While a gang waits for
+//                cores of a type, idle cores of that type take no single-core work, so the gang
+//                is not starved.
+// Core states: kBusy (its own: running, or looking for work), kIdle (waiting; claimable),
+// kReserved (claimed by a placer deciding), kAssigned (a gang share to run). An idle core waits
+// on its type's ReadyQueue event (platform::wait_event: spin, yield, then futex), which pushes,
+// placements and stop() bump. Lost-wake-up freedom: a core stores kIdle (seq_cst) and then reads
+// the gang counters, a placer bumps them (seq_cst) and then reads core states.
 //
-// Locking: one mutex guards every "scheduler" field of every slot, the rings, the queues and
-// the cores' bookkeeping. Waits use platform::wait_event on atomics (cores: their assignment
-// flag; the orchestration thread: the progress counter), never the lock.
+// Dependencies: lock-free but for one SpinLock per slot (task_slot.h). Reclamation: tasks are
+// CONSUMED by whichever thread drops their last reference; only the orchestration thread
+// reclaims slots (in ring order, when it needs a slot: sweep), so it alone resets slots, frees
+// heap-ring memory and drops tensor map entries, and needs no lock for the rings.
 #ifndef HYPER_PARALLEL_RUNTIME_SCHEDULER_H_
 #define HYPER_PARALLEL_RUNTIME_SCHEDULER_H_
 
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <functional>
-#include <string>
-#include <string_view>
 #include <memory>
 #include <mutex>
 #include <span>
-#include <unordered_map>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "../common/status.h"
 #include "../platform/chip.h"
 #include "../platform/wait.h"
 #include "observer.h"
+#include "ready_queue.h"
 #include "task_ring.h"
 #include "tensor_map.h"
 
@@ -56,13 +69,17 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   std::span<Observer* const> observers() const noexcept { return options_.observers; }
+  // Cores a task of this shape occupies at once (1: a single-core task).
+  int gang_of(const CallConfig& config) const noexcept;
 
   // --- orchestration thread ---
-  // Takes a slot (and `heap_bytes` of its ring's heap) for task `id`, waiting while the ring is
-  // full. OUT_OF_MEMORY without waiting when nothing can ever be reclaimed (the oldest slot is
-  // held by an open scope), TIMEOUT when no task completed for wait_timeout_s, ABORTED when the
-  // run failed. The slot comes back PENDING, held by its scope, with the submission guard.
-  Status acquire(int ring, TaskId id, std::size_t heap_bytes, TaskSlot** slot, std::byte** heap);
+  // Takes a slot (and `heap_bytes` of its ring's heap) for task `id`, after reclaiming the
+  // ring's consumed slots (and their entries of `map`), waiting while the ring is full.
+  // OUT_OF_MEMORY without waiting when nothing can ever be reclaimed (the oldest slot is held
+  // by an open scope), TIMEOUT when no task completed for wait_timeout_s, ABORTED when the run
+  // failed. The slot comes back PENDING, held by its scope, with the submission guard.
+  Status acquire(int ring, TaskId id, std::size_t heap_bytes, TensorMap& map, TaskSlot** slot,
+                 std::byte** heap);
   // Adds the slot's edges: the tensor map's findings for `accesses`, then the explicit
   // predecessors; records the accesses. `deps` receives every dependency found.
   void connect(TaskSlot* slot, TensorMap& map, std::span<const TensorAccess> accesses,
@@ -71,7 +88,13 @@ class Scheduler {
   void publish(TaskSlot* slot);
   // A scope ended: it no longer holds these tasks.
   void release_scope(std::span<TaskSlot* const> held);
-  // The ring's occupancy now (for observers).
+  // Reclaims the consumed slots of every ring but `keep` (-1: none kept), as acquire() does
+  // for its ring: their heap memory and their entries of `map`. For occupancy samples, so that
+  // they do not count slots consumed but not yet reclaimed.
+  void reclaim(TensorMap& map, int keep = -1);
+  // The ring's occupancy now (for observers): slots taken and not reclaimed, heap bytes in use.
+  // Exact without a lock: only this thread takes and reclaims slots. A slot consumed since the
+  // ring's last reclaim still counts.
   RingState ring_state(int ring);
   // Waits until every published task completed (TIMEOUT, and the rest skipped, when none
   // completes for wait_timeout_s; tasks already running are still waited for).
@@ -89,31 +112,56 @@ class Scheduler {
   void abandon(const Status& why);
 
  private:
+  enum class CoreState : std::uint8_t { kBusy, kIdle, kReserved, kAssigned };
   struct alignas(64) Core {
-    platform::WaitWord event;
-    std::atomic<bool> assigned{false};
-    // Written under the lock before `assigned` is set; read by the core once it sees it.
+    std::atomic<CoreState> state{CoreState::kBusy};
+    int type = 0;  // 0 cube, 1 vector
+    // A gang share: written by the placer (under mutex_) before state = kAssigned (release).
     TaskSlot* task = nullptr;
     int gang_pos = 0;
     int gang_size = 0;
-    bool busy = false;  // under the lock
+    TaskSlot* continuation = nullptr;  // the core's own: the successor it runs next
+  };
+  struct Work {
+    TaskSlot* task = nullptr;  // null: stop
+    int gang_pos = 0;
+    int gang_size = 1;
+  };
+  // What completing tasks made ready, handed out when the completion is done.
+  struct Released {
+    ReadyBatch ready[2];              // single-core tasks, by core type
+    std::vector<TaskSlot*> skipped;   // to complete without running
   };
 
-  // All under the lock.
-  void make_ready(TaskSlot* slot);
-  void dispatch();
-  bool fits(const TaskSlot& slot) const;
-  void place(TaskSlot* slot);
-  void assign(int core, TaskSlot* slot, int gang_pos, int gang_size);
-  void complete(TaskSlot* slot, Status status, bool ran);
-  void skip(TaskSlot* slot);
-  void unref(TaskSlot* slot);
+  static int type_of(platform::LaunchMode mode) noexcept {
+    return mode == platform::LaunchMode::kCube ? 0 : 1;
+  }
+  bool single_core(const TaskSlot& slot) const noexcept {
+    return slot.gang == 1 && slot.info.config.mode != platform::LaunchMode::kMix;
+  }
+
+  Work next_work(Core& me);
+  void execute(const Work& work, Core& me, int core_index);
+  // Completes `slot` (and the tasks this makes skip), then hands out what became ready.
+  void complete(TaskSlot* slot, Status status, bool ran, Core* me);
+  void complete_one(TaskSlot* slot, Status status, bool ran, Core* me, Released& released);
+  void make_ready(TaskSlot* slot, Core* me, Released& released);
+  void hand_out(Released& released, Core* me);
+  void order_after(TaskSlot* slot, TaskSlot* pred);
+  void unref(TaskSlot* slot) noexcept;
+  void mark_skipped(TaskSlot* slot);
   void fail_run(const Status& status);
-  void note_progress();
+  // Places waiting gangs on idle cores (under mutex_); after a failure, moves them to `skipped`.
+  void dispatch_gangs(std::vector<TaskSlot*>& skipped);
+  bool try_place(TaskSlot* slot);
+  void enqueue_gang(TaskSlot* slot);
+  void drain_ready(std::vector<TaskSlot*>& skipped);
+  void sweep(TaskRing& ring, TensorMap& map);
+  TaskSlot* find_live(TaskId id);
   std::string describe(const TaskSlot& slot) const;
   std::string describe_ring(TaskRing& ring);
 
-  // Waits until progress_ moves past `seen` (or, with wake_on_failure, the run fails). TIMEOUT
+  // Waits until completed_ moves past `seen` (or, with wake_on_failure, the run fails). TIMEOUT
   // naming `what` when nothing progressed for wait_timeout_s.
   Status wait_for_progress(std::uint64_t seen, bool wake_on_failure, std::string_view what);
 
@@ -124,27 +172,26 @@ class Scheduler {
   const int ratio_;
   platform::WaitPolicy policy_;
 
-  mutable std::mutex mutex_;
+  // Orchestration thread only.
   std::vector<std::unique_ptr<TaskRing>> rings_;
-  std::unordered_map<TaskId, TaskSlot*> live_;  // tasks whose slot is not reclaimed
-  std::deque<TaskSlot*> ready_[3];              // by platform::LaunchMode
-  std::unique_ptr<Core[]> cores_;
-  struct Completion {
-    TaskSlot* slot;
-    Status status;
-    bool ran;
-  };
-  std::vector<Completion> completing_;  // complete()'s worklist (no recursion down a chain)
-  bool in_complete_ = false;
-  bool no_cores_ = false;
+  std::vector<FoundDependency> found_;
   std::uint64_t published_ = 0;
-  std::uint64_t completed_ = 0;
-  Status first_error_;
+  std::uint64_t acquired_ = 0;
 
+  std::unique_ptr<Core[]> cores_;
+  ReadyQueue ready_[2];  // single-core tasks by core type
+
+  mutable std::mutex mutex_;       // gang queues and placement
+  std::deque<TaskSlot*> gangs_[3]; // by platform::LaunchMode
+  alignas(64) std::atomic<int> gangs_waiting_[2] = {0, 0};  // queued gangs needing each core type
+
+  mutable std::mutex error_mutex_;
+  Status first_error_;
   std::atomic<bool> failed_{false};
+  std::atomic<bool> no_cores_{false};
   std::atomic<bool> stopping_{false};
-  std::atomic<std::uint64_t> progress_{0};  // completions + reclaims
-  platform::WaitWord progress_event_;
+  alignas(64) std::atomic<std::uint64_t> completed_{0};
+  platform::WaitWord progress_event_;  // bumped after completions and on failure
 };
 
 }  // namespace hp::runtime

@@ -32,19 +32,20 @@ Status TaskArgs::validate(std::string_view what) const {
   }
   for (int i = 0; i < num_tensors(); ++i) {
     const TensorArg& arg = tensors_[static_cast<std::size_t>(i)];
-    const std::string name = fmt::format("{}: tensor argument {} ({})", what, i, to_string(arg.tag));
+    // Formatted only for an error: validate runs on every submit.
+    auto name = [&] { return fmt::format("{}: tensor argument {} ({})", what, i, to_string(arg.tag)); };
     if (arg.tag == ArgTag::kOutput) {
       HP_ENSURE(arg.view.data() == nullptr, ErrorCode::kInvalidArgument,
                 "{} has data; OUTPUT tensors are allocated by the runtime: pass dtype and shape "
                 "only, or tag caller memory OUTPUT_EXISTING",
-                name);
+                name());
       // validate() wants data for a non-empty view: check the shape on a stand-in pointer.
       alignas(64) static std::byte stand_in[1];
       TensorView shape_only(stand_in, arg.view.dtype(), arg.view.shape());
-      HP_RETURN_IF_ERROR(shape_only.validate(name));
+      if (!shape_only.validate({}).is_ok()) return shape_only.validate(name());
       continue;
     }
-    HP_RETURN_IF_ERROR(arg.view.validate(name));
+    if (!arg.view.validate({}).is_ok()) return arg.view.validate(name());
   }
   return Status::ok();
 }

@@ -1,10 +1,12 @@
 // TaskRing: the task slots and the heap ring of one scope depth (internal to the runtime).
 //
 // Slots are taken and reclaimed in submission order: head and tail count slots taken and
-// reclaimed (slot = count % capacity); the live tasks are [tail, head). Only the oldest live
-// task can be reclaimed, so a long-lived task holds back the ring behind it. That is why each
-// scope depth (0, 1, 2, >= 3) has its own ring (seed 003): an inner scope's short-lived tasks
-// recycle their ring while an outer scope still holds its tasks. Under the scheduler lock.
+// reclaimed (slot = count % capacity); the live tasks are [tail, head), their ids increasing.
+// Only the oldest live task can be reclaimed, so a long-lived task holds back the ring behind
+// it. That is why each scope depth (0, 1, 2, >= 3) has its own ring (seed 003): an inner scope's
+// short-lived tasks recycle their ring while an outer scope still holds its tasks.
+// Orchestration thread only: other threads mark slots CONSUMED, the orchestration thread
+// reclaims them (Scheduler::sweep).
 #ifndef HYPER_PARALLEL_RUNTIME_TASK_RING_H_
 #define HYPER_PARALLEL_RUNTIME_TASK_RING_H_
 
@@ -30,17 +32,29 @@ class TaskRing {
   const HeapRing& heap() const noexcept { return heap_; }
 
   // The next slot (the ring must not be full).
-  TaskSlot* take() noexcept { return &slots_[head_++ % static_cast<std::uint64_t>(capacity_)]; }
+  TaskSlot* take() noexcept { return at(head_++); }
   // The slot that is reclaimed next, or null when none is live.
-  TaskSlot* oldest() noexcept {
-    return head_ == tail_ ? nullptr : &slots_[tail_ % static_cast<std::uint64_t>(capacity_)];
+  TaskSlot* oldest() noexcept { return head_ == tail_ ? nullptr : at(tail_); }
+  // The newest live slot, or null.
+  TaskSlot* newest() noexcept { return head_ == tail_ ? nullptr : at(head_ - 1); }
+  // The live slot of task `id`, or null (binary search: ids increase from tail to head).
+  TaskSlot* find(TaskId id) noexcept {
+    std::uint64_t lo = tail_, hi = head_;
+    while (lo < hi) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      if (at(mid)->id < id) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo < head_ && at(lo)->id == id ? at(lo) : nullptr;
   }
   // Reclaims the oldest slot (it must be CONSUMED): its heap memory too; the slot is FREE.
   void reclaim_oldest() {
     TaskSlot* s = oldest();
     heap_.release_to(s->heap_mark);
     s->reset();
-    s->state = TaskState::kFree;
     ++tail_;
   }
 
@@ -53,12 +67,16 @@ class TaskRing {
     r.heap_capacity = heap_.capacity();
     if (TaskSlot* s = oldest()) {
       r.oldest_task = s->id;
-      r.oldest_state = s->state;
+      r.oldest_state = s->state.load(std::memory_order_acquire);
     }
     return r;
   }
 
  private:
+  TaskSlot* at(std::uint64_t count) noexcept {
+    return &slots_[count % static_cast<std::uint64_t>(capacity_)];
+  }
+
   int index_;
   int capacity_;
   std::unique_ptr<TaskSlot[]> slots_;

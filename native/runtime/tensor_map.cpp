@@ -1,20 +1,172 @@
 #include "tensor_map.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace hp::runtime {
 
-void TensorMap::find(std::span<const TensorAccess> accesses,
-                     const std::function<bool(TaskId)>& retired,
-                     std::vector<FoundDependency>* found) {
-  std::erase_if(entries_, [&](const Entry& e) { return retired(e.task); });
+namespace {
+
+std::size_t hash_of(std::uint64_t key) noexcept {
+  return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 17);
+}
+
+}  // namespace
+
+TensorMap::TensorMap() { clear(); }
+
+TensorMap::~TensorMap() noexcept = default;
+
+void TensorMap::clear() noexcept {
+  entries_.clear();
+  free_.clear();
+  table_.clear();
+  table_used_ = 0;
+  live_ = 0;
+  for (int w = 0; w < 2; ++w) {
+    classes_in_use_[w] = 0;
+    for (int k = 0; k < 64; ++k) {
+      class_head_[w][k] = kNone;
+      class_count_[w][k] = 0;
+    }
+  }
+}
+
+int TensorMap::class_of(std::uintptr_t lo, std::uintptr_t hi) noexcept {
+  const auto length = static_cast<std::uint64_t>(hi - lo);
+  return std::max(kMinClass, static_cast<int>(std::bit_width(length - 1)));
+}
+
+std::uint32_t* TensorMap::bucket_head(std::uint64_t key) noexcept {
+  if (table_.empty()) return nullptr;
+  const std::size_t mask = table_.size() - 1;
+  for (std::size_t i = hash_of(key) & mask;; i = (i + 1) & mask) {
+    if (table_[i].key == key) return &table_[i].head;
+    if (table_[i].key == kEmptyKey) return nullptr;
+  }
+}
+
+void TensorMap::grow() {
+  std::vector<Slot> old = std::move(table_);
+  table_.assign(old.empty() ? 64 : old.size() * 2, Slot{kEmptyKey, kNone});
+  table_used_ = 0;
+  for (const Slot& s : old) {
+    if (s.key != kEmptyKey) table_put(s.key, s.head);
+  }
+}
+
+void TensorMap::table_put(std::uint64_t key, std::uint32_t head) {
+  if ((table_used_ + 1) * 2 > table_.size()) grow();
+  const std::size_t mask = table_.size() - 1;
+  std::size_t i = hash_of(key) & mask;
+  while (table_[i].key != kEmptyKey) i = (i + 1) & mask;
+  table_[i] = {key, head};
+  ++table_used_;
+}
+
+void TensorMap::table_erase(std::uint64_t key) {
+  const std::size_t mask = table_.size() - 1;
+  std::size_t i = hash_of(key) & mask;
+  while (table_[i].key != key) i = (i + 1) & mask;
+  // Backward-shift deletion (linear probing without tombstones): move later members of the
+  // probe run into the hole unless their home lies cyclically in (hole, their position].
+  for (std::size_t j = i;;) {
+    j = (j + 1) & mask;
+    if (table_[j].key == kEmptyKey) break;
+    const std::size_t home = hash_of(table_[j].key) & mask;
+    const bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+    if (!stays) {
+      table_[i] = table_[j];
+      i = j;
+    }
+  }
+  table_[i].key = kEmptyKey;
+  --table_used_;
+}
+
+void TensorMap::insert(std::uint32_t index) {
+  Entry& e = entries_[index];
+  const int w = e.write ? 1 : 0;
+  e.key = key_of(e.size_class, e.lo >> e.size_class, e.write);
+  e.prev = kNone;
+  if (std::uint32_t* head = bucket_head(e.key)) {
+    e.next = *head;
+    entries_[*head].prev = index;
+    *head = index;
+  } else {
+    e.next = kNone;
+    table_put(e.key, index);
+  }
+  e.class_prev = kNone;
+  e.class_next = class_head_[w][e.size_class];
+  if (e.class_next != kNone) entries_[e.class_next].class_prev = index;
+  class_head_[w][e.size_class] = index;
+  ++class_count_[w][e.size_class];
+  classes_in_use_[w] |= std::uint64_t{1} << e.size_class;
+  e.live = true;
+  ++live_;
+}
+
+void TensorMap::unlink(std::uint32_t index) {
+  Entry& e = entries_[index];
+  const int w = e.write ? 1 : 0;
+  if (e.prev != kNone) {
+    entries_[e.prev].next = e.next;
+  } else if (e.next != kNone) {
+    *bucket_head(e.key) = e.next;
+  } else {
+    table_erase(e.key);
+  }
+  if (e.next != kNone) entries_[e.next].prev = e.prev;
+  if (e.class_prev != kNone) {
+    entries_[e.class_prev].class_next = e.class_next;
+  } else {
+    class_head_[w][e.size_class] = e.class_next;
+  }
+  if (e.class_next != kNone) entries_[e.class_next].class_prev = e.class_prev;
+  if (--class_count_[w][e.size_class] == 0) classes_in_use_[w] &= ~(std::uint64_t{1} << e.size_class);
+  e.live = false;
+  e.owner = nullptr;
+  free_.push_back(index);
+  --live_;
+}
+
+template <typename F>
+void TensorMap::for_each_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_only, F&& f) {
+  for (int w = writes_only ? 1 : 0; w < 2; ++w) {
+    for (std::uint64_t classes = classes_in_use_[w]; classes != 0; classes &= classes - 1) {
+      const int k = std::countr_zero(classes);
+      const std::uintptr_t first = std::max<std::uintptr_t>(lo >> k, 1) - 1;
+      const std::uintptr_t last = (hi - 1) >> k;
+      if (last - first + 1 > class_count_[w][k]) {
+        for (std::uint32_t i = class_head_[w][k]; i != kNone; i = entries_[i].class_next) {
+          if (entries_[i].lo < hi && lo < entries_[i].hi) f(i);
+        }
+        continue;
+      }
+      for (std::uintptr_t g = first; g <= last; ++g) {
+        const std::uint32_t* head = bucket_head(key_of(k, g, w == 1));
+        if (head == nullptr) continue;
+        for (std::uint32_t i = *head; i != kNone; i = entries_[i].next) {
+          if (entries_[i].lo < hi && lo < entries_[i].hi) f(i);
+        }
+      }
+    }
+  }
+}
+
+void TensorMap::find(std::span<const TensorAccess> accesses, std::vector<FoundDependency>* found) {
   for (const TensorAccess& a : accesses) {
     if (a.tag == ArgTag::kOutput || a.region.empty()) continue;
-    for (const Entry& e : entries_) {
-      const bool no_dep = a.tag == ArgTag::kNoDep;
-      if (no_dep && !e.creator) continue;
-      if (!overlaps(a.region, e.region)) continue;
+    const bool no_dep = a.tag == ArgTag::kNoDep;
+    // INPUT and NO_DEP accesses depend only on writes (creators are writes).
+    const bool writes_only = a.tag == ArgTag::kInput || no_dep;
+    for_each_near(a.region.lo(), a.region.hi(), writes_only, [&](std::uint32_t index) {
+      const Entry& e = entries_[index];
+      if (no_dep && !e.creator) return;
+      if (!overlaps(a.region, e.region)) return;
       FoundDependency f;
+      f.pred = e.owner;
       f.dep.pred = e.task;
       f.dep.arg_index = a.arg_index;
       f.dep.source = e.creator ? DepSource::kCreator : DepSource::kTensorMap;
@@ -22,7 +174,6 @@ void TensorMap::find(std::span<const TensorAccess> accesses,
       f.orders = !no_dep;
       switch (a.tag) {
         case ArgTag::kInput:
-          if (!e.write) f.orders = false;
           f.dep.kind = DepKind::kRaw;
           break;
         case ArgTag::kInOut:
@@ -36,21 +187,49 @@ void TensorMap::find(std::span<const TensorAccess> accesses,
           f.dep.kind = DepKind::kRaw;
           break;
       }
-      if (f.orders || f.keeps_alive) found->push_back(f);
-    }
+      found->push_back(f);
+    });
   }
 }
 
-void TensorMap::record(TaskId task, std::span<const TensorAccess> accesses) {
+void TensorMap::record(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
+                       std::vector<std::uint32_t>* handles) {
   for (const TensorAccess& a : accesses) {
     if (a.tag == ArgTag::kNoDep || a.region.empty()) continue;
     const bool write = a.tag != ArgTag::kInput;
     if (write && a.region.contiguous()) {
-      std::erase_if(entries_, [&](const Entry& e) {
-        return !e.creator && e.task != task && covers(a.region, e.region);
+      scratch_.clear();
+      for_each_near(a.region.lo(), a.region.hi(), false, [&](std::uint32_t index) {
+        const Entry& e = entries_[index];
+        if (!e.creator && e.task != task && covers(a.region, e.region)) scratch_.push_back(index);
       });
+      for (std::uint32_t index : scratch_) unlink(index);
     }
-    entries_.push_back({a.region, task, write, a.tag == ArgTag::kOutput});
+    std::uint32_t index;
+    if (!free_.empty()) {
+      index = free_.back();
+      free_.pop_back();
+    } else {
+      index = static_cast<std::uint32_t>(entries_.size());
+      entries_.emplace_back();
+    }
+    Entry& e = entries_[index];
+    e.region = a.region;
+    e.lo = a.region.lo();
+    e.hi = a.region.hi();
+    e.task = task;
+    e.owner = owner;
+    e.write = write;
+    e.creator = a.tag == ArgTag::kOutput;
+    e.size_class = static_cast<std::uint8_t>(class_of(e.lo, e.hi));
+    insert(index);
+    handles->push_back(index);
+  }
+}
+
+void TensorMap::remove(TaskId task, std::span<const std::uint32_t> handles) {
+  for (std::uint32_t index : handles) {
+    if (index < entries_.size() && entries_[index].live && entries_[index].task == task) unlink(index);
   }
 }
 

@@ -1,5 +1,5 @@
 // TensorMap: which earlier tasks touched which memory, for inferring a new task's dependencies
-// from its tensor arguments (orchestrator thread only; not thread-safe).
+// from its tensor arguments (orchestration thread only; not thread-safe).
 //
 // Each recorded access is an entry {region, task, write?, creator?}. For a new access A and an
 // entry E whose regions overlap (tensor_region.h):
@@ -10,22 +10,35 @@
 //   A NO_DEP           no ordering; but when E created the memory (an OUTPUT), the new task
 //                      keeps E's memory alive until it completes (keeps_alive)
 // Every access that overlaps a creator entry keeps the creator's memory alive too.
-// Entries of retired tasks (slot reclaimed) are dropped when met. A write with a contiguous
-// region drops older non-creator entries it covers: whoever touches that memory later overlaps
-// the new write and is ordered after it, hence after them. Creator entries stay until their
-// task retires (they carry the memory's lifetime).
+// A write with a contiguous region drops older non-creator entries it covers: whoever touches
+// that memory later overlaps the new write and is ordered after it, hence after them. Creator
+// entries stay until their task retires (they carry the memory's lifetime). The owner removes a
+// task's entries when its slot is reclaimed (remove()).
+//
+// Index (so that a lookup costs what it finds, not what the map holds): an entry of bounding
+// range [lo, hi) belongs to size class k, the smallest k >= kMinClass with hi - lo <= 2^k, and
+// sits in the bucket (k, lo >> k, write?) of a hash table. Such an entry can overlap [a, b)
+// only if lo >> k lies in [(a >> k) - 1, (b - 1) >> k], so a lookup visits those buckets of each
+// class in use; when a class holds fewer entries than that many buckets, it walks the class's
+// list instead. Reads and writes sit in separate buckets: an INPUT (or NO_DEP) lookup never
+// walks the readers that pile up on a buffer many tasks read. Rejected: one list scanned per
+// lookup (quadratic in the tasks in flight: 10 us per task at 1000 readers), an ordered map by
+// address (a node allocation per entry, and long regions defeat its range bound).
 #ifndef HYPER_PARALLEL_RUNTIME_TENSOR_MAP_H_
 #define HYPER_PARALLEL_RUNTIME_TENSOR_MAP_H_
 
-#include <functional>
+#include <cstdint>
 #include <span>
 #include <vector>
 
+#include "../common/api.h"
 #include "task_args.h"
 #include "task_types.h"
 #include "tensor_region.h"
 
 namespace hp::runtime {
+
+struct TaskSlot;
 
 struct TensorAccess {
   TensorRegion region;
@@ -35,28 +48,77 @@ struct TensorAccess {
 
 struct FoundDependency {
   Dependency dep;
+  TaskSlot* pred = nullptr;  // the owner recorded with the entry
   bool orders = true;        // the new task must wait for dep.pred
   bool keeps_alive = false;  // the new task holds dep.pred's memory until it completes
 };
 
-class TensorMap {
+class HP_API TensorMap {  // exported for its unit test; the header is not installed
  public:
-  // Appends the new task's dependencies on entries of tasks for which retired() is false.
-  void find(std::span<const TensorAccess> accesses, const std::function<bool(TaskId)>& retired,
-            std::vector<FoundDependency>* found);
-  // Records the task's accesses (NO_DEP ones are not recorded).
-  void record(TaskId task, std::span<const TensorAccess> accesses);
-  std::size_t size() const noexcept { return entries_.size(); }
-  void clear() noexcept { entries_.clear(); }
+  static constexpr int kMinClass = 6;  // 64-byte buckets at least
+
+  TensorMap();
+  ~TensorMap() noexcept;
+  TensorMap(const TensorMap&) = delete;
+  TensorMap& operator=(const TensorMap&) = delete;
+
+  // Appends the new accesses' dependencies on the recorded entries.
+  void find(std::span<const TensorAccess> accesses, std::vector<FoundDependency>* found);
+  // Records the task's accesses (NO_DEP ones are not recorded), `owner` standing for the task in
+  // later findings; appends the new entries' handles to `handles`.
+  void record(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
+              std::vector<std::uint32_t>* handles);
+  // Removes the task's entries among `handles` (those already dropped are skipped).
+  void remove(TaskId task, std::span<const std::uint32_t> handles);
+  std::size_t size() const noexcept { return live_; }
+  void clear() noexcept;
 
  private:
+  static constexpr std::uint32_t kNone = 0xffffffffu;
   struct Entry {
+    std::uintptr_t lo = 0, hi = 0;  // copies of region.lo()/hi(): the scan reads only these
+    TaskId task = kNoTask;
+    TaskSlot* owner = nullptr;
+    std::uint64_t key = 0;
+    std::uint32_t prev = kNone, next = kNone;              // in its bucket
+    std::uint32_t class_prev = kNone, class_next = kNone;  // in its class list
+    std::uint8_t size_class = 0;
+    bool write = false;
+    bool creator = false;
+    bool live = false;
     TensorRegion region;
-    TaskId task;
-    bool write;
-    bool creator;
   };
+  struct Slot {  // of the open-addressing table: a bucket's key and its first entry
+    std::uint64_t key;
+    std::uint32_t head;
+  };
+  static constexpr std::uint64_t kEmptyKey = ~std::uint64_t{0};
+
+  static int class_of(std::uintptr_t lo, std::uintptr_t hi) noexcept;
+  static std::uint64_t key_of(int size_class, std::uintptr_t granule, bool write) noexcept {
+    return (static_cast<std::uint64_t>(granule) << 7) | (static_cast<std::uint64_t>(size_class) << 1) |
+           (write ? 1u : 0u);
+  }
+  // Calls f(index) for each live entry whose bounding range meets [lo, hi), writes only or both.
+  template <typename F>
+  void for_each_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_only, F&& f);
+  std::uint32_t* bucket_head(std::uint64_t key) noexcept;  // null when the bucket is empty
+  void insert(std::uint32_t index);
+  void unlink(std::uint32_t index);
+  void table_put(std::uint64_t key, std::uint32_t head);
+  void table_erase(std::uint64_t key);
+  void grow();
+
   std::vector<Entry> entries_;
+  std::vector<std::uint32_t> free_;
+  std::vector<Slot> table_;  // power-of-two size
+  std::size_t table_used_ = 0;
+  std::size_t live_ = 0;
+  // Per [write?][class]: the class list's first entry and its length.
+  std::uint32_t class_head_[2][64];
+  std::uint32_t class_count_[2][64];
+  std::uint64_t classes_in_use_[2] = {0, 0};  // bit k: class k non-empty
+  std::vector<std::uint32_t> scratch_;
 };
 
 }  // namespace hp::runtime

@@ -493,5 +493,54 @@ TEST(Chip, BlockLaunchRunsTheBlocksItsCallerPlaces) {
             ErrorCode::kInvalidArgument);
 }
 
+// Re-arming a finished BlockLaunch gives a fresh launch: flags at 0, no failure, the new kernel,
+// block_dim and flag count.
+TEST(Chip, ABlockLaunchIsReArmedInPlaceForTheNextKernel) {
+  std::unique_ptr<Chip> chip;
+  ASSERT_TRUE(Chip::create({.num_cube = 1, .num_vector = 1}, &chip).is_ok());
+  std::unique_ptr<BlockLaunch> launch;
+  ASSERT_TRUE(chip->prepare_block_launch({.mode = LaunchMode::kVector, .block_dim = 1, .num_flags = 4},
+                                         [](BlockContext& ctx) -> Status {
+                                           HP_RETURN_IF_ERROR(ctx.set_flag(3, 5));
+                                           return Status::error(ErrorCode::kInternal, "first");
+                                         },
+                                         1, &launch)
+                  .is_ok());
+  launch->run_block(0, CoreType::kVector, 0, 1);
+  ASSERT_TRUE(launch->failed());
+  const BlockLaunch* first = launch.get();
+  std::vector<std::uint32_t> flags;
+  int dim = 0;
+  ASSERT_TRUE(chip->prepare_block_launch({.mode = LaunchMode::kVector, .block_dim = 2, .num_flags = 8},
+                                         [&](BlockContext& ctx) -> Status {
+                                           dim = ctx.block_dim();
+                                           for (int f = 0; f < 8; ++f) flags.push_back(ctx.flag_value(f));
+                                           return ctx.set_flag(7);
+                                         },
+                                         1, &launch)
+                  .is_ok());
+  EXPECT_EQ(launch.get(), first);  // the same object
+  EXPECT_FALSE(launch->failed());
+  EXPECT_TRUE(launch->result().is_ok());
+  launch->run_block(0, CoreType::kVector, 0, 1);
+  EXPECT_TRUE(launch->result().is_ok()) << launch->result().to_string();
+  EXPECT_EQ(dim, 2);
+  EXPECT_EQ(flags, std::vector<std::uint32_t>(8, 0));
+  // Fewer flags, then more again: the flags set in between are back at 0.
+  ASSERT_TRUE(chip->prepare_block_launch({.mode = LaunchMode::kVector, .block_dim = 1, .num_flags = 2},
+                                         [](BlockContext&) { return Status::ok(); }, 1, &launch)
+                  .is_ok());
+  ASSERT_TRUE(chip->prepare_block_launch({.mode = LaunchMode::kVector, .block_dim = 1, .num_flags = 8},
+                                         [&](BlockContext& ctx) -> Status {
+                                           EXPECT_EQ(ctx.flag_value(7), 0u);
+                                           EXPECT_EQ(ctx.set_flag(8).code(), ErrorCode::kOutOfRange);
+                                           return Status::ok();
+                                         },
+                                         1, &launch)
+                  .is_ok());
+  launch->run_block(0, CoreType::kVector, 0, 1);
+  EXPECT_TRUE(launch->result().is_ok());
+}
+
 }  // namespace
 }  // namespace hp::platform
