@@ -283,6 +283,7 @@ struct BenchOptions {
   int rounds = 7;
   int width = 1000;
   int scope = 512;
+  bool peer = true;  // --no-peer: only the runtime (for profiling it)
 };
 
 BenchOptions parse(int argc, char** argv) {
@@ -297,6 +298,8 @@ BenchOptions parse(int argc, char** argv) {
       o.tasks = 3000;
       o.rounds = 1;
       o.width = 100;
+    } else if (arg == "--no-peer") {
+      o.peer = false;
     } else if (const char* v = value("--tasks")) {
       o.tasks = std::atoi(v);
     } else if (const char* v = value("--rounds")) {
@@ -307,7 +310,7 @@ BenchOptions parse(int argc, char** argv) {
       o.scope = std::atoi(v);
     } else {
       std::fprintf(stderr,
-                   "usage: bench_runtime [--quick] [--tasks=N] [--rounds=R] [--width=W] [--scope=S]\n");
+                   "usage: bench_runtime [--quick] [--tasks=N] [--rounds=R] [--width=W] [--scope=S] [--no-peer]\n");
       std::exit(2);
     }
   }
@@ -338,17 +341,22 @@ int main(int argc, char** argv) {
     verify(hp, dag);
   }
   for (Dag& dag : dags) {
-    run_tbb(arena, dag);  // warm up
+    if (options.peer) run_tbb(arena, dag);  // warm up
     const double n = static_cast<double>(dag.tasks.size());
     std::vector<double> ours, peer;
     for (int r = 0; r < options.rounds; ++r) {
       auto start = std::chrono::steady_clock::now();
       hp.run(dag, nullptr);
       ours.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / n);
+      if (!options.peer) continue;
       start = std::chrono::steady_clock::now();
       std::unique_ptr<TbbGraph> graph = run_tbb(arena, dag);
       peer.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / n);
       graph.reset();
+    }
+    if (!options.peer) {
+      std::printf("%-42s hp: %8.1f ns/task\n", dag.name.c_str(), hp::bench::median(ours) * 1e9);
+      continue;
     }
     const double a = hp::bench::median(ours), b = hp::bench::median(peer);
     std::printf("%-42s hp: %8.1f ns/task   tbb::flow: %8.1f ns/task   hp/tbb: %5.2f\n",

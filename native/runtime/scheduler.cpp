@@ -385,9 +385,11 @@ bool Scheduler::try_place(TaskSlot* slot) {
   }
   const int needed = mode == LaunchMode::kMix ? blocks : slot->gang;
   if (groups < needed) {
-    release(0);  // the released cores may take single-core work again
-    platform::notify_event(ready_[0].event(), false);
-    platform::notify_event(ready_[1].event(), false);
+    if (!claimed.empty()) {
+      release(0);  // the released cores may take single-core work again
+      platform::notify_event(ready_[0].event(), false);
+      platform::notify_event(ready_[1].event(), false);
+    }
     return false;
   }
   slot->state.store(TaskState::kRunning, std::memory_order_relaxed);
@@ -406,7 +408,9 @@ bool Scheduler::try_place(TaskSlot* slot) {
 }
 
 void Scheduler::dispatch_gangs(std::vector<TaskSlot*>& skipped) {
+  bool dequeued = false;
   auto dequeue = [&](int q) {
+    dequeued = true;
     TaskSlot* slot = gangs_[q].front();
     gangs_[q].pop_front();
     const auto mode = static_cast<LaunchMode>(q);
@@ -437,9 +441,10 @@ void Scheduler::dispatch_gangs(std::vector<TaskSlot*>& skipped) {
       if (!placed) break;
     }
   }
-  // Cores that held back single-core work for a gang may take it now.
-  platform::notify_event(ready_[0].event(), false);
-  platform::notify_event(ready_[1].event(), false);
+  if (dequeued) {  // cores that held back single-core work for a gang may take it now
+    platform::notify_event(ready_[0].event(), false);
+    platform::notify_event(ready_[1].event(), false);
+  }
 }
 
 // --- cores ---
@@ -515,7 +520,8 @@ void Scheduler::execute(const Work& work, Core& me, int core_index) {
   }
   for (Observer* o : options_.observers) o->on_task_end(task->info, core_index);
   if (task->cores_outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    complete(task, task->launch->result(), true, &me);
+    // failed() first: result() takes the launch's error lock.
+    complete(task, task->launch->failed() ? task->launch->result() : Status::ok(), true, &me);
   }
 }
 
