@@ -48,15 +48,20 @@ class LaunchState {
 
   // Ready for the next launch of the same config_ and kernel_ objects (which the caller has
   // reassigned); no block of the previous launch may still run.
+  // Writes only what changes: the blocks of the next launch then read lines that stayed in
+  // their caches.
   void rearm(int ratio, int resident_blocks, int total_blocks, double timeout_s,
              const WaitPolicy& policy) {
-    ratio_ = ratio;
-    all_resident_ = resident_blocks >= total_blocks;
-    timeout_s_ = timeout_s;
-    policy_ = policy;
+    if (ratio_ != ratio) ratio_ = ratio;
+    if (all_resident_ != (resident_blocks >= total_blocks)) all_resident_ = resident_blocks >= total_blocks;
+    if (timeout_s_ != timeout_s) timeout_s_ = timeout_s;
+    if (policy_.spin != policy.spin || policy_.yield_for != policy.yield_for ||
+        policy_.process_shared != policy.process_shared) {
+      policy_ = policy;
+    }
     flags_.reset(config_.num_flags);
     barrier_.reset(total_blocks);
-    aborted_.store(false, std::memory_order_relaxed);
+    if (aborted_.load(std::memory_order_relaxed)) aborted_.store(false, std::memory_order_relaxed);
     // No lock: the blocks that could write it are done, and the caller synchronised with them.
     if (!first_error_.is_ok()) first_error_ = Status::ok();
   }
@@ -429,18 +434,36 @@ Status Chip::launch(const LaunchConfig& config, const Kernel& kernel) {
 namespace hp::platform {
 
 struct BlockLaunch::Impl {
-  Impl(const LaunchConfig& launch_config, Kernel launch_kernel, int ratio, int resident,
-       int total, double timeout_s, const WaitPolicy& policy)
+  Impl(const LaunchConfig& launch_config, Kernel launch_kernel, int chip_ratio, int resident,
+       int total, double timeout_s, double chip_timeout, const WaitPolicy& chip_policy)
       : config(launch_config),
         kernel(std::move(launch_kernel)),
+        ratio(chip_ratio),
+        chip_timeout_s(chip_timeout),
+        policy(chip_policy),
         state(config, kernel, ratio, resident, total, timeout_s, policy) {}
+  void rearm(const LaunchConfig& next, int resident) {
+    if (config.mode != next.mode) config.mode = next.mode;
+    if (config.block_dim != next.block_dim) config.block_dim = next.block_dim;
+    if (config.num_flags != next.num_flags) config.num_flags = next.num_flags;
+    if (config.wait_timeout_s != next.wait_timeout_s) config.wait_timeout_s = next.wait_timeout_s;
+    const int total = config.mode == LaunchMode::kMix ? config.block_dim * (1 + ratio) : config.block_dim;
+    state.rearm(ratio, resident, total, config.wait_timeout_s.value_or(chip_timeout_s), policy);
+  }
   LaunchConfig config;  // state refers to config and kernel: declared before it
   Kernel kernel;
+  const int ratio;
+  const double chip_timeout_s;
+  const WaitPolicy policy;
   LaunchState state;
 };
 
 BlockLaunch::BlockLaunch(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 BlockLaunch::~BlockLaunch() noexcept = default;
+
+void BlockLaunch::rearm(const LaunchConfig& config, int resident_blocks) {
+  impl_->rearm(config, resident_blocks);
+}
 
 void BlockLaunch::run_block(int block_idx, CoreType type, int sub_block_idx, int core_idx) {
   impl_->state.run_block(block_idx, type, sub_block_idx, core_idx);
@@ -460,14 +483,13 @@ Status Chip::prepare_block_launch(const LaunchConfig& config, Kernel kernel, int
             resident_blocks, total);
   const double timeout = config.wait_timeout_s.value_or(impl_->wait_timeout_s);
   if (*launch) {
-    BlockLaunch::Impl& impl = *(*launch)->impl_;
-    impl.config = config;
-    impl.kernel = std::move(kernel);
-    impl.state.rearm(ratio(), resident_blocks, total, timeout, impl_->policy);
+    (*launch)->impl_->kernel = std::move(kernel);
+    (*launch)->rearm(config, resident_blocks);
     return Status::ok();
   }
   launch->reset(new BlockLaunch(std::make_unique<BlockLaunch::Impl>(
-      config, std::move(kernel), ratio(), resident_blocks, total, timeout, impl_->policy)));
+      config, std::move(kernel), ratio(), resident_blocks, total, timeout, impl_->wait_timeout_s,
+      impl_->policy)));
   return Status::ok();
 }
 

@@ -114,6 +114,11 @@ class HP_API BlockLaunch {
   BlockLaunch(const BlockLaunch&) = delete;
   BlockLaunch& operator=(const BlockLaunch&) = delete;
 
+  // Re-arms the launch for the next run of the same kernel with `config` (which must pass
+  // Chip::check_launch_config for the chip that prepared it; none of its blocks may be running):
+  // as prepare_block_launch re-arms, without replacing the kernel.
+  void rearm(const LaunchConfig& config, int resident_blocks);
+
   // Runs one block on the calling thread. The first block that fails (error or exception)
   // fails the launch and cancels the other blocks' waits; blocks run after that are skipped.
   void run_block(int block_idx, CoreType type, int sub_block_idx, int core_idx);

@@ -12,8 +12,8 @@ void FlagTable::reset(int count) {
   } else if (dirty_.load(std::memory_order_relaxed)) {
     for (int i = 0; i < count_; ++i) slots_[i].word.value.store(0, std::memory_order_relaxed);
   }
-  dirty_.store(false, std::memory_order_relaxed);
-  count_ = count;
+  if (dirty_.load(std::memory_order_relaxed)) dirty_.store(false, std::memory_order_relaxed);
+  if (count_ != count) count_ = count;
 }
 
 std::uint32_t FlagTable::value(int id) const noexcept {

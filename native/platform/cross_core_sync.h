@@ -51,10 +51,10 @@ class Barrier {
   explicit Barrier(int parties) : parties_(parties) {}
 
   // A fresh barrier for `parties`, for the next launch (no waiter may remain).
-  void reset(int parties) noexcept {
-    count_.store(0, std::memory_order_relaxed);
-    broken_.store(false, std::memory_order_relaxed);
-    parties_ = parties;
+  void reset(int parties) noexcept {  // writes only what changes (see LaunchState::rearm)
+    if (count_.load(std::memory_order_relaxed) != 0) count_.store(0, std::memory_order_relaxed);
+    if (broken_.load(std::memory_order_relaxed)) broken_.store(false, std::memory_order_relaxed);
+    if (parties_ != parties) parties_ = parties;
   }
   // `arrived` receives how many parties had arrived when the wait ended.
   WaitResult arrive_and_wait(Clock::time_point deadline, const WaitPolicy& policy,

@@ -182,11 +182,17 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
                         .args = &slot->args};
   slot->gang = impl.scheduler.gang_of(config);
   slot->cores_outstanding.store(slot->gang, std::memory_order_relaxed);
-  // The slot's launch is re-armed for this task: validated above, so this cannot fail.
-  Status prepared = chip.prepare_block_launch(
-      launch_config,
-      [slot](platform::BlockContext& block) { return slot->callable->function()(slot->args, block); },
-      slot->gang, &slot->launch);
+  // The slot's launch (its kernel runs whatever task the slot holds) is made on the slot's first
+  // use and re-armed after; the config was checked above, so this cannot fail.
+  Status prepared;
+  if (slot->launch) {
+    slot->launch->rearm(launch_config, slot->gang);
+  } else {
+    prepared = chip.prepare_block_launch(
+        launch_config,
+        [slot](platform::BlockContext& block) { return slot->callable->function()(slot->args, block); },
+        slot->gang, &slot->launch);
+  }
   if (!prepared.is_ok()) {  // the task is still published, skipped, so that the ring stays sound
     prepared.with_context(what());
     slot->skip.store(true, std::memory_order_relaxed);

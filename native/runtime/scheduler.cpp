@@ -182,7 +182,10 @@ void Scheduler::order_after(TaskSlot* slot, TaskSlot* pred) {
   if (pred->connect_stamp == slot->id) return;  // already ordered after it
   pred->connect_stamp = slot->id;
   bool pred_failed = false;
-  {
+  // A completed predecessor needs no lock: its status was written before COMPLETED (release).
+  if (pred->state.load(std::memory_order_acquire) >= TaskState::kCompleted) {
+    pred_failed = !pred->status.is_ok();
+  } else {
     std::lock_guard lock(pred->lock);
     if (pred->state.load(std::memory_order_relaxed) < TaskState::kCompleted) {
       pred->consumers.push_back(slot);
@@ -200,7 +203,7 @@ void Scheduler::order_after(TaskSlot* slot, TaskSlot* pred) {
 void Scheduler::connect(TaskSlot* slot, TensorMap& map, std::span<const TensorAccess> accesses,
                         std::vector<Dependency>* deps) {
   found_.clear();
-  map.find(accesses, &found_);
+  map.find_and_record(slot->id, slot, accesses, &found_, &slot->map_entries);
   for (const FoundDependency& f : found_) {
     TaskSlot* pred = f.pred;
     if (f.orders) {
@@ -221,7 +224,6 @@ void Scheduler::connect(TaskSlot* slot, TensorMap& map, std::span<const TensorAc
                      .kind = DepKind::kOrder});
     if (TaskSlot* pred = find_live(id)) order_after(slot, pred);
   }
-  map.record(slot->id, slot, accesses, &slot->map_entries);
 }
 
 void Scheduler::publish(TaskSlot* slot) {

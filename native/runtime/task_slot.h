@@ -30,24 +30,27 @@
 
 namespace hp::runtime {
 
+// Layout: three groups on their own cache lines, so that a core running the task reads lines
+// only the orchestration thread wrote (once), and the lines both sides write are few.
 struct TaskSlot {
-  // --- orchestration thread (see above) ---
+  // --- orchestration thread, read by the cores (see above) ---
   TaskId id = kNoTask;
   TaskInfo info;  // info.callable views callable->name()
   std::shared_ptr<const Callable> callable;
   TaskArgs args;  // OUTPUT tensors carry their heap-ring memory
   // Kept across reuses of the slot and re-armed per task (no allocation per task).
   std::unique_ptr<platform::BlockLaunch> launch;
-  std::uint64_t heap_mark = 0;  // release the heap ring to here when the slot is reclaimed
-  bool scope_held = false;
-  int gang = 1;                 // cores the task occupies at once
+  int gang = 1;                          // cores the task occupies at once
   std::vector<TaskSlot*> kept_alive;     // predecessors whose memory this task holds
+
+  // --- orchestration thread only ---
+  alignas(64) std::uint64_t heap_mark = 0;  // release the heap ring to here at reclaim
+  bool scope_held = false;
   std::vector<std::uint32_t> map_entries;  // its tensor map entries, removed at reclaim
   TaskId connect_stamp = kNoTask;  // the last submitting task that ordered itself after this one
 
   // --- shared ---
-  SpinLock lock;
-  std::vector<TaskSlot*> consumers;  // under `lock`: successors ordered after this task
+  alignas(64) SpinLock lock;
   std::atomic<TaskState> state{TaskState::kFree};
   // Predecessors not completed yet, plus 1 while submit() is still adding edges.
   std::atomic<int> fanin{0};
@@ -59,8 +62,9 @@ struct TaskSlot {
   // `status` before it releases its hold on the task (fanin), the completer writes it before
   // it sets COMPLETED.
   std::atomic<bool> skip{false};
+  std::vector<TaskSlot*> consumers;  // under `lock`: successors ordered after this task
+  TaskSlot* next_ready = nullptr;    // link of the ready queue the task waits in
   Status status;
-  TaskSlot* next_ready = nullptr;  // link of the ready queue the task waits in
 
   // Back to FREE for the next task (orchestration thread, slot CONSUMED); keeps capacities.
   void reset() {

@@ -46,42 +46,26 @@ std::uint32_t* TensorMap::bucket_head(std::uint64_t key) noexcept {
   }
 }
 
-void TensorMap::grow() {
+void TensorMap::rebuild() {
   std::vector<Slot> old = std::move(table_);
-  table_.assign(old.empty() ? 64 : old.size() * 2, Slot{kEmptyKey, kNone});
+  std::size_t live_buckets = 0;
+  for (const Slot& slot : old) live_buckets += slot.key != kEmptyKey && slot.head != kNone ? 1 : 0;
+  std::size_t size = 64;
+  while ((live_buckets + 1) * 2 > size) size *= 2;
+  table_.assign(size, Slot{kEmptyKey, kNone});
   table_used_ = 0;
-  for (const Slot& s : old) {
-    if (s.key != kEmptyKey) table_put(s.key, s.head);
+  for (const Slot& slot : old) {
+    if (slot.key != kEmptyKey && slot.head != kNone) table_put(slot.key, slot.head);
   }
 }
 
 void TensorMap::table_put(std::uint64_t key, std::uint32_t head) {
-  if ((table_used_ + 1) * 2 > table_.size()) grow();
+  if ((table_used_ + 1) * 2 > table_.size()) rebuild();
   const std::size_t mask = table_.size() - 1;
   std::size_t i = hash_of(key) & mask;
   while (table_[i].key != kEmptyKey) i = (i + 1) & mask;
   table_[i] = {key, head};
   ++table_used_;
-}
-
-void TensorMap::table_erase(std::uint64_t key) {
-  const std::size_t mask = table_.size() - 1;
-  std::size_t i = hash_of(key) & mask;
-  while (table_[i].key != key) i = (i + 1) & mask;
-  // Backward-shift deletion (linear probing without tombstones): move later members of the
-  // probe run into the hole unless their home lies cyclically in (hole, their position].
-  for (std::size_t j = i;;) {
-    j = (j + 1) & mask;
-    if (table_[j].key == kEmptyKey) break;
-    const std::size_t home = hash_of(table_[j].key) & mask;
-    const bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
-    if (!stays) {
-      table_[i] = table_[j];
-      i = j;
-    }
-  }
-  table_[i].key = kEmptyKey;
-  --table_used_;
 }
 
 void TensorMap::insert(std::uint32_t index) {
@@ -91,7 +75,7 @@ void TensorMap::insert(std::uint32_t index) {
   e.prev = kNone;
   if (std::uint32_t* head = bucket_head(e.key)) {
     e.next = *head;
-    entries_[*head].prev = index;
+    if (*head != kNone) entries_[*head].prev = index;
     *head = index;
   } else {
     e.next = kNone;
@@ -112,10 +96,8 @@ void TensorMap::unlink(std::uint32_t index) {
   const int w = e.write ? 1 : 0;
   if (e.prev != kNone) {
     entries_[e.prev].next = e.next;
-  } else if (e.next != kNone) {
-    *bucket_head(e.key) = e.next;
   } else {
-    table_erase(e.key);
+    *bucket_head(e.key) = e.next;  // kNone when it was the last: the bucket stays, empty
   }
   if (e.next != kNone) entries_[e.next].prev = e.prev;
   if (e.class_prev != kNone) {
@@ -155,16 +137,21 @@ void TensorMap::for_each_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_
   }
 }
 
-void TensorMap::find(std::span<const TensorAccess> accesses, std::vector<FoundDependency>* found) {
-  for (const TensorAccess& a : accesses) {
+void TensorMap::find_dependencies(std::span<const TensorAccess> accesses,
+                                  std::vector<FoundDependency>* found,
+                                  std::vector<std::pair<int, std::uint32_t>>* covered) {
+  for (int ai = 0; ai < static_cast<int>(accesses.size()); ++ai) {
+    const TensorAccess& a = accesses[static_cast<std::size_t>(ai)];
     if (a.tag == ArgTag::kOutput || a.region.empty()) continue;
     const bool no_dep = a.tag == ArgTag::kNoDep;
     // INPUT and NO_DEP accesses depend only on writes (creators are writes).
     const bool writes_only = a.tag == ArgTag::kInput || no_dep;
+    const bool may_cover = covered != nullptr && !writes_only && a.region.contiguous();
     for_each_near(a.region.lo(), a.region.hi(), writes_only, [&](std::uint32_t index) {
       const Entry& e = entries_[index];
       if (no_dep && !e.creator) return;
       if (!overlaps(a.region, e.region)) return;
+      if (may_cover && !e.creator && covers(a.region, e.region)) covered->push_back({ai, index});
       FoundDependency f;
       f.pred = e.owner;
       f.dep.pred = e.task;
@@ -192,18 +179,31 @@ void TensorMap::find(std::span<const TensorAccess> accesses, std::vector<FoundDe
   }
 }
 
-void TensorMap::record(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
-                       std::vector<std::uint32_t>* handles) {
-  for (const TensorAccess& a : accesses) {
+void TensorMap::record_accesses(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
+                                const std::vector<std::pair<int, std::uint32_t>>* covered,
+                                std::vector<std::uint32_t>* handles) {
+  for (int ai = 0; ai < static_cast<int>(accesses.size()); ++ai) {
+    const TensorAccess& a = accesses[static_cast<std::size_t>(ai)];
     if (a.tag == ArgTag::kNoDep || a.region.empty()) continue;
     const bool write = a.tag != ArgTag::kInput;
     if (write && a.region.contiguous()) {
       scratch_.clear();
-      for_each_near(a.region.lo(), a.region.hi(), false, [&](std::uint32_t index) {
-        const Entry& e = entries_[index];
-        if (!e.creator && e.task != task && covers(a.region, e.region)) scratch_.push_back(index);
-      });
-      for (std::uint32_t index : scratch_) unlink(index);
+      if (covered != nullptr && a.tag != ArgTag::kOutput) {
+        // Found by find_dependencies before any entry of this task was recorded; an entry the
+        // task dropped for an earlier access is no longer live, or was reused for this task.
+        for (const auto& [access, index] : *covered) {
+          const Entry& e = entries_[index];
+          if (access == ai && e.live && e.task != task) scratch_.push_back(index);
+        }
+      } else {
+        for_each_near(a.region.lo(), a.region.hi(), false, [&](std::uint32_t index) {
+          const Entry& e = entries_[index];
+          if (!e.creator && e.task != task && covers(a.region, e.region)) scratch_.push_back(index);
+        });
+      }
+      for (std::uint32_t index : scratch_) {
+        if (entries_[index].live) unlink(index);
+      }
     }
     std::uint32_t index;
     if (!free_.empty()) {
@@ -225,6 +225,24 @@ void TensorMap::record(TaskId task, TaskSlot* owner, std::span<const TensorAcces
     insert(index);
     handles->push_back(index);
   }
+}
+
+void TensorMap::find(std::span<const TensorAccess> accesses, std::vector<FoundDependency>* found) {
+  find_dependencies(accesses, found, nullptr);
+}
+
+void TensorMap::record(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
+                       std::vector<std::uint32_t>* handles) {
+  record_accesses(task, owner, accesses, nullptr, handles);
+}
+
+void TensorMap::find_and_record(TaskId task, TaskSlot* owner,
+                                std::span<const TensorAccess> accesses,
+                                std::vector<FoundDependency>* found,
+                                std::vector<std::uint32_t>* handles) {
+  covered_.clear();
+  find_dependencies(accesses, found, &covered_);
+  record_accesses(task, owner, accesses, &covered_, handles);
 }
 
 void TensorMap::remove(TaskId task, std::span<const std::uint32_t> handles) {

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "../common/api.h"
@@ -68,6 +69,9 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   // later findings; appends the new entries' handles to `handles`.
   void record(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
               std::vector<std::uint32_t>* handles);
+  // find() then record(), in one pass over the entries near each access.
+  void find_and_record(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
+                       std::vector<FoundDependency>* found, std::vector<std::uint32_t>* handles);
   // Removes the task's entries among `handles` (those already dropped are skipped).
   void remove(TaskId task, std::span<const std::uint32_t> handles);
   std::size_t size() const noexcept { return live_; }
@@ -102,12 +106,21 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   // Calls f(index) for each live entry whose bounding range meets [lo, hi), writes only or both.
   template <typename F>
   void for_each_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_only, F&& f);
-  std::uint32_t* bucket_head(std::uint64_t key) noexcept;  // null when the bucket is empty
+  // The accesses' dependencies; with `covered`, also the entries each contiguous write access
+  // covers (pairs of access index and entry index), for record_accesses.
+  void find_dependencies(std::span<const TensorAccess> accesses, std::vector<FoundDependency>* found,
+                         std::vector<std::pair<int, std::uint32_t>>* covered);
+  void record_accesses(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
+                       const std::vector<std::pair<int, std::uint32_t>>* covered,
+                       std::vector<std::uint32_t>* handles);
+  // The bucket's head (kNone when its last entry left: emptied buckets stay in the table until it
+  // is rebuilt, so that a buffer rewritten over and over does not churn the table); null when
+  // the table has no such bucket.
+  std::uint32_t* bucket_head(std::uint64_t key) noexcept;
   void insert(std::uint32_t index);
   void unlink(std::uint32_t index);
   void table_put(std::uint64_t key, std::uint32_t head);
-  void table_erase(std::uint64_t key);
-  void grow();
+  void rebuild();  // drops emptied buckets; doubles the table when live ones need it
 
   std::vector<Entry> entries_;
   std::vector<std::uint32_t> free_;
@@ -119,6 +132,7 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   std::uint32_t class_count_[2][64];
   std::uint64_t classes_in_use_[2] = {0, 0};  // bit k: class k non-empty
   std::vector<std::uint32_t> scratch_;
+  std::vector<std::pair<int, std::uint32_t>> covered_;
 };
 
 }  // namespace hp::runtime

@@ -12,6 +12,21 @@ TensorRegion TensorRegion::of(const TensorView& view) {
   const std::int64_t element = static_cast<std::int64_t>(view.element_size());
   const auto base = reinterpret_cast<std::uintptr_t>(view.data());
   r.lo_ = r.hi_ = base;
+  // Dense row-major views (most of them) are one run: what the normalisation below yields.
+  std::int64_t numel = 1, expected = 1;
+  bool dense = true;
+  for (int i = view.ndim() - 1; i >= 0; --i) {
+    if (view.dim(i) != 1 && view.stride(i) != expected) dense = false;
+    expected *= view.dim(i);
+    numel *= view.dim(i);
+  }
+  if (numel == 0) return r;  // no elements: no bytes
+  if (dense) {
+    r.run_bytes_ = numel * element;
+    r.hi_ = base + static_cast<std::uintptr_t>(r.run_bytes_);
+    r.runs_ = 1;
+    return r;
+  }
   struct Dim {
     std::int64_t extent, stride;
   };
