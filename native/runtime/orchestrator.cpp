@@ -182,10 +182,12 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
                         .args = &slot->args};
   slot->gang = impl.scheduler.gang_of(config);
   slot->cores_outstanding.store(slot->gang, std::memory_order_relaxed);
-  // The slot's launch (its kernel runs whatever task the slot holds) is made on the slot's first
-  // use and re-armed after; the config was checked above, so this cannot fail.
+  // A gang's launch is the slot's (its kernel runs whatever task the slot holds), made on the
+  // slot's first use and re-armed after; the config was checked above, so this cannot fail.
   Status prepared;
-  if (slot->launch) {
+  if (impl.scheduler.single_core(config)) {
+    // runs through the core's own launch (scheduler.h)
+  } else if (slot->launch) {
     slot->launch->rearm(launch_config, slot->gang);
   } else {
     prepared = chip.prepare_block_launch(

@@ -511,6 +511,34 @@ void Scheduler::execute(const Work& work, Core& me, int core_index) {
     task->state.store(TaskState::kRunning, std::memory_order_relaxed);
   }
   for (Observer* o : options_.observers) o->on_task_start(task->info, core_index);
+  if (work.gang_size == 1 && single_core(*task)) {
+    const platform::LaunchConfig launch_config{.mode = config.mode,
+                                               .block_dim = config.block_num,
+                                               .num_flags = config.num_flags,
+                                               .wait_timeout_s = config.wait_timeout_s};
+    me.current = task;
+    if (me.launch) {
+      me.launch->rearm(launch_config, 1);
+    } else {
+      Core* core = &me;
+      Status prepared = chip_.prepare_block_launch(
+          launch_config,
+          [core](platform::BlockContext& block) {
+            return core->current->callable->function()(core->current->args, block);
+          },
+          1, &me.launch);
+      if (!prepared.is_ok()) {  // checked at submit: cannot happen
+        complete(task, prepared, true, &me);
+        return;
+      }
+    }
+    for (int b = 0; b < config.block_num; ++b) {
+      me.launch->run_block(b, cube ? CoreType::kCube : CoreType::kVector, 0, core_index);
+    }
+    for (Observer* o : options_.observers) o->on_task_end(task->info, core_index);
+    complete(task, me.launch->failed() ? me.launch->result() : Status::ok(), true, &me);
+    return;
+  }
   if (config.mode == LaunchMode::kMix) {
     const int sub_block = cube ? 0 : (core_index - num_cube_) % ratio_;
     task->launch->run_block(work.gang_pos, cube ? CoreType::kCube : CoreType::kVector, sub_block,

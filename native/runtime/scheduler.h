@@ -3,8 +3,9 @@
 // propagation and slot reclamation.
 //
 // Cores: the run keeps one chip launch open (kMix over every cluster, so each core runs one
-// long block, core_main) in which every core loops: take a ready task, run its blocks through
-// that task's platform::BlockLaunch, complete it. Two kinds of task:
+// long block, core_main) in which every core loops: take a ready task, run its blocks through a
+// platform::BlockLaunch (the core's own for single-core tasks, the slot's for gangs), complete
+// it. Two kinds of task:
 //   single-core  kCube / kVector tasks whose gang (min(block_num, cores of that kind)) is 1: one
 //                core runs all their blocks. They wait in their core type's ReadyQueue, which
 //                idle cores of that type pull from; a core that completes a task runs one of
@@ -68,6 +69,12 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
+  // A task of this shape runs on one core, through that core's launch; others are gangs and
+  // need a launch of their own (TaskSlot::launch).
+  bool single_core(const CallConfig& config) const noexcept {
+    return gang_of(config) == 1 && config.mode != platform::LaunchMode::kMix;
+  }
+
   std::span<Observer* const> observers() const noexcept { return options_.observers; }
   // Cores a task of this shape occupies at once (1: a single-core task).
   int gang_of(const CallConfig& config) const noexcept;
@@ -121,6 +128,10 @@ class Scheduler {
     int gang_pos = 0;
     int gang_size = 0;
     TaskSlot* continuation = nullptr;  // the core's own: the successor it runs next
+    // The core's own launch for single-core tasks, re-armed by the core per task (its lines stay
+    // in the core's cache); its kernel runs `current`. Gangs use their slot's launch.
+    std::unique_ptr<platform::BlockLaunch> launch;
+    TaskSlot* current = nullptr;
   };
   struct Work {
     TaskSlot* task = nullptr;  // null: stop
