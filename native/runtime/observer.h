@@ -5,15 +5,17 @@
 // Order, per run: on_run_begin; the root scope's on_scope_begin / on_scope_opened; per task
 // on_task_submit, on_occupancy, on_task_ready, then on_task_start / on_task_end once per core
 // that runs a share of its blocks, then on_task_complete (a task skipped because a predecessor
-// failed goes from on_task_submit straight to on_task_complete); scopes nest their tasks'
-// submits; after the last task completed, on_run_end with the run's status.
+// failed goes from on_task_submit straight to on_task_complete); a task's on_task_complete
+// comes before any of its successors' on_task_ready; scopes nest their tasks' submits; after
+// the last task completed, on_run_end with the run's status.
 //
 // Threads: hooks run on the orchestration thread (run, submit, occupancy, scope,
 // submit_blocked), on the core that runs a task (task_start, task_end) and on whichever thread
-// changed a task's state (task_ready, task_complete: with the scheduler's lock held). They may
-// run concurrently, so an observer synchronises its own state; none may call back into the
-// Orchestrator, and task_ready / task_complete should be quick. `TaskInfo` (and the arguments
-// it points to), `ScopeInfo` and the spans are valid only during the call.
+// changed a task's state (task_ready, task_complete), with no lock of the scheduler held. They
+// may run concurrently, so an observer synchronises its own state; none may call back into the
+// Orchestrator, and task_ready / task_complete should be quick (they delay the task's core, or
+// its successors). `TaskInfo` (and the arguments it points to), `ScopeInfo` and the spans are
+// valid only during the call.
 //
 // Memory: in on_task_ready every predecessor of the task has completed and no block of it has
 // started; in on_task_complete every block has finished and no successor has started. So a

@@ -4,9 +4,10 @@
 // task's tensors) or TaskArgs::dump({i, ...}) (those tensors); level 2, every tensor and every
 // scalar argument of every task. Captured in on_task_ready ("before": every predecessor done,
 // no block started) and on_task_complete ("after": every block done, no successor started):
-// see observer.h. Capturing copies under the scheduler's lock, so a dumping run is slower;
-// level 1 keeps it to what you marked. Tasks skipped because a predecessor failed are not
-// captured (they never become ready).
+// see observer.h. Capturing copies in those hooks (one at a time, under mu_), on the thread
+// that makes the task ready or completes it, so a dumping run is slower; level 1 keeps it to
+// what you marked. Tasks skipped because a predecessor failed are not captured (they never
+// become ready).
 //
 // tensor_dump.bin: the captured values back to back, each a tensor's elements packed in
 // row-major order of its shape (whatever the view's strides), little-endian as in memory; a
