@@ -324,8 +324,12 @@ void Scheduler::complete_one(TaskSlot* t, Status status, bool ran, Core* me, Rel
     if (c->fanin.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(c, me, released);
   }
   for (TaskSlot* p : t->kept_alive) unref(p);
-  completed_.fetch_add(1, std::memory_order_acq_rel);
   unref(t);  // the last touch of t
+  // Counted after the unref: a submit waiting for ring space wakes on this count, so by then
+  // the slot must be CONSUMED if it is ever going to be by this completion (counted before, the
+  // submit could look, find the slot not consumed yet, and wait for a completion that never
+  // comes).
+  completed_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 // --- gangs ---

@@ -358,6 +358,27 @@ TEST_F(RuntimeOrchestrator, TenThousandChainedTasksThroughAFourSlotRing) {
   EXPECT_EQ(counter[0], kTasks);
 }
 
+TEST_F(RuntimeOrchestrator, AOneSlotRingWakesEachSubmitWhenThePreviousTaskRetires) {
+  // Every submit waits for the one slot: for the previous task to complete and be consumed.
+  // Nothing else completes after it, so a submit woken by the completion before the slot was
+  // consumed would wait until TIMEOUT. (That window is a few instructions wide: this catches it
+  // now and then, and always with a delay injected into it.)
+  config.task_ring_slots = 1;
+  config.wait_timeout_s = 10;
+  config.observers.clear();
+  std::vector<std::int32_t> counter(1, 0);
+  constexpr int kTasks = 20000;
+  const Status s = run([&](Orchestrator& o) -> Status {
+    for (int i = 0; i < kTasks; ++i) {
+      auto scope = o.scope();
+      HP_RETURN_IF_ERROR(o.submit(add_scalar, TaskArgs().inout(i32(counter)).scalar(1)));
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(counter[0], kTasks);
+}
+
 TEST_F(RuntimeOrchestrator, ARingTooSmallForItsScopeIsADeadlockErrorNotAHang) {
   config.task_ring_slots = 2;
   std::vector<std::int32_t> a(1), b(1), c(1);
