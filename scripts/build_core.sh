@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the core component (native/common, native/platform, native/runtime, the Python
-# extension module and their tests). Not optional: every other component links against it. See
+# Builds the core component (native/common, native/platform, native/runtime, the runtime's
+# examples, the Python extension modules and their tests). Not optional: every other component links against it. See
 # scripts/lib/component.sh for the arguments and the status protocol.
 set -euo pipefail
 HP_COMPONENT=core
@@ -10,7 +10,8 @@ hp_component_begin
 hp_default_cmake_args
 
 key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform native/runtime \
-    python/bindings tests/common tests/platform tests/runtime bench/CMakeLists.txt bench/common bench/platform bench/runtime examples/cpp_consumer)"
+    python/bindings tests/common tests/platform tests/runtime bench/CMakeLists.txt bench/common bench/platform \
+    bench/runtime examples/cpp_consumer examples/runtime)"
 # A C++ user's view of the install: find_package(HyperParallel) from the core slice.
 hp_check_install() {
     local consumer="$HP_WORK_DIR/cpp_consumer"
