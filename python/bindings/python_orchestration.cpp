@@ -101,8 +101,10 @@ py::tuple PyOrchestrator::submit(int slot, const runtime::TaskArgs& args,
 
 void PyOrchestrator::begin_scope(const std::string& file, std::uint32_t line) {
   runtime::Orchestrator& o = get();
+  const std::source_location site = source_site(file, line);
+  py::gil_scoped_release release;  // observers sample the rings under the scheduler's lock
   // new Scope(prvalue) initialises in place: Scope can be neither copied nor moved.
-  scopes_.emplace_back(new runtime::Scope(o.scope(source_site(file, line))));
+  scopes_.emplace_back(new runtime::Scope(o.scope(site)));
 }
 
 void PyOrchestrator::end_scope() {
