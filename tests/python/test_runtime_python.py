@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -179,6 +180,27 @@ def test_cpu_torch_tensors_are_arguments(worker):
     src, dst = torch.arange(10, dtype=torch.float32), torch.zeros(10, dtype=torch.float32)
     worker.run(slot, rt.TaskArgs().input(src).output_existing(dst), config(block_dim=2))
     assert torch.equal(src, dst)
+
+
+def test_back_pressure_with_python_tasks_waits_without_the_gil(worker, tmp_path):
+    # A ring of 4 slots and 300 slow Python tasks: submit waits for ring space, while the tasks
+    # that free it need the GIL.
+    def slow_increment(block, x):
+        time.sleep(0.001)
+        x += 1
+
+    slot = worker.register_callable(slow_increment)
+    x = np.zeros(1, np.int64)
+
+    def orchestration(o):
+        for _ in range(300):
+            with rt.scope():  # the root scope would hold every task: a deadlock error
+                rt.submit(slot, rt.TaskArgs().inout(x))
+
+    worker.run(orchestration, config(task_ring_slots=4, scope_stats=True, output_prefix=str(tmp_path)))
+    assert x[0] == 300
+    lines = [json.loads(l) for l in (tmp_path / "scope_stats.jsonl").read_text().splitlines()]
+    assert max(l["hwm"]["task_window"] for l in lines if l["type"] == "scope_end") == 4
 
 
 # --- failures -------------------------------------------------------------------------------
