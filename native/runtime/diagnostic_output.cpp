@@ -39,9 +39,9 @@ std::string id_string(std::uint64_t id) { return fmt::format("{}", id); }
 
 std::string address_string(std::uintptr_t address) { return fmt::format("{:#x}", address); }
 
-std::string site_string(const std::source_location& site) {
-  if (site.line() == 0 && std::string_view(site.file_name()).empty()) return "<root>";
-  return fmt::format("{}:{}", site.file_name(), site.line());
+std::string site_string(const ScopeSite& site) {
+  if (site.line == 0 && std::string_view(site.file).empty()) return "<root>";
+  return fmt::format("{}:{}", site.file, site.line);
 }
 
 OutputFile::~OutputFile() noexcept {

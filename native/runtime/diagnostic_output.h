@@ -8,12 +8,12 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <source_location>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "../common/status.h"
+#include "observer.h"
 
 namespace hp::runtime {
 
@@ -28,7 +28,7 @@ Status probe_output_file(const std::string& path);
 std::string id_string(std::uint64_t id);
 std::string address_string(std::uintptr_t address);
 // "<file>:<line>" of a scope() call; "<root>" for the root scope's empty location.
-std::string site_string(const std::source_location& site);
+std::string site_string(const ScopeSite& site);
 
 // A file written sequentially with stdio buffering. write() remembers the first failure, which
 // close() reports (IO_ERROR naming the file); writes after a failure are dropped.

@@ -64,11 +64,24 @@ struct Occupancy {
   std::size_t tensor_map_entries = 0;
 };
 
+// Where a scope was opened: a file name and line. `file` must stay valid until the run ends
+// (static storage, as std::source_location's; the Python binding interns its files).
+struct ScopeSite {
+  const char* file = "";
+  std::uint32_t line = 0;
+
+  constexpr ScopeSite() = default;
+  constexpr ScopeSite(const char* file_name, std::uint32_t line_number) : file(file_name), line(line_number) {}
+  // Implicit: scope() takes the caller's std::source_location.
+  constexpr ScopeSite(const std::source_location& site)  // NOLINT(google-explicit-constructor)
+      : file(site.file_name()), line(site.line()) {}
+};
+
 struct ScopeInfo {
   int depth = 0;
   int ring = 0;
   // Where scope() was called; the root scope (the orchestration function): file "" and line 0.
-  std::source_location site;
+  ScopeSite site;
   Occupancy occupancy;  // of the scope's ring, when it begins / before it releases its tasks
 };
 

@@ -26,7 +26,7 @@ struct Orchestrator::Impl {
   Scheduler scheduler;
   TensorMap tensor_map;
   std::vector<std::vector<TaskSlot*>> scopes;  // the tasks each open scope holds; [0] is the root
-  std::vector<std::source_location> scope_sites;  // parallel to scopes
+  std::vector<ScopeSite> scope_sites;  // parallel to scopes
   TaskId next_id = 0;
   std::size_t heap_capacity = 0;
   // Reused by every submit (no allocation per task once warm).
@@ -46,7 +46,7 @@ struct Orchestrator::Impl {
   }
 };
 
-Scope::Scope(Orchestrator& orchestrator, std::source_location site)
+Scope::Scope(Orchestrator& orchestrator, ScopeSite site)
     : orchestrator_(orchestrator), depth_(orchestrator.begin_scope(site)) {}
 
 Scope::~Scope() noexcept { orchestrator_.end_scope(); }
@@ -68,7 +68,7 @@ int Orchestrator::scope_depth() const noexcept {
   return static_cast<int>(impl_->scopes.size()) - 1;
 }
 
-int Orchestrator::begin_scope(std::source_location site) {
+int Orchestrator::begin_scope(ScopeSite site) {
   impl_->scopes.emplace_back();
   impl_->scope_sites.push_back(site);
   const int depth = scope_depth();
@@ -225,7 +225,7 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
 }
 
 Status Orchestrator::orchestrate(const Orchestration& orchestration) {
-  begin_scope(std::source_location());  // the root scope
+  begin_scope(ScopeSite());  // the root scope
   Status status;
   try {
     status = orchestration(*this);

@@ -82,7 +82,7 @@ class HP_API [[nodiscard]] Scope {
 
  private:
   friend class Orchestrator;
-  Scope(Orchestrator& orchestrator, std::source_location site);
+  Scope(Orchestrator& orchestrator, ScopeSite site);
   Orchestrator& orchestrator_;
   int depth_;
 };
@@ -101,10 +101,9 @@ class HP_API Orchestrator {
   Status submit(int callable_slot, const TaskArgs& args, SubmitResult* result = nullptr) {
     return submit(callable_slot, args, CallConfig{}, result);
   }
-  // `site` (where scope() is called) names the scope in scope stats and swimlanes.
-  Scope scope(std::source_location site = std::source_location::current()) {
-    return Scope(*this, site);
-  }
+  // `site` (where scope() is called, or a ScopeSite of another language's caller) names the
+  // scope in scope stats and swimlanes.
+  Scope scope(ScopeSite site = std::source_location::current()) { return Scope(*this, site); }
   // Keeps the OUTPUT tensor starting at output.data(), made by a task of the current scope,
   // alive until the enclosing scope ends. INVALID_ARGUMENT in the root scope, NOT_FOUND when no
   // task of the current scope made it.
@@ -121,7 +120,7 @@ class HP_API Orchestrator {
   Orchestrator(ChipWorker& worker, const OrchestratorConfig& config, double wait_timeout_s);
   Status execute(const Orchestration& orchestration);
   Status orchestrate(const Orchestration& orchestration);
-  int begin_scope(std::source_location site);
+  int begin_scope(ScopeSite site);
   void end_scope() noexcept;
 
   std::unique_ptr<Impl> impl_;

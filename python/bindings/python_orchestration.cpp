@@ -1,16 +1,27 @@
 #include "python_orchestration.h"
 
+#include <mutex>
 #include <optional>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "python_task.h"
 #include "raise_status.h"
-#include "source_site.h"
 
 namespace py = pybind11;
 
 namespace hp::python {
 namespace {
+
+// A Python file name that lives as long as the process (a scope's site must outlive its run).
+const char* interned(const std::string& file) {
+  static std::mutex mutex;
+  static auto& files = *new std::set<std::string>();  // never destroyed: sites may be read at exit
+  const std::lock_guard lock(mutex);
+  return files.insert(file).first->c_str();
+}
+
 
 using runtime::ArgTag;
 
@@ -101,7 +112,7 @@ py::tuple PyOrchestrator::submit(int slot, const runtime::TaskArgs& args,
 
 void PyOrchestrator::begin_scope(const std::string& file, std::uint32_t line) {
   runtime::Orchestrator& o = get();
-  const std::source_location site = source_site(file, line);
+  const runtime::ScopeSite site{interned(file), line};
   py::gil_scoped_release release;  // observers sample the rings under the scheduler's lock
   // new Scope(prvalue) initialises in place: Scope can be neither copied nor moved.
   scopes_.emplace_back(new runtime::Scope(o.scope(site)));

@@ -108,11 +108,11 @@ struct RunWatcher : Observer {
   }
   void on_scope_opened(const ScopeInfo& s) override {
     std::lock_guard lock(mu);
-    opened.push_back(std::to_string(s.site.line()));
+    opened.push_back(std::to_string(s.site.line));
   }
   void on_scope_closed(const ScopeInfo& s) override {
     std::lock_guard lock(mu);
-    closed.push_back(std::to_string(s.site.line()));
+    closed.push_back(std::to_string(s.site.line));
   }
   void on_occupancy(const Occupancy& o) override {
     std::lock_guard lock(mu);
