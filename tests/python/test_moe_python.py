@@ -172,18 +172,23 @@ def test_torch_tensors_bf16(tmp_path):
     """, tmp_path)
 
 
+# Every expert's int8 weights from its id (any rank remakes any expert's), and this rank's.
+LAYER_PROLOGUE = """
+I = 24
+def expert_weights(e):
+    rng = np.random.default_rng(500 + e)
+    w1 = rng.integers(-127, 128, size=(H, 2 * I)).astype(np.int8)
+    w2 = rng.integers(-127, 128, size=(I, H)).astype(np.int8)
+    return w1, np.full(2 * I, 1 / (73 * np.sqrt(H)), np.float32), w2, np.full(H, 1 / (73 * np.sqrt(I)), np.float32)
+local = E // n
+mine = [expert_weights(me * local + i) for i in range(local)]
+w1, s1, w2, s2 = (np.stack([m[j] for m in mine]) for j in range(4))
+"""
+
+
 @pytest.mark.parametrize("n", [2, 4])
 def test_mega_moe_matches_a_float_reference(n, tmp_path):
-    run_ranks(n, """
-        I = 24
-        def expert_weights(e):
-            rng = np.random.default_rng(500 + e)
-            w1 = rng.integers(-127, 128, size=(H, 2 * I)).astype(np.int8)
-            w2 = rng.integers(-127, 128, size=(I, H)).astype(np.int8)
-            return w1, np.full(2 * I, 1 / (73 * np.sqrt(H)), np.float32), w2, np.full(H, 1 / (73 * np.sqrt(I)), np.float32)
-        local = E // n
-        mine = [expert_weights(me * local + i) for i in range(local)]
-        w1, s1, w2, s2 = (np.stack([m[j] for m in mine]) for j in range(4))
+    run_ranks(n, LAYER_PROLOGUE + textwrap.dedent("""
         x, idx, w = inputs(me)
         x = x / 8                                      # unit-ish activations
         with moe.MegaMoe(w1, s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16) as layer:
@@ -219,20 +224,10 @@ def test_mega_moe_matches_a_float_reference(n, tmp_path):
             raise AssertionError("odd GMM1 columns were accepted")
         except HpError as e:
             assert e.name == "SHAPE_MISMATCH", e
-    """, tmp_path)
+    """), tmp_path)
 
 
-GRAD_PROLOGUE = """
-I = 24
-def expert_weights(e):
-    rng = np.random.default_rng(500 + e)
-    w1 = rng.integers(-127, 128, size=(H, 2 * I)).astype(np.int8)
-    w2 = rng.integers(-127, 128, size=(I, H)).astype(np.int8)
-    return w1, np.full(2 * I, 1 / (73 * np.sqrt(H)), np.float32), w2, np.full(H, 1 / (73 * np.sqrt(I)), np.float32)
-local = E // n
-mine = [expert_weights(me * local + i) for i in range(local)]
-w1, s1, w2, s2 = (np.stack([m[j] for m in mine]) for j in range(4))
-
+GRAD_PROLOGUE = LAYER_PROLOGUE + """
 def grad_inputs(rank):
     x, idx, w = inputs(rank)
     dy = np.random.default_rng(900 + rank).standard_normal((x.shape[0], H)).astype(np.float32)
