@@ -284,6 +284,7 @@ struct BenchOptions {
   int width = 1000;
   int scope = 512;
   bool peer = true;  // --no-peer: only the runtime (for profiling it)
+  std::string only;  // --only=chain|fan-out|random: that DAG alone (for profiling it)
 };
 
 BenchOptions parse(int argc, char** argv) {
@@ -300,6 +301,12 @@ BenchOptions parse(int argc, char** argv) {
       o.width = 100;
     } else if (arg == "--no-peer") {
       o.peer = false;
+    } else if (const char* v = value("--only")) {
+      o.only = v;
+      if (o.only != "chain" && o.only != "fan-out" && o.only != "random") {
+        std::fprintf(stderr, "bench_runtime: --only takes chain, fan-out or random\n");
+        std::exit(2);
+      }
     } else if (const char* v = value("--tasks")) {
       o.tasks = std::atoi(v);
     } else if (const char* v = value("--rounds")) {
@@ -310,7 +317,8 @@ BenchOptions parse(int argc, char** argv) {
       o.scope = std::atoi(v);
     } else {
       std::fprintf(stderr,
-                   "usage: bench_runtime [--quick] [--tasks=N] [--rounds=R] [--width=W] [--scope=S] [--no-peer]\n");
+                   "usage: bench_runtime [--quick] [--tasks=N] [--rounds=R] [--width=W] [--scope=S] [--no-peer]\n"
+                   "                     [--only=chain|fan-out|random]\n");
       std::exit(2);
     }
   }
@@ -331,9 +339,15 @@ int main(int argc, char** argv) {
               "(continue_node + make_edge) in a %d-thread arena\n",
               options.rounds, threads);
   std::vector<Dag> dags;
-  dags.push_back(make_chain(options.tasks, options.scope));
-  dags.push_back(make_fan_out(options.tasks, options.width));
-  dags.push_back(make_random(options.tasks, options.scope, 64));
+  if (options.only.empty() || options.only == "chain") {
+    dags.push_back(make_chain(options.tasks, options.scope));
+  }
+  if (options.only.empty() || options.only == "fan-out") {
+    dags.push_back(make_fan_out(options.tasks, options.width));
+  }
+  if (options.only.empty() || options.only == "random") {
+    dags.push_back(make_random(options.tasks, options.scope, 64));
+  }
   HpRunner hp;
   tbb::task_arena arena(threads);
   for (Dag& dag : dags) {

@@ -36,6 +36,7 @@ Status CallableRegistry::remove(int slot) {
     slot_of_.erase(entry.callable->handle().digest);
     entry.callable.reset();
     free_slots_.push_back(slot);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   return Status::ok();
 }

@@ -2,9 +2,15 @@
 // registering a callable whose handle is already registered returns the same slot and adds a
 // reference; unregister drops one reference and frees the slot at zero. Freed slots are reused.
 // Thread-safe.
+//
+// generation() changes whenever a slot is freed (the only way a slot's callable can change), so
+// a reader may cache slot -> callable and reuse it while the generation it read before looking
+// the slot up is still current (Orchestrator's per-run cache does this, sparing the mutex).
 #ifndef HYPER_PARALLEL_RUNTIME_CALLABLE_REGISTRY_H_
 #define HYPER_PARALLEL_RUNTIME_CALLABLE_REGISTRY_H_
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,6 +28,7 @@ class CallableRegistry {
   // The callable in `slot` (shared: it stays valid for tasks in flight after remove()).
   Status get(int slot, std::shared_ptr<const Callable>* out) const;
   int references(int slot) const;  // 0 for a free or invalid slot
+  std::uint64_t generation() const noexcept { return generation_.load(std::memory_order_acquire); }
 
  private:
   struct Entry {
@@ -32,6 +39,7 @@ class CallableRegistry {
   std::vector<Entry> entries_;
   std::map<Sha256Digest, int> slot_of_;
   std::vector<int> free_slots_;
+  std::atomic<std::uint64_t> generation_{0};  // bumped (under mutex_) when a slot is freed
 };
 
 }  // namespace hp::runtime

@@ -24,6 +24,8 @@ Status ChipWorker::unregister_callable(int slot) { return registry_->remove(slot
 
 int ChipWorker::callable_references(int slot) const { return registry_->references(slot); }
 
+std::uint64_t ChipWorker::callable_generation() const noexcept { return registry_->generation(); }
+
 Status ChipWorker::callable(int slot, std::shared_ptr<const Callable>* out) const {
   return registry_->get(slot, out);
 }

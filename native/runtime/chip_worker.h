@@ -4,6 +4,7 @@
 #ifndef HYPER_PARALLEL_RUNTIME_CHIP_WORKER_H_
 #define HYPER_PARALLEL_RUNTIME_CHIP_WORKER_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "../common/api.h"
@@ -31,6 +32,9 @@ class HP_API ChipWorker {
   Status unregister_callable(int slot);
   int callable_references(int slot) const;  // 0 when the slot is free
   Status callable(int slot, std::shared_ptr<const Callable>* out) const;
+  // Changes whenever unregister_callable frees a slot: a slot -> callable mapping looked up
+  // after reading a generation stays valid while the generation reads the same.
+  std::uint64_t callable_generation() const noexcept;
 
   // Runs the callable once over config.block_num blocks and returns when every block finished
   // (the first block error, named). OUTPUT arguments need an orchestration's heap ring and are

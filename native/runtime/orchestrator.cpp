@@ -21,7 +21,8 @@ using platform::LaunchMode;
 
 struct Orchestrator::Impl {
   Impl(ChipWorker& w, Scheduler::Options options)
-      : worker(w), scheduler(w.chip(), std::move(options)) {}
+      : worker(w), scheduler(w.chip(), std::move(options)),
+        callables_generation(w.callable_generation()) {}
   ChipWorker& worker;
   Scheduler scheduler;
   TensorMap tensor_map;
@@ -32,6 +33,44 @@ struct Orchestrator::Impl {
   // Reused by every submit (no allocation per task once warm).
   std::vector<TensorAccess> accesses;
   std::vector<Dependency> deps;
+
+  // The callable cache: slot -> callable as the worker's registry had it at generation
+  // `callables_generation`, so that a submit neither takes the registry's mutex nor touches a
+  // shared_ptr's count (task slots point at the cached callable). When the generation moves (a
+  // slot was freed), the cache is emptied; its callables are kept, `retired`, until every task
+  // submitted before then is reclaimed (tasks in flight still run them).
+  struct Retired {
+    std::shared_ptr<const Callable> callable;
+    TaskId before;  // tasks with smaller ids may use it
+  };
+  std::vector<std::shared_ptr<const Callable>> callables;
+  std::uint64_t callables_generation = 0;
+  std::vector<Retired> retired;
+
+  Status callable(int slot, const Callable** out) {
+    const std::uint64_t generation = worker.callable_generation();
+    if (generation != callables_generation) {
+      const TaskId oldest = scheduler.oldest_live_task();
+      std::erase_if(retired, [&](const Retired& r) { return r.before <= oldest; });
+      for (auto& c : callables) {
+        if (c) retired.push_back({std::move(c), next_id});
+      }
+      callables.clear();
+      callables_generation = generation;  // read before the lookups below: a change after it
+                                          // is seen by the next submit
+    }
+    const auto index = static_cast<std::size_t>(slot);
+    if (slot >= 0 && index < callables.size() && callables[index]) {
+      *out = callables[index].get();
+      return Status::ok();
+    }
+    std::shared_ptr<const Callable> found;
+    HP_RETURN_IF_ERROR(worker.callable(slot, &found));
+    if (index >= callables.size()) callables.resize(index + 1);
+    *out = found.get();
+    callables[index] = std::move(found);
+    return Status::ok();
+  }
 
   bool observed() const noexcept { return !scheduler.observers().empty(); }
   // Slots are reclaimed lazily (when a submit needs one), so a sample first reclaims what was
@@ -131,8 +170,8 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
             "submit outside the orchestration function: call it from the function given to "
             "Orchestrator::run");
   const TaskId id = impl.next_id;
-  std::shared_ptr<const Callable> callable;
-  HP_RETURN_IF_ERROR(impl.worker.callable(callable_slot, &callable));
+  const Callable* callable = nullptr;
+  HP_RETURN_IF_ERROR(impl.callable(callable_slot, &callable));
   // Formatted only for an error.
   auto what = [&] { return fmt::format("submit(task {}, callable '{}')", id, callable->name()); };
   if (Status s = args.validate("submit"); !s.is_ok()) return args.validate(what());
@@ -176,7 +215,7 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
     slot->args.set_output_data(i, heap + offset);
     offset += HeapRing::rounded(static_cast<std::size_t>(t.numel()) * t.element_size());
   }
-  slot->callable = std::move(callable);
+  slot->callable = callable;
   slot->info = TaskInfo{.id = id, .callable = slot->callable->name(), .callable_slot = callable_slot,
                         .scope_depth = depth, .ring = ring, .config = config,
                         .args = &slot->args};

@@ -1,6 +1,7 @@
 // ReadyQueue: the FIFO of ready single-core tasks of one core type (internal to the runtime).
-// Intrusive (linked through TaskSlot::next_ready: no allocation), guarded by a mutex held for a
-// few pointer moves; size() is readable without it, for idle cores deciding whether to look.
+// Intrusive (linked through TaskSlot::next_ready: no allocation), guarded by a SpinLock held for
+// a few pointer moves (an uncontended std::mutex cost more than the moves; the holder never
+// blocks inside); size() is readable without it, for idle cores deciding whether to look.
 // Any thread pushes; the cores of that type and, after a failure, the orchestration thread pop.
 // `event` is bumped (platform::notify_event) after every push: idle cores wait on it.
 #ifndef HYPER_PARALLEL_RUNTIME_READY_QUEUE_H_
@@ -10,6 +11,7 @@
 #include <mutex>
 
 #include "../platform/wait.h"
+#include "spin_lock.h"
 #include "task_slot.h"
 
 namespace hp::runtime {
@@ -65,7 +67,7 @@ class alignas(64) ReadyQueue {
   platform::WaitWord& event() noexcept { return event_; }
 
  private:
-  std::mutex mutex_;
+  SpinLock mutex_;
   TaskSlot* head_ = nullptr;
   TaskSlot* tail_ = nullptr;
   std::atomic<int> size_{0};

@@ -117,6 +117,14 @@ RingState Scheduler::ring_state(int ring) {
   return rings_[static_cast<std::size_t>(ring)]->state();
 }
 
+TaskId Scheduler::oldest_live_task() {
+  TaskId oldest = kNoTask;
+  for (auto& ring : rings_) {
+    if (TaskSlot* s = ring->oldest()) oldest = std::min(oldest, s->id);
+  }
+  return oldest;
+}
+
 TaskSlot* Scheduler::find_live(TaskId id) {
   for (auto& ring : rings_) {
     if (TaskSlot* s = ring->find(id)) return s;

@@ -103,6 +103,9 @@ class Scheduler {
   // Exact without a lock: only this thread takes and reclaims slots. A slot consumed since the
   // ring's last reclaim still counts.
   RingState ring_state(int ring);
+  // The smallest id of a task whose slot is not reclaimed yet (kNoTask when none is): tasks
+  // with smaller ids are done and forgotten.
+  TaskId oldest_live_task();
   // Waits until every published task completed (TIMEOUT, and the rest skipped, when none
   // completes for wait_timeout_s; tasks already running are still waited for).
   Status wait_all();

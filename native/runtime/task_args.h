@@ -17,12 +17,17 @@
 #ifndef HYPER_PARALLEL_RUNTIME_TASK_ARGS_H_
 #define HYPER_PARALLEL_RUNTIME_TASK_ARGS_H_
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <iterator>
+#include <memory>
+#include <new>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -35,6 +40,110 @@
 namespace hp::runtime {
 
 enum class ArgTag : std::uint8_t { kInput, kOutput, kInOut, kOutputExisting, kNoDep };
+
+namespace detail {
+
+// A vector of trivially copyable T with room for N elements in place: TaskArgs of a few
+// arguments allocate nothing (user code builds one per submit, and submit copies it into the
+// task's slot). Beyond N it moves to the heap, like std::vector (growth doubles).
+template <typename T, std::size_t N>
+class InlineVector {
+  static_assert(std::is_trivially_copyable_v<T> && N > 0);
+
+ public:
+  InlineVector() noexcept = default;
+  InlineVector(const InlineVector& other) { assign(other.begin(), other.end()); }
+  InlineVector(InlineVector&& other) noexcept { take(other); }
+  InlineVector& operator=(const InlineVector& other) {
+    if (this != &other) assign(other.begin(), other.end());
+    return *this;
+  }
+  InlineVector& operator=(InlineVector&& other) noexcept {
+    if (this != &other) {
+      free_heap();
+      take(other);
+    }
+    return *this;
+  }
+  ~InlineVector() { free_heap(); }
+
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  T* data() noexcept { return heap_ != nullptr ? heap_ : local(); }
+  const T* data() const noexcept { return heap_ != nullptr ? heap_ : local(); }
+  T* begin() noexcept { return data(); }
+  T* end() noexcept { return data() + size_; }
+  const T* begin() const noexcept { return data(); }
+  const T* end() const noexcept { return data() + size_; }
+  T& operator[](std::size_t i) noexcept { return data()[i]; }
+  const T& operator[](std::size_t i) const noexcept { return data()[i]; }
+  T& at(std::size_t i) {
+    if (i >= size_) throw std::out_of_range("TaskArgs: argument index out of range");
+    return data()[i];
+  }
+  const T& at(std::size_t i) const {
+    if (i >= size_) throw std::out_of_range("TaskArgs: argument index out of range");
+    return data()[i];
+  }
+
+  void clear() noexcept { size_ = 0; }
+  void push_back(const T& value) {
+    if (size_ == capacity_) {
+      const T copy = value;  // `value` may live in the storage grow() frees
+      grow(capacity_ * 2);
+      ::new (static_cast<void*>(data() + size_++)) T(copy);
+      return;
+    }
+    ::new (static_cast<void*>(data() + size_++)) T(value);
+  }
+  template <typename It>
+  void assign(It first, It last) {
+    size_ = 0;
+    append(first, last);
+  }
+  template <typename It>
+  void append(It first, It last) {
+    const auto n = static_cast<std::size_t>(std::distance(first, last));
+    if (size_ + n > capacity_) grow(std::max(size_ + n, capacity_ * 2));
+    for (T* out = data() + size_; first != last; ++first, ++out) ::new (static_cast<void*>(out)) T(*first);
+    size_ += n;
+  }
+
+ private:
+  T* local() noexcept { return std::launder(reinterpret_cast<T*>(local_)); }
+  const T* local() const noexcept { return std::launder(reinterpret_cast<const T*>(local_)); }
+  void grow(std::size_t capacity) {
+    T* bigger = std::allocator<T>().allocate(capacity);
+    if (size_ > 0) std::memcpy(static_cast<void*>(bigger), data(), size_ * sizeof(T));
+    free_heap();
+    heap_ = bigger;
+    capacity_ = capacity;
+  }
+  void free_heap() noexcept {
+    if (heap_ != nullptr) std::allocator<T>().deallocate(heap_, capacity_);
+    heap_ = nullptr;
+    capacity_ = N;
+  }
+  void take(InlineVector& other) noexcept {  // this holds no heap storage
+    size_ = other.size_;
+    if (other.heap_ != nullptr) {
+      heap_ = other.heap_;
+      capacity_ = other.capacity_;
+      other.heap_ = nullptr;
+      other.capacity_ = N;
+    } else if (size_ > 0) {
+      std::memcpy(static_cast<void*>(local()), other.local(), size_ * sizeof(T));
+    }
+    other.size_ = 0;
+  }
+
+  T* heap_ = nullptr;  // null: the elements are in local_
+  std::size_t size_ = 0;
+  std::size_t capacity_ = N;
+  alignas(T) std::byte local_[N * sizeof(T)];
+};
+
+}  // namespace detail
 
 HP_API std::string_view to_string(ArgTag tag) noexcept;
 
@@ -78,7 +187,7 @@ class HP_API TaskArgs {
     return *this;
   }
   TaskArgs& dump(std::span<const int> tensor_indices) {
-    dump_tensors_.insert(dump_tensors_.end(), tensor_indices.begin(), tensor_indices.end());
+    dump_tensors_.append(tensor_indices.begin(), tensor_indices.end());
     return *this;
   }
   TaskArgs& dump(std::initializer_list<int> tensor_indices) {
@@ -102,7 +211,9 @@ class HP_API TaskArgs {
     std::memcpy(&value, &bits, sizeof(T));
     return value;
   }
-  std::span<const TaskId> explicit_dependencies() const noexcept { return explicit_deps_; }
+  std::span<const TaskId> explicit_dependencies() const noexcept {
+    return {explicit_deps_.data(), explicit_deps_.size()};
+  }
   bool dump_requested() const noexcept { return dump_all_ || !dump_tensors_.empty(); }
   bool dump_marked(int tensor_index) const noexcept;
 
@@ -138,11 +249,12 @@ class HP_API TaskArgs {
     std::uint64_t bits;
     DType dtype;  // kCount: opaque bits
   };
-  std::vector<TensorArg> tensors_;
-  std::vector<ScalarArg> scalars_;
-  std::vector<TaskId> explicit_deps_;
+  // In place up to a few of each (detail::InlineVector): no allocation for common tasks.
+  detail::InlineVector<TensorArg, 4> tensors_;
+  detail::InlineVector<ScalarArg, 4> scalars_;
+  detail::InlineVector<TaskId, 2> explicit_deps_;
   bool dump_all_ = false;
-  std::vector<int> dump_tensors_;
+  detail::InlineVector<int, 4> dump_tensors_;
 };
 
 }  // namespace hp::runtime

@@ -36,7 +36,8 @@ struct TaskSlot {
   // --- orchestration thread, read by the cores (see above) ---
   TaskId id = kNoTask;
   TaskInfo info;  // info.callable views callable->name()
-  std::shared_ptr<const Callable> callable;
+  // Kept alive by the orchestrator's callable cache until the task is reclaimed (orchestrator.cpp).
+  const Callable* callable = nullptr;
   TaskArgs args;  // OUTPUT tensors carry their heap-ring memory
   // Kept across reuses of the slot and re-armed per task (no allocation per task).
   std::unique_ptr<platform::BlockLaunch> launch;
@@ -70,7 +71,7 @@ struct TaskSlot {
   void reset() {
     id = kNoTask;
     info = {};
-    callable.reset();
+    callable = nullptr;
     heap_mark = 0;
     scope_held = false;
     gang = 1;

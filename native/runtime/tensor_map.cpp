@@ -19,6 +19,7 @@ TensorMap::~TensorMap() noexcept = default;
 
 void TensorMap::clear() noexcept {
   entries_.clear();
+  near_.clear();
   free_.clear();
   table_.clear();
   table_used_ = 0;
@@ -70,20 +71,21 @@ void TensorMap::table_put(std::uint64_t key, std::uint32_t head) {
 
 void TensorMap::insert(std::uint32_t index) {
   Entry& e = entries_[index];
+  Near& n = near_[index];
   const int w = e.write ? 1 : 0;
-  e.key = key_of(e.size_class, e.lo >> e.size_class, e.write);
+  e.key = key_of(e.size_class, n.lo >> e.size_class, e.write);
   e.prev = kNone;
   if (std::uint32_t* head = bucket_head(e.key)) {
-    e.next = *head;
+    n.next = *head;
     if (*head != kNone) entries_[*head].prev = index;
     *head = index;
   } else {
-    e.next = kNone;
+    n.next = kNone;
     table_put(e.key, index);
   }
   e.class_prev = kNone;
-  e.class_next = class_head_[w][e.size_class];
-  if (e.class_next != kNone) entries_[e.class_next].class_prev = index;
+  n.class_next = class_head_[w][e.size_class];
+  if (n.class_next != kNone) entries_[n.class_next].class_prev = index;
   class_head_[w][e.size_class] = index;
   ++class_count_[w][e.size_class];
   classes_in_use_[w] |= std::uint64_t{1} << e.size_class;
@@ -93,19 +95,20 @@ void TensorMap::insert(std::uint32_t index) {
 
 void TensorMap::unlink(std::uint32_t index) {
   Entry& e = entries_[index];
+  const Near& n = near_[index];
   const int w = e.write ? 1 : 0;
   if (e.prev != kNone) {
-    entries_[e.prev].next = e.next;
+    near_[e.prev].next = n.next;
   } else {
-    *bucket_head(e.key) = e.next;  // kNone when it was the last: the bucket stays, empty
+    *bucket_head(e.key) = n.next;  // kNone when it was the last: the bucket stays, empty
   }
-  if (e.next != kNone) entries_[e.next].prev = e.prev;
+  if (n.next != kNone) entries_[n.next].prev = e.prev;
   if (e.class_prev != kNone) {
-    entries_[e.class_prev].class_next = e.class_next;
+    near_[e.class_prev].class_next = n.class_next;
   } else {
-    class_head_[w][e.size_class] = e.class_next;
+    class_head_[w][e.size_class] = n.class_next;
   }
-  if (e.class_next != kNone) entries_[e.class_next].class_prev = e.class_prev;
+  if (n.class_next != kNone) entries_[n.class_next].class_prev = e.class_prev;
   if (--class_count_[w][e.size_class] == 0) classes_in_use_[w] &= ~(std::uint64_t{1} << e.size_class);
   e.live = false;
   e.owner = nullptr;
@@ -121,16 +124,16 @@ void TensorMap::for_each_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_
       const std::uintptr_t first = std::max<std::uintptr_t>(lo >> k, 1) - 1;
       const std::uintptr_t last = (hi - 1) >> k;
       if (last - first + 1 > class_count_[w][k]) {
-        for (std::uint32_t i = class_head_[w][k]; i != kNone; i = entries_[i].class_next) {
-          if (entries_[i].lo < hi && lo < entries_[i].hi) f(i);
+        for (std::uint32_t i = class_head_[w][k]; i != kNone; i = near_[i].class_next) {
+          if (near_[i].lo < hi && lo < near_[i].hi) f(i);
         }
         continue;
       }
       for (std::uintptr_t g = first; g <= last; ++g) {
         const std::uint32_t* head = bucket_head(key_of(k, g, w == 1));
         if (head == nullptr) continue;
-        for (std::uint32_t i = *head; i != kNone; i = entries_[i].next) {
-          if (entries_[i].lo < hi && lo < entries_[i].hi) f(i);
+        for (std::uint32_t i = *head; i != kNone; i = near_[i].next) {
+          if (near_[i].lo < hi && lo < near_[i].hi) f(i);
         }
       }
     }
@@ -212,16 +215,18 @@ void TensorMap::record_accesses(TaskId task, TaskSlot* owner, std::span<const Te
     } else {
       index = static_cast<std::uint32_t>(entries_.size());
       entries_.emplace_back();
+      near_.emplace_back();
     }
     Entry& e = entries_[index];
     e.region = a.region;
-    e.lo = a.region.lo();
-    e.hi = a.region.hi();
+    Near& n = near_[index];
+    n.lo = a.region.lo();
+    n.hi = a.region.hi();
     e.task = task;
     e.owner = owner;
     e.write = write;
     e.creator = a.tag == ArgTag::kOutput;
-    e.size_class = static_cast<std::uint8_t>(class_of(e.lo, e.hi));
+    e.size_class = static_cast<std::uint8_t>(class_of(n.lo, n.hi));
     insert(index);
     handles->push_back(index);
   }

@@ -79,13 +79,20 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
 
  private:
   static constexpr std::uint32_t kNone = 0xffffffffu;
-  struct Entry {
-    std::uintptr_t lo = 0, hi = 0;  // copies of region.lo()/hi(): the scan reads only these
+  // What a lookup's walk reads of an entry, packed apart from the rest (Entry is ~200 bytes,
+  // mostly its region): a walk over a bucket's or a class's entries that do not overlap the
+  // lookup touches 24 bytes of each, not a cache line or more.
+  struct Near {
+    std::uintptr_t lo = 0, hi = 0;  // copies of region.lo()/hi()
+    std::uint32_t next = kNone;        // in its bucket
+    std::uint32_t class_next = kNone;  // in its class list
+  };
+  struct Entry {  // near_[i] holds the rest of entry i
     TaskId task = kNoTask;
     TaskSlot* owner = nullptr;
     std::uint64_t key = 0;
-    std::uint32_t prev = kNone, next = kNone;              // in its bucket
-    std::uint32_t class_prev = kNone, class_next = kNone;  // in its class list
+    std::uint32_t prev = kNone;        // in its bucket
+    std::uint32_t class_prev = kNone;  // in its class list
     std::uint8_t size_class = 0;
     bool write = false;
     bool creator = false;
@@ -123,6 +130,7 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   void rebuild();  // drops emptied buckets; doubles the table when live ones need it
 
   std::vector<Entry> entries_;
+  std::vector<Near> near_;  // parallel to entries_
   std::vector<std::uint32_t> free_;
   std::vector<Slot> table_;  // power-of-two size
   std::size_t table_used_ = 0;

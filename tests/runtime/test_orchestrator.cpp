@@ -579,6 +579,89 @@ TEST_F(RuntimeOrchestrator, ARandomDagOfSingleCoreAndGangTasksComputesWhatASeria
   for (int b = 0; b < kBuffers; ++b) EXPECT_EQ(memory[static_cast<std::size_t>(b) * 8], expected[static_cast<std::size_t>(b)]) << b;
 }
 
+// The orchestrator caches slot -> callable per run (orchestrator.cpp); unregistering must
+// invalidate it: a freed slot is NOT_FOUND at the next submit, a slot reused by another callable
+// runs that callable, and tasks submitted before the change still run the callable they named.
+TEST_F(RuntimeOrchestrator, TheCallableCacheFollowsUnregisterAndSlotReuse) {
+  std::atomic<int> first_runs{0}, second_runs{0};
+  int slot = add("first", [&](const TaskArgs&, BlockContext&) -> Status {
+    HP_RETURN_IF_ERROR(gate.wait());  // still running after its slot is freed and reused
+    ++first_runs;
+    return Status::ok();
+  });
+  const std::uint64_t before = worker->callable_generation();
+  int reused = -1;
+  Status freed, reregistered;
+  std::vector<std::int32_t> buf(4, 0);
+  const Status s = run([&](Orchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit(slot, TaskArgs().inout(i32(buf))));  // cached
+    HP_RETURN_IF_ERROR(o.submit(slot, TaskArgs().inout(i32(buf))));  // from the cache
+    HP_RETURN_IF_ERROR(worker->unregister_callable(slot));
+    freed = o.submit(slot, TaskArgs().inout(i32(buf)));
+    HP_RETURN_IF_ERROR(worker->register_callable(
+        Callable::from_function("second", [&](const TaskArgs&, BlockContext&) {
+          ++second_runs;
+          return Status::ok();
+        }, "second-v1"),
+        &reused));
+    reregistered = o.submit(reused, TaskArgs().inout(i32(buf)));
+    gate.open();
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(freed.code(), ErrorCode::kNotFound) << freed.to_string();
+  EXPECT_EQ(reused, slot);  // the freed slot was reused
+  EXPECT_TRUE(reregistered.is_ok()) << reregistered.to_string();
+  EXPECT_EQ(first_runs.load(), 2);
+  EXPECT_EQ(second_runs.load(), 1);
+  EXPECT_GT(worker->callable_generation(), before);
+  std::lock_guard lock(recorder.mu);
+  EXPECT_EQ(recorder.statuses.size(), 3u);
+}
+
+// More arguments than TaskArgs keeps in place (it moves them to the heap): all of them reach
+// the task, and copies and moves keep them.
+TEST_F(RuntimeOrchestrator, TasksWithManyArgumentsSeeEveryOne) {
+  constexpr int kTensors = 9, kScalars = 11;
+  std::vector<std::vector<std::int32_t>> bufs(kTensors, std::vector<std::int32_t>(4, 0));
+  const int sum = add("sum_into_last", [](const TaskArgs& a, BlockContext&) -> Status {
+    std::int64_t total = 0;
+    for (int i = 0; i < a.num_scalars(); ++i) total += a.scalar_as<std::int32_t>(i);
+    for (int i = 0; i + 1 < a.num_tensors(); ++i) total += static_cast<const std::int32_t*>(a.tensor(i).data())[0];
+    static_cast<std::int32_t*>(a.tensor(a.num_tensors() - 1).data())[0] = static_cast<std::int32_t>(total);
+    return Status::ok();
+  });
+  TaskArgs built;
+  for (int i = 0; i < kTensors - 1; ++i) {
+    bufs[static_cast<std::size_t>(i)][0] = 100 * (i + 1);
+    built.input(i32(bufs[static_cast<std::size_t>(i)]));
+  }
+  built.output_existing(i32(bufs.back()));
+  for (int i = 0; i < kScalars; ++i) built.scalar(i + 1);
+  built.set_dependencies({0, 0, 0});
+  built.dump({0, 1, 2, 3, 4, 5});
+  const TaskArgs copied = built;
+  TaskArgs moved = TaskArgs(copied);
+  TaskArgs assigned;
+  assigned.input(i32(bufs[0]));
+  assigned = std::move(moved);
+  EXPECT_EQ(assigned.num_tensors(), kTensors);
+  EXPECT_EQ(assigned.num_scalars(), kScalars);
+  EXPECT_EQ(assigned.explicit_dependencies().size(), 3u);
+  EXPECT_TRUE(assigned.dump_marked(5));
+  EXPECT_FALSE(assigned.dump_marked(6));
+  EXPECT_EQ(assigned.tensor(kTensors - 1).data(), bufs.back().data());
+  EXPECT_THROW(assigned.tensor(kTensors), std::out_of_range);
+  const Status s = run([&](Orchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(bufs[0])).scalar(100)));
+    return o.submit(sum, assigned);
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  // 100 + 200 + ... + 800 inputs, 1 + ... + 11 scalars
+  EXPECT_EQ(bufs.back()[0], 3600 + 66);
+  EXPECT_EQ(recorder.edges(1).count({0, DepKind::kOrder, -1, DepSource::kExplicit}), 1u);
+}
+
 TEST_F(RuntimeOrchestrator, BadRequestsGetNamedErrors) {
   Status s = run([&](Orchestrator& o) -> Status { return o.submit(12345, TaskArgs()); });
   EXPECT_EQ(s.code(), ErrorCode::kNotFound);
