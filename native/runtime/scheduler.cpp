@@ -153,7 +153,7 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Ten
         s->id = id;
         s->heap_mark = mark;
         s->state.store(TaskState::kPending, std::memory_order_relaxed);
-        s->fanin.store(1, std::memory_order_relaxed);  // the submission guard
+        s->fanin.store(kFaninGuard, std::memory_order_relaxed);  // the submission guard
         s->refs.store(2, std::memory_order_relaxed);   // not completed + held by its scope
         s->scope_held = true;
         *slot = s;
@@ -189,29 +189,33 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Ten
 void Scheduler::order_after(TaskSlot* slot, TaskSlot* pred) {
   if (pred->connect_stamp == slot->id) return;  // already ordered after it
   pred->connect_stamp = slot->id;
-  bool pred_failed = false;
-  // A completed predecessor needs no lock: its status was written before COMPLETED (release).
-  if (pred->state.load(std::memory_order_acquire) >= TaskState::kCompleted) {
-    pred_failed = !pred->status.is_ok();
-  } else {
-    std::lock_guard lock(pred->lock);
-    if (pred->state.load(std::memory_order_relaxed) < TaskState::kCompleted) {
-      pred->consumers.push_back(slot);
-      slot->fanin.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      pred_failed = !pred->status.is_ok();
+  // connect() reserved room: `waits` does not move while its edges are linked.
+  Edge* edge = &slot->waits.emplace_back(Edge{slot, nullptr});
+  // The first CAS guesses an empty stack: one access to the predecessor's line, not a load
+  // then a CAS.
+  Edge* head = nullptr;
+  while (!pred->consumers.compare_exchange_weak(head, edge, std::memory_order_release,
+                                                std::memory_order_acquire)) {
+    if (head == kClosedEdges) {  // completed: its status was written before it closed
+      slot->waits.pop_back();
+      if (!pred->status.is_ok() && !slot->skip.exchange(true, std::memory_order_acq_rel)) {
+        slot->status = Status::error(ErrorCode::kAborted, "{} skipped: its predecessor {} failed",
+                                     describe(*slot), describe(*pred));
+      }
+      return;
     }
+    edge->next = head;
   }
-  if (pred_failed && !slot->skip.exchange(true, std::memory_order_acq_rel)) {
-    slot->status = Status::error(ErrorCode::kAborted, "{} skipped: its predecessor {} failed",
-                                 describe(*slot), describe(*pred));
-  }
+  ++slot->edges_linked;
 }
 
 void Scheduler::connect(TaskSlot* slot, TensorMap& map, std::span<const TensorAccess> accesses,
                         std::vector<Dependency>* deps) {
   found_.clear();
   map.find_and_record(slot->id, slot, accesses, &found_, &slot->map_entries);
+  std::size_t most_edges = slot->args.explicit_dependencies().size();
+  for (const FoundDependency& f : found_) most_edges += f.orders ? 1 : 0;
+  slot->waits.reserve(most_edges);  // before any edge is linked (task_slot.h)
   for (const FoundDependency& f : found_) {
     TaskSlot* pred = f.pred;
     if (f.orders) {
@@ -236,7 +240,8 @@ void Scheduler::connect(TaskSlot* slot, TensorMap& map, std::span<const TensorAc
 
 void Scheduler::publish(TaskSlot* slot) {
   ++published_;
-  if (slot->fanin.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  const int guard = kFaninGuard - slot->edges_linked;
+  if (slot->fanin.fetch_sub(guard, std::memory_order_acq_rel) != guard) return;
   Released released;
   make_ready(slot, nullptr, released);
   hand_out(released, nullptr);
@@ -317,14 +322,24 @@ void Scheduler::complete_one(TaskSlot* t, Status status, bool ran, Core* me, Rel
   }
   // Observers see the completion before any successor can become ready.
   for (Observer* o : options_.observers) o->on_task_complete(t->info, status);
-  {
-    std::lock_guard lock(t->lock);
-    t->status = std::move(status);
-    t->state.store(TaskState::kCompleted, std::memory_order_release);
+  t->status = std::move(status);
+  t->state.store(TaskState::kCompleted, std::memory_order_release);
+  // Closing `consumers` publishes status and takes every edge added so far; none is added
+  // after (task_slot.h).
+  Edge* taken = t->consumers.exchange(kClosedEdges, std::memory_order_acq_rel);
+  // The stack holds the newest edge first: reversed, successors become ready in submission
+  // order. The edges are only this thread's now (until their consumers' fanin drops).
+  Edge* edge = nullptr;
+  while (taken != nullptr) {
+    Edge* next = taken->next;
+    taken->next = edge;
+    edge = taken;
+    taken = next;
   }
-  // COMPLETED under the lock closed `consumers`: nobody adds to it any more.
   const bool ok = t->status.is_ok();
-  for (TaskSlot* c : t->consumers) {
+  while (edge != nullptr) {
+    TaskSlot* c = edge->consumer;
+    edge = edge->next;  // read before the decrement: then `c` may retire, and its edges with it
     if (!ok && !c->skip.exchange(true, std::memory_order_acq_rel)) {
       c->status = Status::error(ErrorCode::kAborted, "{} skipped: its predecessor {} failed",
                                 describe(*c), describe(*t));

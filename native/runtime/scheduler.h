@@ -26,9 +26,9 @@
 // placements and stop() bump. Lost-wake-up freedom: a core stores kIdle (seq_cst) and then reads
 // the gang counters, a placer bumps them (seq_cst) and then reads core states.
 //
-// Dependencies: lock-free but for one SpinLock per slot (task_slot.h). Reclamation: tasks are
-// CONSUMED by whichever thread drops their last reference; only the orchestration thread
-// reclaims slots (in ring order, when it needs a slot: sweep), so it alone resets slots, frees
+// Dependencies: lock-free (task_slot.h: a stack of edges per task, closed by its completion).
+// Reclamation: tasks are CONSUMED by whichever thread drops their last reference; only the
+// orchestration thread reclaims slots (in ring order, when it needs a slot: sweep), so it alone resets slots, frees
 // heap-ring memory and drops tensor map entries, and needs no lock for the rings.
 #ifndef HYPER_PARALLEL_RUNTIME_SCHEDULER_H_
 #define HYPER_PARALLEL_RUNTIME_SCHEDULER_H_

@@ -5,13 +5,21 @@
 //                         read-only for every other thread from publication until the slot is
 //                         reclaimed, which only the orchestration thread does (after it saw the
 //                         slot CONSUMED, when no other thread touches it any more).
-//   lock                  `consumers` and the transition to COMPLETED: a submitter registers a
-//                         new consumer only while the task is not COMPLETED, and the completer
-//                         takes the list when it sets COMPLETED, both under `lock`.
-//   atomics               fanin, refs, cores_outstanding, state, skip.
-// Publication: the orchestration thread's writes are published by its release decrement of
-// `fanin` (the submission guard); whoever takes fanin to 0 (acq_rel) makes the task ready and
-// hands it to a core through a ready queue or a core assignment (both release/acquire).
+//   atomics               consumers, fanin, refs, cores_outstanding, state, skip.
+// Edges (lock-free): a task's `consumers` is a stack of the Edges of the tasks waiting for it,
+// each Edge living in its consumer's `waits`. The submitter pushes (CAS) while the head is not
+// kClosedEdges; the completer exchanges the head for kClosedEdges (after writing status and
+// COMPLETED), which closes the stack, and walks what it took. So an edge is either taken by the
+// completer, which then decrements the consumer's fanin, or refused, and the submitter sees the
+// predecessor completed (and its status). The walker reads an edge before it decrements the
+// consumer's fanin and never after: that decrement may let the consumer run, retire and have
+// its slot reused. `waits` is reserved before its first edge is linked, so it never moves
+// while linked.
+// Fanin: kFaninGuard while submit() adds edges (no decrement can reach 0 meanwhile), minus one
+// per completed predecessor; publish() subtracts kFaninGuard less the edges it linked.
+// Publication: the orchestration thread's writes are published by its release subtraction from
+// `fanin`; whoever takes fanin to 0 (acq_rel) makes the task ready and hands it to a core
+// through a ready queue or a core assignment (both release/acquire).
 #ifndef HYPER_PARALLEL_RUNTIME_TASK_SLOT_H_
 #define HYPER_PARALLEL_RUNTIME_TASK_SLOT_H_
 
@@ -24,11 +32,23 @@
 #include "../platform/chip.h"
 #include "callable.h"
 #include "observer.h"
-#include "spin_lock.h"
 #include "task_args.h"
 #include "task_types.h"
 
 namespace hp::runtime {
+
+struct TaskSlot;
+
+// One "consumer waits for a predecessor" link (see above).
+struct Edge {
+  TaskSlot* consumer = nullptr;
+  Edge* next = nullptr;
+};
+
+// The head of a completed task's `consumers`: no edge can be added any more.
+inline Edge* const kClosedEdges = reinterpret_cast<Edge*>(alignof(Edge));
+// fanin while submit() is still adding edges: more than any task's predecessors.
+inline constexpr int kFaninGuard = 1 << 30;
 
 // Layout: three groups on their own cache lines, so that a core running the task reads lines
 // only the orchestration thread wrote (once), and the lines both sides write are few.
@@ -49,11 +69,13 @@ struct TaskSlot {
   bool scope_held = false;
   std::vector<std::uint32_t> map_entries;  // its tensor map entries, removed at reclaim
   TaskId connect_stamp = kNoTask;  // the last submitting task that ordered itself after this one
+  std::vector<Edge> waits;         // this task's edges in its predecessors' `consumers`
+  int edges_linked = 0;            // edges of `waits` linked (fanin counts their completions)
 
   // --- shared ---
-  alignas(64) SpinLock lock;
+  alignas(64) std::atomic<Edge*> consumers{nullptr};  // see above
   std::atomic<TaskState> state{TaskState::kFree};
-  // Predecessors not completed yet, plus 1 while submit() is still adding edges.
+  // Predecessors not completed yet, plus kFaninGuard while submit() is still adding edges.
   std::atomic<int> fanin{0};
   // Reasons the task cannot be consumed: 1 until it completes, 1 while a scope holds it, 1 per
   // consumer that keeps its memory alive until that consumer completes.
@@ -61,9 +83,8 @@ struct TaskSlot {
   std::atomic<int> cores_outstanding{0};
   // Set once (exchange) by whoever first finds a failed predecessor; that thread writes
   // `status` before it releases its hold on the task (fanin), the completer writes it before
-  // it sets COMPLETED.
+  // it closes `consumers`.
   std::atomic<bool> skip{false};
-  std::vector<TaskSlot*> consumers;  // under `lock`: successors ordered after this task
   TaskSlot* next_ready = nullptr;    // link of the ready queue the task waits in
   Status status;
 
@@ -78,7 +99,9 @@ struct TaskSlot {
     kept_alive.clear();
     map_entries.clear();
     connect_stamp = kNoTask;
-    consumers.clear();
+    waits.clear();
+    edges_linked = 0;
+    consumers.store(nullptr, std::memory_order_relaxed);
     fanin.store(0, std::memory_order_relaxed);
     refs.store(0, std::memory_order_relaxed);
     cores_outstanding.store(0, std::memory_order_relaxed);
