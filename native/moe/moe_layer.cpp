@@ -50,8 +50,8 @@ Status copy_smooth(const TensorView& t, const char* what, std::initializer_list<
   return Status::ok();
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+std::uint8_t* align64(std::uint8_t* p) {
+  return reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(p) + 63) & ~std::uintptr_t(63));
 }
 
 }  // namespace
@@ -203,21 +203,23 @@ Status MoeLayer::destroy() {
   return s;
 }
 
+void* MoeLayer::worker_workspace(int worker, std::uint64_t bytes) {
+  std::vector<std::uint8_t>& w = workspaces_[std::size_t(worker)];
+  if (w.size() < bytes + 64) w.resize(bytes + 64);
+  return align64(w.data());
+}
+
 template <typename Plan>
 Status MoeLayer::run_plan(const Plan& plan) {
   hp::platform::Chip* chip = config_.chip;
-  workspaces_.resize(std::size_t(plan.workers()));
-  for (auto& w : workspaces_) w.resize(plan.workspace_bytes() + 64);
-  auto aligned = [](std::vector<std::uint8_t>& w) {
-    return reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(w.data()) + 63) & ~std::uintptr_t(63));
-  };
+  workspaces_.resize(std::max(workspaces_.size(), std::size_t(plan.workers())));
   if (chip == nullptr) {
-    plan.run(0, aligned(workspaces_[0]));
+    plan.run(0, worker_workspace(0, plan.workspace_bytes()));
     return Status::ok();
   }
   return chip->launch({.mode = hp::platform::LaunchMode::kCube, .block_dim = plan.workers()},
                       [&](hp::platform::BlockContext& block) {
-                        plan.run(block.block_idx(), aligned(workspaces_[std::size_t(block.block_idx())]));
+                        plan.run(block.block_idx(), worker_workspace(block.block_idx(), plan.workspace_bytes()));
                         return Status::ok();
                       });
 }
@@ -238,9 +240,8 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
                          const TensorView& y, const TensorView& x_active_mask) {
   HP_ENSURE(buffer_ != nullptr, ErrorCode::kFailedPrecondition, "MoeLayer::forward: the layer was destroyed");
   own_workspace_.resize(std::size_t(plan_.total_bytes) + 64);
-  auto* ws = reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(own_workspace_.data()) + 63) &
-                                             ~std::uintptr_t(63));
-  return forward(x, topk_idx, topk_weights, y, ws, std::uint64_t(plan_.total_bytes), x_active_mask);
+  return forward(x, topk_idx, topk_weights, y, align64(own_workspace_.data()), std::uint64_t(plan_.total_bytes),
+                 x_active_mask);
 }
 
 Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const TensorView& topk_weights,
@@ -268,69 +269,68 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
     const std::lock_guard lock(spans_mutex_);
     spans_.clear();
   }
-  // The shared expert first: its regions are free again before the routed experts use theirs.
-  // Its error (a bad x) travels with the dispatch's counts like the workspace's, to every rank.
-  // (The deep path runs it inside its first launch, under the dispatch.)
+  // (The deep path runs the shared expert inside its first launch, under the dispatch.)
   if (deep_) return forward_deep(args, y, ws, workspace_ok);
+  // The staged path. The shared expert first: its regions are free again before the routed
+  // experts use theirs. Its error (a bad x) travels with the dispatch's counts like the
+  // workspace's, to every rank.
   const Status verdict = !workspace_ok.is_ok() || config_.shared_intermediate == 0 ? workspace_ok
                                                                                     : run_shared_expert(x, ws);
-  {  // the staged path
-    // ---- phase 0: dispatch into x1Token / x1Scale -------------------------------------------
-    auto start = std::chrono::steady_clock::now();
-    HP_RETURN_IF_ERROR(buffer_->notify_dispatch(args, &handle_, verdict));
-    const std::int64_t rows = handle_.rows, local = std::int64_t(handle_.expert_offsets.size()) - 1;
-    HP_ENSURE(rows <= plan_.max_recv_rows, ErrorCode::kInternal, "MoeLayer: {} rows past the plan's {}", rows,
-              plan_.max_recv_rows);
-    rows_ = rows;
-    recv_weights_.resize(std::size_t(rows));
-    const TensorView x1(ws + at.x1_token, DType::kInt8, {rows, hidden});
-    const TensorView x1_scale(ws + at.x1_scale, DType::kFP32, {rows});
-    HP_RETURN_IF_ERROR(buffer_->dispatch_data(
-        args, &handle_, {.x = x1, .x_scale = x1_scale, .topk_weights = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
-    times_.dispatch += seconds_since(start);
-    add_span(-1, CorePhase::kDispatch, start);
-    const TensorView offsets(handle_.expert_offsets.data(), DType::kInt64, {local + 1});
-    // ---- phase 1: GMM1 + SwiGLU + requantisation into the SwiGLU region ---------------------
-    // (The plan's reuse mode shares x2 with x1: the requantised rows move to x2 only in phase 2,
-    // once GMM1 no longer reads x1.)
-    start = std::chrono::steady_clock::now();
-    std::uint8_t* h = ws + at.swiglu;
-    auto* h_scale = reinterpret_cast<float*>(h + ((rows * inter + 63) & ~std::int64_t(63)));
-    HP_RETURN_IF_ERROR(run_gemm({.a = x1,
-                                 .a_scale = x1_scale,
-                                 .offsets = offsets,
-                                 .weights = w1_.header(),
-                                 .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
-                                 .out = TensorView(h, DType::kInt8, {rows, inter}),
-                                 .out_scale = TensorView(h_scale, DType::kFP32, {rows}),
-                                 .smooth = smooth2()}));
-    times_.gmm1 += seconds_since(start);
-    add_span(-1, CorePhase::kGmm1, start);
-    // ---- phase 2: into x2Token / x2Scale; phase 3: GMM2 into swap ----------------------------
-    // (Phase 2 moves the rows before GMM2 starts: swap, which GMM2 writes, shares its bytes
-    // with the SwiGLU region.)
-    start = std::chrono::steady_clock::now();
-    std::memcpy(ws + at.x2_token, h, std::size_t(rows * inter));
-    std::memcpy(ws + at.x2_scale, h_scale, std::size_t(rows) * sizeof(float));
-    auto* out = reinterpret_cast<float*>(ws + at.swap_space);
-    HP_RETURN_IF_ERROR(run_gemm({.a = TensorView(ws + at.x2_token, DType::kInt8, {rows, inter}),
-                                 .a_scale = TensorView(ws + at.x2_scale, DType::kFP32, {rows}),
-                                 .offsets = offsets,
-                                 .weights = w2_.header(),
-                                 .epilogue = hp::kernels::Epilogue::kDequantScale,
-                                 .out = TensorView(out, DType::kFP32, {rows, hidden}),
-                                 .row_factor = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
-    times_.gmm2 += seconds_since(start);
-    add_span(-1, CorePhase::kGmm2, start);
-    // ---- phase 4: combine (the top-k weights were applied by GMM2's epilogue) ----------------
-    start = std::chrono::steady_clock::now();
-    HP_RETURN_IF_ERROR(buffer_->combine(TensorView(out, DType::kFP32, {rows, hidden}), handle_, y, {},
-                                        /*weighted=*/false));
-    times_.combine += seconds_since(start);
-    add_span(-1, CorePhase::kCombine, start);
-  }
+  // ---- phase 0: dispatch into x1Token / x1Scale ---------------------------------------------
+  auto start = std::chrono::steady_clock::now();
+  HP_RETURN_IF_ERROR(buffer_->notify_dispatch(args, &handle_, verdict));
+  const std::int64_t rows = handle_.rows, local = std::int64_t(handle_.expert_offsets.size()) - 1;
+  HP_ENSURE(rows <= plan_.max_recv_rows, ErrorCode::kInternal, "MoeLayer: {} rows past the plan's {}", rows,
+            plan_.max_recv_rows);
+  rows_ = rows;
+  recv_weights_.resize(std::size_t(rows));
+  const TensorView x1(ws + at.x1_token, DType::kInt8, {rows, hidden});
+  const TensorView x1_scale(ws + at.x1_scale, DType::kFP32, {rows});
+  HP_RETURN_IF_ERROR(buffer_->dispatch_data(
+      args, &handle_, {.x = x1, .x_scale = x1_scale, .topk_weights = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
+  times_.dispatch += seconds_since(start);
+  add_span(-1, CorePhase::kDispatch, start);
+  const TensorView offsets(handle_.expert_offsets.data(), DType::kInt64, {local + 1});
+  // ---- phase 1: GMM1 + SwiGLU + requantisation into the SwiGLU region ---------------------
+  // (The plan's reuse mode shares x2 with x1: the requantised rows move to x2 only in phase 2,
+  // once GMM1 no longer reads x1.)
+  start = std::chrono::steady_clock::now();
+  std::uint8_t* h = ws + at.swiglu;
+  auto* h_scale = reinterpret_cast<float*>(h + ((rows * inter + 63) & ~std::int64_t(63)));
+  HP_RETURN_IF_ERROR(run_gemm({.a = x1,
+                               .a_scale = x1_scale,
+                               .offsets = offsets,
+                               .weights = w1_.header(),
+                               .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
+                               .out = TensorView(h, DType::kInt8, {rows, inter}),
+                               .out_scale = TensorView(h_scale, DType::kFP32, {rows}),
+                               .smooth = smooth2()}));
+  times_.gmm1 += seconds_since(start);
+  add_span(-1, CorePhase::kGmm1, start);
+  // ---- phase 2: into x2Token / x2Scale; phase 3: GMM2 into swap ----------------------------
+  // (Phase 2 moves the rows before GMM2 starts: swap, which GMM2 writes, shares its bytes
+  // with the SwiGLU region.)
+  start = std::chrono::steady_clock::now();
+  std::memcpy(ws + at.x2_token, h, std::size_t(rows * inter));
+  std::memcpy(ws + at.x2_scale, h_scale, std::size_t(rows) * sizeof(float));
+  auto* out = reinterpret_cast<float*>(ws + at.swap_space);
+  HP_RETURN_IF_ERROR(run_gemm({.a = TensorView(ws + at.x2_token, DType::kInt8, {rows, inter}),
+                               .a_scale = TensorView(ws + at.x2_scale, DType::kFP32, {rows}),
+                               .offsets = offsets,
+                               .weights = w2_.header(),
+                               .epilogue = hp::kernels::Epilogue::kDequantScale,
+                               .out = TensorView(out, DType::kFP32, {rows, hidden}),
+                               .row_factor = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
+  times_.gmm2 += seconds_since(start);
+  add_span(-1, CorePhase::kGmm2, start);
+  // ---- phase 4: combine (the top-k weights were applied by GMM2's epilogue) ----------------
+  start = std::chrono::steady_clock::now();
+  HP_RETURN_IF_ERROR(buffer_->combine(TensorView(out, DType::kFP32, {rows, hidden}), handle_, y, {},
+                                      /*weighted=*/false));
+  times_.combine += seconds_since(start);
+  add_span(-1, CorePhase::kCombine, start);
   if (config_.shared_intermediate > 0) {  // y (fp32, [T, H] as the combine checked) += the shared rows of active tokens
-    const auto start = std::chrono::steady_clock::now();
+    start = std::chrono::steady_clock::now();
     const std::int64_t tokens = x.dim(0);
     auto* yp = static_cast<float*>(y.data());
     const auto* mask = static_cast<const std::uint8_t*>(x_active_mask.data());

@@ -169,6 +169,13 @@ class HP_API MoeLayer {
   Status run_gemm(const hp::kernels::Bf16GemmProblem& problem);
   template <typename Plan>
   Status run_plan(const Plan& plan);
+  // Worker `worker`'s GEMM scratch: workspaces_[worker] (the caller sizes workspaces_ before a
+  // launch), grown to `bytes` (never shrunk), 64-byte aligned. A worker touches only its own, so
+  // the blocks of a launch may call it at once.
+  void* worker_workspace(int worker, std::uint64_t bytes);
+  static double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
   Status prepare_backward(const ExpertWeights& weights, bool shared);  // w1, w2 and their scales
   // The smooth-quant scales as views (empty: none).
   TensorView smooth1() const { return view_of(smooth1_, {config_.hidden}); }

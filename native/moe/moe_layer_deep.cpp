@@ -29,15 +29,6 @@ using hp::platform::BlockContext;
 using hp::platform::CoreType;
 using hp::platform::LaunchMode;
 
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-// The sender block works for this rank's PE while it runs (threads jobs: hp::shmem::bind_thread).
-struct BoundToPe {
-  explicit BoundToPe(hp::shmem::PeBinding pe) { hp::shmem::bind_thread(pe); }
-  ~BoundToPe() { hp::shmem::bind_thread({}); }
-  BoundToPe(const BoundToPe&) = delete;
-  BoundToPe& operator=(const BoundToPe&) = delete;
-};
 
 bool is_sender(const BlockContext& b) {
   return b.core_type() == CoreType::kVector && b.block_idx() == 0 && b.sub_block_idx() == 0;
@@ -80,9 +71,6 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
   const std::int64_t si = config_.shared_intermediate, tokens = args.x.ndim() == 2 ? args.x.dim(0) : 0;
   const std::int64_t inter = config_.intermediate, hidden = config_.hidden;
   const WorkspaceOffsets& at = plan_.offsets;
-  auto aligned = [](std::vector<std::uint8_t>& w) {
-    return reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(w.data()) + 63) & ~std::uintptr_t(63));
-  };
   // Dispatch and combine run inside the launches, on a vector block (bound to this PE): not on
   // the chip again.
   const hp::shmem::PeBinding pe = hp::shmem::pe_binding();
@@ -129,10 +117,7 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
   }();
   const bool run_shared = shared && verdict.is_ok();
   const TileOrder shared_tiles = run_shared ? TileOrder(shared1) : TileOrder();
-  workspaces_.resize(std::size_t(cubes));  // each cube core sizes its own below
-  for (auto& w : workspaces_) {
-    w.resize(std::max({w.size(), std::size_t(shared1.workspace_bytes() + 64), std::size_t(shared2.workspace_bytes() + 64)}));
-  }
+  workspaces_.resize(std::max(workspaces_.size(), std::size_t(cubes)));  // each cube core grows its own
   double shared_s = 0;
 
   // ---- launch 1: dispatch, GMM1 expert by expert as the rows arrive --------------------------
@@ -146,7 +131,7 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
   HP_RETURN_IF_ERROR(chip.launch(
       {.mode = LaunchMode::kMix, .block_dim = cubes, .num_flags = cubes + 4}, [&](BlockContext& b) -> Status {
         if (is_sender(b)) {
-          const BoundToPe bound(pe);
+          const hp::shmem::ThreadBinding bound(pe);
           const auto t0 = Clock::now();
           HP_RETURN_IF_ERROR(buffer_->notify_dispatch(args, &handle_, verdict));
           rows = handle_.rows;
@@ -175,16 +160,15 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
               args, &handle_,
               {.x = x1, .x_scale = x1_scale, .topk_weights = TensorView(recv_weights_.data(), DType::kFP32, {rows})},
               [&](std::int64_t) { return b.set_flag(kExpertsReady); }));
-          dispatch_s = seconds(t0, Clock::now());
+          dispatch_s = seconds_since(t0);
           add_span(b.core_idx(), CorePhase::kDispatch, t0);
           return Status::ok();
         }
         if (b.core_type() == CoreType::kVector) return Status::ok();
-        std::vector<std::uint8_t>& own = workspaces_[std::size_t(b.block_idx())];
         if (run_shared) {
           const auto t0 = Clock::now();
           const auto [s_first, s_last] = shared1.worker_tiles(b.block_idx());
-          shared1.call(s_first, s_last, aligned(own));
+          shared1.call(s_first, s_last, worker_workspace(b.block_idx(), shared1.workspace_bytes()));
           HP_RETURN_IF_ERROR(b.set_flag(kSharedGmm1));
           HP_RETURN_IF_ERROR(b.wait_flag(kSharedGmm1, std::uint32_t(cubes)));
           for (std::int64_t j = s_first; j < s_last; ++j) {  // full-width tiles: whole rows
@@ -196,33 +180,32 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
           }
           HP_RETURN_IF_ERROR(b.set_flag(kSharedMoved));
           HP_RETURN_IF_ERROR(b.wait_flag(kSharedMoved, std::uint32_t(cubes)));
-          shared2.run(b.block_idx(), aligned(own));
-          if (b.block_idx() == 0) shared_s = seconds(t0, Clock::now());
+          shared2.run(b.block_idx(), worker_workspace(b.block_idx(), shared2.workspace_bytes()));
+          if (b.block_idx() == 0) shared_s = seconds_since(t0);
           add_span(b.core_idx(), CorePhase::kSharedExpert, t0);
         }
         HP_RETURN_IF_ERROR(b.wait_flag(kNotified, 1));
-        if (own.size() < gmm1.workspace_bytes() + 64) own.resize(gmm1.workspace_bytes() + 64);
         const auto [first, last] = gmm1.worker_tiles(b.block_idx());
-        void* w = aligned(own);
+        void* w = worker_workspace(b.block_idx(), gmm1.workspace_bytes());
         double busy = 0;
         for (std::int64_t j = first; j < last; ++j) {
           HP_RETURN_IF_ERROR(b.wait_flag(kExpertsReady, std::uint32_t(tile_expert[std::size_t(j)] + 1)));
           const auto t0 = Clock::now();
           gmm1.call(j, j + 1, w);
-          busy += seconds(t0, Clock::now());
+          busy += seconds_since(t0);
           add_span(b.core_idx(), CorePhase::kGmm1, t0);
         }
         if (b.block_idx() == 0) gmm1_s = busy;
         return Status::ok();
       }));
-  const double wall1 = seconds(start1, Clock::now());
+  const double wall1 = seconds_since(start1);
   rows_ = rows;
 
   // ---- between: the requantised rows to x2 (which shares x1's bytes: GMM1 is done) --------
   const auto start_copy = Clock::now();
   std::memcpy(ws + at.x2_token, h, std::size_t(rows * inter));
   std::memcpy(ws + at.x2_scale, h_scale, std::size_t(rows) * sizeof(float));
-  const double copy_s = seconds(start_copy, Clock::now());
+  const double copy_s = seconds_since(start_copy);
   add_span(-1, CorePhase::kGmm1, start_copy);
 
   // ---- launch 2: GMM2, its rows streamed back as its tiles complete ----------------------------
@@ -242,13 +225,12 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
   HP_RETURN_IF_ERROR(buffer_->combine_stream_begin(handle_, TensorView(out, DType::kFP32, {rows, hidden}), y));
   TileOrder order;
   if (planned.is_ok()) order = TileOrder(gmm2);
-  for (auto& w : workspaces_) w.resize(std::max(w.size(), std::size_t(gmm2.workspace_bytes() + 64)));
   double gmm2_s = 0, send_s = 0;
   const auto start2 = Clock::now();
   const Status launched = !planned.is_ok() ? planned : chip.launch(
       {.mode = LaunchMode::kMix, .block_dim = cubes, .num_flags = cubes}, [&](BlockContext& b) -> Status {
         if (is_sender(b)) {
-          const BoundToPe bound(pe);
+          const hp::shmem::ThreadBinding bound(pe);
           const std::int64_t cols = hidden;
           for (std::size_t j = 0; j < order.tiles.size(); ++j) {
             HP_RETURN_IF_ERROR(b.wait_flag(order.owner[j], order.place[j]));
@@ -256,14 +238,14 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
             if (t.col_end != cols) continue;
             const auto t0 = Clock::now();
             HP_RETURN_IF_ERROR(buffer_->combine_stream_rows(t.row_begin, t.row_end));
-            send_s += seconds(t0, Clock::now());
+            send_s += seconds_since(t0);
             add_span(b.core_idx(), CorePhase::kCombine, t0);
           }
           return Status::ok();
         }
         if (b.core_type() == CoreType::kVector) return Status::ok();
         const auto [first, last] = gmm2.worker_tiles(b.block_idx());
-        void* w = aligned(workspaces_[std::size_t(b.block_idx())]);
+        void* w = worker_workspace(b.block_idx(), gmm2.workspace_bytes());
         const auto t0 = Clock::now();
         for (std::int64_t j = first; j < last; ++j) {
           const auto tile_start = Clock::now();
@@ -271,15 +253,15 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
           add_span(b.core_idx(), CorePhase::kGmm2, tile_start);
           HP_RETURN_IF_ERROR(b.set_flag(b.block_idx()));
         }
-        if (b.block_idx() == 0) gmm2_s = seconds(t0, Clock::now());
+        if (b.block_idx() == 0) gmm2_s = seconds_since(t0);
         return Status::ok();
       });
-  const double wall2 = seconds(start2, Clock::now());
+  const double wall2 = seconds_since(start2);
   buffer_->use_chip(config_.chip);  // the reduce splits over the vector cores
   const auto start_end = Clock::now();
   HP_RETURN_IF_ERROR(buffer_->combine_stream_end(
       launched, shared ? TensorView(shared_out_.data(), DType::kFP32, {tokens, hidden}) : TensorView()));
-  const double end_s = seconds(start_end, Clock::now());
+  const double end_s = seconds_since(start_end);
   add_span(-1, CorePhase::kCombine, start_end);
   // Each stage's own time; overlap is how much of it ran at once with another's.
   times_.dispatch += dispatch_s;

@@ -7,24 +7,16 @@
 #include "common/bfloat16.h"
 #include "kernels/ops.h"
 #include "moe/moe_layer.h"
+#include "moe/window_layout.h"
 #include "shmem/shmem.h"
 
 namespace hp::moe {
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+using window::expect_float_rows;
 
 float sigmoid(float g) { return 1.0f / (1.0f + std::exp(-g)); }
 
-Status expect_float(const TensorView& t, std::string_view what, std::initializer_list<std::int64_t> shape) {
-  HP_RETURN_IF_ERROR(t.expect_shape(what, shape));
-  HP_ENSURE(t.dtype() == DType::kFP32 || t.dtype() == DType::kBF16, ErrorCode::kDTypeMismatch,
-            "{} {}: expected fp32 or bf16", what, t.to_string());
-  HP_ENSURE(t.is_contiguous(), ErrorCode::kInvalidArgument, "{} {}: expected contiguous", what, t.to_string());
-  return Status::ok();
-}
 
 float load(const TensorView& t, std::int64_t i) {
   return t.dtype() == DType::kBF16 ? bf16_to_float(static_cast<const std::uint16_t*>(t.data())[i])
@@ -62,18 +54,17 @@ Status MoeLayer::check_grad_args(const MoeGradArgs& a) const {
   const std::int64_t local = config_.num_experts / buffer_->num_ranks();
   HP_RETURN_IF_ERROR(a.x.expect_shape("x", {-1, H}));
   const std::int64_t T = a.x.dim(0);
-  HP_RETURN_IF_ERROR(expect_float(a.dy, "dy", {T, H}));
-  HP_RETURN_IF_ERROR(expect_float(a.dx, "dx", {T, H}));
+  HP_RETURN_IF_ERROR(expect_float_rows(a.dy, "dy", {T, H}));
+  HP_RETURN_IF_ERROR(expect_float_rows(a.dx, "dx", {T, H}));
   HP_RETURN_IF_ERROR(a.d_topk_weights.expect_shape("d_topk_weights", {T, K}));
   HP_RETURN_IF_ERROR(a.d_topk_weights.expect_dtype("d_topk_weights", DType::kFP32));
-  HP_ENSURE(a.d_topk_weights.is_contiguous(), ErrorCode::kInvalidArgument, "d_topk_weights {}: expected contiguous",
-            a.d_topk_weights.to_string());
-  HP_RETURN_IF_ERROR(expect_float(a.dw1, "dw1", {local, H, 2 * I}));
-  HP_RETURN_IF_ERROR(expect_float(a.dw2, "dw2", {local, I, H}));
+  HP_RETURN_IF_ERROR(window::expect_contiguous(a.d_topk_weights, "d_topk_weights"));
+  HP_RETURN_IF_ERROR(expect_float_rows(a.dw1, "dw1", {local, H, 2 * I}));
+  HP_RETURN_IF_ERROR(expect_float_rows(a.dw2, "dw2", {local, I, H}));
   const std::int64_t si = config_.shared_intermediate;
   if (si > 0) {
-    HP_RETURN_IF_ERROR(expect_float(a.shared_dw1, "shared_dw1", {1, H, 2 * si}));
-    HP_RETURN_IF_ERROR(expect_float(a.shared_dw2, "shared_dw2", {1, si, H}));
+    HP_RETURN_IF_ERROR(expect_float_rows(a.shared_dw1, "shared_dw1", {1, H, 2 * si}));
+    HP_RETURN_IF_ERROR(expect_float_rows(a.shared_dw2, "shared_dw2", {1, si, H}));
   } else {
     HP_ENSURE(a.shared_dw1.data() == nullptr && a.shared_dw2.data() == nullptr, ErrorCode::kInvalidArgument,
               "shared_dw1/shared_dw2: given, but the layer has no shared expert");
@@ -198,19 +189,15 @@ Status MoeLayer::run_gemms_side_by_side(const hp::kernels::Bf16GemmProblem& firs
   hp::kernels::Bf16GemmPlan a, b;
   HP_RETURN_IF_ERROR(hp::kernels::plan_bf16_gemm(*table_, first, split, &a));
   HP_RETURN_IF_ERROR(hp::kernels::plan_bf16_gemm(*table_, second, cubes - split, &b));
-  workspaces_.resize(std::size_t(cubes));
-  for (auto& w : workspaces_) w.resize(std::max(a.workspace_bytes(), b.workspace_bytes()) + 64);
+  workspaces_.resize(std::max(workspaces_.size(), std::size_t(cubes)));
   double second_s = 0;
   HP_RETURN_IF_ERROR(chip.launch({.mode = hp::platform::LaunchMode::kCube, .block_dim = cubes},
                                  [&](hp::platform::BlockContext& block) {
                                    const auto t0 = std::chrono::steady_clock::now();
-                                   void* w = reinterpret_cast<void*>(
-                                       (reinterpret_cast<std::uintptr_t>(workspaces_[std::size_t(block.block_idx())].data()) + 63) &
-                                       ~std::uintptr_t(63));
                                    if (block.block_idx() < split) {
-                                     a.run(block.block_idx(), w);
+                                     a.run(block.block_idx(), worker_workspace(block.block_idx(), a.workspace_bytes()));
                                    } else {
-                                     b.run(block.block_idx() - split, w);
+                                     b.run(block.block_idx() - split, worker_workspace(block.block_idx(), b.workspace_bytes()));
                                      if (block.block_idx() == split) second_s = seconds_since(t0);
                                      add_span(block.core_idx(), CorePhase::kGradWeight, t0);
                                    }
@@ -320,8 +307,7 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
   hp::platform::Chip& chip = *config_.chip;
   hp::kernels::Bf16GemmPlan plan;
   HP_RETURN_IF_ERROR(hp::kernels::plan_bf16_gemm(*table_, dw1, chip.num_cube(), &plan));
-  workspaces_.resize(std::size_t(chip.num_cube()));
-  for (auto& w : workspaces_) w.resize(plan.workspace_bytes() + 64);
+  workspaces_.resize(std::max(workspaces_.size(), std::size_t(chip.num_cube())));
   const hp::shmem::PeBinding pe = hp::shmem::pe_binding();
   buffer_->use_chip(nullptr);  // the combine runs on one vector block, inside the launch
   double gemm_s = 0, comm_s = 0;
@@ -330,17 +316,17 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
       {.mode = hp::platform::LaunchMode::kMix, .block_dim = chip.num_cube()}, [&](hp::platform::BlockContext& b) -> Status {
         const auto t0 = std::chrono::steady_clock::now();
         if (b.core_type() == hp::platform::CoreType::kCube) {
-          auto* w = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(workspaces_[std::size_t(b.block_idx())].data()) + 63) &
-                                            ~std::uintptr_t(63));
-          plan.run(b.block_idx(), w);
+          plan.run(b.block_idx(), worker_workspace(b.block_idx(), plan.workspace_bytes()));
           if (b.block_idx() == 0) gemm_s = seconds_since(t0);
           add_span(b.core_idx(), CorePhase::kGradWeight, t0);
           return Status::ok();
         }
         if (b.block_idx() != 0 || b.sub_block_idx() != 0) return Status::ok();
-        hp::shmem::bind_thread(pe);
-        const Status s = backward_communication(a);
-        hp::shmem::bind_thread({});
+        Status s;
+        {
+          const hp::shmem::ThreadBinding bound(pe);
+          s = backward_communication(a);
+        }
         comm_s = seconds_since(t0);
         add_span(b.core_idx(), CorePhase::kGradCombine, t0);
         return s;

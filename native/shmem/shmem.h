@@ -85,6 +85,14 @@ struct PeBinding {
 };
 HP_API PeBinding pe_binding() noexcept;
 HP_API void bind_thread(PeBinding binding) noexcept;
+// bind_thread for a scope: the calling thread works for `binding`'s PE until the end of it.
+class ThreadBinding {
+ public:
+  explicit ThreadBinding(PeBinding binding) noexcept { bind_thread(binding); }
+  ~ThreadBinding() { bind_thread({}); }
+  ThreadBinding(const ThreadBinding&) = delete;
+  ThreadBinding& operator=(const ThreadBinding&) = delete;
+};
 
 HP_API int my_pe() noexcept;    // -1 before init
 HP_API int n_pes() noexcept;    // -1 before init
