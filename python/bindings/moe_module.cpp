@@ -68,6 +68,15 @@ struct PyBuffer {
   }
 };
 
+// 'shmem' or 'window' (anything else raises INVALID_ARGUMENT).
+hp::moe::CommKind parse_comm(const std::string& comm) {
+  if (comm == "window") return hp::moe::CommKind::kWindow;
+  if (comm != "shmem") {
+    hp::python::raise(hp::Status::error(hp::ErrorCode::kInvalidArgument, "comm='{}': expected 'shmem' or 'window'", comm));
+  }
+  return hp::moe::CommKind::kShmem;
+}
+
 // The tensor of weights[key] (None or absent: an empty view), or each of its list's.
 hp::TensorView weight(const py::dict& weights, const char* key) {
   if (!weights.contains(key) || weights[key].is_none()) return {};
@@ -107,13 +116,7 @@ PYBIND11_MODULE(_hp_moe, m) {
       .def(py::init([](std::int64_t hidden, std::int64_t max_tokens, std::int64_t experts, std::int64_t topk,
                        std::int64_t max_element_bytes, std::int64_t combine_element_bytes, const std::string& comm,
                        bool low_latency, double capacity_factor, bool grow_on_overflow) {
-             hp::moe::CommKind kind = hp::moe::CommKind::kShmem;
-             if (comm == "window") {
-               kind = hp::moe::CommKind::kWindow;
-             } else if (comm != "shmem") {
-               hp::python::raise(hp::Status::error(hp::ErrorCode::kInvalidArgument,
-                                                   "comm='{}': expected 'shmem' or 'window'", comm));
-             }
+             const hp::moe::CommKind kind = parse_comm(comm);
              auto b = std::make_unique<PyBuffer>();
              blocking([&] {
                return hp::moe::Buffer::create({.hidden = hidden,
@@ -194,7 +197,7 @@ PYBIND11_MODULE(_hp_moe, m) {
                        std::int64_t shared_intermediate, bool backward, const std::string& path, int cube_cores,
                        int vector_cores, double capacity_factor, bool grow_on_overflow) {
         auto l = std::make_unique<PyLayer>();
-        const hp::moe::CommKind kind = comm == "window" ? hp::moe::CommKind::kWindow : hp::moe::CommKind::kShmem;
+        const hp::moe::CommKind kind = parse_comm(comm);
         hp::moe::LayerPath layer_path = hp::moe::LayerPath::kAuto;
         if (path == "staged") {
           layer_path = hp::moe::LayerPath::kStaged;
