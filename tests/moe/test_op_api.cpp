@@ -211,6 +211,29 @@ TEST_P(OpApiRoundTrip, BadInputOnOneRankFailsEveryRank) {
   });
 }
 
+// The layer tests' case: this rank's 2 experts' int8 weights and scales, 12 tokens of H = 64
+// routed top-2 over every rank's experts.
+struct LayerCase {
+  static constexpr std::int64_t H = 64, I = 32, local = 2, K = 2, T = 12;
+  std::int64_t E;
+  std::vector<std::int8_t> w1, w2;
+  std::vector<float> s1, s2, x, w;
+  std::vector<std::int64_t> idx;
+
+  LayerCase(int me, int ranks)
+      : E(local * ranks), w1(std::size_t(local * H * 2 * I)), w2(std::size_t(local * I * H)),
+        s1(std::size_t(local * 2 * I), 1.0f / 1000), s2(std::size_t(local * H), 1.0f / 500), x(std::size_t(T * H)),
+        w(std::size_t(T * K), 0.5f), idx(std::size_t(T * K)) {
+    for (std::size_t i = 0; i < w1.size(); ++i) w1[i] = std::int8_t(int((i * 37 + std::size_t(me) * 11) % 255) - 127);
+    for (std::size_t i = 0; i < w2.size(); ++i) w2[i] = std::int8_t(int((i * 53 + std::size_t(me) * 7) % 255) - 127);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(int((i * 13 + std::size_t(me)) % 17) - 8) / 4;
+    for (std::int64_t t = 0; t < T; ++t) {
+      idx[std::size_t(t * K)] = (t + me) % E;
+      idx[std::size_t(t * K + 1)] = (t + me + 1 + t % 3) % E;
+    }
+  }
+};
+
 // hpHyperMegaMoe: the layer through the ABI in the caller's workspace (the plan's size) gives
 // what the C++ layer gives; a short workspace on one rank fails every rank. hpHyperMegaMoeGrad
 // gives the C++ layer's gradients too.
@@ -218,18 +241,11 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
   run_scenario([&]() -> Status {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
     if (GetParam() == HP_MOE_COMM_WINDOW && !all_mapped()) return Status::ok();
-    const std::int64_t H = 64, I = 32, local = 2, E = local * ranks, K = 2, T = 12;
-    std::vector<std::int8_t> w1(std::size_t(local * H * 2 * I)), w2(std::size_t(local * I * H));
-    for (std::size_t i = 0; i < w1.size(); ++i) w1[i] = std::int8_t(int((i * 37 + std::size_t(me) * 11) % 255) - 127);
-    for (std::size_t i = 0; i < w2.size(); ++i) w2[i] = std::int8_t(int((i * 53 + std::size_t(me) * 7) % 255) - 127);
-    std::vector<float> s1(std::size_t(local * 2 * I), 1.0f / 1000), s2(std::size_t(local * H), 1.0f / 500);
-    std::vector<float> x(std::size_t(T * H)), w(std::size_t(T * K), 0.5f);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(int((i * 13 + std::size_t(me)) % 17) - 8) / 4;
-    std::vector<std::int64_t> idx(std::size_t(T * K));
-    for (std::int64_t t = 0; t < T; ++t) {
-      idx[std::size_t(t * K)] = (t + me) % E;
-      idx[std::size_t(t * K + 1)] = (t + me + 1 + t % 3) % E;
-    }
+    LayerCase c(me, ranks);
+    const std::int64_t H = c.H, I = c.I, local = c.local, E = c.E, K = c.K, T = c.T;
+    auto &w1 = c.w1, &w2 = c.w2;
+    auto &s1 = c.s1, &s2 = c.s2, &x = c.x, &w = c.w;
+    auto& idx = c.idx;
     const hpTensor t_w1 = tensor(w1.data(), HP_DTYPE_INT8, {local, H, 2 * I}),
                    t_s1 = tensor(s1.data(), HP_DTYPE_FP32, {local, 2 * I}),
                    t_w2 = tensor(w2.data(), HP_DTYPE_INT8, {local, I, H}),
@@ -338,21 +354,14 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeWithWeightsListsSmoothAndTheDeepPath) {
   run_scenario([&]() -> Status {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
     if (GetParam() == HP_MOE_COMM_WINDOW && !all_mapped()) return Status::ok();
-    const std::int64_t H = 64, I = 32, local = 2, E = local * ranks, K = 2, T = 12;
-    std::vector<std::int8_t> w1(std::size_t(local * H * 2 * I)), w2(std::size_t(local * I * H));
-    for (std::size_t i = 0; i < w1.size(); ++i) w1[i] = std::int8_t(int((i * 37 + std::size_t(me) * 11) % 255) - 127);
-    for (std::size_t i = 0; i < w2.size(); ++i) w2[i] = std::int8_t(int((i * 53 + std::size_t(me) * 7) % 255) - 127);
-    std::vector<float> s1(std::size_t(local * 2 * I), 1.0f / 1000), s2(std::size_t(local * H), 1.0f / 500);
+    LayerCase c(me, ranks);
+    const std::int64_t H = c.H, I = c.I, local = c.local, E = c.E, K = c.K, T = c.T;
+    auto &w1 = c.w1, &w2 = c.w2;
+    auto &s1 = c.s1, &s2 = c.s2, &x = c.x, &w = c.w;
+    auto& idx = c.idx;
     std::vector<float> smooth1(static_cast<std::size_t>(H)), smooth2(static_cast<std::size_t>(local * I));
     for (std::size_t i = 0; i < smooth1.size(); ++i) smooth1[i] = 0.5f + float(i % 7) / 4;
     for (std::size_t i = 0; i < smooth2.size(); ++i) smooth2[i] = 0.75f + float(i % 5) / 8;
-    std::vector<float> x(std::size_t(T * H)), w(std::size_t(T * K), 0.5f);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(int((i * 13 + std::size_t(me)) % 17) - 8) / 4;
-    std::vector<std::int64_t> idx(std::size_t(T * K));
-    for (std::int64_t t = 0; t < T; ++t) {
-      idx[std::size_t(t * K)] = (t + me) % E;
-      idx[std::size_t(t * K + 1)] = (t + me + 1 + t % 3) % E;
-    }
     std::vector<hpTensor> w1_list, s1_list, w2_list, s2_list;
     for (std::int64_t e = 0; e < local; ++e) {
       w1_list.push_back(tensor(w1.data() + e * H * 2 * I, HP_DTYPE_INT8, {H, 2 * I}));
