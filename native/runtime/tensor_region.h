@@ -34,7 +34,14 @@ class HP_API TensorRegion {
  public:
   static constexpr std::int64_t kMaxExactRuns = 1 << 14;
 
-  TensorRegion() = default;
+  TensorRegion() noexcept {}
+  // Copies only the outer dims in use: regions are copied on every submit (into the access list
+  // and the tensor map), and most are one run.
+  TensorRegion(const TensorRegion& other) noexcept { copy_from(other); }
+  TensorRegion& operator=(const TensorRegion& other) noexcept {
+    copy_from(other);
+    return *this;
+  }
   static TensorRegion of(const TensorView& view);
 
   bool empty() const noexcept { return lo_ == hi_; }
@@ -52,14 +59,28 @@ class HP_API TensorRegion {
   friend bool overlaps(const TensorRegion& a, const TensorRegion& b);
   friend class RunCursor;
 
+  void copy_from(const TensorRegion& other) noexcept {
+    lo_ = other.lo_;
+    hi_ = other.hi_;
+    run_bytes_ = other.run_bytes_;
+    outer_dims_ = other.outer_dims_;
+    nested_ = other.nested_;
+    runs_ = other.runs_;
+    for (int i = 0; i < outer_dims_; ++i) {
+      extents_[static_cast<std::size_t>(i)] = other.extents_[static_cast<std::size_t>(i)];
+      strides_[static_cast<std::size_t>(i)] = other.strides_[static_cast<std::size_t>(i)];
+    }
+  }
+
   std::uintptr_t lo_ = 0;
   std::uintptr_t hi_ = 0;
   std::int64_t run_bytes_ = 0;
   int outer_dims_ = 0;  // outermost first
-  std::array<std::int64_t, TensorView::kMaxDims> extents_{};
-  std::array<std::int64_t, TensorView::kMaxDims> strides_{};  // bytes
   bool nested_ = true;
   std::int64_t runs_ = 0;
+  // Only the first outer_dims_ entries are set (and copied).
+  std::array<std::int64_t, TensorView::kMaxDims> extents_;
+  std::array<std::int64_t, TensorView::kMaxDims> strides_;  // bytes
 };
 
 HP_API bool overlaps(const TensorRegion& a, const TensorRegion& b);
