@@ -191,22 +191,23 @@ void Scheduler::order_after(TaskSlot* slot, TaskSlot* pred) {
   pred->connect_stamp = slot->id;
   // connect() reserved room: `waits` does not move while its edges are linked.
   Edge* edge = &slot->waits.emplace_back(Edge{slot, nullptr});
-  // The first CAS guesses an empty stack: one access to the predecessor's line, not a load
-  // then a CAS.
-  Edge* head = nullptr;
-  while (!pred->consumers.compare_exchange_weak(head, edge, std::memory_order_release,
-                                                std::memory_order_acquire)) {
-    if (head == kClosedEdges) {  // completed: its status was written before it closed
-      slot->waits.pop_back();
-      if (!pred->status.is_ok() && !slot->skip.exchange(true, std::memory_order_acq_rel)) {
-        slot->status = Status::error(ErrorCode::kAborted, "{} skipped: its predecessor {} failed",
-                                     describe(*slot), describe(*pred));
-      }
+  // A load first: a predecessor that already completed (most, when the cores keep up with the
+  // submitter) then costs a shared read of its line, not a locked write.
+  Edge* head = pred->consumers.load(std::memory_order_acquire);
+  while (head != kClosedEdges) {
+    edge->next = head;
+    if (pred->consumers.compare_exchange_weak(head, edge, std::memory_order_release,
+                                              std::memory_order_acquire)) {
+      ++slot->edges_linked;
       return;
     }
-    edge->next = head;
   }
-  ++slot->edges_linked;
+  // Completed: its status was written before it closed.
+  slot->waits.pop_back();
+  if (!pred->status.is_ok() && !slot->skip.exchange(true, std::memory_order_acq_rel)) {
+    slot->status = Status::error(ErrorCode::kAborted, "{} skipped: its predecessor {} failed",
+                                 describe(*slot), describe(*pred));
+  }
 }
 
 void Scheduler::connect(TaskSlot* slot, TensorMap& map, std::span<const TensorAccess> accesses,
