@@ -240,9 +240,12 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
     slot->status = prepared;
   }
 
-  impl.accesses.clear();
+  impl.accesses.resize(static_cast<std::size_t>(args.num_tensors()));
   for (int i = 0; i < args.num_tensors(); ++i) {
-    impl.accesses.push_back({TensorRegion::of(slot->args.tensor(i)), args.tag(i), i});
+    TensorAccess& access = impl.accesses[static_cast<std::size_t>(i)];
+    access.region.assign(slot->args.tensor(i));
+    access.tag = args.tag(i);
+    access.arg_index = i;
   }
   impl.deps.clear();
   impl.scheduler.connect(slot, impl.tensor_map, impl.accesses, &impl.deps);

@@ -7,8 +7,12 @@
 
 namespace hp::runtime {
 
-TensorRegion TensorRegion::of(const TensorView& view) {
-  TensorRegion r;
+void TensorRegion::assign(const TensorView& view) {
+  TensorRegion& r = *this;
+  r.run_bytes_ = 0;
+  r.outer_dims_ = 0;
+  r.nested_ = true;
+  r.runs_ = 0;
   const std::int64_t element = static_cast<std::int64_t>(view.element_size());
   const auto base = reinterpret_cast<std::uintptr_t>(view.data());
   r.lo_ = r.hi_ = base;
@@ -20,12 +24,12 @@ TensorRegion TensorRegion::of(const TensorView& view) {
     expected *= view.dim(i);
     numel *= view.dim(i);
   }
-  if (numel == 0) return r;  // no elements: no bytes
+  if (numel == 0) return;  // no elements: no bytes
   if (dense) {
     r.run_bytes_ = numel * element;
     r.hi_ = base + static_cast<std::uintptr_t>(r.run_bytes_);
     r.runs_ = 1;
-    return r;
+    return;
   }
   struct Dim {
     std::int64_t extent, stride;
@@ -33,7 +37,7 @@ TensorRegion TensorRegion::of(const TensorView& view) {
   std::array<Dim, TensorView::kMaxDims> dims{};
   int n = 0;
   for (int i = 0; i < view.ndim(); ++i) {
-    if (view.dim(i) == 0) return r;  // no elements: no bytes
+    if (view.dim(i) == 0) return;  // no elements: no bytes
     if (view.dim(i) == 1 || view.stride(i) == 0) continue;
     dims[static_cast<std::size_t>(n++)] = {view.dim(i), view.stride(i) * element};
   }
@@ -79,7 +83,7 @@ TensorRegion TensorRegion::of(const TensorView& view) {
     r.extents_[static_cast<std::size_t>(i)] = outer[static_cast<std::size_t>(m - 1 - i)].extent;
     r.strides_[static_cast<std::size_t>(i)] = outer[static_cast<std::size_t>(m - 1 - i)].stride;
   }
-  return r;
+  return;
 }
 
 std::string TensorRegion::to_string() const {

@@ -42,7 +42,13 @@ class HP_API TensorRegion {
     copy_from(other);
     return *this;
   }
-  static TensorRegion of(const TensorView& view);
+  static TensorRegion of(const TensorView& view) {
+    TensorRegion r;
+    r.assign(view);
+    return r;
+  }
+  // This region becomes the view's (in place: no region is copied).
+  void assign(const TensorView& view);
 
   bool empty() const noexcept { return lo_ == hi_; }
   std::uintptr_t lo() const noexcept { return lo_; }
