@@ -46,7 +46,8 @@ class alignas(64) ReadyQueue {
         tail_->next_ready = batch.head;
       }
       tail_ = batch.tail;
-      size_.fetch_add(batch.size, std::memory_order_release);
+      // Written under the lock only: a store, not a locked add (readers just load it).
+      size_.store(size_.load(std::memory_order_relaxed) + batch.size, std::memory_order_release);
     }
     batch = {};
     platform::notify_event(event_, false);
@@ -60,7 +61,7 @@ class alignas(64) ReadyQueue {
     head_ = slot->next_ready;
     if (head_ == nullptr) tail_ = nullptr;
     slot->next_ready = nullptr;
-    size_.fetch_sub(1, std::memory_order_relaxed);
+    size_.store(size_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     return slot;
   }
   int size() const noexcept { return size_.load(std::memory_order_acquire); }
