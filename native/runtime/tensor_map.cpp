@@ -38,11 +38,11 @@ int TensorMap::class_of(std::uintptr_t lo, std::uintptr_t hi) noexcept {
   return std::max(kMinClass, static_cast<int>(std::bit_width(length - 1)));
 }
 
-std::uint32_t* TensorMap::bucket_head(std::uint64_t key) noexcept {
+TensorMap::Slot* TensorMap::bucket(std::uint64_t key) noexcept {
   if (table_.empty()) return nullptr;
   const std::size_t mask = table_.size() - 1;
   for (std::size_t i = hash_of(key) & mask;; i = (i + 1) & mask) {
-    if (table_[i].key == key) return &table_[i].head;
+    if (table_[i].key == key) return &table_[i];
     if (table_[i].key == kEmptyKey) return nullptr;
   }
 }
@@ -50,39 +50,37 @@ std::uint32_t* TensorMap::bucket_head(std::uint64_t key) noexcept {
 void TensorMap::rebuild() {
   std::vector<Slot> old = std::move(table_);
   std::size_t live_buckets = 0;
-  for (const Slot& slot : old) live_buckets += slot.key != kEmptyKey && slot.head != kNone ? 1 : 0;
+  for (const Slot& slot : old) live_buckets += slot.key != kEmptyKey && !slot.empty() ? 1 : 0;
   std::size_t size = 64;
   while ((live_buckets + 1) * 2 > size) size *= 2;
-  table_.assign(size, Slot{kEmptyKey, kNone});
+  table_.assign(size, Slot{kEmptyKey, {kNone, kNone}});
   table_used_ = 0;
   for (const Slot& slot : old) {
-    if (slot.key != kEmptyKey && slot.head != kNone) table_put(slot.key, slot.head);
+    if (slot.key != kEmptyKey && !slot.empty()) table_put(slot);
   }
 }
 
-void TensorMap::table_put(std::uint64_t key, std::uint32_t head) {
+TensorMap::Slot* TensorMap::table_put(const Slot& slot) {
   if ((table_used_ + 1) * 2 > table_.size()) rebuild();
   const std::size_t mask = table_.size() - 1;
-  std::size_t i = hash_of(key) & mask;
+  std::size_t i = hash_of(slot.key) & mask;
   while (table_[i].key != kEmptyKey) i = (i + 1) & mask;
-  table_[i] = {key, head};
+  table_[i] = slot;
   ++table_used_;
+  return &table_[i];
 }
 
 void TensorMap::insert(std::uint32_t index) {
   Entry& e = entries_[index];
   Near& n = near_[index];
   const int w = e.write ? 1 : 0;
-  e.key = key_of(e.size_class, n.lo >> e.size_class, e.write);
+  e.key = key_of(e.size_class, n.lo >> e.size_class);
   e.prev = kNone;
-  if (std::uint32_t* head = bucket_head(e.key)) {
-    n.next = *head;
-    if (*head != kNone) entries_[*head].prev = index;
-    *head = index;
-  } else {
-    n.next = kNone;
-    table_put(e.key, index);
-  }
+  Slot* b = bucket(e.key);
+  if (b == nullptr) b = table_put(Slot{e.key, {kNone, kNone}});
+  n.next = b->head[w];
+  if (n.next != kNone) entries_[n.next].prev = index;
+  b->head[w] = index;
   e.class_prev = kNone;
   n.class_next = class_head_[w][e.size_class];
   if (n.class_next != kNone) entries_[n.class_next].class_prev = index;
@@ -100,7 +98,7 @@ void TensorMap::unlink(std::uint32_t index) {
   if (e.prev != kNone) {
     near_[e.prev].next = n.next;
   } else {
-    *bucket_head(e.key) = n.next;  // kNone when it was the last: the bucket stays, empty
+    bucket(e.key)->head[w] = n.next;  // kNone when it was the last: the bucket stays
   }
   if (n.next != kNone) entries_[n.next].prev = e.prev;
   if (e.class_prev != kNone) {
@@ -118,21 +116,31 @@ void TensorMap::unlink(std::uint32_t index) {
 
 template <typename F>
 void TensorMap::for_each_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_only, F&& f) {
-  for (int w = writes_only ? 1 : 0; w < 2; ++w) {
-    for (std::uint64_t classes = classes_in_use_[w]; classes != 0; classes &= classes - 1) {
-      const int k = std::countr_zero(classes);
-      const std::uintptr_t first = std::max<std::uintptr_t>(lo >> k, 1) - 1;
-      const std::uintptr_t last = (hi - 1) >> k;
-      if (last - first + 1 > class_count_[w][k]) {
-        for (std::uint32_t i = class_head_[w][k]; i != kNone; i = near_[i].class_next) {
-          if (near_[i].lo < hi && lo < near_[i].hi) f(i);
-        }
+  const int w0 = writes_only ? 1 : 0;
+  const std::uint64_t classes = classes_in_use_[1] | (writes_only ? 0 : classes_in_use_[0]);
+  for (std::uint64_t c = classes; c != 0; c &= c - 1) {
+    const int k = std::countr_zero(c);
+    const std::uintptr_t first = std::max<std::uintptr_t>(lo >> k, 1) - 1;
+    const std::uintptr_t last = (hi - 1) >> k;
+    // Per list (reads, writes): walk the buckets, or the class's list when it is shorter.
+    bool in_buckets[2] = {false, false};
+    for (int w = w0; w < 2; ++w) {
+      if ((classes_in_use_[w] >> k & 1) == 0) continue;
+      if (last - first + 1 <= class_count_[w][k]) {
+        in_buckets[w] = true;
         continue;
       }
-      for (std::uintptr_t g = first; g <= last; ++g) {
-        const std::uint32_t* head = bucket_head(key_of(k, g, w == 1));
-        if (head == nullptr) continue;
-        for (std::uint32_t i = *head; i != kNone; i = near_[i].next) {
+      for (std::uint32_t i = class_head_[w][k]; i != kNone; i = near_[i].class_next) {
+        if (near_[i].lo < hi && lo < near_[i].hi) f(i);
+      }
+    }
+    if (!in_buckets[0] && !in_buckets[1]) continue;
+    for (std::uintptr_t g = first; g <= last; ++g) {
+      const Slot* b = bucket(key_of(k, g));
+      if (b == nullptr) continue;
+      for (int w = w0; w < 2; ++w) {
+        if (!in_buckets[w]) continue;
+        for (std::uint32_t i = b->head[w]; i != kNone; i = near_[i].next) {
           if (near_[i].lo < hi && lo < near_[i].hi) f(i);
         }
       }

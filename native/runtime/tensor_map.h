@@ -17,11 +17,12 @@
 //
 // Index (so that a lookup costs what it finds, not what the map holds): an entry of bounding
 // range [lo, hi) belongs to size class k, the smallest k >= kMinClass with hi - lo <= 2^k, and
-// sits in the bucket (k, lo >> k, write?) of a hash table. Such an entry can overlap [a, b)
-// only if lo >> k lies in [(a >> k) - 1, (b - 1) >> k], so a lookup visits those buckets of each
-// class in use; when a class holds fewer entries than that many buckets, it walks the class's
-// list instead. Reads and writes sit in separate buckets: an INPUT (or NO_DEP) lookup never
-// walks the readers that pile up on a buffer many tasks read. Rejected: one list scanned per
+// sits in the bucket (k, lo >> k) of a hash table. Such an entry can overlap [a, b) only if
+// lo >> k lies in [(a >> k) - 1, (b - 1) >> k], so a lookup visits those buckets of each class
+// in use; when a class holds fewer entries than that many buckets, it walks the class's list
+// instead. A bucket keeps reads and writes in two lists: an INPUT (or NO_DEP) lookup never walks
+// the readers that pile up on a buffer many tasks read, and a lookup of both finds both lists
+// with one probe of the table. Rejected: one list scanned per
 // lookup (quadratic in the tasks in flight: 10 us per task at 1000 readers), an ordered map by
 // address (a node allocation per entry, and long regions defeat its range bound).
 #ifndef HYPER_PARALLEL_RUNTIME_TENSOR_MAP_H_
@@ -93,8 +94,8 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   struct Entry {  // near_[i] holds the rest of entry i
     TaskId task = kNoTask;
     TaskSlot* owner = nullptr;
-    std::uint64_t key = 0;
-    std::uint32_t prev = kNone;        // in its bucket
+    std::uint64_t key = 0;             // its bucket's
+    std::uint32_t prev = kNone;        // in its bucket's list
     std::uint32_t class_prev = kNone;  // in its class list
     std::uint8_t size_class = 0;
     bool write = false;
@@ -102,16 +103,16 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
     bool live = false;
     TensorRegion region;
   };
-  struct Slot {  // of the open-addressing table: a bucket's key and its first entry
+  struct Slot {  // of the open-addressing table: a bucket's key and the heads of its lists
     std::uint64_t key;
-    std::uint32_t head;
+    std::uint32_t head[2];  // [write?]
+    bool empty() const noexcept { return head[0] == kNone && head[1] == kNone; }
   };
   static constexpr std::uint64_t kEmptyKey = ~std::uint64_t{0};
 
   static int class_of(std::uintptr_t lo, std::uintptr_t hi) noexcept;
-  static std::uint64_t key_of(int size_class, std::uintptr_t granule, bool write) noexcept {
-    return (static_cast<std::uint64_t>(granule) << 7) | (static_cast<std::uint64_t>(size_class) << 1) |
-           (write ? 1u : 0u);
+  static std::uint64_t key_of(int size_class, std::uintptr_t granule) noexcept {
+    return (static_cast<std::uint64_t>(granule) << 6) | static_cast<std::uint64_t>(size_class);
   }
   // Calls f(index) for each live entry whose bounding range meets [lo, hi), writes only or both.
   template <typename F>
@@ -123,13 +124,14 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   void record_accesses(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
                        const std::vector<std::pair<int, std::uint32_t>>* covered,
                        std::vector<std::uint32_t>* handles);
-  // The bucket's head (kNone when its last entry left: emptied buckets stay in the table until it
-  // is rebuilt, so that a buffer rewritten over and over does not churn the table); null when
+  // The bucket (its lists empty when its last entry left: emptied buckets stay in the table until
+  // it is rebuilt, so that a buffer rewritten over and over does not churn the table); null when
   // the table has no such bucket.
-  std::uint32_t* bucket_head(std::uint64_t key) noexcept;
+  Slot* bucket(std::uint64_t key) noexcept;
   void insert(std::uint32_t index);
   void unlink(std::uint32_t index);
-  void table_put(std::uint64_t key, std::uint32_t head);
+  // Adds a bucket (not in the table yet) and returns it (valid until the next table_put).
+  Slot* table_put(const Slot& slot);
   void rebuild();  // drops emptied buckets; doubles the table when live ones need it
 
   std::vector<Entry> entries_;
