@@ -70,14 +70,34 @@ TensorMap::Slot* TensorMap::table_put(const Slot& slot) {
   return &table_[i];
 }
 
+TensorMap::Slot* TensorMap::bucket_to_insert(std::uint64_t key) {
+  if (!table_.empty()) {
+    const std::size_t mask = table_.size() - 1;
+    Slot* emptied = nullptr;
+    for (std::size_t i = hash_of(key) & mask;; i = (i + 1) & mask) {
+      Slot& slot = table_[i];
+      if (slot.key == key) return &slot;
+      if (slot.key == kEmptyKey) break;
+      if (emptied == nullptr && slot.empty()) emptied = &slot;
+    }
+    // The key is not in the table. An emptied bucket on its probe path can become its bucket:
+    // lookups of the emptied bucket's old key find nothing either way, and no probe path is
+    // cut short (the slot still holds a key).
+    if (emptied != nullptr) {
+      emptied->key = key;
+      return emptied;
+    }
+  }
+  return table_put(Slot{key, {kNone, kNone}});
+}
+
 void TensorMap::insert(std::uint32_t index) {
   Entry& e = entries_[index];
   Near& n = near_[index];
   const int w = e.write ? 1 : 0;
   e.key = key_of(e.size_class, n.lo >> e.size_class);
   e.prev = kNone;
-  Slot* b = bucket(e.key);
-  if (b == nullptr) b = table_put(Slot{e.key, {kNone, kNone}});
+  Slot* b = bucket_to_insert(e.key);
   n.next = b->head[w];
   if (n.next != kNone) entries_[n.next].prev = index;
   b->head[w] = index;

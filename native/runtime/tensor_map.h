@@ -128,6 +128,8 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   // it is rebuilt, so that a buffer rewritten over and over does not churn the table); null when
   // the table has no such bucket.
   Slot* bucket(std::uint64_t key) noexcept;
+  // The key's bucket, added (or taking over an emptied bucket) when there is none.
+  Slot* bucket_to_insert(std::uint64_t key);
   void insert(std::uint32_t index);
   void unlink(std::uint32_t index);
   // Adds a bucket (not in the table yet) and returns it (valid until the next table_put).
