@@ -150,6 +150,10 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Ten
       std::uint64_t mark = ring.heap().current_mark();
       if (heap_bytes == 0 || ring.heap().allocate(heap_bytes, &data, &mark)) {
         TaskSlot* s = ring.take();
+        // The next submit writes the next slot: its lines (last written a ring's length of
+        // tasks ago, long out of this core's cache) load while this task is submitted.
+        const auto* next = reinterpret_cast<const char*>(ring.upcoming());
+        for (std::size_t line = 0; line < sizeof(TaskSlot); line += 64) __builtin_prefetch(next + line, 1);
         s->id = id;
         s->heap_mark = mark;
         s->state.store(TaskState::kPending, std::memory_order_relaxed);

@@ -33,6 +33,8 @@ class TaskRing {
 
   // The next slot (the ring must not be full).
   TaskSlot* take() noexcept { return at(head_++); }
+  // The slot the next take() returns (whether or not it is free yet).
+  TaskSlot* upcoming() noexcept { return at(head_); }
   // The slot that is reclaimed next, or null when none is live.
   TaskSlot* oldest() noexcept { return head_ == tail_ ? nullptr : at(tail_); }
   // The newest live slot, or null.
