@@ -13,9 +13,11 @@
 // WindowComm: the peer's window is mapped here (hp::shmem::ptr); writes are plain stores into
 // it and open() returns the peer's memory itself, so quantised rows are written in place. On
 // one node only: a rank it cannot map is UNSUPPORTED, naming ShmemComm.
-// ShmemComm: writes are staged in a local buffer and sent with put_nbi, a region followed by
-// its rank's signal as one put_signal_nbi (otherwise fence + atomic set); quiet is
-// hp::shmem::quiet. Works on every transport, MPI across machines too.
+// ShmemComm: a peer whose heap this process maps (hp::shmem::ptr: the threads and shm
+// transports) is written in place, as OpenSHMEM's shmem_ptr allows; for any other, writes are
+// staged in a local buffer and sent with put_nbi, a region followed by its rank's signal as one
+// put_signal_nbi (otherwise fence + atomic set); quiet is hp::shmem::quiet. Works on every
+// transport, MPI across machines too.
 // Waiting is the same for both: hp::shmem::signal_wait_until on the local status word (its
 // deadline is HP_SHMEM_TIMEOUT_S; a dead rank is an error there, not a hang).
 #ifndef HYPER_PARALLEL_MOE_COMM_H_
@@ -67,7 +69,8 @@ class ShmemComm {
   // Staging grows to what one call between quiet()s used, so a steady stream of same-sized
   // calls allocates (and faults pages) once; until then batches overflow into extra buffers
   // kept until the next quiet().
-  std::uint8_t* open(int /*dest*/, void* /*remote*/, std::size_t bytes, Status*) {
+  std::uint8_t* open(int dest, void* remote, std::size_t bytes, Status*) {
+    if (auto* mapped = static_cast<std::uint8_t*>(hp::shmem::ptr(remote, dest))) return mapped;
     const std::size_t padded = (bytes + 63) & ~std::size_t(63);
     if (used_ + padded > staging_.size()) {
       staged_.push_back(std::move(staging_));
@@ -83,12 +86,14 @@ class ShmemComm {
   // one put_signal_nbi (the data, then the flag); a signal after other puts to that rank
   // fences first, as OpenSHMEM orders only the put-with-signal's own data before its signal.
   Status close(int dest, void* remote, const std::uint8_t* written, std::size_t bytes) {
-    if (bytes == 0) return Status::ok();
+    if (bytes == 0 || written == hp::shmem::ptr(remote, dest)) return Status::ok();  // in place
     HP_RETURN_IF_ERROR(flush());
     held_ = Held{dest, remote, written, bytes};
     return Status::ok();
   }
   Status signal(std::uint64_t* flag, std::uint64_t value, int dest) {
+    stream_fence();  // in-place (streamed) writes before the flag, as WindowComm
+    std::atomic_thread_fence(std::memory_order_release);
     if (held_.bytes != 0 && held_.dest == dest && puts_since_signal_ == 0) {
       const Held h = std::exchange(held_, Held{});
       return hp::shmem::put_signal_nbi(h.remote, h.written, h.bytes, flag, value, hp::shmem::SignalOp::kSet, dest);
