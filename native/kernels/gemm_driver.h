@@ -504,12 +504,21 @@ class Bf16Gemm {
         }
       }
       return;
-    }
-    for (std::int64_t m = 0; m < rows; ++m) {
-      Elem* dst = a_panel_ + m * kp;
-      for (std::int64_t i = 0; i < kp; ++i) {
-        const std::int64_t k = k0 + i * kPairs;
-        dst[i] = pack(a_at(t, m, k), kPairs == 2 && k + 1 < k0 + kl ? a_at(t, m, k + 1) : 0);
+    } else {
+      // Pairs (k, k + 1) of a row: k0 is even, so a contiguous A row is already its pairs.
+      if (a_.kind == Bf16GemmKind::kInput) {
+        for (std::int64_t m = 0; m < rows; ++m) {
+          Elem* dst = a_panel_ + m * kp;
+          std::memcpy(dst, &a_.a[(t.row_begin + m) * a_.a_row_stride + k0], std::size_t(kl) * sizeof(std::uint16_t));
+          if (kl % 2 != 0) dst[kp - 1] &= 0xFFFFu;
+        }
+      } else {
+        for (std::int64_t i = 0; i < kp; ++i) {
+          const std::int64_t k = k0 + 2 * i;
+          const std::uint16_t* lo = &a_.a[(a_.offsets[t.expert] + k) * a_.a_row_stride + t.row_begin];
+          const std::uint16_t* hi = k + 1 < k0 + kl ? lo + a_.a_row_stride : nullptr;
+          for (std::int64_t m = 0; m < rows; ++m) a_panel_[m * kp + i] = pack(lo[m], hi ? hi[m] : 0);
+        }
       }
     }
   }
@@ -531,6 +540,33 @@ class Bf16Gemm {
         for (std::int64_t n = 0; n < nb; ++n) {
           const std::uint16_t* src = &b_at(t, k0, col + n);
           for (std::int64_t i = 0; i < kl; ++i) b_panel_[i * kNb + n] = bf16_to_float(src[i]);
+        }
+        return;
+      }
+    } else {
+      if (a_.b_stride_n == 1) {  // two B rows interleaved
+        for (std::int64_t i = 0; i < kp; ++i) {
+          const std::int64_t k = k0 + 2 * i;
+          const std::uint16_t* lo = &b_at(t, k, col);
+          Elem* dst = b_panel_ + i * kNb;
+          if (k + 1 < k0 + kl) {
+            const std::uint16_t* hi = &b_at(t, k + 1, col);
+            for (std::int64_t n = 0; n < nb; ++n) dst[n] = pack(lo[n], hi[n]);
+          } else {
+            for (std::int64_t n = 0; n < nb; ++n) dst[n] = pack(lo[n], 0);
+          }
+        }
+        return;
+      }
+      if (a_.kind == Bf16GemmKind::kInput && a_.b_stride_k == 1) {  // a B column is its pairs
+        for (std::int64_t n = 0; n < nb; ++n) {
+          const std::uint16_t* src = &b_at(t, k0, col + n);
+          for (std::int64_t i = 0; i < kl / 2; ++i) {
+            Elem pair;
+            std::memcpy(&pair, src + 2 * i, sizeof(pair));
+            b_panel_[i * kNb + n] = pair;
+          }
+          if (kl % 2 != 0) b_panel_[(kp - 1) * kNb + n] = pack(src[kl - 1], 0);
         }
         return;
       }

@@ -1,7 +1,9 @@
 // Loading the kernel targets under test, and random test data.
 //
-// Every test parameterized over targets runs once per SoC target plus the AMX tile algorithm
-// on its software tile model (x86_64_amx_emulated, a test-only library); a target this CPU
+// Every test parameterized over targets runs once per SoC target plus two test-only libraries:
+// the AMX tile algorithm on its software tile model (x86_64_amx_emulated), and x86_64_v4 with
+// its bf16 GEMMs on FMAs (x86_64_v4_fma: v4 itself uses vdpbf16ps on CPUs with
+// AVX512_BF16); a target this CPU
 // cannot run is skipped with the reason, a target this payload lacks is a failure (the
 // TargetsInstalled test says which).
 #ifndef HYPER_PARALLEL_TESTS_KERNELS_TARGET_FIXTURE_H_
@@ -35,7 +37,8 @@ inline std::filesystem::path test_dir() {
 }
 
 inline const std::vector<std::string>& targets_under_test() {
-  static const std::vector<std::string> names = {"x86_64_v3", "x86_64_v4", "x86_64_amx", "x86_64_amx_emulated"};
+  static const std::vector<std::string> names = {"x86_64_v3", "x86_64_v4", "x86_64_v4_fma", "x86_64_amx",
+                                                 "x86_64_amx_emulated"};
   return names;
 }
 
@@ -49,6 +52,10 @@ inline const KernelTable* load_or_skip(const std::string& name) {
       return nullptr;  // the emulated tiles still run AVX-512 (VNNI, BF16) code
     }
     s = load_target_library((test_dir() / "lib" / "libhyper_parallel_kernels_x86_64_amx_emulated.so").string(), "",
+                            &table);
+  } else if (name == "x86_64_v4_fma") {  // v4's bf16 GEMMs on FMAs, where v4 itself uses vdpbf16ps
+    if (!cpu_supports("x86_64_v4", cpu_features())) return nullptr;
+    s = load_target_library((test_dir() / "lib" / "libhyper_parallel_kernels_x86_64_v4_fma.so").string(), "",
                             &table);
   } else {
     s = load_target(name, &table);

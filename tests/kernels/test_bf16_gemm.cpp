@@ -44,38 +44,52 @@ class Bf16Gemm : public TargetTest {
           << "element " << i << ": reference " << want[i] << " target " << got[i];
     }
   }
-};
 
-TEST_P(Bf16Gemm, InputGradientMatchesReference) {
-  Rng rng(31);
-  const std::vector<std::int64_t> groups = {5, 0, 70, 1};
-  const std::vector<std::int64_t> offsets = prefix_sums(groups);
-  const std::int64_t experts = 4, rows = offsets.back(), hidden = 150, inter = 37;
-  // dX[rows, hidden] = dY[rows, inter] . W_e^T with W [E, hidden, inter]: b = W viewed [E, inter, hidden].
-  auto dy = bf16s(rng, std::size_t(rows * inter));
-  auto w = bf16s(rng, std::size_t(experts * hidden * inter));
-  const std::int64_t bshape[] = {experts, inter, hidden}, bstrides[] = {hidden * inter, 1, inter};
-  Bf16GemmProblem p;
-  p.kind = Bf16GemmKind::kInput;
-  p.a = TensorView(dy.data(), DType::kBF16, {rows, inter});
-  p.offsets = TensorView(const_cast<std::int64_t*>(offsets.data()), DType::kInt64, {experts + 1});
-  p.b = TensorView(w.data(), DType::kBF16, bshape, bstrides);
-  p.out = TensorView(nullptr, DType::kFP32, {rows, hidden});
-  std::vector<float> abs_sum(std::size_t(rows * hidden), 0.0f);
-  for (std::int64_t e = 0; e < experts; ++e) {
-    for (std::int64_t r = offsets[std::size_t(e)]; r < offsets[std::size_t(e) + 1]; ++r) {
-      for (std::int64_t h = 0; h < hidden; ++h) {
-        for (std::int64_t i = 0; i < inter; ++i) {
-          abs_sum[std::size_t(r * hidden + h)] += std::fabs(bf16_to_float(dy[std::size_t(r * inter + i)]) *
-                                                           bf16_to_float(w[std::size_t((e * hidden + h) * inter + i)]));
+  // dX[rows, hidden] = dY[rows, inter] . B_e for every expert e, with K = inter odd. B is W^T:
+  // `transposed` views W [E, hidden, inter] (B's columns contiguous), otherwise W^T is stored
+  // [E, inter, hidden] (B's rows contiguous); the targets pack the two differently. dY's rows
+  // are padded with a NaN, which must not reach the result (pairs of K read past an odd K).
+  void input_gradient(bool transposed) {
+    Rng rng(31);
+    const std::vector<std::int64_t> groups = {5, 0, 70, 1};
+    const std::vector<std::int64_t> offsets = prefix_sums(groups);
+    const std::int64_t experts = 4, rows = offsets.back(), hidden = 150, inter = 37, ld = inter + 1;
+    auto dy = bf16s(rng, std::size_t(rows * ld));
+    for (std::int64_t r = 0; r < rows; ++r) dy[std::size_t(r * ld + inter)] = 0x7FC0;  // NaN
+    auto w = bf16s(rng, std::size_t(experts * hidden * inter));
+    // B_e(i, h) is w[at(e, i, h)].
+    auto at = [&](std::int64_t e, std::int64_t i, std::int64_t h) {
+      return std::size_t(transposed ? (e * hidden + h) * inter + i : (e * inter + i) * hidden + h);
+    };
+    const std::int64_t bshape[] = {experts, inter, hidden};
+    const std::int64_t bstrides[] = {hidden * inter, transposed ? 1 : hidden, transposed ? inter : 1};
+    Bf16GemmProblem p;
+    p.kind = Bf16GemmKind::kInput;
+    const std::int64_t ashape[] = {rows, inter}, astrides[] = {ld, 1};
+    p.a = TensorView(dy.data(), DType::kBF16, ashape, astrides);
+    p.offsets = TensorView(const_cast<std::int64_t*>(offsets.data()), DType::kInt64, {experts + 1});
+    p.b = TensorView(w.data(), DType::kBF16, bshape, bstrides);
+    p.out = TensorView(nullptr, DType::kFP32, {rows, hidden});
+    std::vector<float> abs_sum(std::size_t(rows * hidden), 0.0f);
+    for (std::int64_t e = 0; e < experts; ++e) {
+      for (std::int64_t r = offsets[std::size_t(e)]; r < offsets[std::size_t(e) + 1]; ++r) {
+        for (std::int64_t h = 0; h < hidden; ++h) {
+          for (std::int64_t i = 0; i < inter; ++i) {
+            abs_sum[std::size_t(r * hidden + h)] +=
+                std::fabs(bf16_to_float(dy[std::size_t(r * ld + i)]) * bf16_to_float(w[at(e, i, h)]));
+          }
         }
       }
     }
+    const auto want = run(reference(), p, 1, abs_sum.size());
+    compare(want, run(target(), p, 1, abs_sum.size()), abs_sum);
+    compare(want, run(target(), p, 3, abs_sum.size()), abs_sum);
   }
-  const auto want = run(reference(), p, 1, abs_sum.size());
-  compare(want, run(target(), p, 1, abs_sum.size()), abs_sum);
-  compare(want, run(target(), p, 3, abs_sum.size()), abs_sum);
-}
+};
+
+TEST_P(Bf16Gemm, InputGradientMatchesReference) { input_gradient(true); }
+
+TEST_P(Bf16Gemm, InputGradientWithRowMajorWeightsMatchesReference) { input_gradient(false); }
 
 TEST_P(Bf16Gemm, WeightGradientMatchesReference) {
   Rng rng(32);

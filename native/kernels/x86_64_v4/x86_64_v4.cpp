@@ -1,5 +1,7 @@
-// The x86_64_v4 target: AVX-512BW + VNNI (vpdpbusd) int8 micro-kernel, AVX-512F fp32 FMA for
-// the bf16 GEMMs. Compiled with -march=x86-64-v4 -mavx512vnni.
+// The x86_64_v4 target: AVX-512BW + VNNI (vpdpbusd) int8 micro-kernel; for the bf16 GEMMs,
+// vdpbf16ps on CPUs with AVX512_BF16 (chosen when the table is asked for) and AVX-512F fp32
+// FMAs on the others. Compiled with -march=x86-64-v4 -mavx512vnni; only the vdpbf16ps block
+// is compiled for AVX512_BF16 as well.
 #include <immintrin.h>
 
 #include "kernels/gemm_driver.h"
@@ -107,11 +109,63 @@ struct IsaV4 {
   }
 };
 
-constexpr KernelTable kTable = driver::make_table<IsaV4>("x86_64_v4");
+// The bf16 GEMMs on bf16 pairs: each fp32 lane gains a[2i] b[2i] + a[2i+1] b[2i+1] (vdpbf16ps).
+// Products of bf16 values are exact in fp32, so only the order of the sums differs from the
+// FMA form (and denormal inputs and results are flushed, as the instruction does).
+struct IsaV4Bf16Dot : IsaV4 {
+  static constexpr bool kBf16Pairs = true;
+
+  __attribute__((target("avx512bf16"))) static void bf16_block(const std::uint32_t* a, std::int64_t k_pairs,
+                                                                std::int64_t rows, const std::uint32_t* b,
+                                                                float* c, std::int64_t ldc, bool accumulate) {
+    for (std::int64_t r = 0; r < rows; r += 6) {
+      __m512 acc[6][4];
+#pragma GCC unroll 6
+      for (int i = 0; i < 6; ++i) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          acc[i][j] = accumulate ? _mm512_loadu_ps(c + (r + i) * ldc + j * 16) : _mm512_setzero_ps();
+        }
+      }
+      for (std::int64_t k = 0; k < k_pairs; ++k) {
+        __m512bh bv[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) bv[j] = (__m512bh)_mm512_loadu_si512(b + k * 64 + j * 16);
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; ++i) {
+          const __m512bh av = (__m512bh)_mm512_set1_epi32(std::int32_t(a[(r + i) * k_pairs + k]));
+#pragma GCC unroll 4
+          for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av, bv[j]);
+        }
+      }
+#pragma GCC unroll 6
+      for (int i = 0; i < 6; ++i) {
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) _mm512_storeu_ps(c + (r + i) * ldc + j * 16, acc[i][j]);
+      }
+    }
+  }
+};
+
+#ifndef HP_V4_TARGET_NAME
+#define HP_V4_TARGET_NAME "x86_64_v4"
+#endif
+constexpr KernelTable kTable = driver::make_table<IsaV4>(HP_V4_TARGET_NAME);
+constexpr KernelTable kTableBf16Dot = [] {
+  KernelTable t = kTable;
+  t.bf16_gemm_workspace = driver::bf16_gemm_workspace<IsaV4Bf16Dot>;
+  t.bf16_gemm = driver::bf16_gemm<IsaV4Bf16Dot>;
+  return t;
+}();
 
 }  // namespace
 }  // namespace hp::kernels
 
 extern "C" __attribute__((visibility("default"))) const hp::kernels::KernelTable* hp_kernel_table() {
+#if defined(HP_V4_FMA_ONLY)  // the tests' build of the FMA form, for CPUs with AVX512_BF16
   return &hp::kernels::kTable;
+#else
+  // The target's features (AVX-512 with the OS's zmm state) are checked before it is loaded.
+  return __builtin_cpu_supports("avx512bf16") ? &hp::kernels::kTableBf16Dot : &hp::kernels::kTable;
+#endif
 }
