@@ -17,6 +17,7 @@
 // The first (untimed) hp run of each DAG is checked: every dependency it inferred is one of the
 // expected ones, and every expected dependency's predecessor finished before its successor
 // started.
+#include <pthread.h>
 #include <sched.h>
 #include <time.h>
 #include <tbb/flow_graph.h>
@@ -35,6 +36,7 @@
 #include <span>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -293,6 +295,64 @@ int cpus_of_process() {
   return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
 }
 
+// Two threads passing a counter back and forth through one cache line, spinning: the one-way
+// hand-off time between CPUs, which the host varies over time (its placement of the vCPUs) and
+// which every task pays a few of in hp (submitted on one thread, run on another). Printed with
+// the results so that runs can be compared. handoff_ns needs 2 CPUs (0 when the process has one).
+// The first two CPUs of the process (the measurement pins one thread to each).
+std::pair<int, int> two_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof(set), &set);
+  int found[2] = {-1, -1}, n = 0;
+  for (int c = 0; c < CPU_SETSIZE && n < 2; ++c) {
+    if (CPU_ISSET(c, &set)) found[n++] = c;
+  }
+  return {found[0], found[1]};
+}
+
+void pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+double handoff_once() {
+  constexpr std::uint32_t kTrips = 20000;
+  const auto [cpu_a, cpu_b] = two_cpus();
+  alignas(64) std::atomic<std::uint32_t> word{0};
+  auto player = [&](std::uint32_t parity) {
+    for (std::uint32_t v = parity; v < 2 * kTrips; v += 2) {
+      for (int spins = 0; word.load(std::memory_order_acquire) != v; ++spins) {
+        if (spins > 100000) sched_yield();  // the other thread was descheduled
+      }
+      word.store(v + 1, std::memory_order_release);
+    }
+  };
+  const auto start = std::chrono::steady_clock::now();
+  // On two CPUs, each thread pinned (std::thread inherits the caller's mask: restored after).
+  cpu_set_t saved;
+  pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved);
+  std::thread other([&] {
+    pin_to(cpu_b);
+    player(1u);
+  });
+  pin_to(cpu_a);
+  player(0);
+  other.join();
+  pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() /
+         (2.0 * kTrips);
+}
+
+double handoff_ns() {  // the median of 5
+  if (cpus_of_process() < 2) return 0;
+  std::vector<double> samples;
+  for (int i = 0; i < 5; ++i) samples.push_back(handoff_once());
+  return hp::bench::median(samples);
+}
+
 struct BenchOptions {
   int tasks = 100000;
   int rounds = 7;
@@ -353,6 +413,9 @@ int main(int argc, char** argv) {
               "rounds\n  hp: Orchestrator on a chip of 1 cube + 1 vector core; tbb: flow graph "
               "(continue_node + make_edge) in a %d-thread arena\n",
               options.rounds, threads);
+  std::printf("  cache line hand-off between two threads: %.0f ns one way (this host varies it over "
+              "time)\n",
+              handoff_ns());
   std::vector<Dag> dags;
   if (options.only.empty() || options.only == "chain") {
     dags.push_back(make_chain(options.tasks, options.scope));
