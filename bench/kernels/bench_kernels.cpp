@@ -7,7 +7,7 @@
 // and GMM2 (K=1408, N=2048), M in {64, 256, 1024}, 1 and 2 threads, 1 expert or 8 experts
 // cycling (each call uses the next expert's weights, so they come from memory, not cache).
 // Then the fused dequant + SwiGLU + requant epilogue against oneDNN's GEMM plus a separate
-// SwiGLU + quantisation pass. Peak loops (AVX-512 VNNI, and AMX when present) run in the same
+// SwiGLU + quantisation pass, and the backward's bf16 GEMMs against oneDNN's bf16 matmul. Peak loops (AVX-512 VNNI, and AMX when present) run in the same
 // binary; each row prints GOPS (2 MNK / time), the ratio to oneDNN, and % of the peak of the
 // instructions each side uses (ours: its target's; oneDNN: the best it has on this CPU).
 //
@@ -30,6 +30,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "common/bfloat16.h"
 #include "common/compare.h"
 #include "common/cpu_features.h"
 #include "kernels/kernel_math.h"
@@ -310,6 +311,58 @@ class OursRunner {
   std::vector<std::unique_ptr<void, decltype(&std::free)>> ws_;
 };
 
+// oneDNN: bf16 [M, K] x bf16 [K, N] -> f32 [M, N], weights reordered once.
+struct DnnlBf16Gemm {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  dnnl::matmul prim;
+  dnnl::memory src, weights, dst;
+  std::string impl;
+
+  DnnlBf16Gemm(std::int64_t m, const Shape& s, std::uint16_t* a, std::uint16_t* w, float* out) {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    const dnnl::memory::desc src_md({m, s.k}, dt::bf16, tag::ab);
+    const dnnl::memory::desc w_any({s.k, s.n}, dt::bf16, tag::any);
+    const dnnl::memory::desc w_plain({s.k, s.n}, dt::bf16, tag::ab);
+    const dnnl::memory::desc dst_md({m, s.n}, dt::f32, tag::ab);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, w_any, dst_md), engine);
+    impl = pd.impl_info_str();
+    src = dnnl::memory(src_md, engine, a);
+    dst = dnnl::memory(dst_md, engine, out);
+    dnnl::memory plain(w_plain, engine, w);
+    weights = dnnl::memory(pd.weights_desc(), engine);
+    dnnl::reorder(plain, weights).execute(stream, plain, weights);
+    prim = dnnl::matmul(pd);
+    stream.wait();
+  }
+  void run() {
+    prim.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}});
+    stream.wait();
+  }
+};
+
+// Our bf16 GEMM (kInput, one expert): planned once, a workspace per worker.
+class OursBf16Runner {
+ public:
+  OursBf16Runner(const hk::KernelTable& table, hp::platform::Chip& chip, int threads, const hk::Bf16GemmProblem& p)
+      : chip_(chip), threads_(threads) {
+    check(hk::plan_bf16_gemm(table, p, threads, &plan_));
+    for (int t = 0; t < threads; ++t) {
+      ws_.emplace_back(std::aligned_alloc(64, std::max<std::uint64_t>(64, plan_.workspace_bytes())), &std::free);
+    }
+  }
+  void run() {
+    on_cores(chip_, threads_, [&](int w) { plan_.run(w, ws_[std::size_t(w)].get()); });
+  }
+
+ private:
+  hp::platform::Chip& chip_;
+  int threads_;
+  hk::Bf16GemmPlan plan_;
+  std::vector<std::unique_ptr<void, decltype(&std::free)>> ws_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -487,6 +540,49 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("oneDNN implementation: %s\n", dnnl_impl.c_str());
+  // ---- the backward's bf16 GEMMs ---------------------------------------------------------------
+  // dG = dY . W2^T (K = H, N = I) and dX = dA . W1^T (K = 2I, N = H), W^T stored row-major.
+  std::printf("\nbf16 GEMM of the backward pass (bf16 x bf16 -> fp32, one expert) vs oneDNN bf16 matmul\n");
+  std::printf("%-6s %5s %3s %10s %10s %8s\n", "shape", "M", "thr", "hp GFLOPS", "dnnl GFLOP", "hp/dnnl");
+  const Shape bf16_shapes[] = {{"dY.W2T", 2048, 1408}, {"dA.W1T", 2816, 2048}};
+  std::string dnnl_bf16_impl;
+  for (const Shape& s : bf16_shapes) {
+    std::uniform_real_distribution<float> real(-1.0f, 1.0f);
+    std::vector<std::uint16_t> w(std::size_t(s.k * s.n));
+    for (auto& v : w) v = hp::float_to_bf16(real(rng));
+    for (std::int64_t m : ms) {
+      std::vector<std::uint16_t> a(std::size_t(m * s.k));
+      for (auto& v : a) v = hp::float_to_bf16(real(rng));
+      std::vector<float> out(std::size_t(m * s.n)), dnnl_out(std::size_t(m * s.n));
+      std::vector<std::int64_t> offsets = {0, m};
+      hk::Bf16GemmProblem p;
+      p.kind = hk::Bf16GemmKind::kInput;
+      p.a = TensorView(a.data(), DType::kBF16, {m, s.k});
+      p.offsets = TensorView(offsets.data(), DType::kInt64, {2});
+      p.b = TensorView(w.data(), DType::kBF16, {1, s.k, s.n});
+      p.out = TensorView(out.data(), DType::kFP32, {m, s.n});
+      DnnlBf16Gemm dnnl(m, s, a.data(), w.data(), dnnl_out.data());
+      dnnl_bf16_impl = dnnl.impl;
+      for (int threads = 1; threads <= max_threads; ++threads) {
+        OursBf16Runner ours(*table, *chip, threads, p);
+        omp_set_num_threads(threads);
+        const Result r = interleave(rounds, sample_s, [&](int) { ours.run(); }, [&](int) { dnnl.run(); });
+        const double flops = 2.0 * double(m) * double(s.n) * double(s.k);
+        std::printf("%-6s %5lld %3d %10.0f %10.0f %8.2f\n", s.name, static_cast<long long>(m), threads,
+                    flops / r.ours_s / 1e9, flops / r.peer_s / 1e9, r.peer_s / r.ours_s);
+        std::fflush(stdout);
+      }
+      // The same sums of exact products, in different orders.
+      for (std::int64_t c = 0; c < m * s.n; c += 97) {
+        const float x = out[std::size_t(c)], y = dnnl_out[std::size_t(c)];
+        if (std::fabs(x - y) > 1e-3f * (std::fabs(y) + 1.0f)) {
+          std::fprintf(stderr, "bench_kernels: bf16 results differ at element %lld: %g vs %g\n",
+                       static_cast<long long>(c), x, y);
+          return 1;
+        }
+      }
+    }
+  }
+  std::printf("oneDNN implementation: %s (int8), %s (bf16)\n", dnnl_impl.c_str(), dnnl_bf16_impl.c_str());
   return 0;
 }
