@@ -509,8 +509,10 @@ class Bf16Gemm {
       if (a_.kind == Bf16GemmKind::kInput) {
         for (std::int64_t m = 0; m < rows; ++m) {
           Elem* dst = a_panel_ + m * kp;
-          std::memcpy(dst, &a_.a[(t.row_begin + m) * a_.a_row_stride + k0], std::size_t(kl) * sizeof(std::uint16_t));
-          if (kl % 2 != 0) dst[kp - 1] &= 0xFFFFu;
+          const std::uint16_t* src = &a_.a[(t.row_begin + m) * a_.a_row_stride + k0];
+          // A loop the compiler vectorises (a memcpy call of this size is a slow rep movs).
+          for (std::int64_t i = 0; i < kl / 2; ++i) std::memcpy(&dst[i], src + 2 * i, sizeof(Elem));
+          if (kl % 2 != 0) dst[kp - 1] = pack(src[kl - 1], 0);
         }
       } else {
         for (std::int64_t i = 0; i < kp; ++i) {
