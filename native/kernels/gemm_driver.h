@@ -592,19 +592,26 @@ class Bf16Gemm {
     const std::int64_t k_total = a_.kind == Bf16GemmKind::kInput
                                      ? a_.k
                                      : a_.offsets[t.expert + 1] - a_.offsets[t.expert];
-    if (k_total == 0) std::memset(c_, 0, std::size_t(mpad * npad_) * sizeof(float));
+    const std::int64_t first_out_row = a_.kind == Bf16GemmKind::kInput ? t.row_begin : t.expert * a_.m + t.row_begin;
+    // An fp32 output tile of whole blocks (no padding rows or columns) is accumulated in place;
+    // any other goes through c_ and is stored after.
+    const bool in_place = a_.out_type == ElementType::kFP32 && rows == mpad && cols % Isa::kBf16Nb == 0;
+    float* c = in_place ? static_cast<float*>(a_.out) + first_out_row * a_.out_row_stride + t.col_begin : c_;
+    const std::int64_t ldc = in_place ? a_.out_row_stride : npad_;
+    if (k_total == 0) {
+      for (std::int64_t r = 0; r < mpad; ++r) std::memset(c + r * ldc, 0, std::size_t(in_place ? cols : npad_) * sizeof(float));
+    }
     for (std::int64_t k0 = 0; k0 < k_total; k0 += kBf16Kc) {
       const std::int64_t kl = std::min(kBf16Kc, k_total - k0), kp = ceil_div(kl, kPairs);
       pack_a(t, rows, mpad, k0, kl, kp);
       for (std::int64_t j = 0; j < cols; j += Isa::kBf16Nb) {
         pack_b(t, t.col_begin + j, std::min<std::int64_t>(Isa::kBf16Nb, cols - j), k0, kl, kp);
-        Isa::bf16_block(a_panel_, kp, mpad, b_panel_, c_ + j, npad_, k0 > 0);
+        Isa::bf16_block(a_panel_, kp, mpad, b_panel_, c + j, ldc, k0 > 0);
       }
     }
+    if (in_place) return;
     for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t out_row = a_.kind == Bf16GemmKind::kInput ? t.row_begin + r
-                                                                     : t.expert * a_.m + t.row_begin + r;
-      store_row(a_.out, a_.out_type, out_row * a_.out_row_stride + t.col_begin, c_ + r * npad_, cols);
+      store_row(a_.out, a_.out_type, (first_out_row + r) * a_.out_row_stride + t.col_begin, c_ + r * npad_, cols);
     }
   }
 

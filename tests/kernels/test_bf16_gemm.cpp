@@ -49,11 +49,13 @@ class Bf16Gemm : public TargetTest {
   // `transposed` views W [E, hidden, inter] (B's columns contiguous), otherwise W^T is stored
   // [E, inter, hidden] (B's rows contiguous); the targets pack the two differently. dY's rows
   // are padded with a NaN, which must not reach the result (pairs of K read past an odd K).
-  void input_gradient(bool transposed) {
+  // `groups` and `hidden` choose the tiles: whole blocks of rows and columns are accumulated in
+  // the output itself, the others in the workspace.
+  void input_gradient(bool transposed, std::vector<std::int64_t> groups = {5, 0, 70, 1}, std::int64_t hidden = 150) {
     Rng rng(31);
-    const std::vector<std::int64_t> groups = {5, 0, 70, 1};
     const std::vector<std::int64_t> offsets = prefix_sums(groups);
-    const std::int64_t experts = 4, rows = offsets.back(), hidden = 150, inter = 37, ld = inter + 1;
+    const auto experts = static_cast<std::int64_t>(groups.size());
+    const std::int64_t rows = offsets.back(), inter = 37, ld = inter + 1;
     auto dy = bf16s(rng, std::size_t(rows * ld));
     for (std::int64_t r = 0; r < rows; ++r) dy[std::size_t(r * ld + inter)] = 0x7FC0;  // NaN
     auto w = bf16s(rng, std::size_t(experts * hidden * inter));
@@ -90,6 +92,11 @@ class Bf16Gemm : public TargetTest {
 TEST_P(Bf16Gemm, InputGradientMatchesReference) { input_gradient(true); }
 
 TEST_P(Bf16Gemm, InputGradientWithRowMajorWeightsMatchesReference) { input_gradient(false); }
+
+TEST_P(Bf16Gemm, InputGradientOfWholeBlocksMatchesReference) {
+  input_gradient(false, {6, 0, 72, 12}, 128);
+  input_gradient(true, {6, 0, 72, 12}, 128);
+}
 
 TEST_P(Bf16Gemm, WeightGradientMatchesReference) {
   Rng rng(32);
