@@ -1,6 +1,7 @@
 #include "chip_worker.h"
 
 #include "callable_registry.h"
+#include "task_ring.h"
 
 namespace hp::runtime {
 
@@ -8,6 +9,22 @@ ChipWorker::ChipWorker(std::unique_ptr<platform::Chip> chip)
     : chip_(std::move(chip)), registry_(std::make_unique<CallableRegistry>()) {}
 
 ChipWorker::~ChipWorker() noexcept = default;
+
+std::vector<std::unique_ptr<TaskRing>> ChipWorker::take_rings(int slots, std::size_t heap_bytes) {
+  std::lock_guard lock(rings_mutex_);
+  for (const auto& ring : idle_rings_) {
+    if (ring->capacity() != slots || ring->heap().capacity() != heap_bytes / HeapRing::kAlignment * HeapRing::kAlignment) {
+      idle_rings_.clear();  // another size: the next run makes its own
+      break;
+    }
+  }
+  return std::move(idle_rings_);
+}
+
+void ChipWorker::keep_rings(std::vector<std::unique_ptr<TaskRing>> rings) noexcept {
+  std::lock_guard lock(rings_mutex_);
+  idle_rings_ = std::move(rings);
+}
 
 Status ChipWorker::create(const platform::ChipConfig& config, std::unique_ptr<ChipWorker>* worker) {
   std::unique_ptr<platform::Chip> chip;

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "../common/api.h"
 #include "../common/status.h"
@@ -17,6 +19,8 @@
 namespace hp::runtime {
 
 class CallableRegistry;
+class Orchestrator;
+class TaskRing;
 
 class HP_API ChipWorker {
  public:
@@ -44,9 +48,17 @@ class HP_API ChipWorker {
   platform::Chip& chip() noexcept { return *chip_; }
 
  private:
+  friend class Orchestrator;
   ChipWorker(std::unique_ptr<platform::Chip> chip);
+  // An orchestration run's task rings (several MiB of slots) are kept for the next run with the
+  // same sizes: allocating and faulting them in cost each run about a millisecond.
+  std::vector<std::unique_ptr<TaskRing>> take_rings(int slots, std::size_t heap_bytes);
+  void keep_rings(std::vector<std::unique_ptr<TaskRing>> rings) noexcept;
+
   std::unique_ptr<platform::Chip> chip_;
   std::unique_ptr<CallableRegistry> registry_;
+  std::mutex rings_mutex_;
+  std::vector<std::unique_ptr<TaskRing>> idle_rings_;  // from the last run, or empty
 };
 
 }  // namespace hp::runtime

@@ -20,8 +20,8 @@ namespace hp::runtime {
 using platform::LaunchMode;
 
 struct Orchestrator::Impl {
-  Impl(ChipWorker& w, Scheduler::Options options)
-      : worker(w), scheduler(w.chip(), std::move(options)),
+  Impl(ChipWorker& w, Scheduler::Options options, std::vector<std::unique_ptr<TaskRing>> rings)
+      : worker(w), scheduler(w.chip(), std::move(options), std::move(rings)),
         callables_generation(w.callable_generation()) {}
   ChipWorker& worker;
   Scheduler scheduler;
@@ -92,16 +92,19 @@ Scope::~Scope() noexcept { orchestrator_.end_scope(); }
 
 Orchestrator::Orchestrator(ChipWorker& worker, const OrchestratorConfig& config,
                            double wait_timeout_s)
-    : impl_(std::make_unique<Impl>(worker, Scheduler::Options{
-                                               .ring_slots = config.task_ring_slots,
-                                               .heap_bytes = config.heap_ring_bytes,
-                                               .wait_timeout_s = wait_timeout_s,
-                                               .observers = config.observers,
-                                           })) {
+    : impl_(std::make_unique<Impl>(worker,
+                                   Scheduler::Options{
+                                       .ring_slots = config.task_ring_slots,
+                                       .heap_bytes = config.heap_ring_bytes,
+                                       .wait_timeout_s = wait_timeout_s,
+                                       .observers = config.observers,
+                                   },
+                                   worker.take_rings(config.task_ring_slots, config.heap_ring_bytes))) {
   impl_->heap_capacity = config.heap_ring_bytes / HeapRing::kAlignment * HeapRing::kAlignment;
 }
 
-Orchestrator::~Orchestrator() noexcept = default;
+// The run is over (execute() returned: no core touches a slot): the rings go back to the worker.
+Orchestrator::~Orchestrator() noexcept { impl_->worker.keep_rings(impl_->scheduler.take_rings()); }
 
 int Orchestrator::scope_depth() const noexcept {
   return static_cast<int>(impl_->scopes.size()) - 1;

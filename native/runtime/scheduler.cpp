@@ -13,15 +13,19 @@ namespace hp::runtime {
 using platform::CoreType;
 using platform::LaunchMode;
 
-Scheduler::Scheduler(platform::Chip& chip, Options options)
+Scheduler::Scheduler(platform::Chip& chip, Options options, std::vector<std::unique_ptr<TaskRing>> rings)
     : chip_(chip),
       options_(std::move(options)),
       num_cube_(chip.num_cube()),
       num_vector_(chip.num_vector()),
       ratio_(chip.ratio()),
       cores_(std::make_unique<Core[]>(static_cast<std::size_t>(num_cube_ + num_vector_))) {
-  for (int i = 0; i < kRings; ++i) {
-    rings_.push_back(std::make_unique<TaskRing>(i, options_.ring_slots, options_.heap_bytes));
+  if (static_cast<int>(rings.size()) == kRings) {
+    rings_ = std::move(rings);
+  } else {
+    for (int i = 0; i < kRings; ++i) {
+      rings_.push_back(std::make_unique<TaskRing>(i, options_.ring_slots, options_.heap_bytes));
+    }
   }
   for (int c = 0; c < num_cube_ + num_vector_; ++c) {
     cores_[static_cast<std::size_t>(c)].type = c < num_cube_ ? 0 : 1;
@@ -648,6 +652,13 @@ void Scheduler::stop() {
   stopping_.store(true, std::memory_order_seq_cst);
   platform::notify_event(ready_[0].event(), false);
   platform::notify_event(ready_[1].event(), false);
+}
+
+std::vector<std::unique_ptr<TaskRing>> Scheduler::take_rings() {
+  for (auto& ring : rings_) {
+    if (!ring->clear()) return {};
+  }
+  return std::move(rings_);
 }
 
 void Scheduler::abandon(const Status& why) {

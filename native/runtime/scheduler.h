@@ -64,7 +64,9 @@ class Scheduler {
     std::vector<Observer*> observers;
   };
 
-  Scheduler(platform::Chip& chip, Options options);
+  // `rings`: kRings rings of options' size, kept from an earlier run on this chip (empty: new
+  // ones).
+  Scheduler(platform::Chip& chip, Options options, std::vector<std::unique_ptr<TaskRing>> rings = {});
   ~Scheduler() noexcept;
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -111,6 +113,9 @@ class Scheduler {
   Status wait_all();
   // Every core leaves core_main (call after wait_all).
   void stop();
+  // The rings, cleared for a later run on the same chip, once the cores left core_main; empty
+  // when a task was left unfinished (a failed launch).
+  std::vector<std::unique_ptr<TaskRing>> take_rings();
 
   bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
   Status first_error() const;

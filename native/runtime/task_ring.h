@@ -60,6 +60,17 @@ class TaskRing {
     ++tail_;
   }
 
+  // For reuse by a later run, once no core touches the ring: every live slot back to FREE and
+  // the heap ring empty. False (and nothing changed) when a live task is not CONSUMED.
+  bool clear() {
+    for (std::uint64_t i = tail_; i < head_; ++i) {
+      if (at(i)->state.load(std::memory_order_acquire) != TaskState::kConsumed) return false;
+    }
+    for (; tail_ < head_; ++tail_) at(tail_)->reset();
+    heap_.release_to(heap_.current_mark());
+    return true;
+  }
+
   RingState state() noexcept {
     RingState r;
     r.ring = index_;

@@ -486,6 +486,70 @@ TEST_F(RuntimeOrchestrator, ScopesReleaseTheirOutputsForReuse) {
   EXPECT_EQ(recorder.edges(1), (Edges{{0, DepKind::kRaw, 0, DepSource::kCreator}}));
 }
 
+TEST_F(RuntimeOrchestrator, RunsOnOneWorkerReuseItsRingsWhateverTheRunBeforeLeft) {
+  // Each run's rings (and heap ring) are kept by the worker for the next run of the same sizes:
+  // runs after a clean run, a failed run, a run of other sizes and a run with gang tasks must
+  // each see fresh slots and a fresh heap ring (the outputs are filled with the run's number).
+  config.task_ring_slots = 8;
+  config.heap_ring_bytes = 1024;
+  const int failing = add("failing", [](const TaskArgs&, BlockContext&) -> Status {
+    return Status::error(ErrorCode::kInvalidArgument, "failed on purpose");
+  });
+  const int sum = add("sum", [](const TaskArgs& a, BlockContext&) -> Status {
+    std::int32_t total = 0;
+    for_each_element(a.tensor(0), [&](std::int32_t& x) { total += x; });
+    *static_cast<std::int32_t*>(a.tensor(1).data()) = total;
+    return Status::ok();
+  });
+  const int count_blocks = add("count_blocks", [](const TaskArgs& a, BlockContext& block) -> Status {
+    static_cast<std::int32_t*>(a.tensor(0).data())[block.block_idx()] += 1;
+    return Status::ok();
+  });
+  // 20 tasks through a ring of 8 slots, each output in the heap ring, summed into sums[i].
+  auto sums_of_run = [&](int run_number, std::vector<std::int32_t>& sums) {
+    return run([&](Orchestrator& o) -> Status {
+      for (int i = 0; i < static_cast<int>(sums.size()); ++i) {
+        auto scope = o.scope();
+        SubmitResult made;
+        HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output(DType::kInt32, {64}).scalar(run_number), &made));
+        TensorView element(sums.data() + i, DType::kInt32, {1});
+        HP_RETURN_IF_ERROR(o.submit(sum, TaskArgs().input(made.outputs[0]).output_existing(element)));
+      }
+      return Status::ok();
+    });
+  };
+  for (int run_number = 1; run_number <= 6; ++run_number) {
+    if (run_number == 3) {  // a failed run in between
+      std::vector<std::int32_t> buf(4, 0);
+      const Status failed = run([&](Orchestrator& o) -> Status {
+        HP_RETURN_IF_ERROR(o.submit(failing, TaskArgs().output_existing(i32(buf))));
+        // Skipped, or refused (ABORTED) once the run failed: either leaves its slot behind.
+        (void)o.submit(add_scalar, TaskArgs().inout(i32(buf)).scalar(1));
+        return Status::ok();
+      });
+      EXPECT_EQ(failed.code(), ErrorCode::kInvalidArgument);
+    }
+    if (run_number == 5) config.task_ring_slots = 16;  // other sizes: new rings
+    if (run_number == 6) {  // gang tasks (their launches live in the slots): two vector cores each
+      std::vector<std::int32_t> buf(2, 0);
+      const Status gangs = run([&](Orchestrator& o) -> Status {
+        for (int i = 0; i < 20; ++i) {
+          auto scope = o.scope();
+          HP_RETURN_IF_ERROR(o.submit(count_blocks, TaskArgs().inout(i32(buf)),
+                                      CallConfig{.mode = LaunchMode::kVector, .block_num = 2}));
+        }
+        return Status::ok();
+      });
+      ASSERT_TRUE(gangs.is_ok()) << gangs.to_string();
+      EXPECT_EQ(buf, (std::vector<std::int32_t>{20, 20}));
+    }
+    std::vector<std::int32_t> sums(20, -1);
+    const Status s = sums_of_run(run_number, sums);
+    ASSERT_TRUE(s.is_ok()) << "run " << run_number << ": " << s.to_string();
+    for (std::int32_t x : sums) ASSERT_EQ(x, 64 * run_number) << "run " << run_number;
+  }
+}
+
 TEST_F(RuntimeOrchestrator, AnEscapedOutputOutlivesItsScope) {
   std::vector<std::int32_t> out(8, -1);
   const Status s = run([&](Orchestrator& o) -> Status {
