@@ -6,6 +6,7 @@
 // bytes of the panel), B0 B1 = tmm6, tmm7 (16 K/4 rows x 64 bytes: one packed column block).
 #include <immintrin.h>
 
+#include "kernels/bf16_dot_block.h"
 #include "kernels/gemm_driver.h"
 #include "kernels/x86_64_amx/amx_ops.h"
 
@@ -85,35 +86,10 @@ struct IsaAmx {
     HP_COMPILER_BARRIER();
   }
 
-  // vdpbf16ps: each fp32 lane gains a[2i] b[2i] + a[2i+1] b[2i+1] of a bf16 pair.
+  // vdpbf16ps on bf16 pairs (bf16_dot_block.h).
   static void bf16_block(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows, const std::uint32_t* b,
                          float* c, std::int64_t ldc, bool accumulate) {
-    for (std::int64_t r = 0; r < rows; r += 6) {
-      __m512 acc[6][4];
-#pragma GCC unroll 6
-      for (int i = 0; i < 6; ++i) {
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-          acc[i][j] = accumulate ? _mm512_loadu_ps(c + (r + i) * ldc + j * 16) : _mm512_setzero_ps();
-        }
-      }
-      for (std::int64_t k = 0; k < k_pairs; ++k) {
-        __m512bh bv[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) bv[j] = (__m512bh)_mm512_loadu_si512(b + k * 64 + j * 16);
-#pragma GCC unroll 6
-        for (int i = 0; i < 6; ++i) {
-          const __m512bh av = (__m512bh)_mm512_set1_epi32(std::int32_t(a[(r + i) * k_pairs + k]));
-#pragma GCC unroll 4
-          for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av, bv[j]);
-        }
-      }
-#pragma GCC unroll 6
-      for (int i = 0; i < 6; ++i) {
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) _mm512_storeu_ps(c + (r + i) * ldc + j * 16, acc[i][j]);
-      }
-    }
+    bf16_dot_block(a, k_pairs, rows, b, c, ldc, accumulate);
   }
 };
 

@@ -4,6 +4,7 @@
 // is compiled for AVX512_BF16 as well.
 #include <immintrin.h>
 
+#include "kernels/bf16_dot_block.h"
 #include "kernels/gemm_driver.h"
 
 namespace hp::kernels {
@@ -109,41 +110,12 @@ struct IsaV4 {
   }
 };
 
-// The bf16 GEMMs on bf16 pairs: each fp32 lane gains a[2i] b[2i] + a[2i+1] b[2i+1] (vdpbf16ps).
-// Products of bf16 values are exact in fp32, so only the order of the sums differs from the
-// FMA form (and denormal inputs and results are flushed, as the instruction does).
+// The bf16 GEMMs on bf16 pairs with vdpbf16ps (bf16_dot_block.h), for CPUs with AVX512-BF16.
 struct IsaV4Bf16Dot : IsaV4 {
   static constexpr bool kBf16Pairs = true;
-
-  __attribute__((target("avx512bf16"))) static void bf16_block(const std::uint32_t* a, std::int64_t k_pairs,
-                                                                std::int64_t rows, const std::uint32_t* b,
-                                                                float* c, std::int64_t ldc, bool accumulate) {
-    for (std::int64_t r = 0; r < rows; r += 6) {
-      __m512 acc[6][4];
-#pragma GCC unroll 6
-      for (int i = 0; i < 6; ++i) {
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-          acc[i][j] = accumulate ? _mm512_loadu_ps(c + (r + i) * ldc + j * 16) : _mm512_setzero_ps();
-        }
-      }
-      for (std::int64_t k = 0; k < k_pairs; ++k) {
-        __m512bh bv[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) bv[j] = (__m512bh)_mm512_loadu_si512(b + k * 64 + j * 16);
-#pragma GCC unroll 6
-        for (int i = 0; i < 6; ++i) {
-          const __m512bh av = (__m512bh)_mm512_set1_epi32(std::int32_t(a[(r + i) * k_pairs + k]));
-#pragma GCC unroll 4
-          for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av, bv[j]);
-        }
-      }
-#pragma GCC unroll 6
-      for (int i = 0; i < 6; ++i) {
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) _mm512_storeu_ps(c + (r + i) * ldc + j * 16, acc[i][j]);
-      }
-    }
+  static void bf16_block(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows, const std::uint32_t* b,
+                         float* c, std::int64_t ldc, bool accumulate) {
+    bf16_dot_block(a, k_pairs, rows, b, c, ldc, accumulate);
   }
 };
 
