@@ -1,5 +1,7 @@
 #include "chip_worker.h"
 
+#include <utility>
+
 #include "callable_registry.h"
 #include "task_ring.h"
 
@@ -12,13 +14,12 @@ ChipWorker::~ChipWorker() noexcept = default;
 
 std::vector<std::unique_ptr<TaskRing>> ChipWorker::take_rings(int slots, std::size_t heap_bytes) {
   std::lock_guard lock(rings_mutex_);
-  for (const auto& ring : idle_rings_) {
-    if (ring->capacity() != slots || ring->heap().capacity() != heap_bytes / HeapRing::kAlignment * HeapRing::kAlignment) {
-      idle_rings_.clear();  // another size: the next run makes its own
-      break;
-    }
+  // A run's rings all have its sizes: another size and the next run makes its own.
+  if (!idle_rings_.empty() && (idle_rings_.front()->capacity() != slots ||
+                               idle_rings_.front()->heap().capacity() != HeapRing::capacity_for(heap_bytes))) {
+    idle_rings_.clear();
   }
-  return std::move(idle_rings_);
+  return std::exchange(idle_rings_, {});
 }
 
 void ChipWorker::keep_rings(std::vector<std::unique_ptr<TaskRing>> rings) noexcept {

@@ -10,7 +10,7 @@ void HeapRing::AlignedFree::operator()(std::byte* p) const noexcept {
   ::operator delete[](p, std::align_val_t(kAlignment));
 }
 
-HeapRing::HeapRing(std::size_t capacity) : capacity_(capacity / kAlignment * kAlignment) {}
+HeapRing::HeapRing(std::size_t capacity) : capacity_(capacity_for(capacity)) {}
 
 bool HeapRing::allocate(std::size_t bytes, std::byte** data, std::uint64_t* mark) {
   const std::size_t n = rounded(bytes);

@@ -100,7 +100,7 @@ Orchestrator::Orchestrator(ChipWorker& worker, const OrchestratorConfig& config,
                                        .observers = config.observers,
                                    },
                                    worker.take_rings(config.task_ring_slots, config.heap_ring_bytes))) {
-  impl_->heap_capacity = config.heap_ring_bytes / HeapRing::kAlignment * HeapRing::kAlignment;
+  impl_->heap_capacity = HeapRing::capacity_for(config.heap_ring_bytes);
 }
 
 // The run is over (execute() returned: no core touches a slot): the rings go back to the worker.
@@ -333,8 +333,7 @@ Status Orchestrator::run(ChipWorker& worker, const Orchestration& orchestration,
   const RunInfo run_info{.num_cube = chip.num_cube(), .num_vector = chip.num_vector(),
                          .ratio = chip.ratio(), .num_rings = kMaxRing + 1,
                          .task_ring_slots = config.task_ring_slots,
-                         .heap_ring_bytes = config.heap_ring_bytes / HeapRing::kAlignment *
-                                            HeapRing::kAlignment};
+                         .heap_ring_bytes = HeapRing::capacity_for(config.heap_ring_bytes)};
   for (Observer* o : effective.observers) o->on_run_begin(run_info);
   Status status;
   {
