@@ -20,6 +20,7 @@
 
 #include "common/printers.h"
 #include "platform/wait.h"
+#include "int32_views.h"
 #include "runtime/orchestrator.h"
 
 namespace hp::runtime {
@@ -28,6 +29,8 @@ namespace {
 using platform::BlockContext;
 using platform::LaunchMode;
 using ::testing::HasSubstr;
+using testing::for_each_i32;
+using testing::i32;
 
 constexpr double kGateTimeoutS = 30;
 
@@ -46,18 +49,6 @@ class Gate {
  private:
   platform::WaitWord word_;
 };
-
-// Visits every element of a 1-D or 2-D int32 view (strided).
-void for_each_element(const TensorView& t, const std::function<void(std::int32_t&)>& f) {
-  auto* base = static_cast<std::int32_t*>(t.data());
-  const std::int64_t rows = t.ndim() == 2 ? t.dim(0) : 1;
-  const std::int64_t cols = t.ndim() == 2 ? t.dim(1) : t.dim(0);
-  const std::int64_t row_stride = t.ndim() == 2 ? t.stride(0) : 0;
-  const std::int64_t col_stride = t.ndim() == 2 ? t.stride(1) : t.stride(0);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < cols; ++c) f(base[r * row_stride + c * col_stride]);
-  }
-}
 
 struct Recorder : Observer {
   std::mutex mu;
@@ -122,22 +113,22 @@ class RuntimeOrchestrator : public ::testing::Test {
     fill = add("fill", [this](const TaskArgs& a, BlockContext&) -> Status {
       if (a.num_scalars() > 1 && a.scalar_as<int>(1) == 1) HP_RETURN_IF_ERROR(gate.wait());
       const auto value = a.scalar_as<std::int32_t>(0);
-      for_each_element(a.tensor(0), [&](std::int32_t& x) { x = value; });
+      for_each_i32(a.tensor(0), [&](std::int32_t& x) { x = value; });
       return Status::ok();
     });
     // copy: tensor 1 = tensor 0, element by element (after the gate, when scalar 0 is 1).
     copy = add("copy", [this](const TaskArgs& a, BlockContext&) -> Status {
       if (a.num_scalars() > 0 && a.scalar_as<int>(0) == 1) HP_RETURN_IF_ERROR(gate.wait());
       std::vector<std::int32_t> values;
-      for_each_element(a.tensor(0), [&](std::int32_t& x) { values.push_back(x); });
+      for_each_i32(a.tensor(0), [&](std::int32_t& x) { values.push_back(x); });
       std::size_t i = 0;
-      for_each_element(a.tensor(1), [&](std::int32_t& x) { x = values[i++]; });
+      for_each_i32(a.tensor(1), [&](std::int32_t& x) { x = values[i++]; });
       return Status::ok();
     });
     // add: every element of tensor 0 += scalar 0.
     add_scalar = add("add", [](const TaskArgs& a, BlockContext&) -> Status {
       const auto value = a.scalar_as<std::int32_t>(0);
-      for_each_element(a.tensor(0), [&](std::int32_t& x) { x += value; });
+      for_each_i32(a.tensor(0), [&](std::int32_t& x) { x += value; });
       return Status::ok();
     });
     config.observers = {&recorder};
@@ -151,9 +142,15 @@ class RuntimeOrchestrator : public ::testing::Test {
   }
 
   Status run(const Orchestration& o) { return Orchestrator::run(*worker, o, config); }
-
-  static TensorView i32(std::vector<std::int32_t>& v) {
-    return TensorView(v.data(), DType::kInt32, {static_cast<std::int64_t>(v.size())});
+  // A run of `tasks` chained tasks, each in its own scope, each adding 1 to counter[0].
+  Status run_chain(int tasks, std::vector<std::int32_t>& counter) {
+    return run([&](Orchestrator& o) -> Status {
+      for (int i = 0; i < tasks; ++i) {
+        auto scope = o.scope();
+        HP_RETURN_IF_ERROR(o.submit(add_scalar, TaskArgs().inout(i32(counter)).scalar(1)));
+      }
+      return Status::ok();
+    });
   }
 
   std::unique_ptr<ChipWorker> worker;
@@ -347,13 +344,7 @@ TEST_F(RuntimeOrchestrator, TenThousandChainedTasksThroughAFourSlotRing) {
   config.task_ring_slots = 4;
   std::vector<std::int32_t> counter(1, 0);
   constexpr int kTasks = 10000;
-  const Status s = run([&](Orchestrator& o) -> Status {
-    for (int i = 0; i < kTasks; ++i) {
-      auto scope = o.scope();
-      HP_RETURN_IF_ERROR(o.submit(add_scalar, TaskArgs().inout(i32(counter)).scalar(1)));
-    }
-    return Status::ok();
-  });
+  const Status s = run_chain(kTasks, counter);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   EXPECT_EQ(counter[0], kTasks);
 }
@@ -368,13 +359,7 @@ TEST_F(RuntimeOrchestrator, AOneSlotRingWakesEachSubmitWhenThePreviousTaskRetire
   config.observers.clear();
   std::vector<std::int32_t> counter(1, 0);
   constexpr int kTasks = 20000;
-  const Status s = run([&](Orchestrator& o) -> Status {
-    for (int i = 0; i < kTasks; ++i) {
-      auto scope = o.scope();
-      HP_RETURN_IF_ERROR(o.submit(add_scalar, TaskArgs().inout(i32(counter)).scalar(1)));
-    }
-    return Status::ok();
-  });
+  const Status s = run_chain(kTasks, counter);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   EXPECT_EQ(counter[0], kTasks);
 }
@@ -465,7 +450,7 @@ TEST_F(RuntimeOrchestrator, ScopesReleaseTheirOutputsForReuse) {
   std::vector<std::int32_t> sums(16, -1);
   const int sum = add("sum", [](const TaskArgs& a, BlockContext&) -> Status {
     std::int32_t total = 0;
-    for_each_element(a.tensor(0), [&](std::int32_t& x) { total += x; });
+    for_each_i32(a.tensor(0), [&](std::int32_t& x) { total += x; });
     *static_cast<std::int32_t*>(a.tensor(1).data()) = total;
     return Status::ok();
   });
@@ -497,7 +482,7 @@ TEST_F(RuntimeOrchestrator, RunsOnOneWorkerReuseItsRingsWhateverTheRunBeforeLeft
   });
   const int sum = add("sum", [](const TaskArgs& a, BlockContext&) -> Status {
     std::int32_t total = 0;
-    for_each_element(a.tensor(0), [&](std::int32_t& x) { total += x; });
+    for_each_i32(a.tensor(0), [&](std::int32_t& x) { total += x; });
     *static_cast<std::int32_t*>(a.tensor(1).data()) = total;
     return Status::ok();
   });
