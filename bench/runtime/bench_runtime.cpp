@@ -295,11 +295,8 @@ int cpus_of_process() {
   return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
 }
 
-// Two threads passing a counter back and forth through one cache line, spinning: the one-way
-// hand-off time between CPUs, which the host varies over time (its placement of the vCPUs) and
-// which every task pays a few of in hp (submitted on one thread, run on another). Printed with
-// the results so that runs can be compared. handoff_ns needs 2 CPUs (0 when the process has one).
-// The first two CPUs of the process (the measurement pins one thread to each).
+// The first two CPUs of the process (the measurement pins one thread to each); -1 for a
+// missing one.
 std::pair<int, int> two_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -318,9 +315,12 @@ void pin_to(int cpu) {
   pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
-double handoff_once() {
+// Two threads passing a counter back and forth through one cache line, spinning: the one-way
+// hand-off time between CPUs, which the host varies over time (its placement of the vCPUs) and
+// which every task pays a few of in hp (submitted on one thread, run on another). Printed with
+// the results so that runs can be compared. handoff_ns needs 2 CPUs (0 when the process has one).
+double handoff_once(int cpu_a, int cpu_b) {
   constexpr std::uint32_t kTrips = 20000;
-  const auto [cpu_a, cpu_b] = two_cpus();
   alignas(64) std::atomic<std::uint32_t> word{0};
   auto player = [&](std::uint32_t parity) {
     for (std::uint32_t v = parity; v < 2 * kTrips; v += 2) {
@@ -347,9 +347,10 @@ double handoff_once() {
 }
 
 double handoff_ns() {  // the median of 5
-  if (cpus_of_process() < 2) return 0;
+  const auto [cpu_a, cpu_b] = two_cpus();
+  if (cpu_b < 0) return 0;
   std::vector<double> samples;
-  for (int i = 0; i < 5; ++i) samples.push_back(handoff_once());
+  for (int i = 0; i < 5; ++i) samples.push_back(handoff_once(cpu_a, cpu_b));
   return hp::bench::median(samples);
 }
 
