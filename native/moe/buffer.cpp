@@ -39,14 +39,15 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   const int ranks = hp::shmem::n_pes(), rank = hp::shmem::my_pe();
   // Every rank checks every rank's config (the same data everywhere: the same verdict), and,
   // for the window context, that it maps every peer's window.
-  constexpr int kFields = 11;
+  constexpr int kFields = 12;
   const std::array<std::int64_t, kFields> mine = {config.hidden,      config.max_tokens_per_rank,
                                                   config.num_experts, config.topk,
                                                   config.max_element_bytes, config.combine_element_bytes,
                                                   std::int64_t(config.comm), std::int64_t(config.low_latency),
                                                   std::bit_cast<std::int64_t>(config.capacity_factor),
                                                   std::int64_t(config.grow_on_overflow),
-                                                  std::int64_t(config.streamed_combine)};
+                                                  std::int64_t(config.streamed_combine),
+                                                  std::int64_t(config.zero_copy_combine)};
   void* scratch = nullptr;
   HP_RETURN_IF_ERROR(hp::shmem::calloc(std::size_t(ranks + 1) * kFields, sizeof(std::int64_t), &scratch));
   auto* all = static_cast<std::int64_t*>(scratch);
@@ -75,7 +76,7 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   static constexpr const char* kNames[kFields] = {"hidden", "max_tokens_per_rank", "num_experts", "topk",
                                                   "max_element_bytes", "combine_element_bytes", "comm",
                                                   "low_latency", "capacity_factor", "grow_on_overflow",
-                                                  "streamed_combine"};
+                                                  "streamed_combine", "zero_copy_combine"};
   for (int r = 1; r < ranks; ++r) {
     for (int f = 0; f < kFields; ++f) {
       if (table[std::size_t(r * kFields + f)] != table[std::size_t(f)]) {
@@ -122,12 +123,12 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   // A rank sends a token to at most min(K, R) ranks: that many return rows per token.
   const std::size_t sends = tmax * std::size_t(std::min<std::int64_t>(config.topk, ranks));
   b->back_offset_ = b->counts_offset_ + round64(2 * r * (kCountsHeader + r + std::size_t(config.num_experts)) * 8);
-  b->window_bytes_ = b->back_offset_ + 2 * sends * b->back_row_bytes_;
+  b->window_bytes_ = b->back_offset_ + (config.zero_copy_combine ? 0 : 2 * sends * b->back_row_bytes_);
   if (config.low_latency) {
     const auto local = std::size_t(config.num_experts) / r;
     b->ll_slot_bytes_ = kSlot + round64(std::size_t(config.hidden * config.max_element_bytes));
     b->ll_counts_offset_ = b->window_bytes_;
-    b->ll_recv_offset_ = b->ll_counts_offset_ + round64(2 * r * (kCountsHeader + local) * 8);
+    b->ll_recv_offset_ = b->ll_counts_offset_ + round64(2 * r * (kLowLatencyCountsHeader + local) * 8);
     b->ll_back_offset_ = b->ll_recv_offset_ + 2 * local * r * tmax * b->ll_slot_bytes_;
     b->window_bytes_ = b->ll_back_offset_ + 2 * std::size_t(config.num_experts) * tmax * b->back_row_bytes_;
   }
@@ -145,6 +146,9 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
                           ? lossless
                           : std::min(lossless, std::int64_t(std::ceil(config.capacity_factor * double(sends))));
   HP_RETURN_IF_ERROR(b->allocate_records(b->recv_capacity_));
+  if (config.zero_copy_combine) {
+    HP_RETURN_IF_ERROR(b->allocate_combine_rows(std::max<std::int64_t>(1, config.max_tokens_per_rank * config.topk)));
+  }
   // Every rank initialises its own status words, then a barrier, before any remote write.
   std::memset(b->window_, 0, b->counts_offset_);
   HP_RETURN_IF_ERROR(hp::shmem::barrier_all());
@@ -160,6 +164,7 @@ Status Buffer::destroy() {
   window_ = nullptr;
   HP_RETURN_IF_ERROR(hp::shmem::barrier_all());  // nobody writes into our window any more
   if (recv_ != nullptr) HP_RETURN_IF_ERROR(hp::shmem::free(std::exchange(recv_, nullptr)));
+  if (combine_rows_ != nullptr) HP_RETURN_IF_ERROR(hp::shmem::free(std::exchange(combine_rows_, nullptr)));
   return hp::shmem::free(w);
 }
 
@@ -259,6 +264,7 @@ Status Buffer::combine(const TensorView& expert_out, const Handle& handle, const
     HP_RETURN_IF_ERROR(
         expect_float_rows(expert_out, "expert_out", {rows, config_.hidden}, config_.combine_element_bytes));
     HP_RETURN_IF_ERROR(expect_float_rows(y, "y", {handle.layout.num_tokens, config_.hidden}));
+    if (config_.zero_copy_combine) HP_RETURN_IF_ERROR(expect_combine_rows(expert_out, handle));
     if (weighted) {
       HP_RETURN_IF_ERROR(weights.expect_shape("weights", {rows}));
       HP_RETURN_IF_ERROR(weights.expect_dtype("weights", DType::kFP32));
@@ -269,6 +275,10 @@ Status Buffer::combine(const TensorView& expert_out, const Handle& handle, const
     }
     return Status::ok();
   }();
+  if (config_.zero_copy_combine) {
+    if (config_.comm == CommKind::kWindow) return pull_combine_with(window_comm_, input, handle, y, w);
+    return pull_combine_with(shmem_comm_, input, handle, y, w);
+  }
   if (config_.comm == CommKind::kWindow) {
     if (!input.is_ok()) return reject_call(window_comm_, kCombine, ++combine_epoch_, input);
     return combine_with(window_comm_, expert_out, handle, y, w);
@@ -378,6 +388,7 @@ Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle, co
   // ---- notify: counts (or this rank's error code) to every rank ---------------------------
   std::vector<std::int64_t> mine(kCountsHeader + R + std::size_t(experts), 0);
   mine[0] = std::int64_t(input.code());
+  mine[1] = a.expert_alignment;
   if (input.is_ok()) {
     std::copy(h.layout.tokens_per_rank.begin(), h.layout.tokens_per_rank.end(), mine.begin() + kCountsHeader);
     std::copy(h.layout.tokens_per_expert.begin(), h.layout.tokens_per_expert.end(),
@@ -452,6 +463,7 @@ Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle, co
   }
   h.rows = h.expert_offsets.back();
   for (std::size_t s = 0; s < R; ++s) h.records += h.tok[s * R + std::size_t(rank_)];
+  if (config_.zero_copy_combine) HP_RETURN_IF_ERROR(plan_pulls(a, epoch, &h));
   notified_epoch_ = epoch;
   return comm.quiet();
 }

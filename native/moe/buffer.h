@@ -3,19 +3,21 @@
 // A Buffer is created collectively (every rank, same BufferConfig; a disagreement is an error
 // on every rank) and owns one symmetric window per rank:
 //
-//   flags   6 x R status words, 64 bytes apart: notify[s], dispatch[s], combine[s],
-//           low-latency dispatch[s] and combine[s], streamed combine[s] (set by rank s to the
-//           call's epoch); the combine slots' second word is (epoch << 16 | error code) when rank s rejected its
+//   flags   7 x R status words, 64 bytes apart: notify[s], dispatch[s], combine[s],
+//           low-latency dispatch[s] and combine[s], streamed combine[s], pulled[s] (set by rank s
+//           to the call's epoch; pulled: s no longer reads this rank's combine rows); the combine slots' second word is (epoch << 16 | error code) when rank s rejected its
 //           inputs for that call (it still sets its flag: the others return ABORTED at once)
-//   counts  2 x R x (1 + R + E) int64: slot s = rank s's status code (0 or the ErrorCode that
-//           made it reject its inputs), tokens per rank [R], pairs per expert [E]; dispatch n
+//   counts  2 x R x (2 + R + E) int64: slot s = rank s's status code (0 or the ErrorCode that
+//           made it reject its inputs), its expert_alignment, tokens per rank [R], pairs per
+//           expert [E]; dispatch n
 //           uses half n % 2, so nobody overwrites a slot a slower rank is still reading
 //   recv    (its own allocation) the capacity in dispatch records: R x T_max when lossless
 //           (compact: source s's records start after those of sources < s); a record = meta (int32 token, float scale, int32 expert[K],
 //           float weight[K], padded to 64 B) + payload (H elements, padded to 64 B)
 //   back    2 x T_max x min(K, R) combine rows of H x combine_element_bytes (rank d's rows start after those of
 //           d' < d, in the order of the tokens this rank sent to d); combine n uses half n % 2,
-//           so a rank may run the next combine while a slower one still sums this one
+//           so a rank may run the next combine while a slower one still sums this one (not
+//           with zero_copy_combine, whose combine copies no rows)
 // and, with low_latency (each region in two halves, call n using half n % 2; a rank can be
 // at most one call ahead of another, since a call returns only when every rank has entered it):
 //   ll counts  2 x R x (1 + E_local) int64: slot s = rank s's status code, its pairs per expert
@@ -26,6 +28,11 @@
 // and, with streamed_combine:
 //   pair back  2 x T_max x K rows of H x combine_element_bytes: [token][k], the row of this
 //              rank's pair (t, k), written by the rank of its expert; call n uses half n % 2
+// and, with zero_copy_combine (its own allocation, grown collectively by dispatch when a rank
+// receives more rows; it starts at T_max x K rows, the average load):
+//   combine rows  [capacity, H] of combine_element_bytes (fp32 or bf16): the expert outputs
+//                 of the last dispatch's rows, written by the caller (combine_buffer), then
+//                 [capacity] fp32 weights, written by combine
 //
 // Calls are collective and in the same order on every rank: notify (inside dispatch) -> data ->
 // (combine). A rank writes a peer's region only after the peer has entered the call that
@@ -38,6 +45,11 @@
 // combine is its adjoint: each expert rank sums, per received token, weight x expert output
 // over its local experts in fp32 and sends that row back (rounded to expert_out's dtype); the
 // source sums the rows of its ranks in fp32, in rank order, and writes y (fp32 or bf16).
+// With zero_copy_combine (DeepEP's zero copy), the expert outputs are written by the caller
+// into the buffer's combine rows on the symmetric heap, and combine moves no rows: each rank
+// publishes its weights and sets its flag, then every source reads its pairs' rows where they
+// are (in place where the peer's heap is mapped, hp::shmem::get_nbi otherwise) and sums
+// y[t] = sum over k of weight x row in fp32, in k order, rounded once.
 #ifndef HYPER_PARALLEL_MOE_BUFFER_H_
 #define HYPER_PARALLEL_MOE_BUFFER_H_
 
@@ -82,6 +94,9 @@ struct BufferConfig {
   hp::platform::Chip* chip = nullptr;
   // Adds the streamed combine's region (combine_stream_*).
   bool streamed_combine = false;
+  // combine reads the expert outputs in place: they must be written into combine_buffer()'s
+  // tensor (on the symmetric heap) instead of a tensor of the caller's.
+  bool zero_copy_combine = false;
 };
 
 enum class Quant : std::int32_t { kNone = 0, kDynamicInt8 = 1 };
@@ -114,6 +129,12 @@ struct Handle {
   std::int64_t records = 0;
   std::vector<std::uint8_t> pair_sent;      // [T x K], the source side: 1 when pair (t, k) went to an expert
   std::vector<std::uint8_t> token_active;   // [T], the source side: 0 for tokens x_active_mask left out
+  // The source side, with zero_copy_combine: pair (t, k)'s expert (-1: not sent) and its row
+  // in the combine rows of that expert's rank; each expert's rows of this rank are one run,
+  // starting at expert_first_row [E].
+  std::vector<std::int32_t> pair_expert;    // [T x K]
+  std::vector<std::int64_t> pair_row;       // [T x K]
+  std::vector<std::int64_t> expert_first_row;  // [E]
 };
 
 // Where dispatch_data writes (sized by notify_dispatch's handle.rows): x int8 (quantised) or
@@ -196,8 +217,15 @@ class HP_API Buffer {
   // expert_out fp32/bf16 [rows, H] (rows of the dispatch); weights: optional fp32 [rows]
   // (default: the dispatched top-k weights; pass `weighted = false` to sum without weights,
   // dispatch's adjoint); y fp32/bf16 [T, H] of the dispatching rank.
+  // With zero_copy_combine, expert_out must be combine_buffer(handle)'s tensor.
   Status combine(const TensorView& expert_out, const Handle& handle, const TensorView& y,
                  const TensorView& weights = {}, bool weighted = true);
+  // zero_copy_combine: where this rank's expert outputs for the last dispatch's rows go, the
+  // [handle.rows, H] tensor (bf16 when combine_element_bytes is 2, else fp32) on the symmetric
+  // heap that combine reads in place. Waits until no rank still reads the previous combine's
+  // rows from it (normally long done: the next dispatch orders that). Valid until the next
+  // dispatch.
+  Status combine_buffer(const Handle& handle, TensorView* out);
 
   // The streamed combine (a buffer made with streamed_combine; seed 002's deep fuse, where the
   // combine runs as GMM2's tiles complete): combine_stream_begin with the last dispatch's handle,
@@ -232,6 +260,10 @@ class HP_API Buffer {
   Buffer() = default;
   Status prepare_dispatch(const DispatchArgs& args, DispatchLayout* layout);
   Status allocate_records(std::int64_t capacity);
+  Status allocate_combine_rows(std::int64_t capacity);
+  Status plan_pulls(const DispatchArgs& args, std::uint64_t epoch, Handle* handle);
+  Status expect_combine_rows(const TensorView& expert_out, const Handle& handle) const;
+  DType combine_rows_dtype() const { return config_.combine_element_bytes == 2 ? DType::kBF16 : DType::kFP32; }
   template <typename Comm>
   Status reject_call(Comm& comm, int kind, std::uint64_t epoch, const Status& input);
   Status check_rejections(int kind, std::uint64_t epoch, const char* call) const;
@@ -248,6 +280,10 @@ class HP_API Buffer {
   std::int64_t* counts(std::uint64_t epoch, int rank) const;
   std::uint8_t* record(std::int64_t index) const;
   std::uint8_t* back_row(std::uint64_t epoch, std::int64_t index) const;
+  template <typename Comm>
+  Status pull_combine_with(Comm& comm, const Status& input, const Handle& handle, const TensorView& y,
+                           const float* weights);
+  Status pull_rows(const Handle& handle, const TensorView& y);
   template <typename Comm>
   Status low_latency_dispatch_with(Comm& comm, const DispatchArgs& args, LowLatencyResult* out);
   template <typename Comm>
@@ -271,6 +307,14 @@ class HP_API Buffer {
   std::size_t counts_offset_ = 0, back_offset_ = 0, window_bytes_ = 0;
   std::size_t ll_slot_bytes_ = 0, ll_counts_offset_ = 0, ll_recv_offset_ = 0, ll_back_offset_ = 0;
   std::size_t pair_offset_ = 0;
+  // zero_copy_combine: the combine rows region (its own allocation), its rows, where its
+  // weights start, and the last combine that read it (combine_buffer waits for its readers).
+  std::uint8_t* combine_rows_ = nullptr;
+  std::int64_t combine_rows_capacity_ = 0;
+  std::size_t combine_weights_offset_ = 0;
+  std::uint64_t pull_epoch_ = 0;
+  std::uint64_t planned_epoch_ = 0;  // the last dispatch whose pulls plan_pulls planned
+  std::vector<std::uint8_t> pull_staging_;  // rows and weights of peers read with get_nbi
   struct StreamState {  // the open streamed combine
     bool open = false;
     std::uint64_t epoch = 0;

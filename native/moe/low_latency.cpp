@@ -26,7 +26,7 @@ bool active(const TensorView& mask, std::int64_t t) {
 }  // namespace
 
 std::int64_t* Buffer::ll_counts(std::uint64_t epoch, int rank) const {
-  const auto slot = std::size_t(kCountsHeader + local_experts());
+  const auto slot = std::size_t(kLowLatencyCountsHeader + local_experts());
   return reinterpret_cast<std::int64_t*>(window_ + ll_counts_offset_) +
          ((epoch % 2) * std::size_t(ranks_) + std::size_t(rank)) * slot;
 }
@@ -113,12 +113,12 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
     HP_RETURN_IF_ERROR(comm.close(int(e / local), ll_slot(epoch, e % local, rank_, 0), dst[std::size_t(e)], bytes));
   }
   // ---- counts (or this rank's error code), then the flag, to every rank ----------------------
-  std::vector<std::int64_t> mine(std::size_t(kCountsHeader + local), 0);
+  std::vector<std::int64_t> mine(std::size_t(kLowLatencyCountsHeader + local), 0);
   const std::size_t count_bytes = mine.size() * sizeof(std::int64_t);
   for (int i = 0; i < ranks_; ++i) {
     const int d = (rank_ + 1 + i) % ranks_;
     mine[0] = std::int64_t(input.code());
-    std::copy_n(pairs.begin() + d * local, local, mine.begin() + kCountsHeader);
+    std::copy_n(pairs.begin() + d * local, local, mine.begin() + kLowLatencyCountsHeader);
     Status st;
     std::uint8_t* p = comm.open(d, ll_counts(epoch, rank_), count_bytes, &st);
     if (p == nullptr) return st;
@@ -152,7 +152,7 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
   for (std::int64_t le = 0; le < local; ++le) {
     std::int64_t at = 0;
     for (std::size_t s = 0; s < R; ++s) {
-      const std::int64_t n = ll_counts(epoch, int(s))[kCountsHeader + le];
+      const std::int64_t n = ll_counts(epoch, int(s))[kLowLatencyCountsHeader + le];
       r.layout_range[(std::size_t(le) * R + s) * 2] = at;
       r.layout_range[(std::size_t(le) * R + s) * 2 + 1] = n;
       for (std::int64_t i = 0; i < n; ++i) {

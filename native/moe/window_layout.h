@@ -20,10 +20,14 @@ enum FlagKind {
   kCombine = 2,
   kLowLatencyDispatch = 3,
   kLowLatencyCombine = 4,
-  kStreamedCombine = 5
+  kStreamedCombine = 5,
+  kPulled = 6  // zero_copy_combine: rank s finished reading this rank's combine rows
 };
-inline constexpr int kFlagKinds = 6;
-inline constexpr std::ptrdiff_t kCountsHeader = 1;  // a counts slot starts with a status code
+inline constexpr int kFlagKinds = 7;
+// A normal-mode counts slot starts with a status code and the rank's expert_alignment; a
+// low-latency one with the status code only.
+inline constexpr std::ptrdiff_t kCountsHeader = 2;
+inline constexpr std::ptrdiff_t kLowLatencyCountsHeader = 1;
 
 inline std::size_t round64(std::size_t n) { return (n + 63) & ~std::size_t(63); }
 

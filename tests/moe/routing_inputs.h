@@ -30,6 +30,7 @@ struct Case {
   std::uint32_t seed = 1;
   int vector_cores = 0;  // > 0: dispatch and combine split their work over a chip's vector cores
   double capacity_factor = 0.0;  // BufferConfig's
+  bool zero_copy = false;  // BufferConfig::zero_copy_combine: combine reads the expert rows in place
 };
 
 inline Inputs make_inputs(const Case& c, int rank, int ranks) {

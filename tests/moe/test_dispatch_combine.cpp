@@ -66,7 +66,8 @@ Status check_round_trip(const Case& c, CommKind comm, Quant quant, DType x_dtype
   const Status created = Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
                                          .num_experts = c.experts, .topk = c.topk,
                                          .combine_element_bytes = x_dtype == DType::kBF16 ? 2 : 4, .comm = comm,
-                                         .capacity_factor = c.capacity_factor, .chip = chip.get()},
+                                         .capacity_factor = c.capacity_factor, .chip = chip.get(),
+                                         .zero_copy_combine = c.zero_copy},
                                         &buffer);
   if (comm == CommKind::kWindow && !all_mapped()) {
     // Not every rank maps every window (the mpi transport): the window context says so.
@@ -152,8 +153,16 @@ Status check_round_trip(const Case& c, CommKind comm, Quant quant, DType x_dtype
   std::vector<std::uint16_t> out_bf16(out.size());
   for (std::size_t i = 0; i < out.size(); ++i) out_bf16[i] = float_to_bf16(out[i]);
   std::vector<float> y(std::size_t(in.tokens * c.hidden), -1.0f);
-  const TensorView expert_out = x_dtype == DType::kBF16 ? TensorView(out_bf16.data(), DType::kBF16, {r.rows, c.hidden})
-                                                        : TensorView(out.data(), DType::kFP32, {r.rows, c.hidden});
+  TensorView expert_out = x_dtype == DType::kBF16 ? TensorView(out_bf16.data(), DType::kBF16, {r.rows, c.hidden})
+                                                  : TensorView(out.data(), DType::kFP32, {r.rows, c.hidden});
+  if (c.zero_copy) {  // the same rows, written where combine reads them in place
+    TensorView rows;
+    HP_EXPECT_OK(buffer->combine_buffer(r.handle, &rows));
+    EXPECT_EQ(rows.dtype(), expert_out.dtype());
+    EXPECT_EQ(rows.dim(0), r.rows);
+    std::memcpy(rows.data(), expert_out.data(), std::size_t(r.rows * c.hidden) * expert_out.element_size());
+    expert_out = rows;
+  }
   HP_EXPECT_OK(buffer->combine(expert_out, r.handle, TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden}),
                                TensorView(r.topk_weights.data(), DType::kFP32, {r.rows})));
   for (std::int64_t t = 0; t < in.tokens; ++t) {
@@ -222,6 +231,122 @@ TEST_P(DispatchCombine, OnVectorCores) {
                                         DType::kFP32, 1));
     return check_round_trip(Case{.routing = Routing::kSomeRanksEmpty, .masked = true, .seed = 22, .vector_cores = 1},
                             GetParam(), Quant::kNone, DType::kFP32, 1);
+  });
+}
+
+// The zero-copy combine (expert rows read in place from each rank's combine rows): the same
+// results as the copying one, for every routing, dtype, alignment and quantisation above, on
+// the calling thread and on vector cores; all tokens to expert 0 grows the combine rows.
+TEST_P(DispatchCombine, ZeroCopyCombine) {
+  run_scenario([&]() -> Status {
+    const CommKind comm = GetParam();
+    HP_RETURN_IF_ERROR(check_round_trip(Case{.zero_copy = true}, comm, Quant::kNone, DType::kFP32, 1));
+    HP_RETURN_IF_ERROR(check_round_trip(Case{.seed = 2, .zero_copy = true}, comm, Quant::kNone, DType::kBF16, 16));
+    HP_RETURN_IF_ERROR(check_round_trip(Case{.seed = 3, .zero_copy = true}, comm, Quant::kDynamicInt8, DType::kFP32, 1));
+    HP_RETURN_IF_ERROR(check_round_trip(Case{.routing = Routing::kAllToExpert0, .seed = 4, .zero_copy = true}, comm,
+                                        Quant::kNone, DType::kFP32, 1));
+    HP_RETURN_IF_ERROR(check_round_trip(
+        Case{.routing = Routing::kSomeRanksEmpty, .masked = true, .seed = 5, .zero_copy = true}, comm,
+        Quant::kDynamicInt8, DType::kBF16, 4));
+    return check_round_trip(Case{.seed = 20, .vector_cores = 2, .zero_copy = true}, comm, Quant::kDynamicInt8,
+                            DType::kBF16, 4);
+  });
+}
+
+// One zero-copy buffer over many calls: routings that grow its combine rows and shrink again,
+// two combines of one dispatch (the second's combine_buffer waits until every rank has read
+// the first's rows), weighted and not; y is exactly x (dyadic weights summing to 1), 2x.
+TEST_P(DispatchCombine, ZeroCopyCombineOverManyCalls) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    std::unique_ptr<Buffer> buffer;
+    const Case base{.zero_copy = true};
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = base.hidden, .max_tokens_per_rank = base.tokens + ranks,
+                                       .num_experts = base.experts, .topk = base.topk, .comm = GetParam(),
+                                       .zero_copy_combine = true},
+                                      &buffer));
+    const Routing routings[] = {Routing::kUniform, Routing::kAllToExpert0, Routing::kUniform, Routing::kSomeRanksEmpty};
+    DispatchResult r;
+    for (std::uint32_t round = 0; round < 4; ++round) {
+      Case c = base;
+      c.routing = routings[round];
+      c.seed = 80 + round;
+      const Inputs in = make_inputs(c, me, ranks);
+      DispatchArgs args = input_args(in, c);
+      args.expert_alignment = round == 2 ? 8 : 1;
+      HP_RETURN_IF_ERROR(buffer->dispatch(args, &r));
+      for (int pass = 0; pass < 2; ++pass) {
+        TensorView rows;
+        HP_RETURN_IF_ERROR(buffer->combine_buffer(r.handle, &rows));
+        const auto* x_rows = reinterpret_cast<const float*>(r.x_bytes.data());
+        auto* dst = static_cast<float*>(rows.data());
+        for (std::int64_t i = 0; i < r.rows * c.hidden; ++i) dst[i] = float(pass + 1) * x_rows[i];
+        std::vector<float> y(in.x.size(), -1.0f);
+        HP_RETURN_IF_ERROR(buffer->combine(rows, r.handle, TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden}),
+                                           TensorView(r.topk_weights.data(), DType::kFP32, {r.rows}), pass == 0));
+        for (std::int64_t t = 0; t < in.tokens; ++t) {
+          float weight = 0;  // unweighted: the number of experts the token went to
+          for (std::int64_t k = 0; k < c.topk; ++k) {
+            if (in.idx[std::size_t(t * c.topk + k)] >= 0) weight += pass == 0 ? in.weights[std::size_t(t * c.topk + k)] : 1.0f;
+          }
+          for (std::int64_t j = 0; j < c.hidden; ++j) {
+            const float want = float(pass + 1) * weight * in.x[std::size_t(t * c.hidden + j)];
+            if (y[std::size_t(t * c.hidden + j)] != want) {
+              ADD_FAILURE() << "rank " << me << " round " << round << " pass " << pass << " y[" << t << "][" << j
+                            << "] = " << y[std::size_t(t * c.hidden + j)] << ", expected " << want;
+              return Status::ok();
+            }
+          }
+        }
+      }
+    }
+    return buffer->destroy();
+  });
+}
+
+// Zero-copy misuse: expert_out that is not combine_buffer()'s tensor on one rank is that
+// rank's INVALID_ARGUMENT and ABORTED elsewhere, and the buffer works afterwards; a stale
+// handle is INVALID_ARGUMENT; combine_buffer on a copying buffer is FAILED_PRECONDITION.
+TEST_P(DispatchCombine, ZeroCopyCombineMisuse) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    std::unique_ptr<Buffer> buffer;
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
+                                       .comm = GetParam(), .zero_copy_combine = true},
+                                      &buffer));
+    SmallBatch batch;
+    DispatchResult r;
+    for (int round = 0; round < 2; ++round) {
+      HP_RETURN_IF_ERROR(buffer->dispatch(batch.args(), &r));
+      TensorView rows;
+      HP_RETURN_IF_ERROR(buffer->combine_buffer(r.handle, &rows));
+      std::fill_n(static_cast<float*>(rows.data()), r.rows * 16, 1.0f);
+      std::vector<float> own(std::size_t(r.rows * 16), 1.0f), y(4 * 16, -1.0f);
+      const bool bad = round == 0 && me == ranks - 1;
+      const Status s = buffer->combine(bad ? TensorView(own.data(), DType::kFP32, {r.rows, 16}) : rows, r.handle,
+                                       TensorView(y.data(), DType::kFP32, {4, 16}),
+                                       TensorView(r.topk_weights.data(), DType::kFP32, {r.rows}));
+      if (round == 0) {
+        EXPECT_EQ(s.code(), bad ? ErrorCode::kInvalidArgument : ErrorCode::kAborted) << s.to_string();
+      } else {
+        HP_EXPECT_OK(s);
+        EXPECT_EQ(y[0], 1.0f);  // the token's two weights sum to 1
+      }
+    }
+    const Handle stale = r.handle;
+    HP_RETURN_IF_ERROR(buffer->dispatch(batch.args(), &r));
+    TensorView rows;
+    EXPECT_EQ(buffer->combine_buffer(stale, &rows).code(), ErrorCode::kInvalidArgument);
+    HP_RETURN_IF_ERROR(buffer->destroy());
+    std::unique_ptr<Buffer> copying;
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
+                                       .comm = GetParam()},
+                                      &copying));
+    HP_RETURN_IF_ERROR(copying->dispatch(batch.args(), &r));
+    EXPECT_EQ(copying->combine_buffer(r.handle, &rows).code(), ErrorCode::kFailedPrecondition);
+    return copying->destroy();
   });
 }
 

@@ -1,0 +1,200 @@
+// Buffer's zero-copy combine (buffer.h, zero_copy_combine): the expert outputs stay in each
+// rank's combine rows on the symmetric heap and every source reads its pairs' rows from there.
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "kernels/ops.h"
+#include "moe/buffer.h"
+#include "moe/shares.h"
+#include "moe/stream_copy.h"
+#include "moe/window_layout.h"
+
+namespace hp::moe {
+
+using namespace window;
+
+// (Collective: every rank calls it with the same capacity.)
+Status Buffer::allocate_combine_rows(std::int64_t capacity) {
+  if (combine_rows_ != nullptr) HP_RETURN_IF_ERROR(hp::shmem::free(std::exchange(combine_rows_, nullptr)));
+  combine_rows_capacity_ = 0;
+  const auto row_bytes = std::size_t(config_.hidden * config_.combine_element_bytes);
+  const std::size_t weights_offset = round64(std::size_t(capacity) * row_bytes);
+  void* rows = nullptr;
+  const Status s = hp::shmem::align(64, weights_offset + round64(std::size_t(capacity) * sizeof(float)), &rows);
+  if (!s.is_ok()) {
+    return Status::error(s.code(), "{} combine rows of {} bytes (zero_copy_combine) ({}): raise HP_SHMEM_HEAP_SIZE "
+                                   "or lower max_tokens_per_rank", capacity, row_bytes, s.message());
+  }
+  combine_rows_ = static_cast<std::uint8_t*>(rows);
+  combine_rows_capacity_ = capacity;
+  combine_weights_offset_ = weights_offset;
+  return Status::ok();
+}
+
+// Where each of this rank's pairs lands in its expert rank's combine rows: that rank's expert
+// offsets (its own expert_alignment), then the rows of lower sources, then this rank's tokens
+// in order, as dispatch_data expands them. Every rank sees the same counts, so all grow the
+// combine rows alike (collectively) when some rank receives more rows than they hold.
+Status Buffer::plan_pulls(const DispatchArgs& a, std::uint64_t epoch, Handle* handle) {
+  Handle& h = *handle;
+  const std::int64_t per_rank = local_experts(), topk = config_.topk, tokens = a.x.dim(0);
+  const auto R = std::size_t(ranks_);
+  h.expert_first_row.assign(std::size_t(config_.num_experts), 0);
+  std::int64_t most_rows = 0;
+  for (int d = 0; d < ranks_; ++d) {
+    const std::int64_t alignment = counts(epoch, d)[1];
+    std::int64_t row = 0;
+    for (std::int64_t e = d * per_rank; e < (d + 1) * per_rank; ++e) {
+      std::int64_t pairs = 0;
+      for (std::size_t s = 0; s < R; ++s) {
+        if (s == std::size_t(rank_)) h.expert_first_row[std::size_t(e)] = row + pairs;
+        pairs += counts(epoch, int(s))[kCountsHeader + std::ptrdiff_t(R) + e];
+      }
+      row += (pairs + alignment - 1) / alignment * alignment;
+    }
+    most_rows = std::max(most_rows, row);
+  }
+  h.pair_expert.assign(std::size_t(tokens * topk), -1);
+  h.pair_row.assign(std::size_t(tokens * topk), -1);
+  std::vector<std::int64_t> next = h.expert_first_row;
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    if (h.token_active[std::size_t(t)] == 0) continue;
+    for (std::int64_t k = 0; k < topk; ++k) {
+      const std::int64_t e = topk_at(a.topk_idx, t, k);
+      if (e < 0) continue;
+      h.pair_expert[std::size_t(t * topk + k)] = std::int32_t(e);
+      h.pair_row[std::size_t(t * topk + k)] = next[std::size_t(e)]++;
+    }
+  }
+  if (most_rows > combine_rows_capacity_) {
+    HP_RETURN_IF_ERROR(allocate_combine_rows(
+        std::max(most_rows, std::int64_t(std::ceil(1.25 * double(combine_rows_capacity_))))));
+  }
+  planned_epoch_ = epoch;
+  return Status::ok();
+}
+
+Status Buffer::combine_buffer(const Handle& handle, TensorView* out) {
+  HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition, "Buffer::combine_buffer: the buffer was destroyed");
+  HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument, "Buffer::combine_buffer: out is null");
+  HP_ENSURE(config_.zero_copy_combine, ErrorCode::kFailedPrecondition,
+            "Buffer::combine_buffer: the buffer was made without BufferConfig::zero_copy_combine");
+  HP_ENSURE(handle.epoch == planned_epoch_ && handle.epoch == dispatch_epoch_ && handle.epoch != 0,
+            ErrorCode::kInvalidArgument,
+            "Buffer::combine_buffer: the handle is not the last successful dispatch's (the combine rows hold that "
+            "dispatch's rows only)");
+  // A rank writes its combine rows only when nobody reads the previous combine's any more.
+  for (int s = 0; s < ranks_ && pull_epoch_ != 0; ++s) {
+    HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kPulled, s), hp::shmem::Cmp::kGe, pull_epoch_));
+  }
+  *out = TensorView(combine_rows_, combine_rows_dtype(), {handle.rows, config_.hidden});
+  return Status::ok();
+}
+
+Status Buffer::expect_combine_rows(const TensorView& expert_out, const Handle& handle) const {
+  HP_ENSURE(handle.epoch == planned_epoch_ && handle.epoch == dispatch_epoch_ && handle.epoch != 0,
+            ErrorCode::kInvalidArgument,
+            "combine (zero_copy_combine): the handle is not the last successful dispatch's (the combine rows hold "
+            "that dispatch's rows only)");
+  HP_ENSURE(expert_out.data() == combine_rows_ && expert_out.dtype() == combine_rows_dtype(),
+            ErrorCode::kInvalidArgument,
+            "combine: expert_out {} is not combine_buffer()'s tensor: a zero_copy_combine buffer reads the expert "
+            "outputs in place, so write them into combine_buffer(handle)",
+            expert_out.to_string());
+  return Status::ok();
+}
+
+template <typename Comm>
+Status Buffer::pull_combine_with(Comm& comm, const Status& input, const Handle& h, const TensorView& y,
+                                 const float* weights) {
+  const std::uint64_t epoch = ++combine_epoch_;
+  pull_epoch_ = epoch;
+  const Status result = [&]() -> Status {
+    if (!input.is_ok()) return reject_call(comm, kCombine, epoch, input);
+    // Every row's weight next to the rows, then this rank's flag: its rows may be read.
+    auto* row_weights = reinterpret_cast<float*>(combine_rows_ + combine_weights_offset_);
+    for (std::int64_t row = 0; row < h.rows; ++row) row_weights[row] = weights != nullptr ? weights[row] : 1.0f;
+    for (int i = 0; i < ranks_; ++i) {
+      HP_RETURN_IF_ERROR(comm.signal(flag(kCombine, rank_), epoch, (rank_ + 1 + i) % ranks_));
+    }
+    for (int d = 0; d < ranks_; ++d) {
+      HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kCombine, d), hp::shmem::Cmp::kGe, epoch));
+    }
+    HP_RETURN_IF_ERROR(check_rejections(kCombine, epoch, "combine"));
+    return pull_rows(h, y);
+  }();
+  // Whatever happened, this rank reads none of the peers' rows any more.
+  for (int i = 0; i < ranks_; ++i) {
+    HP_RETURN_IF_ERROR(comm.signal(flag(kPulled, rank_), epoch, (rank_ + 1 + i) % ranks_));
+  }
+  HP_RETURN_IF_ERROR(comm.quiet());
+  return result;
+}
+template Status Buffer::pull_combine_with(WindowComm&, const Status&, const Handle&, const TensorView&, const float*);
+template Status Buffer::pull_combine_with(ShmemComm&, const Status&, const Handle&, const TensorView&, const float*);
+
+// y[t] = sum over k of weight x row of pair (t, k), fp32 in k order, rounded once to y's dtype.
+// Rows of peers whose heap is mapped are read in place; the others' runs (one per expert) are
+// fetched into pull_staging_ first.
+Status Buffer::pull_rows(const Handle& h, const TensorView& y) {
+  const std::int64_t hidden = config_.hidden, topk = config_.topk, per_rank = local_experts();
+  const auto R = std::size_t(ranks_), E = std::size_t(config_.num_experts);
+  const DType wire = combine_rows_dtype();
+  const std::size_t row_bytes = std::size_t(hidden) * dtype_size(wire);
+  // Row i of pair expert e is at rows[e's rank] + (i + shift[e]) x row_bytes, its weight at
+  // weights[e's rank][i + shift[e]].
+  std::vector<const std::uint8_t*> rows(R, nullptr);
+  std::vector<const float*> row_weights(R, nullptr);
+  std::vector<std::int64_t> shift(E, 0);
+  std::int64_t staged = 0;
+  for (std::size_t e = 0; e < E; ++e) {
+    const int d = int(std::int64_t(e) / per_rank);
+    if (hp::shmem::ptr(combine_rows_, d) != nullptr) continue;
+    shift[e] = staged - h.expert_first_row[e];
+    staged += h.layout.tokens_per_expert[e];
+  }
+  const std::size_t staged_weights = round64(std::size_t(staged) * row_bytes);
+  if (staged > 0) pull_staging_.resize(staged_weights + std::size_t(staged) * sizeof(float));
+  for (std::size_t d = 0; d < R; ++d) {
+    const auto* mapped = static_cast<const std::uint8_t*>(hp::shmem::ptr(combine_rows_, int(d)));
+    rows[d] = mapped != nullptr ? mapped : pull_staging_.data();
+    row_weights[d] = reinterpret_cast<const float*>(mapped != nullptr ? mapped + combine_weights_offset_
+                                                                       : pull_staging_.data() + staged_weights);
+  }
+  for (std::size_t e = 0; e < E && staged > 0; ++e) {
+    const int d = int(std::int64_t(e) / per_rank);
+    const std::int64_t n = h.layout.tokens_per_expert[e], first = h.expert_first_row[e];
+    if (n == 0 || hp::shmem::ptr(combine_rows_, d) != nullptr) continue;
+    const auto at = std::size_t(first + shift[e]);
+    HP_RETURN_IF_ERROR(hp::shmem::get_nbi(pull_staging_.data() + at * row_bytes,
+                                          combine_rows_ + std::size_t(first) * row_bytes, std::size_t(n) * row_bytes, d));
+    HP_RETURN_IF_ERROR(hp::shmem::get_nbi(pull_staging_.data() + staged_weights + at * sizeof(float),
+                                          combine_rows_ + combine_weights_offset_ + std::size_t(first) * sizeof(float),
+                                          std::size_t(n) * sizeof(float), d));
+  }
+  if (staged > 0) HP_RETURN_IF_ERROR(hp::shmem::quiet());
+  const std::size_t y_row_bytes = std::size_t(hidden) * dtype_size(y.dtype());
+  scratch_.resize(std::size_t(share_workers(config_.chip)));
+  return for_each_share(config_.chip, h.layout.num_tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
+    WorkerScratch& w = scratch_[std::size_t(worker)];
+    w.row.resize(std::size_t(hidden) * sizeof(float));
+    for (std::int64_t t = t0; t < t1; ++t) {
+      w.rows.clear();
+      w.weights.clear();
+      for (std::int64_t k = 0; k < topk; ++k) {
+        const std::int32_t e = h.pair_expert[std::size_t(t * topk + k)];
+        if (e < 0) continue;
+        const auto d = std::size_t(e / per_rank);
+        const auto i = std::size_t(h.pair_row[std::size_t(t * topk + k)] + shift[std::size_t(e)]);
+        w.rows.push_back(rows[d] + i * row_bytes);
+        w.weights.push_back(row_weights[d][i]);
+      }
+      HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, w.rows, wire, w.weights, TensorView(w.row.data(), y.dtype(), {hidden})));
+      stream_copy(static_cast<std::uint8_t*>(y.data()) + std::size_t(t) * y_row_bytes, w.row.data(), y_row_bytes);
+    }
+    return Status::ok();
+  });
+}
+
+}  // namespace hp::moe
