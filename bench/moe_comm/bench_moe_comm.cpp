@@ -3,7 +3,7 @@
 // memcpy of the same bytes, in the same run, on every rank of an mpirun job:
 //
 //   mpirun -np 4 bench_moe_comm [--tokens 128,512,4096] [--hidden 2048,7168] [--experts 32]
-//                               [--topk 8] [--rounds 7] [--impls window,shmem,alltoallv,memcpy]
+//                               [--topk 8] [--rounds 7] [--impls window,shmem,zero-copy,alltoallv,memcpy]
 //                               [--vector-cores N] [--quick] [--json]
 //
 // Per shape every rank routes T tokens of bf16 x to K of E experts (uniform, seeded by rank);
@@ -27,6 +27,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/bfloat16.h"
@@ -132,17 +133,21 @@ struct Impl {
 struct Ours {
   std::unique_ptr<hp::moe::Buffer> buffer;
   hp::moe::DispatchResult result;
-  std::shared_ptr<const std::vector<std::uint16_t>> expert_out;  // both contexts share one
+  std::shared_ptr<const std::vector<std::uint16_t>> expert_out;  // every context shares one
+  const std::uint16_t* rows = nullptr;  // expert_out's rows, wherever they are now
   std::vector<std::uint16_t> y;
+  bool zero_copy = false;  // zero_copy_combine: rows are the buffer's combine rows
 };
 
 // `expert_out`: rows of an earlier context's dispatch of the same inputs (the same row order on
 // every context), or null to make them from this one.
 Status make_ours(hp::moe::CommKind kind, const Shape& s, const Inputs& in,
-                 std::shared_ptr<const std::vector<std::uint16_t>> expert_out, hp::platform::Chip* chip, Ours* o) {
+                 std::shared_ptr<const std::vector<std::uint16_t>> expert_out, hp::platform::Chip* chip, Ours* o,
+                 bool zero_copy = false) {
   hp::moe::BufferConfig config{.hidden = s.hidden, .max_tokens_per_rank = s.tokens, .num_experts = s.experts,
                                .topk = s.topk, .max_element_bytes = 1, .combine_element_bytes = 2, .comm = kind,
-                               .chip = chip};
+                               .chip = chip, .zero_copy_combine = zero_copy};
+  o->zero_copy = zero_copy;
   HP_RETURN_IF_ERROR(hp::moe::Buffer::create(config, &o->buffer));
   hp::moe::DispatchArgs args;
   args.x = TensorView(const_cast<std::uint16_t*>(in.x.data()), DType::kBF16, {s.tokens, s.hidden});
@@ -158,12 +163,25 @@ Status make_ours(hp::moe::CommKind kind, const Shape& s, const Inputs& in,
   HP_ENSURE(std::int64_t(expert_out->size()) == r.rows * s.hidden, ErrorCode::kInternal,
             "the comm contexts dispatched different rows");
   o->expert_out = std::move(expert_out);
+  o->rows = o->expert_out->data();
   o->y.assign(in.x.size(), 0);
   return Status::ok();
 }
 
 Status ours_combine(Ours& o, const Shape& s) {
-  return o.buffer->combine(TensorView(const_cast<std::uint16_t*>(o.expert_out->data()), DType::kBF16, {o.result.rows, s.hidden}), o.result.handle,
+  TensorView expert_out(const_cast<std::uint16_t*>(o.rows), DType::kBF16, {o.result.rows, s.hidden});
+  if (o.zero_copy) {
+    TensorView rows;
+    HP_RETURN_IF_ERROR(o.buffer->combine_buffer(o.result.handle, &rows));
+    if (rows.data() != o.rows) {  // the first call: the rows go where the GEMM making them would write them
+      HP_ENSURE(o.expert_out != nullptr, ErrorCode::kInternal,
+                "the combine rows moved (a dispatch of the same inputs grew them)");
+      std::memcpy(rows.data(), o.rows, rows.span_bytes());
+      o.rows = static_cast<const std::uint16_t*>(rows.data());
+    }
+    expert_out = rows;
+  }
+  return o.buffer->combine(expert_out, o.result.handle,
                            TensorView(o.y.data(), DType::kBF16, {s.tokens, s.hidden}),
                            TensorView(o.result.topk_weights.data(), DType::kFP32, {o.result.rows}));
 }
@@ -181,22 +199,39 @@ Row run_shape(const Shape& s, int rounds, bool window_ok, const std::set<std::st
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   const Inputs in = make_inputs(s, rank);
   std::vector<Impl> impls;
-  Ours window, shmem;
-  if (window_ok) check(make_ours(hp::moe::CommKind::kWindow, s, in, nullptr, chip, &window), "window dispatch");
-  check(make_ours(hp::moe::CommKind::kShmem, s, in, window.expert_out, chip, &shmem), "shmem dispatch");
+  Ours window, shmem, zero_copy;
+  if (window_ok && selected.contains("window")) {
+    check(make_ours(hp::moe::CommKind::kWindow, s, in, nullptr, chip, &window), "window dispatch");
+  }
+  if (selected.contains("shmem")) {
+    check(make_ours(hp::moe::CommKind::kShmem, s, in, window.expert_out, chip, &shmem), "shmem dispatch");
+  }
+  if (selected.contains("zero-copy")) {
+    check(make_ours(hp::moe::CommKind::kShmem, s, in, window.expert_out ? window.expert_out : shmem.expert_out, chip,
+                    &zero_copy, true),
+          "zero-copy dispatch");
+  }
   const Shape shape = s;
   const hp::moe::DispatchArgs args{
       .x = TensorView(const_cast<std::uint16_t*>(in.x.data()), DType::kBF16, {s.tokens, s.hidden}),
       .topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {s.tokens, s.topk}),
       .topk_weights = TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {s.tokens, s.topk}),
       .quant = hp::moe::Quant::kDynamicInt8};
-  for (Ours* o : {&window, &shmem}) {
+  for (Ours* o : {&window, &shmem, &zero_copy}) {
     if (o->buffer == nullptr) continue;
     check(ours_combine(*o, s), "combine");
     if (!close_to_x(o->y, in, s)) check(Status::error(ErrorCode::kInternal, "ours: y is not x"), "check");
-    impls.push_back({o == &window ? "window" : "shmem",
+    impls.push_back({o == &window ? "window" : o == &shmem ? "shmem" : "zero-copy",
                      [o, &args] { check(o->buffer->dispatch(args, &o->result), "dispatch"); },
                      [o, shape] { check(ours_combine(*o, shape), "combine"); }, {}});
+  }
+  // With the zero-copy context, every context reads the expert rows where it keeps them (the
+  // private copy is freed: four ranks of the largest shape fit in this machine's memory).
+  if (zero_copy.buffer != nullptr) {
+    for (Ours* o : {&window, &shmem, &zero_copy}) {
+      o->rows = zero_copy.rows;
+      o->expert_out.reset();
+    }
   }
   AlltoallvPipeline pipeline(MPI_COMM_WORLD, s.hidden, s.experts, s.topk);
   check(pipeline.dispatch(in.x.data(), in.idx.data(), s.tokens), "alltoallv dispatch");
@@ -226,7 +261,7 @@ Row run_shape(const Shape& s, int rounds, bool window_ok, const std::set<std::st
   MPI_Allreduce(&row.bytes, &all_bytes, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   row.bytes = all_bytes;
   for (Impl& impl : impls) row.medians.push_back({impl.name, {median(impl.samples.dispatch), median(impl.samples.combine)}});
-  for (Ours* o : {&window, &shmem}) {
+  for (Ours* o : {&window, &shmem, &zero_copy}) {
     if (o->buffer) check(o->buffer->destroy(), "destroy");
   }
   return row;
@@ -249,7 +284,7 @@ int run(int argc, char** argv) {
   std::int64_t experts = 32, topk = 8;
   int rounds = 7, vector_cores = 0;
   bool quick = false, json = false;
-  std::vector<std::string> impl_names = {"window", "shmem", "alltoallv", "memcpy"};
+  std::vector<std::string> impl_names = {"window", "shmem", "zero-copy", "alltoallv", "memcpy"};
   app.add_option("--tokens", tokens, "tokens per rank, comma-separated");
   app.add_option("--hidden", hidden, "hidden sizes, comma-separated");
   app.add_option("--experts", experts, "experts (a multiple of the ranks)");
@@ -257,7 +292,7 @@ int run(int argc, char** argv) {
   app.add_option("--rounds", rounds, "interleaved rounds (the table shows medians)")->check(CLI::PositiveNumber);
   app.add_option("--impls", impl_names, "the implementations to time (profiling one)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"window", "shmem", "alltoallv", "memcpy"}));
+      ->check(CLI::IsMember({"window", "shmem", "zero-copy", "alltoallv", "memcpy"}));
   app.add_option("--vector-cores", vector_cores, "split ours over a chip of this many vector cores per rank")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--quick", quick, "one small shape, 2 rounds (the smoke test)");

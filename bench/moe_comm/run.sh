@@ -2,7 +2,7 @@
 # The MoE communication benchmark in one command: builds what is needed (incrementally: core,
 # symmetric_memory, multicore with bench_moe_comm), then runs it under mpirun with 4 ranks on
 # the shm transport (both comm contexts, the MPI_Alltoallv pipeline, memcpy) and on the mpi
-# transport (the shmem context over MPI-3 RMA against the same pipeline).
+# transport (the shmem context over MPI-3 RMA, copying and zero-copy, against the same pipeline).
 #   bench/moe_comm/run.sh [--ranks 4] [bench_moe_comm options: --tokens --hidden --rounds --quick ...]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -17,11 +17,12 @@ fi
 "$root/scripts/build_symmetric_memory.sh" >/dev/null
 "$root/scripts/build_multicore.sh" >/dev/null
 # Open MPI as root, with the components that work here (ENVIRONMENT.md); 4 ranks may exceed
-# the CPUs. The heap holds two buffers (both contexts) of the largest shape.
+# the CPUs. The heap holds three buffers (both contexts, and zero-copy) of the largest shape;
+# each rank's heap is resident (populated), so the job needs ranks x the heap size of memory.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl='^openib,ofi' \
     OMPI_MCA_osc='^rdma' OMPI_MCA_rmaps_base_oversubscribe=1
-export HP_SHMEM_HEAP_SIZE="${HP_SHMEM_HEAP_SIZE:-1400M}"
+export HP_SHMEM_HEAP_SIZE="${HP_SHMEM_HEAP_SIZE:-2000M}"
 bench="$HP_TESTS_DIR/multicore/bin/bench_moe_comm"
 mpirun -np "$ranks" "$bench" "$@"
 echo
-HP_SHMEM_TRANSPORT=mpi mpirun -np "$ranks" -x HP_SHMEM_TRANSPORT "$bench" --impls shmem,alltoallv "$@"
+HP_SHMEM_TRANSPORT=mpi mpirun -np "$ranks" -x HP_SHMEM_TRANSPORT "$bench" --impls shmem,zero-copy,alltoallv "$@"

@@ -115,7 +115,7 @@ PYBIND11_MODULE(_hp_moe, m) {
   py::class_<PyBuffer>(m, "Buffer")
       .def(py::init([](std::int64_t hidden, std::int64_t max_tokens, std::int64_t experts, std::int64_t topk,
                        std::int64_t max_element_bytes, std::int64_t combine_element_bytes, const std::string& comm,
-                       bool low_latency, double capacity_factor, bool grow_on_overflow) {
+                       bool low_latency, double capacity_factor, bool grow_on_overflow, bool zero_copy_combine) {
              const hp::moe::CommKind kind = parse_comm(comm);
              auto b = std::make_unique<PyBuffer>();
              blocking([&] {
@@ -128,7 +128,8 @@ PYBIND11_MODULE(_hp_moe, m) {
                                                .comm = kind,
                                                .low_latency = low_latency,
                                                .capacity_factor = capacity_factor,
-                                               .grow_on_overflow = grow_on_overflow},
+                                               .grow_on_overflow = grow_on_overflow,
+                                               .zero_copy_combine = zero_copy_combine},
                                               &b->buffer);
              });
              return b;
@@ -160,6 +161,15 @@ PYBIND11_MODULE(_hp_moe, m) {
              blocking([&] { return b.dispatch_data(args, &self.handle, out); });
              copy_out(self.handle.row_src_rank, src_rank);
              copy_out(self.handle.row_src_token, src_token);
+           })
+      // (address, dtype name, rows, hidden) of the combine rows of the last dispatch.
+      .def("combine_buffer",
+           [](PyBuffer& self) {
+             hp::moe::Buffer& b = self.get();
+             hp::TensorView rows;
+             blocking([&] { return b.combine_buffer(self.handle, &rows); });
+             return py::make_tuple(reinterpret_cast<std::uintptr_t>(rows.data()), std::string(hp::to_string(rows.dtype())),
+                                   rows.dim(0), rows.dim(1));
            })
       .def("combine",
            [](PyBuffer& self, const Spec& expert_out, const std::optional<Spec>& weights, const Spec& y) {

@@ -19,6 +19,7 @@ native error code on the rank that has them, and ABORTED on every other rank.
 """
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,16 +151,19 @@ class Buffer(_Collective):
     lossless, else the receive room in average loads (grown x1.25 on overflow, or HpError
     OUT_OF_MEMORY with grow_on_overflow=False). max_element_bytes / combine_element_bytes: the
     widest x dispatched unquantised / expert output combined (4 float32, 2 bf16).
+    zero_copy_combine: combine reads the expert outputs in place, from the rows
+    get_combine_buffer(handle) returns (on the symmetric heap), instead of copying them.
     """
 
     def __init__(self, hidden: int, num_experts: int, topk: int, max_tokens_per_rank: int, *,
                  comm: str = "shmem", low_latency: bool = False, capacity_factor: float = 0.0,
-                 grow_on_overflow: bool = True, max_element_bytes: int = 4, combine_element_bytes: int = 4):
+                 grow_on_overflow: bool = True, max_element_bytes: int = 4, combine_element_bytes: int = 4,
+                 zero_copy_combine: bool = False):
         shmem.acquire()
         try:
             self._native = _lib().Buffer(hidden, max_tokens_per_rank, num_experts, topk, max_element_bytes,
                                          combine_element_bytes, comm, low_latency, capacity_factor,
-                                         grow_on_overflow)
+                                         grow_on_overflow, zero_copy_combine)
         except BaseException:
             shmem.release()
             raise
@@ -195,6 +199,23 @@ class Buffer(_Collective):
         self._serial += 1
         handle = DispatchHandle(self._serial, int(_spec(x)[2][0]), weights)
         return DispatchResult(recv_x, scale, weights, list(per_expert), list(offsets), src_rank, src_token, handle)
+
+    def get_combine_buffer(self, handle: DispatchHandle):
+        """zero_copy_combine: the [rows, H] tensor on the symmetric heap to write this rank's
+        expert outputs into, then pass to combine (a numpy float32 array, or a torch bfloat16
+        tensor when combine_element_bytes is 2). It views the buffer's memory: valid until the
+        next dispatch. Collective in order like the other calls (it may wait for peers still
+        reading the previous combine's rows)."""
+        self._check_latest(handle.serial, self._serial, "dispatch")
+        address, dtype, rows, hidden = self._native.combine_buffer()
+        if dtype == "bf16":
+            import torch
+            raw = (ctypes.c_uint16 * (rows * hidden)).from_address(address) if rows else bytearray()
+            return torch.frombuffer(raw, dtype=torch.bfloat16, count=rows * hidden).view(rows, hidden) if rows \
+                else torch.empty((0, hidden), dtype=torch.bfloat16)
+        if rows == 0:
+            return np.empty((0, hidden), np.float32)
+        return np.ctypeslib.as_array((ctypes.c_float * (rows * hidden)).from_address(address)).reshape(rows, hidden)
 
     def combine(self, expert_out, handle: DispatchHandle, topk_weights=None, *, weighted: bool = True) -> CombineResult:
         """y[t] = sum over t's rows of weight x expert_out row (fp32 sums; y in expert_out's

@@ -87,6 +87,34 @@ def test_dispatch_combine_round_trip(n, comm, tmp_path):
 
 
 @pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("comm", ["shmem", "window"])
+def test_zero_copy_combine(n, comm, tmp_path):
+    run_ranks(n, f"""
+        buf = moe.Buffer(hidden=H, num_experts=E, topk=K, max_tokens_per_rank=16, comm="{comm}",
+                         zero_copy_combine=True)
+        x, idx, w = inputs(me)
+        d = buf.dispatch(x, idx, w, expert_alignment=4)
+        expert = np.repeat(np.arange(E // n), np.diff(d.expert_offsets)) + me * (E // n)
+        rows = buf.get_combine_buffer(d.handle)          # on the symmetric heap
+        assert rows.shape == (d.recv_x.shape[0], H) and rows.dtype == np.float32
+        rows[:] = d.recv_x * (expert[:, None] + 1)
+        y = buf.combine(rows, d.handle).combined_x
+        factor = (np.where(idx >= 0, w * (idx + 1), 0)).sum(axis=1)
+        assert np.array_equal(y, x * factor[:, None]), (y - x * factor[:, None])
+        rows = buf.get_combine_buffer(d.handle)          # again: waits until every rank has read
+        rows[:] = d.recv_x
+        y1 = buf.combine(rows, d.handle, weighted=False).combined_x
+        assert np.array_equal(y1, x * (idx >= 0).sum(axis=1)[:, None])
+        try:                                             # anything else than the combine rows
+            buf.combine(d.recv_x.astype(np.float32), d.handle)
+            raise AssertionError("combine of a private array on a zero-copy buffer")
+        except HpError as e:
+            assert e.name == "INVALID_ARGUMENT", e
+        buf.destroy()
+    """, tmp_path)
+
+
+@pytest.mark.parametrize("n", [2, 4])
 def test_quantised_dispatch_and_low_latency(n, tmp_path):
     run_ranks(n, """
         buf = moe.Buffer(hidden=H, num_experts=E, topk=K, max_tokens_per_rank=16, low_latency=True)
@@ -169,6 +197,16 @@ def test_torch_tensors_bf16(tmp_path):
         factor = (np.where(idx >= 0, w, 0)).sum(axis=1)
         assert torch.allclose(y.float(), torch.from_numpy(x * factor[:, None]), rtol=1e-2, atol=1e-2)
         buf.destroy()
+        # Zero-copy: the combine rows are a bf16 tensor on the symmetric heap.
+        zc = moe.Buffer(hidden=H, num_experts=E, topk=K, max_tokens_per_rank=16, max_element_bytes=2,
+                        combine_element_bytes=2, zero_copy_combine=True)
+        d = zc.dispatch(xt, torch.from_numpy(idx), torch.from_numpy(w))
+        rows = zc.get_combine_buffer(d.handle)
+        assert rows.dtype == torch.bfloat16 and rows.shape == d.recv_x.shape
+        rows.copy_(d.recv_x)
+        y = zc.combine(rows, d.handle).combined_x
+        assert torch.allclose(y.float(), torch.from_numpy(x * factor[:, None]), rtol=1e-2, atol=1e-2)
+        zc.destroy()
     """, tmp_path)
 
 
