@@ -140,7 +140,8 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
                                       .capacity_factor = config.capacity_factor,
                                       .grow_on_overflow = config.grow_on_overflow,
                                       .chip = config.chip,
-                                      .streamed_combine = layer->deep_},
+                                      .streamed_combine = layer->deep_,
+                                      .zero_copy_combine = !layer->deep_ && !config.backward},
                                      &layer->buffer_);
   HP_RETURN_IF_ERROR(packed);
   HP_RETURN_IF_ERROR(path_ok);
@@ -313,20 +314,22 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx, const 
   start = std::chrono::steady_clock::now();
   std::memcpy(ws + at.x2_token, h, std::size_t(rows * inter));
   std::memcpy(ws + at.x2_scale, h_scale, std::size_t(rows) * sizeof(float));
-  auto* out = reinterpret_cast<float*>(ws + at.swap_space);
+  // GMM2 writes its rows where the combine reads them: the buffer's combine rows on the
+  // symmetric heap (zero-copy, forward-only layers), else swap.
+  TensorView out(ws + at.swap_space, DType::kFP32, {rows, hidden});
+  if (buffer_->config().zero_copy_combine) HP_RETURN_IF_ERROR(buffer_->combine_buffer(handle_, &out));
   HP_RETURN_IF_ERROR(run_gemm({.a = TensorView(ws + at.x2_token, DType::kInt8, {rows, inter}),
                                .a_scale = TensorView(ws + at.x2_scale, DType::kFP32, {rows}),
                                .offsets = offsets,
                                .weights = w2_.header(),
                                .epilogue = hp::kernels::Epilogue::kDequantScale,
-                               .out = TensorView(out, DType::kFP32, {rows, hidden}),
+                               .out = out,
                                .row_factor = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
   times_.gmm2 += seconds_since(start);
   add_span(-1, CorePhase::kGmm2, start);
   // ---- phase 4: combine (the top-k weights were applied by GMM2's epilogue) ----------------
   start = std::chrono::steady_clock::now();
-  HP_RETURN_IF_ERROR(buffer_->combine(TensorView(out, DType::kFP32, {rows, hidden}), handle_, y, {},
-                                      /*weighted=*/false));
+  HP_RETURN_IF_ERROR(buffer_->combine(out, handle_, y, {}, /*weighted=*/false));
   times_.combine += seconds_since(start);
   add_span(-1, CorePhase::kCombine, start);
   if (config_.shared_intermediate > 0) {  // y (fp32, [T, H] as the combine checked) += the shared rows of active tokens
