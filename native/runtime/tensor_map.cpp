@@ -232,8 +232,25 @@ void TensorMap::record_accesses(TaskId task, TaskSlot* owner, std::span<const Te
           if (!e.creator && e.task != task && covers(a.region, e.region)) scratch_.push_back(index);
         });
       }
+      // A covered write entry of exactly this range is taken over in place: same bucket, same
+      // list, so a buffer rewritten task after task costs no unlink and insert.
+      std::uint32_t same = kNone;
       for (std::uint32_t index : scratch_) {
-        if (entries_[index].live) unlink(index);
+        if (!entries_[index].live) continue;
+        if (same == kNone && a.tag != ArgTag::kOutput && entries_[index].write && near_[index].lo == a.region.lo() &&
+            near_[index].hi == a.region.hi()) {
+          same = index;
+          continue;
+        }
+        unlink(index);
+      }
+      if (same != kNone) {
+        Entry& e = entries_[same];
+        e.region = a.region;
+        e.task = task;
+        e.owner = owner;
+        handles->push_back(same);
+        continue;
       }
     }
     std::uint32_t index;

@@ -13,7 +13,10 @@
 // A write with a contiguous region drops older non-creator entries it covers: whoever touches
 // that memory later overlaps the new write and is ordered after it, hence after them. Creator
 // entries stay until their task retires (they carry the memory's lifetime). The owner removes a
-// task's entries when its slot is reclaimed (remove()).
+// task's entries when its slot is reclaimed (remove()). A dropped write entry of exactly the new
+// write's range is taken over in place (same bucket and list; its old task's remove() skips it):
+// a buffer rewritten task after task then costs no unlink and insert (the chain: 117 -> 104 ns
+// of submitting-thread CPU per task, pinned to one CPU).
 //
 // Index (so that a lookup costs what it finds, not what the map holds): an entry of bounding
 // range [lo, hi) belongs to size class k, the smallest k >= kMinClass with hi - lo <= 2^k, and
