@@ -7,6 +7,8 @@ namespace hp::runtime {
 
 namespace {
 
+constexpr std::uint64_t kListWalkPerProbe = 4;
+
 std::size_t hash_of(std::uint64_t key) noexcept {
   return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 17);
 }
@@ -29,6 +31,7 @@ void TensorMap::clear() noexcept {
     for (int k = 0; k < 64; ++k) {
       class_head_[w][k] = kNone;
       class_count_[w][k] = 0;
+      class_straddling_[w][k] = 0;
     }
   }
 }
@@ -106,6 +109,7 @@ void TensorMap::insert(std::uint32_t index) {
   if (n.class_next != kNone) entries_[n.class_next].class_prev = index;
   class_head_[w][e.size_class] = index;
   ++class_count_[w][e.size_class];
+  class_straddling_[w][e.size_class] += straddles(n, e.size_class) ? 1 : 0;
   classes_in_use_[w] |= std::uint64_t{1} << e.size_class;
   e.live = true;
   ++live_;
@@ -128,6 +132,7 @@ void TensorMap::unlink(std::uint32_t index) {
   }
   if (n.class_next != kNone) entries_[n.class_next].class_prev = e.class_prev;
   if (--class_count_[w][e.size_class] == 0) classes_in_use_[w] &= ~(std::uint64_t{1} << e.size_class);
+  class_straddling_[w][e.size_class] -= straddles(n, e.size_class) ? 1 : 0;
   e.live = false;
   e.owner = nullptr;
   free_.push_back(index);
@@ -140,13 +145,17 @@ void TensorMap::for_each_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_
   const std::uint64_t classes = classes_in_use_[1] | (writes_only ? 0 : classes_in_use_[0]);
   for (std::uint64_t c = classes; c != 0; c &= c - 1) {
     const int k = std::countr_zero(c);
-    const std::uintptr_t first = std::max<std::uintptr_t>(lo >> k, 1) - 1;
+    // The bucket before lo's holds entries that may reach into lo's only if some straddle.
+    const bool straddling = class_straddling_[1][k] != 0 || (!writes_only && class_straddling_[0][k] != 0);
+    const std::uintptr_t first = straddling ? std::max<std::uintptr_t>(lo >> k, 1) - 1 : lo >> k;
     const std::uintptr_t last = (hi - 1) >> k;
-    // Per list (reads, writes): walk the buckets, or the class's list when it is shorter.
+    // Per list (reads, writes): walk the buckets, or the class's list when it is shorter than
+    // kListWalkPerProbe entries per bucket (a probe hashes into the table; a list entry is a
+    // 24-byte read and a compare).
     bool in_buckets[2] = {false, false};
     for (int w = w0; w < 2; ++w) {
       if ((classes_in_use_[w] >> k & 1) == 0) continue;
-      if (last - first + 1 <= class_count_[w][k]) {
+      if ((last - first + 1) * kListWalkPerProbe <= class_count_[w][k]) {
         in_buckets[w] = true;
         continue;
       }

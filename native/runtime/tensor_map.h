@@ -23,7 +23,8 @@
 // sits in the bucket (k, lo >> k) of a hash table. Such an entry can overlap [a, b) only if
 // lo >> k lies in [(a >> k) - 1, (b - 1) >> k], so a lookup visits those buckets of each class
 // in use; when a class holds fewer entries than that many buckets, it walks the class's list
-// instead. A bucket keeps reads and writes in two lists: an INPUT (or NO_DEP) lookup never walks
+// instead. When no entry of a class straddles a granule boundary (lo >> k == (hi - 1) >> k: an
+// aligned tensor no longer than 2^k), the bucket before (a >> k) cannot overlap and is skipped. A bucket keeps reads and writes in two lists: an INPUT (or NO_DEP) lookup never walks
 // the readers that pile up on a buffer many tasks read, and a lookup of both finds both lists
 // with one probe of the table. Rejected: one list scanned per
 // lookup (quadratic in the tasks in flight: 10 us per task at 1000 readers), an ordered map by
@@ -148,6 +149,10 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   // Per [write?][class]: the class list's first entry and its length.
   std::uint32_t class_head_[2][64];
   std::uint32_t class_count_[2][64];
+  std::uint32_t class_straddling_[2][64];  // entries whose range crosses a granule boundary
+  static bool straddles(const Near& n, int size_class) noexcept {
+    return (n.lo >> size_class) != ((n.hi - 1) >> size_class);
+  }
   std::uint64_t classes_in_use_[2] = {0, 0};  // bit k: class k non-empty
   std::vector<std::uint32_t> scratch_;
   std::vector<std::pair<int, std::uint32_t>> covered_;
