@@ -54,8 +54,10 @@ void TensorMap::rebuild() {
   std::vector<Slot> old = std::move(table_);
   std::size_t live_buckets = 0;
   for (const Slot& slot : old) live_buckets += slot.key != kEmptyKey && !slot.empty() ? 1 : 0;
+  // Live buckets fill at most a quarter of the new table: at least as many new buckets again
+  // fit before the next rebuild (at half), so rebuilds cost O(1) per bucket added.
   std::size_t size = 64;
-  while ((live_buckets + 1) * 2 > size) size *= 2;
+  while ((live_buckets + 1) * 4 > size) size *= 2;
   table_.assign(size, Slot{kEmptyKey, {kNone, kNone}});
   table_used_ = 0;
   for (const Slot& slot : old) {
