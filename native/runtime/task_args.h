@@ -87,6 +87,17 @@ class InlineVector {
   }
 
   void clear() noexcept { size_ = 0; }
+  // Builds the element in place from its members (one copy of them, not two).
+  template <typename... Args>
+  void emplace_back(const Args&... members) {
+    if (size_ == capacity_) {
+      const T copy{members...};  // the members may live in the storage grow() frees
+      grow(capacity_ * 2);
+      ::new (static_cast<void*>(data() + size_++)) T(copy);
+      return;
+    }
+    ::new (static_cast<void*>(data() + size_++)) T{members...};
+  }
   void push_back(const T& value) {
     if (size_ == capacity_) {
       const T copy = value;  // `value` may live in the storage grow() frees
@@ -226,7 +237,7 @@ class HP_API TaskArgs {
 
  private:
   TaskArgs& add(const TensorView& tensor, ArgTag tag) {
-    tensors_.push_back({tensor, tag});
+    tensors_.emplace_back(tensor, tag);
     return *this;
   }
   template <typename T>
