@@ -347,8 +347,8 @@ Status Buffer::prepare_dispatch(const DispatchArgs& a, DispatchLayout* layout) {
                          "x {} unquantised needs {} bytes per element; the buffer was made with max_element_bytes = {}",
                          a.x.to_string(), x_elem, config_.max_element_bytes);
   }
-  HP_ENSURE(a.expert_alignment >= 1, ErrorCode::kInvalidArgument, "expert_alignment = {}: expected >= 1",
-            a.expert_alignment);
+  HP_ENSURE(a.expert_alignment >= 1 && a.expert_alignment <= kMaxExpertAlignment, ErrorCode::kInvalidArgument,
+            "expert_alignment = {}: expected 1 to {}", a.expert_alignment, kMaxExpertAlignment);
   if (a.smooth.data() != nullptr) {
     HP_ENSURE(quant, ErrorCode::kInvalidArgument,
               "smooth: given for an unquantised dispatch (it scales x per channel before the int8 quantisation)");

@@ -222,9 +222,10 @@ class HP_API Buffer {
                  const TensorView& weights = {}, bool weighted = true);
   // zero_copy_combine: where this rank's expert outputs for the last dispatch's rows go, the
   // [handle.rows, H] tensor (bf16 when combine_element_bytes is 2, else fp32) on the symmetric
-  // heap that combine reads in place. Waits until no rank still reads the previous combine's
-  // rows from it (normally long done: the next dispatch orders that). Valid until the next
-  // dispatch.
+  // heap that combine reads in place. Call it before writing the rows of each combine: it waits
+  // until no rank still reads the previous combine's rows (normally long done: the next
+  // dispatch orders that). Several combines of one dispatch may read the same rows without it.
+  // The tensor is valid until the next dispatch.
   Status combine_buffer(const Handle& handle, TensorView* out);
 
   // The streamed combine (a buffer made with streamed_combine; seed 002's deep fuse, where the

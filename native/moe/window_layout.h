@@ -28,6 +28,8 @@ inline constexpr int kFlagKinds = 7;
 // low-latency one with the status code only.
 inline constexpr std::ptrdiff_t kCountsHeader = 2;
 inline constexpr std::ptrdiff_t kLowLatencyCountsHeader = 1;
+// The largest expert_alignment: padded row counts stay far from overflowing int64.
+inline constexpr std::int64_t kMaxExpertAlignment = 1 << 16;
 
 inline std::size_t round64(std::size_t n) { return (n + 63) & ~std::size_t(63); }
 

@@ -109,9 +109,14 @@ template <typename Comm>
 Status Buffer::pull_combine_with(Comm& comm, const Status& input, const Handle& h, const TensorView& y,
                                  const float* weights) {
   const std::uint64_t epoch = ++combine_epoch_;
-  pull_epoch_ = epoch;
+  const std::uint64_t previous = std::exchange(pull_epoch_, epoch);
   const Status result = [&]() -> Status {
     if (!input.is_ok()) return reject_call(comm, kCombine, epoch, input);
+    // The weights are rewritten: every rank must be done reading the previous combine's (two
+    // combines of one dispatch need no combine_buffer between them when the rows stay).
+    for (int s = 0; s < ranks_ && previous != 0; ++s) {
+      HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kPulled, s), hp::shmem::Cmp::kGe, previous));
+    }
     // Every row's weight next to the rows, then this rank's flag: its rows may be read.
     auto* row_weights = reinterpret_cast<float*>(combine_rows_ + combine_weights_offset_);
     for (std::int64_t row = 0; row < h.rows; ++row) row_weights[row] = weights != nullptr ? weights[row] : 1.0f;
@@ -124,7 +129,8 @@ Status Buffer::pull_combine_with(Comm& comm, const Status& input, const Handle& 
     HP_RETURN_IF_ERROR(check_rejections(kCombine, epoch, "combine"));
     return pull_rows(h, y);
   }();
-  // Whatever happened, this rank reads none of the peers' rows any more.
+  // Whatever happened, this rank reads none of the peers' rows any more (its gets completed).
+  HP_RETURN_IF_ERROR(comm.quiet());
   for (int i = 0; i < ranks_; ++i) {
     HP_RETURN_IF_ERROR(comm.signal(flag(kPulled, rank_), epoch, (rank_ + 1 + i) % ranks_));
   }

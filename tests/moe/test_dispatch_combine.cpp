@@ -305,6 +305,50 @@ TEST_P(DispatchCombine, ZeroCopyCombineOverManyCalls) {
   });
 }
 
+// Two combines of one dispatch reading the same rows, with no combine_buffer between them: the
+// second rewrites the rows' weights only after every rank has read the first's. Rank 0 has
+// 2048 tokens, the others one, so they reach their second combine while rank 0 still reads.
+TEST_P(DispatchCombine, ZeroCopyTwoCombinesOfTheSameRows) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    const std::int64_t hidden = 256, tokens = me == 0 ? 2048 : 1, experts = 2 * ranks;
+    std::unique_ptr<Buffer> buffer;
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = hidden, .max_tokens_per_rank = 2048, .num_experts = experts,
+                                       .topk = 2, .comm = GetParam(), .zero_copy_combine = true},
+                                      &buffer));
+    std::vector<float> x(std::size_t(tokens * hidden)), w(std::size_t(tokens * 2), 0.5f);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6);
+    std::vector<std::int64_t> idx(std::size_t(tokens * 2));
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      idx[std::size_t(2 * t)] = t % experts;
+      idx[std::size_t(2 * t + 1)] = (t + 1) % experts;
+    }
+    DispatchResult r;
+    HP_RETURN_IF_ERROR(buffer->dispatch({.x = TensorView(x.data(), DType::kFP32, {tokens, hidden}),
+                                         .topk_idx = TensorView(idx.data(), DType::kInt64, {tokens, 2}),
+                                         .topk_weights = TensorView(w.data(), DType::kFP32, {tokens, 2})},
+                                        &r));
+    TensorView rows;
+    HP_RETURN_IF_ERROR(buffer->combine_buffer(r.handle, &rows));
+    std::memcpy(rows.data(), r.x_bytes.data(), r.x_bytes.size());
+    std::vector<float> weighted(x.size(), -1.0f), plain(x.size(), -1.0f);
+    const TensorView row_weights(r.topk_weights.data(), DType::kFP32, {r.rows});
+    HP_RETURN_IF_ERROR(buffer->combine(rows, r.handle, TensorView(weighted.data(), DType::kFP32, {tokens, hidden}),
+                                       row_weights));
+    HP_RETURN_IF_ERROR(buffer->combine(rows, r.handle, TensorView(plain.data(), DType::kFP32, {tokens, hidden}),
+                                       row_weights, /*weighted=*/false));
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (weighted[i] != x[i] || plain[i] != 2 * x[i]) {
+        ADD_FAILURE() << "rank " << me << " element " << i << ": weighted " << weighted[i] << ", plain " << plain[i]
+                      << ", x " << x[i];
+        break;
+      }
+    }
+    return buffer->destroy();
+  });
+}
+
 // Zero-copy misuse: expert_out that is not combine_buffer()'s tensor on one rank is that
 // rank's INVALID_ARGUMENT and ABORTED elsewhere, and the buffer works afterwards; a stale
 // handle is INVALID_ARGUMENT; combine_buffer on a copying buffer is FAILED_PRECONDITION.
@@ -655,6 +699,29 @@ TEST_P(DispatchCombine, EachBadInputFailsEveryRank) {
                                    .topk_idx = TensorView(const_cast<std::int64_t*>(good.data()), DType::kInt64, {4, 2}),
                                    .topk_weights = TensorView(w.data(), DType::kFP32, {4, 2})},
                                   &r));
+    return buffer->destroy();
+  });
+}
+
+// An expert_alignment past the bound (padded counts could overflow) is that rank's
+// INVALID_ARGUMENT and ABORTED on the others.
+TEST_P(DispatchCombine, ExpertAlignmentOutOfRangeFailsEveryRank) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    std::unique_ptr<Buffer> buffer;
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
+                                       .comm = GetParam(), .zero_copy_combine = true},
+                                      &buffer));
+    SmallBatch batch;
+    DispatchArgs args = batch.args();
+    const bool mine = me == ranks - 1;
+    args.expert_alignment = mine ? (std::int64_t{1} << 62) : 1;
+    DispatchResult r;
+    const Status s = buffer->dispatch(args, &r);
+    EXPECT_EQ(s.code(), mine ? ErrorCode::kInvalidArgument : ErrorCode::kAborted) << s.to_string();
+    args.expert_alignment = 1;
+    HP_EXPECT_OK(buffer->dispatch(args, &r));
     return buffer->destroy();
   });
 }
