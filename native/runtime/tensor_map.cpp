@@ -192,7 +192,8 @@ void TensorMap::find_dependencies(std::span<const TensorAccess> accesses,
     for_each_near(a.region.lo(), a.region.hi(), writes_only, [&](std::uint32_t index) {
       const Entry& e = entries_[index];
       if (no_dep && !e.creator) return;
-      if (!overlaps(a.region, e.region)) return;
+      // The bounding ranges meet (for_each_near): two contiguous regions then overlap.
+      if (!(a.region.contiguous() && e.region.contiguous()) && !overlaps(a.region, e.region)) return;
       if (may_cover && !e.creator && covers(a.region, e.region)) covered->push_back({ai, index});
       FoundDependency f;
       f.pred = e.owner;

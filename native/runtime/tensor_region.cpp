@@ -134,8 +134,4 @@ bool overlaps(const TensorRegion& a, const TensorRegion& b) {
   return false;
 }
 
-bool covers(const TensorRegion& outer, const TensorRegion& inner) {
-  return outer.contiguous() && !outer.empty() && outer.lo() <= inner.lo() && inner.hi() <= outer.hi();
-}
-
 }  // namespace hp::runtime

@@ -90,7 +90,9 @@ class HP_API TensorRegion {
 };
 
 HP_API bool overlaps(const TensorRegion& a, const TensorRegion& b);
-HP_API bool covers(const TensorRegion& outer, const TensorRegion& inner);
+inline bool covers(const TensorRegion& outer, const TensorRegion& inner) {
+  return outer.contiguous() && !outer.empty() && outer.lo() <= inner.lo() && inner.hi() <= outer.hi();
+}
 
 }  // namespace hp::runtime
 
