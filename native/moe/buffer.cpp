@@ -170,14 +170,11 @@ Status Buffer::destroy() {
 
 // (Collective: every rank calls it with the same capacity.)
 Status Buffer::allocate_records(std::int64_t capacity) {
-  if (recv_ != nullptr) HP_RETURN_IF_ERROR(hp::shmem::free(std::exchange(recv_, nullptr)));
-  void* recv = nullptr;
-  const Status s = hp::shmem::align(64, std::max<std::size_t>(std::size_t(capacity) * record_bytes_, 64), &recv);
+  const Status s = reallocate_symmetric(&recv_, std::max<std::size_t>(std::size_t(capacity) * record_bytes_, 64));
   if (!s.is_ok()) {
     return Status::error(s.code(), "{} records of {} bytes for dispatch ({}): raise HP_SHMEM_HEAP_SIZE or lower "
                                    "max_tokens_per_rank / capacity_factor", capacity, record_bytes_, s.message());
   }
-  recv_ = static_cast<std::uint8_t*>(recv);
   recv_capacity_ = capacity;
   return Status::ok();
 }
@@ -408,17 +405,17 @@ Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle, co
     HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kNotify, s), hp::shmem::Cmp::kGe, epoch));
   }
   if (!input.is_ok()) return input;
-  // The source side's pairs that go to an expert (the streamed combine sums these).
+  // The source side's pairs that go to an expert (the streamed and zero-copy combines sum these).
   const std::int64_t tokens = a.x.dim(0), topk = config_.topk;
   const auto* active = static_cast<const std::uint8_t*>(a.x_active_mask.data());
-  h.pair_sent.assign(std::size_t(tokens * topk), 0);
+  h.pair_expert.assign(std::size_t(tokens * topk), -1);
   h.token_active.assign(std::size_t(tokens), 1);
   for (std::int64_t t = 0; t < tokens; ++t) {
     if (active != nullptr && active[t] == 0) {
       h.token_active[std::size_t(t)] = 0;
       continue;
     }
-    for (std::int64_t k = 0; k < topk; ++k) h.pair_sent[std::size_t(t * topk + k)] = topk_at(a.topk_idx, t, k) >= 0;
+    for (std::int64_t k = 0; k < topk; ++k) h.pair_expert[std::size_t(t * topk + k)] = std::int32_t(topk_at(a.topk_idx, t, k));
   }
   for (int s = 0; s < ranks_; ++s) {
     if (counts(epoch, s)[0] != 0) {
@@ -463,7 +460,7 @@ Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle, co
   }
   h.rows = h.expert_offsets.back();
   for (std::size_t s = 0; s < R; ++s) h.records += h.tok[s * R + std::size_t(rank_)];
-  if (config_.zero_copy_combine) HP_RETURN_IF_ERROR(plan_pulls(a, epoch, &h));
+  if (config_.zero_copy_combine) HP_RETURN_IF_ERROR(plan_pulls(epoch, &h));
   notified_epoch_ = epoch;
   return comm.quiet();
 }

@@ -127,12 +127,10 @@ struct Handle {
   std::vector<std::int32_t> row_src_token;  // [rows]
   std::vector<std::int32_t> row_src_slot;   // [rows]: the row's k in its token's top-k, -1 for pad rows
   std::int64_t records = 0;
-  std::vector<std::uint8_t> pair_sent;      // [T x K], the source side: 1 when pair (t, k) went to an expert
+  std::vector<std::int32_t> pair_expert;    // [T x K], the source side: pair (t, k)'s expert, -1 when not sent
   std::vector<std::uint8_t> token_active;   // [T], the source side: 0 for tokens x_active_mask left out
-  // The source side, with zero_copy_combine: pair (t, k)'s expert (-1: not sent) and its row
-  // in the combine rows of that expert's rank; each expert's rows of this rank are one run,
-  // starting at expert_first_row [E].
-  std::vector<std::int32_t> pair_expert;    // [T x K]
+  // The source side, with zero_copy_combine: pair (t, k)'s row in the combine rows of its
+  // expert's rank; each expert's rows of this rank are one run, from expert_first_row [E].
   std::vector<std::int64_t> pair_row;       // [T x K]
   std::vector<std::int64_t> expert_first_row;  // [E]
 };
@@ -262,7 +260,8 @@ class HP_API Buffer {
   Status prepare_dispatch(const DispatchArgs& args, DispatchLayout* layout);
   Status allocate_records(std::int64_t capacity);
   Status allocate_combine_rows(std::int64_t capacity);
-  Status plan_pulls(const DispatchArgs& args, std::uint64_t epoch, Handle* handle);
+  Status plan_pulls(std::uint64_t epoch, Handle* handle);
+  Status expect_planned(const Handle& handle, const char* call) const;
   Status expect_combine_rows(const TensorView& expert_out, const Handle& handle) const;
   DType combine_rows_dtype() const { return config_.combine_element_bytes == 2 ? DType::kBF16 : DType::kFP32; }
   template <typename Comm>

@@ -115,7 +115,7 @@ Status Buffer::stream_end_with(Comm& comm, const Status& caller_check, const Ten
     for (std::int64_t t = t0; t < t1; ++t) {
       w.rows.clear();
       for (std::int64_t k = 0; k < topk; ++k) {
-        if (h.pair_sent[std::size_t(t * topk + k)] != 0) w.rows.push_back(pair_row(epoch, t * topk + k));
+        if (h.pair_expert[std::size_t(t * topk + k)] >= 0) w.rows.push_back(pair_row(epoch, t * topk + k));
       }
       if (add.data() != nullptr && h.token_active[std::size_t(t)] != 0) {  // fp32, as the wire (checked)
         w.rows.push_back(static_cast<const float*>(add.data()) + t * hidden);

@@ -9,6 +9,7 @@
 
 #include "common/status.h"
 #include "common/tensor_view.h"
+#include "shmem/shmem.h"
 
 namespace hp::moe::window {
 
@@ -32,6 +33,20 @@ inline constexpr std::ptrdiff_t kLowLatencyCountsHeader = 1;
 inline constexpr std::int64_t kMaxExpertAlignment = 1 << 16;
 
 inline std::size_t round64(std::size_t n) { return (n + 63) & ~std::size_t(63); }
+
+// Frees *region (when set), then allocates `bytes`, 64-byte aligned, of the symmetric heap
+// there (null on failure). Collective: every rank with the same bytes (a region that grows).
+inline Status reallocate_symmetric(std::uint8_t** region, std::size_t bytes) {
+  if (*region != nullptr) {
+    void* old = *region;
+    *region = nullptr;
+    HP_RETURN_IF_ERROR(hp::shmem::free(old));
+  }
+  void* fresh = nullptr;
+  HP_RETURN_IF_ERROR(hp::shmem::align(64, bytes, &fresh));
+  *region = static_cast<std::uint8_t*>(fresh);
+  return Status::ok();
+}
 
 inline Status expect_contiguous(const TensorView& t, const char* what) {
   HP_ENSURE(t.is_contiguous(), ErrorCode::kInvalidArgument, "{} {}: expected contiguous", what, t.to_string());

@@ -16,17 +16,15 @@ using namespace window;
 
 // (Collective: every rank calls it with the same capacity.)
 Status Buffer::allocate_combine_rows(std::int64_t capacity) {
-  if (combine_rows_ != nullptr) HP_RETURN_IF_ERROR(hp::shmem::free(std::exchange(combine_rows_, nullptr)));
   combine_rows_capacity_ = 0;
   const auto row_bytes = std::size_t(config_.hidden * config_.combine_element_bytes);
   const std::size_t weights_offset = round64(std::size_t(capacity) * row_bytes);
-  void* rows = nullptr;
-  const Status s = hp::shmem::align(64, weights_offset + round64(std::size_t(capacity) * sizeof(float)), &rows);
+  const Status s =
+      reallocate_symmetric(&combine_rows_, weights_offset + round64(std::size_t(capacity) * sizeof(float)));
   if (!s.is_ok()) {
     return Status::error(s.code(), "{} combine rows of {} bytes (zero_copy_combine) ({}): raise HP_SHMEM_HEAP_SIZE "
                                    "or lower max_tokens_per_rank", capacity, row_bytes, s.message());
   }
-  combine_rows_ = static_cast<std::uint8_t*>(rows);
   combine_rows_capacity_ = capacity;
   combine_weights_offset_ = weights_offset;
   return Status::ok();
@@ -36,9 +34,9 @@ Status Buffer::allocate_combine_rows(std::int64_t capacity) {
 // offsets (its own expert_alignment), then the rows of lower sources, then this rank's tokens
 // in order, as dispatch_data expands them. Every rank sees the same counts, so all grow the
 // combine rows alike (collectively) when some rank receives more rows than they hold.
-Status Buffer::plan_pulls(const DispatchArgs& a, std::uint64_t epoch, Handle* handle) {
+Status Buffer::plan_pulls(std::uint64_t epoch, Handle* handle) {
   Handle& h = *handle;
-  const std::int64_t per_rank = local_experts(), topk = config_.topk, tokens = a.x.dim(0);
+  const std::int64_t per_rank = local_experts();
   const auto R = std::size_t(ranks_);
   h.expert_first_row.assign(std::size_t(config_.num_experts), 0);
   std::int64_t most_rows = 0;
@@ -55,17 +53,10 @@ Status Buffer::plan_pulls(const DispatchArgs& a, std::uint64_t epoch, Handle* ha
     }
     most_rows = std::max(most_rows, row);
   }
-  h.pair_expert.assign(std::size_t(tokens * topk), -1);
-  h.pair_row.assign(std::size_t(tokens * topk), -1);
+  h.pair_row.assign(h.pair_expert.size(), -1);
   std::vector<std::int64_t> next = h.expert_first_row;
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    if (h.token_active[std::size_t(t)] == 0) continue;
-    for (std::int64_t k = 0; k < topk; ++k) {
-      const std::int64_t e = topk_at(a.topk_idx, t, k);
-      if (e < 0) continue;
-      h.pair_expert[std::size_t(t * topk + k)] = std::int32_t(e);
-      h.pair_row[std::size_t(t * topk + k)] = next[std::size_t(e)]++;
-    }
+  for (std::size_t pair = 0; pair < h.pair_expert.size(); ++pair) {
+    if (h.pair_expert[pair] >= 0) h.pair_row[pair] = next[std::size_t(h.pair_expert[pair])]++;
   }
   if (most_rows > combine_rows_capacity_) {
     HP_RETURN_IF_ERROR(allocate_combine_rows(
@@ -80,10 +71,7 @@ Status Buffer::combine_buffer(const Handle& handle, TensorView* out) {
   HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument, "Buffer::combine_buffer: out is null");
   HP_ENSURE(config_.zero_copy_combine, ErrorCode::kFailedPrecondition,
             "Buffer::combine_buffer: the buffer was made without BufferConfig::zero_copy_combine");
-  HP_ENSURE(handle.epoch == planned_epoch_ && handle.epoch == dispatch_epoch_ && handle.epoch != 0,
-            ErrorCode::kInvalidArgument,
-            "Buffer::combine_buffer: the handle is not the last successful dispatch's (the combine rows hold that "
-            "dispatch's rows only)");
+  HP_RETURN_IF_ERROR(expect_planned(handle, "Buffer::combine_buffer"));
   // A rank writes its combine rows only when nobody reads the previous combine's any more.
   for (int s = 0; s < ranks_ && pull_epoch_ != 0; ++s) {
     HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kPulled, s), hp::shmem::Cmp::kGe, pull_epoch_));
@@ -92,11 +80,17 @@ Status Buffer::combine_buffer(const Handle& handle, TensorView* out) {
   return Status::ok();
 }
 
-Status Buffer::expect_combine_rows(const TensorView& expert_out, const Handle& handle) const {
+// The combine rows hold the rows of the last dispatch whose pulls were planned, only.
+Status Buffer::expect_planned(const Handle& handle, const char* call) const {
   HP_ENSURE(handle.epoch == planned_epoch_ && handle.epoch == dispatch_epoch_ && handle.epoch != 0,
             ErrorCode::kInvalidArgument,
-            "combine (zero_copy_combine): the handle is not the last successful dispatch's (the combine rows hold "
-            "that dispatch's rows only)");
+            "{}: the handle is not the last successful dispatch's (the combine rows hold that dispatch's rows only)",
+            call);
+  return Status::ok();
+}
+
+Status Buffer::expect_combine_rows(const TensorView& expert_out, const Handle& handle) const {
+  HP_RETURN_IF_ERROR(expect_planned(handle, "combine (zero_copy_combine)"));
   HP_ENSURE(expert_out.data() == combine_rows_ && expert_out.dtype() == combine_rows_dtype(),
             ErrorCode::kInvalidArgument,
             "combine: expert_out {} is not combine_buffer()'s tensor: a zero_copy_combine buffer reads the expert "
@@ -149,29 +143,29 @@ Status Buffer::pull_rows(const Handle& h, const TensorView& y) {
   const DType wire = combine_rows_dtype();
   const std::size_t row_bytes = std::size_t(hidden) * dtype_size(wire);
   // Row i of pair expert e is at rows[e's rank] + (i + shift[e]) x row_bytes, its weight at
-  // weights[e's rank][i + shift[e]].
-  std::vector<const std::uint8_t*> rows(R, nullptr);
-  std::vector<const float*> row_weights(R, nullptr);
+  // weights[e's rank][i + shift[e]]: a mapped rank's combine rows themselves (shift 0), or
+  // staging, where the runs of unmapped ranks' experts follow one another.
+  std::vector<const std::uint8_t*> mapped(R), rows(R);
+  std::vector<const float*> row_weights(R);
+  for (std::size_t d = 0; d < R; ++d) mapped[d] = static_cast<const std::uint8_t*>(hp::shmem::ptr(combine_rows_, int(d)));
   std::vector<std::int64_t> shift(E, 0);
   std::int64_t staged = 0;
   for (std::size_t e = 0; e < E; ++e) {
-    const int d = int(std::int64_t(e) / per_rank);
-    if (hp::shmem::ptr(combine_rows_, d) != nullptr) continue;
+    if (mapped[std::size_t(std::int64_t(e) / per_rank)] != nullptr) continue;
     shift[e] = staged - h.expert_first_row[e];
     staged += h.layout.tokens_per_expert[e];
   }
   const std::size_t staged_weights = round64(std::size_t(staged) * row_bytes);
   if (staged > 0) pull_staging_.resize(staged_weights + std::size_t(staged) * sizeof(float));
   for (std::size_t d = 0; d < R; ++d) {
-    const auto* mapped = static_cast<const std::uint8_t*>(hp::shmem::ptr(combine_rows_, int(d)));
-    rows[d] = mapped != nullptr ? mapped : pull_staging_.data();
-    row_weights[d] = reinterpret_cast<const float*>(mapped != nullptr ? mapped + combine_weights_offset_
-                                                                       : pull_staging_.data() + staged_weights);
+    rows[d] = mapped[d] != nullptr ? mapped[d] : pull_staging_.data();
+    row_weights[d] = reinterpret_cast<const float*>(mapped[d] != nullptr ? mapped[d] + combine_weights_offset_
+                                                                         : pull_staging_.data() + staged_weights);
   }
   for (std::size_t e = 0; e < E && staged > 0; ++e) {
     const int d = int(std::int64_t(e) / per_rank);
     const std::int64_t n = h.layout.tokens_per_expert[e], first = h.expert_first_row[e];
-    if (n == 0 || hp::shmem::ptr(combine_rows_, d) != nullptr) continue;
+    if (n == 0 || mapped[std::size_t(d)] != nullptr) continue;
     const auto at = std::size_t(first + shift[e]);
     HP_RETURN_IF_ERROR(hp::shmem::get_nbi(pull_staging_.data() + at * row_bytes,
                                           combine_rows_ + std::size_t(first) * row_bytes, std::size_t(n) * row_bytes, d));
