@@ -192,8 +192,7 @@ void TensorMap::find_dependencies(std::span<const TensorAccess> accesses,
     for_each_near(a.region.lo(), a.region.hi(), writes_only, [&](std::uint32_t index) {
       const Entry& e = entries_[index];
       if (no_dep && !e.creator) return;
-      // The bounding ranges meet (for_each_near): two contiguous regions then overlap.
-      if (!(a.region.contiguous() && e.region.contiguous()) && !overlaps(a.region, e.region)) return;
+      if (!overlaps(a.region, e.region)) return;
       if (may_cover && !e.creator && covers(a.region, e.region)) covered->push_back({ai, index});
       FoundDependency f;
       f.pred = e.owner;
@@ -229,47 +228,39 @@ void TensorMap::record_accesses(TaskId task, TaskSlot* owner, std::span<const Te
     const TensorAccess& a = accesses[static_cast<std::size_t>(ai)];
     if (a.tag == ArgTag::kNoDep || a.region.empty()) continue;
     const bool write = a.tag != ArgTag::kInput;
+    // A covered write entry of exactly this range is taken over in place (its bucket, list and
+    // class stay right): a buffer rewritten task after task costs no unlink and insert.
+    std::uint32_t index = kNone;
     if (write && a.region.contiguous()) {
       scratch_.clear();
       if (covered != nullptr && a.tag != ArgTag::kOutput) {
         // Found by find_dependencies before any entry of this task was recorded; an entry the
         // task dropped for an earlier access is no longer live, or was reused for this task.
-        for (const auto& [access, index] : *covered) {
-          const Entry& e = entries_[index];
-          if (access == ai && e.live && e.task != task) scratch_.push_back(index);
+        for (const auto& [access, found] : *covered) {
+          const Entry& e = entries_[found];
+          if (access == ai && e.live && e.task != task) scratch_.push_back(found);
         }
       } else {
-        for_each_near(a.region.lo(), a.region.hi(), false, [&](std::uint32_t index) {
-          const Entry& e = entries_[index];
-          if (!e.creator && e.task != task && covers(a.region, e.region)) scratch_.push_back(index);
+        for_each_near(a.region.lo(), a.region.hi(), false, [&](std::uint32_t found) {
+          const Entry& e = entries_[found];
+          if (!e.creator && e.task != task && covers(a.region, e.region)) scratch_.push_back(found);
         });
       }
-      // A covered write entry of exactly this range is taken over in place: same bucket, same
-      // list, so a buffer rewritten task after task costs no unlink and insert.
-      std::uint32_t same = kNone;
-      for (std::uint32_t index : scratch_) {
-        if (!entries_[index].live) continue;
-        if (same == kNone && a.tag != ArgTag::kOutput && entries_[index].write && near_[index].lo == a.region.lo() &&
-            near_[index].hi == a.region.hi()) {
-          same = index;
-          continue;
+      for (std::uint32_t dropped : scratch_) {
+        if (!entries_[dropped].live) continue;
+        if (index == kNone && entries_[dropped].write && near_[dropped].lo == a.region.lo() &&
+            near_[dropped].hi == a.region.hi()) {
+          index = dropped;
+        } else {
+          unlink(dropped);
         }
-        unlink(index);
-      }
-      if (same != kNone) {
-        Entry& e = entries_[same];
-        e.region = a.region;
-        e.task = task;
-        e.owner = owner;
-        handles->push_back(same);
-        continue;
       }
     }
-    std::uint32_t index;
-    if (!free_.empty()) {
+    const bool taken_over = index != kNone;
+    if (!taken_over && !free_.empty()) {
       index = free_.back();
       free_.pop_back();
-    } else {
+    } else if (!taken_over) {
       index = static_cast<std::uint32_t>(entries_.size());
       entries_.emplace_back();
       near_.emplace_back();
@@ -284,7 +275,7 @@ void TensorMap::record_accesses(TaskId task, TaskSlot* owner, std::span<const Te
     e.write = write;
     e.creator = a.tag == ArgTag::kOutput;
     e.size_class = static_cast<std::uint8_t>(class_of(n.lo, n.hi));
-    insert(index);
+    if (!taken_over) insert(index);
     handles->push_back(index);
   }
 }

@@ -15,16 +15,16 @@
 // entries stay until their task retires (they carry the memory's lifetime). The owner removes a
 // task's entries when its slot is reclaimed (remove()). A dropped write entry of exactly the new
 // write's range is taken over in place (same bucket and list; its old task's remove() skips it):
-// a buffer rewritten task after task then costs no unlink and insert (the chain: 117 -> 104 ns
-// of submitting-thread CPU per task, pinned to one CPU).
+// a buffer rewritten task after task then costs no unlink and insert.
 //
 // Index (so that a lookup costs what it finds, not what the map holds): an entry of bounding
 // range [lo, hi) belongs to size class k, the smallest k >= kMinClass with hi - lo <= 2^k, and
 // sits in the bucket (k, lo >> k) of a hash table. Such an entry can overlap [a, b) only if
 // lo >> k lies in [(a >> k) - 1, (b - 1) >> k], so a lookup visits those buckets of each class
-// in use; when a class holds fewer entries than that many buckets, it walks the class's list
-// instead. When no entry of a class straddles a granule boundary (lo >> k == (hi - 1) >> k: an
-// aligned tensor no longer than 2^k), the bucket before (a >> k) cannot overlap and is skipped. A bucket keeps reads and writes in two lists: an INPUT (or NO_DEP) lookup never walks
+// in use; when a class holds fewer entries than a few per bucket to visit, it walks the class's
+// list instead. When no entry of a class straddles a granule boundary (lo >> k == (hi - 1) >> k:
+// an aligned tensor no longer than 2^k), the bucket before (a >> k) cannot overlap and is
+// skipped. A bucket keeps reads and writes in two lists: an INPUT (or NO_DEP) lookup never walks
 // the readers that pile up on a buffer many tasks read, and a lookup of both finds both lists
 // with one probe of the table. Rejected: one list scanned per
 // lookup (quadratic in the tasks in flight: 10 us per task at 1000 readers), an ordered map by

@@ -118,8 +118,7 @@ class RunCursor {
   bool done_ = false;
 };
 
-bool overlaps(const TensorRegion& a, const TensorRegion& b) {
-  if (a.empty() || b.empty() || a.hi_ <= b.lo_ || b.hi_ <= a.lo_) return false;
+bool overlaps_runs(const TensorRegion& a, const TensorRegion& b) {
   if (!a.exact() || !b.exact()) return true;  // conservative
   RunCursor x(a), y(b);
   while (!x.done() && !y.done()) {

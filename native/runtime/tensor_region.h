@@ -12,7 +12,8 @@
 // address order. Slices, tiles, transposes and padded rows of a dense tensor are nested.
 //
 // overlaps(a, b) is
-//   - exact "no" when the bounding ranges are disjoint;
+//   - exact "no" when the bounding ranges are disjoint, "yes" when they meet and both regions
+//     are contiguous (inline: the tensor map's common case);
 //   - exact when both regions are nested and each has at most kMaxExactRuns runs: a merge walk
 //     over the two sorted run lists (O(runs a + runs b));
 //   - conservative otherwise (self-overlapping or interleaved layouts, or more runs): "yes"
@@ -62,7 +63,7 @@ class HP_API TensorRegion {
   std::string to_string() const;
 
  private:
-  friend bool overlaps(const TensorRegion& a, const TensorRegion& b);
+  friend bool overlaps_runs(const TensorRegion& a, const TensorRegion& b);
   friend class RunCursor;
 
   void copy_from(const TensorRegion& other) noexcept {
@@ -89,7 +90,12 @@ class HP_API TensorRegion {
   std::array<std::int64_t, TensorView::kMaxDims> strides_;  // bytes
 };
 
-HP_API bool overlaps(const TensorRegion& a, const TensorRegion& b);
+// overlaps() of two non-empty regions whose bounding ranges meet, not both contiguous.
+HP_API bool overlaps_runs(const TensorRegion& a, const TensorRegion& b);
+inline bool overlaps(const TensorRegion& a, const TensorRegion& b) {
+  if (a.empty() || b.empty() || a.hi() <= b.lo() || b.hi() <= a.lo()) return false;
+  return (a.contiguous() && b.contiguous()) || overlaps_runs(a, b);
+}
 inline bool covers(const TensorRegion& outer, const TensorRegion& inner) {
   return outer.contiguous() && !outer.empty() && outer.lo() <= inner.lo() && inner.hi() <= outer.hi();
 }
