@@ -208,14 +208,15 @@ class Buffer(_Collective):
         reading the previous combine's rows)."""
         self._check_latest(handle.serial, self._serial, "dispatch")
         address, dtype, rows, hidden = self._native.combine_buffer()
+        element = ctypes.c_int16 if dtype == "bf16" else ctypes.c_float  # bf16: its bits, viewed as bf16 below
+        if rows == 0:
+            view = np.empty((0, hidden), element)
+        else:
+            view = np.ctypeslib.as_array((element * (rows * hidden)).from_address(address)).reshape(rows, hidden)
         if dtype == "bf16":
             import torch
-            raw = (ctypes.c_uint16 * (rows * hidden)).from_address(address) if rows else bytearray()
-            return torch.frombuffer(raw, dtype=torch.bfloat16, count=rows * hidden).view(rows, hidden) if rows \
-                else torch.empty((0, hidden), dtype=torch.bfloat16)
-        if rows == 0:
-            return np.empty((0, hidden), np.float32)
-        return np.ctypeslib.as_array((ctypes.c_float * (rows * hidden)).from_address(address)).reshape(rows, hidden)
+            return torch.from_numpy(view).view(torch.bfloat16)
+        return view
 
     def combine(self, expert_out, handle: DispatchHandle, topk_weights=None, *, weighted: bool = True) -> CombineResult:
         """y[t] = sum over t's rows of weight x expert_out row (fp32 sums; y in expert_out's
