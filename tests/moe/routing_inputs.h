@@ -106,6 +106,11 @@ struct SmallBatch {
   std::vector<float> x = std::vector<float>(4 * 16, 1.0f), w = std::vector<float>(8, 0.5f);
   std::vector<std::int64_t> idx = {0, 1, 1, 2, 0, 3, 1, 0};
 
+  // The buffer such batches fit: H = 16, up to 8 tokens, top-2 of 2 experts per rank.
+  static BufferConfig config(CommKind comm) {
+    return {.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * hp::shmem::n_pes(), .topk = 2, .comm = comm};
+  }
+
   DispatchArgs args() {
     return {.x = TensorView(x.data(), DType::kFP32, {4, 16}),
             .topk_idx = TensorView(idx.data(), DType::kInt64, {4, 2}),

@@ -357,9 +357,9 @@ TEST_P(DispatchCombine, ZeroCopyCombineMisuse) {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     std::unique_ptr<Buffer> buffer;
-    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
-                                       .comm = GetParam(), .zero_copy_combine = true},
-                                      &buffer));
+    BufferConfig config = SmallBatch::config(GetParam());
+    config.zero_copy_combine = true;
+    HP_RETURN_IF_ERROR(Buffer::create(config, &buffer));
     SmallBatch batch;
     DispatchResult r;
     for (int round = 0; round < 2; ++round) {
@@ -385,9 +385,7 @@ TEST_P(DispatchCombine, ZeroCopyCombineMisuse) {
     EXPECT_EQ(buffer->combine_buffer(stale, &rows).code(), ErrorCode::kInvalidArgument);
     HP_RETURN_IF_ERROR(buffer->destroy());
     std::unique_ptr<Buffer> copying;
-    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
-                                       .comm = GetParam()},
-                                      &copying));
+    HP_RETURN_IF_ERROR(Buffer::create(SmallBatch::config(GetParam()), &copying));
     HP_RETURN_IF_ERROR(copying->dispatch(batch.args(), &r));
     EXPECT_EQ(copying->combine_buffer(r.handle, &rows).code(), ErrorCode::kFailedPrecondition);
     return copying->destroy();
@@ -563,9 +561,7 @@ TEST_P(DispatchCombine, StreamedCombineRejections) {
     SmallBatch batch;
     {
       std::unique_ptr<Buffer> plain;
-      HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
-                                         .comm = GetParam()},
-                                        &plain));
+      HP_RETURN_IF_ERROR(Buffer::create(SmallBatch::config(GetParam()), &plain));
       DispatchResult r;
       HP_RETURN_IF_ERROR(plain->dispatch(batch.args(), &r));
       std::vector<float> y(4 * 16);
@@ -574,9 +570,9 @@ TEST_P(DispatchCombine, StreamedCombineRejections) {
       HP_RETURN_IF_ERROR(plain->destroy());
     }
     std::unique_ptr<Buffer> buffer;
-    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
-                                       .comm = GetParam(), .streamed_combine = true},
-                                      &buffer));
+    BufferConfig config = SmallBatch::config(GetParam());
+    config.streamed_combine = true;
+    HP_RETURN_IF_ERROR(Buffer::create(config, &buffer));
     for (int round = 0; round < 2; ++round) {
       DispatchResult r;
       HP_RETURN_IF_ERROR(buffer->dispatch(batch.args(), &r));
@@ -658,9 +654,7 @@ TEST_P(DispatchCombine, EachBadInputFailsEveryRank) {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     std::unique_ptr<Buffer> buffer;
-    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
-                                       .comm = GetParam()},
-                                      &buffer));
+    HP_RETURN_IF_ERROR(Buffer::create(SmallBatch::config(GetParam()), &buffer));
     std::vector<float> x(4 * 17, 1.0f), w(8, 0.5f);
     std::vector<std::int32_t> w_int(8, 1);
     struct Bad {
@@ -710,9 +704,9 @@ TEST_P(DispatchCombine, ExpertAlignmentOutOfRangeFailsEveryRank) {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     std::unique_ptr<Buffer> buffer;
-    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
-                                       .comm = GetParam(), .zero_copy_combine = true},
-                                      &buffer));
+    BufferConfig config = SmallBatch::config(GetParam());
+    config.zero_copy_combine = true;
+    HP_RETURN_IF_ERROR(Buffer::create(config, &buffer));
     SmallBatch batch;
     DispatchArgs args = batch.args();
     const bool mine = me == ranks - 1;
@@ -732,9 +726,7 @@ TEST_P(DispatchCombine, BadExpertIdOnOneRankFailsEveryRank) {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     std::unique_ptr<Buffer> buffer;
-    HP_EXPECT_OK(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
-                                 .comm = GetParam()},
-                                &buffer));
+    HP_EXPECT_OK(Buffer::create(SmallBatch::config(GetParam()), &buffer));
     SmallBatch batch;
     if (me == ranks - 1) batch.idx[3] = 2 * ranks;  // out of range
     DispatchResult r;
@@ -756,9 +748,7 @@ TEST_P(DispatchCombine, BadCombineInputOnOneRankFailsEveryRank) {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     std::unique_ptr<Buffer> buffer;
-    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
-                                       .comm = GetParam()},
-                                      &buffer));
+    HP_RETURN_IF_ERROR(Buffer::create(SmallBatch::config(GetParam()), &buffer));
     SmallBatch batch;
     for (int round = 0; round < 2; ++round) {
       DispatchResult r;
@@ -842,12 +832,11 @@ TEST_P(DispatchCombine, RanksDisagreeingOnConfigFailEverywhere) {
 // rank communicates, so every rank sees it alike).
 TEST_P(DispatchCombine, CombineWiderThanTheBufferIsRejected) {
   run_scenario([&]() -> Status {
-    const int ranks = hp::shmem::n_pes();
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     std::unique_ptr<Buffer> buffer;
-    HP_EXPECT_OK(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
-                                 .combine_element_bytes = 2, .comm = GetParam()},
-                                &buffer));
+    BufferConfig config = SmallBatch::config(GetParam());
+    config.combine_element_bytes = 2;
+    HP_EXPECT_OK(Buffer::create(config, &buffer));
     SmallBatch batch;
     DispatchResult r;
     HP_EXPECT_OK(buffer->dispatch(batch.args(),
