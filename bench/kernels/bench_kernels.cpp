@@ -7,9 +7,10 @@
 // and GMM2 (K=1408, N=2048), M in {64, 256, 1024}, 1 and 2 threads, 1 expert or 8 experts
 // cycling (each call uses the next expert's weights, so they come from memory, not cache).
 // Then the fused dequant + SwiGLU + requant epilogue against oneDNN's GEMM plus a separate
-// SwiGLU + quantisation pass, and the backward's bf16 GEMMs against oneDNN's bf16 matmul. Peak loops (AVX-512 VNNI, and AMX when present) run in the same
-// binary; each row prints GOPS (2 MNK / time), the ratio to oneDNN, and % of the peak of the
-// instructions each side uses (ours: its target's; oneDNN: the best it has on this CPU).
+// SwiGLU + quantisation pass, and the backward's bf16 GEMMs against oneDNN's bf16 matmul. Peak
+// loops (AVX-512 VNNI, and AMX when present) run in the same binary; each row prints GOPS
+// (2 MNK / time), the ratio to oneDNN, and % of the peak of the instructions each side uses
+// (ours: its target's; oneDNN: the best it has on this CPU).
 //
 // Samples alternate ours, oneDNN, ours, ... and the table shows medians.
 #include <immintrin.h>

@@ -5,12 +5,13 @@
 //
 //   flags   7 x R status words, 64 bytes apart: notify[s], dispatch[s], combine[s],
 //           low-latency dispatch[s] and combine[s], streamed combine[s], pulled[s] (set by rank s
-//           to the call's epoch; pulled: s no longer reads this rank's combine rows); the combine slots' second word is (epoch << 16 | error code) when rank s rejected its
+//           to the call's epoch; pulled: s no longer reads this rank's combine rows); the
+//           combine slots' second word is (epoch << 16 | error code) when rank s rejected its
 //           inputs for that call (it still sets its flag: the others return ABORTED at once)
 //   counts  2 x R x (2 + R + E) int64: slot s = rank s's status code (0 or the ErrorCode that
 //           made it reject its inputs), its expert_alignment, tokens per rank [R], pairs per
-//           expert [E]; dispatch n
-//           uses half n % 2, so nobody overwrites a slot a slower rank is still reading
+//           expert [E]; dispatch n uses half n % 2, so nobody overwrites a slot a slower rank is
+//           still reading
 //   recv    (its own allocation) the capacity in dispatch records: R x T_max when lossless
 //           (compact: source s's records start after those of sources < s); a record = meta (int32 token, float scale, int32 expert[K],
 //           float weight[K], padded to 64 B) + payload (H elements, padded to 64 B)
