@@ -136,7 +136,6 @@ struct Ours {
   std::shared_ptr<const std::vector<std::uint16_t>> expert_out;  // every context shares one
   const std::uint16_t* rows = nullptr;  // expert_out's rows, wherever they are now
   std::vector<std::uint16_t> y;
-  bool zero_copy = false;  // zero_copy_combine: rows are the buffer's combine rows
 };
 
 // `expert_out`: rows of an earlier context's dispatch of the same inputs (the same row order on
@@ -147,7 +146,6 @@ Status make_ours(hp::moe::CommKind kind, const Shape& s, const Inputs& in,
   hp::moe::BufferConfig config{.hidden = s.hidden, .max_tokens_per_rank = s.tokens, .num_experts = s.experts,
                                .topk = s.topk, .max_element_bytes = 1, .combine_element_bytes = 2, .comm = kind,
                                .chip = chip, .zero_copy_combine = zero_copy};
-  o->zero_copy = zero_copy;
   HP_RETURN_IF_ERROR(hp::moe::Buffer::create(config, &o->buffer));
   hp::moe::DispatchArgs args;
   args.x = TensorView(const_cast<std::uint16_t*>(in.x.data()), DType::kBF16, {s.tokens, s.hidden});
@@ -170,7 +168,7 @@ Status make_ours(hp::moe::CommKind kind, const Shape& s, const Inputs& in,
 
 Status ours_combine(Ours& o, const Shape& s) {
   TensorView expert_out(const_cast<std::uint16_t*>(o.rows), DType::kBF16, {o.result.rows, s.hidden});
-  if (o.zero_copy) {
+  if (o.buffer->config().zero_copy_combine) {  // rows: the buffer's combine rows
     TensorView rows;
     HP_RETURN_IF_ERROR(o.buffer->combine_buffer(o.result.handle, &rows));
     if (rows.data() != o.rows) {  // the first call: the rows go where the GEMM making them would write them
