@@ -41,6 +41,8 @@ int TensorMap::class_of(std::uintptr_t lo, std::uintptr_t hi) noexcept {
   return std::max(kMinClass, static_cast<int>(std::bit_width(length - 1)));
 }
 
+std::size_t TensorMap::Slot::home(std::size_t mask) const noexcept { return hash_of(key) & mask; }
+
 TensorMap::Slot* TensorMap::bucket(std::uint64_t key) noexcept {
   if (table_.empty()) return nullptr;
   const std::size_t mask = table_.size() - 1;
@@ -50,47 +52,57 @@ TensorMap::Slot* TensorMap::bucket(std::uint64_t key) noexcept {
   }
 }
 
-void TensorMap::rebuild() {
-  std::vector<Slot> old = std::move(table_);
-  std::size_t live_buckets = 0;
-  for (const Slot& slot : old) live_buckets += slot.key != kEmptyKey && !slot.empty() ? 1 : 0;
-  // Live buckets fill at most a quarter of the new table: at least as many new buckets again
-  // fit before the next rebuild (at half), so rebuilds cost O(1) per bucket added.
-  std::size_t size = 64;
-  while ((live_buckets + 1) * 4 > size) size *= 2;
-  table_.assign(size, Slot{kEmptyKey, {kNone, kNone}});
-  table_used_ = 0;
-  for (const Slot& slot : old) {
-    if (slot.key != kEmptyKey && !slot.empty()) table_put(slot);
+void TensorMap::place(std::size_t i, const Slot& slot) noexcept {
+  table_[i] = slot;
+  for (std::uint32_t head : slot.head) {
+    if (head != kNone) entries_[head].bucket = static_cast<std::uint32_t>(i);
   }
 }
 
-TensorMap::Slot* TensorMap::table_put(const Slot& slot) {
-  if ((table_used_ + 1) * 2 > table_.size()) rebuild();
+void TensorMap::grow() {
+  std::vector<Slot> old = std::move(table_);
+  table_.assign(std::max<std::size_t>(64, old.size() * 2), Slot{kEmptyKey, {kNone, kNone}});
   const std::size_t mask = table_.size() - 1;
-  std::size_t i = hash_of(slot.key) & mask;
-  while (table_[i].key != kEmptyKey) i = (i + 1) & mask;
-  table_[i] = slot;
-  ++table_used_;
-  return &table_[i];
+  for (const Slot& slot : old) {
+    if (slot.key == kEmptyKey) continue;
+    std::size_t i = slot.home(mask);
+    while (table_[i].key != kEmptyKey) i = (i + 1) & mask;
+    place(i, slot);
+  }
 }
 
-TensorMap::Slot* TensorMap::bucket_to_insert(std::uint64_t key) {
+std::uint32_t TensorMap::table_put(const Slot& slot) {
+  if ((table_used_ + 1) * 2 > table_.size()) grow();
+  const std::size_t mask = table_.size() - 1;
+  std::size_t i = slot.home(mask);
+  while (table_[i].key != kEmptyKey) i = (i + 1) & mask;
+  place(i, slot);
+  ++table_used_;
+  return static_cast<std::uint32_t>(i);
+}
+
+// Linear probing without tombstones: the buckets after the hole that may move into it (their
+// probe path runs through it) move back, hole by hole, until an empty slot.
+void TensorMap::erase_bucket(std::size_t hole) noexcept {
+  const std::size_t mask = table_.size() - 1;
+  for (std::size_t j = (hole + 1) & mask; table_[j].key != kEmptyKey; j = (j + 1) & mask) {
+    const std::size_t home = table_[j].home(mask);
+    // table_[j] may move to `hole` unless its home lies cyclically in (hole, j].
+    if (((j - home) & mask) >= ((j - hole) & mask)) {
+      place(hole, table_[j]);
+      hole = j;
+    }
+  }
+  table_[hole] = Slot{kEmptyKey, {kNone, kNone}};
+  --table_used_;
+}
+
+std::uint32_t TensorMap::bucket_to_insert(std::uint64_t key) {
   if (!table_.empty()) {
     const std::size_t mask = table_.size() - 1;
-    Slot* emptied = nullptr;
     for (std::size_t i = hash_of(key) & mask;; i = (i + 1) & mask) {
-      Slot& slot = table_[i];
-      if (slot.key == key) return &slot;
-      if (slot.key == kEmptyKey) break;
-      if (emptied == nullptr && slot.empty()) emptied = &slot;
-    }
-    // The key is not in the table. An emptied bucket on its probe path can become its bucket:
-    // lookups of the emptied bucket's old key find nothing either way, and no probe path is
-    // cut short (the slot still holds a key).
-    if (emptied != nullptr) {
-      emptied->key = key;
-      return emptied;
+      if (table_[i].key == key) return static_cast<std::uint32_t>(i);
+      if (table_[i].key == kEmptyKey) break;
     }
   }
   return table_put(Slot{key, {kNone, kNone}});
@@ -102,10 +114,11 @@ void TensorMap::insert(std::uint32_t index) {
   const int w = e.write ? 1 : 0;
   e.key = key_of(e.size_class, n.lo >> e.size_class);
   e.prev = kNone;
-  Slot* b = bucket_to_insert(e.key);
-  n.next = b->head[w];
+  e.bucket = bucket_to_insert(e.key);
+  Slot& b = table_[e.bucket];
+  n.next = b.head[w];
   if (n.next != kNone) entries_[n.next].prev = index;
-  b->head[w] = index;
+  b.head[w] = index;
   e.class_prev = kNone;
   n.class_next = class_head_[w][e.size_class];
   if (n.class_next != kNone) entries_[n.class_next].class_prev = index;
@@ -123,10 +136,17 @@ void TensorMap::unlink(std::uint32_t index) {
   const int w = e.write ? 1 : 0;
   if (e.prev != kNone) {
     near_[e.prev].next = n.next;
+    if (n.next != kNone) entries_[n.next].prev = e.prev;
   } else {
-    bucket(e.key)->head[w] = n.next;  // kNone when it was the last: the bucket stays
+    Slot& b = table_[e.bucket];
+    b.head[w] = n.next;
+    if (n.next != kNone) {
+      entries_[n.next].prev = kNone;
+      entries_[n.next].bucket = e.bucket;
+    } else if (b.empty()) {
+      erase_bucket(e.bucket);
+    }
   }
-  if (n.next != kNone) entries_[n.next].prev = e.prev;
   if (e.class_prev != kNone) {
     near_[e.class_prev].class_next = n.class_next;
   } else {

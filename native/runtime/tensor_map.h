@@ -26,9 +26,14 @@
 // an aligned tensor no longer than 2^k), the bucket before (a >> k) cannot overlap and is
 // skipped. A bucket keeps reads and writes in two lists: an INPUT (or NO_DEP) lookup never walks
 // the readers that pile up on a buffer many tasks read, and a lookup of both finds both lists
-// with one probe of the table. Rejected: one list scanned per
-// lookup (quadratic in the tasks in flight: 10 us per task at 1000 readers), an ordered map by
-// address (a node allocation per entry, and long regions defeat its range bound).
+// with one probe of the table. The table is open addressing with linear probing; a bucket whose
+// lists empty leaves it at once (backward-shift deletion: no tombstones, so probe paths stay
+// short and the table never needs a rebuild to shed dead buckets; it only doubles when half
+// full). The head entry of each list knows its bucket's position, so an unlink does not probe.
+// Rejected: one list scanned per lookup (quadratic in the tasks in flight: 10 us per task at
+// 1000 readers), an ordered map by address (a node allocation per entry, and long regions defeat
+// its range bound), emptied buckets kept until a rebuild (a fan-out over fresh buffers rebuilt
+// the table every thousand tasks: 10% of its submit time).
 #ifndef HYPER_PARALLEL_RUNTIME_TENSOR_MAP_H_
 #define HYPER_PARALLEL_RUNTIME_TENSOR_MAP_H_
 
@@ -99,6 +104,7 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
     TaskId task = kNoTask;
     TaskSlot* owner = nullptr;
     std::uint64_t key = 0;             // its bucket's
+    std::uint32_t bucket = kNone;      // its bucket's table position, kept while it heads a list
     std::uint32_t prev = kNone;        // in its bucket's list
     std::uint32_t class_prev = kNone;  // in its class list
     std::uint8_t size_class = 0;
@@ -111,6 +117,7 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
     std::uint64_t key;
     std::uint32_t head[2];  // [write?]
     bool empty() const noexcept { return head[0] == kNone && head[1] == kNone; }
+    std::size_t home(std::size_t mask) const noexcept;  // its probe path's start
   };
   static constexpr std::uint64_t kEmptyKey = ~std::uint64_t{0};
 
@@ -128,17 +135,18 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   void record_accesses(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
                        const std::vector<std::pair<int, std::uint32_t>>* covered,
                        std::vector<std::uint32_t>* handles);
-  // The bucket (its lists empty when its last entry left: emptied buckets stay in the table until
-  // it is rebuilt, so that a buffer rewritten over and over does not churn the table); null when
-  // the table has no such bucket.
+  // The bucket, null when the table has none (a bucket holds at least one entry).
   Slot* bucket(std::uint64_t key) noexcept;
-  // The key's bucket, added (or taking over an emptied bucket) when there is none.
-  Slot* bucket_to_insert(std::uint64_t key);
+  // The key's bucket's position, the bucket added when there is none.
+  std::uint32_t bucket_to_insert(std::uint64_t key);
   void insert(std::uint32_t index);
   void unlink(std::uint32_t index);
-  // Adds a bucket (not in the table yet) and returns it (valid until the next table_put).
-  Slot* table_put(const Slot& slot);
-  void rebuild();  // drops emptied buckets; doubles the table when live ones need it
+  // Puts a bucket (not in the table yet) in the table, doubling it first when half full.
+  std::uint32_t table_put(const Slot& slot);
+  // Places a bucket at position i of the table, telling its lists' heads.
+  void place(std::size_t i, const Slot& slot) noexcept;
+  void erase_bucket(std::size_t i) noexcept;  // backward-shift deletion
+  void grow();
 
   std::vector<Entry> entries_;
   std::vector<Near> near_;  // parallel to entries_
