@@ -28,6 +28,9 @@ struct Orchestrator::Impl {
   TensorMap tensor_map;
   std::vector<std::vector<TaskSlot*>> scopes;  // the tasks each open scope holds; [0] is the root
   std::vector<ScopeSite> scope_sites;  // parallel to scopes
+  // Closed scopes' lists, emptied, for the next scopes to fill (no allocation per scope once
+  // warm); its capacity covers every open scope, so that end_scope() never allocates.
+  std::vector<std::vector<TaskSlot*>> spare_scopes;
   TaskId next_id = 0;
   std::size_t heap_capacity = 0;
   // Reused by every submit (no allocation per task once warm).
@@ -111,7 +114,13 @@ int Orchestrator::scope_depth() const noexcept {
 }
 
 int Orchestrator::begin_scope(ScopeSite site) {
-  impl_->scopes.emplace_back();
+  if (impl_->spare_scopes.empty()) {
+    impl_->scopes.emplace_back();
+  } else {
+    impl_->scopes.push_back(std::move(impl_->spare_scopes.back()));
+    impl_->spare_scopes.pop_back();
+  }
+  impl_->spare_scopes.reserve(impl_->spare_scopes.size() + impl_->scopes.size());
   impl_->scope_sites.push_back(site);
   const int depth = scope_depth();
   if (impl_->observed()) {
@@ -136,6 +145,8 @@ void Orchestrator::end_scope() noexcept {
             .occupancy = impl_->occupancy(ring, false)};
   }
   impl_->scheduler.release_scope(impl_->scopes.back());
+  impl_->scopes.back().clear();
+  impl_->spare_scopes.push_back(std::move(impl_->scopes.back()));  // within its capacity
   impl_->scopes.pop_back();
   impl_->scope_sites.pop_back();
   for (Observer* o : impl_->scheduler.observers()) {

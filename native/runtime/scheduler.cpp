@@ -249,8 +249,14 @@ void Scheduler::connect(TaskSlot* slot, TensorMap& map, std::span<const TensorAc
 
 void Scheduler::publish(TaskSlot* slot) {
   ++published_;
-  const int guard = kFaninGuard - slot->edges_linked;
-  if (slot->fanin.fetch_sub(guard, std::memory_order_acq_rel) != guard) return;
+  if (slot->edges_linked == 0) {
+    // No edge links the slot anywhere: no other thread can reach its fanin (the ready queue's
+    // lock publishes the slot to the core that takes it).
+    slot->fanin.store(0, std::memory_order_relaxed);
+  } else {
+    const int guard = kFaninGuard - slot->edges_linked;
+    if (slot->fanin.fetch_sub(guard, std::memory_order_acq_rel) != guard) return;
+  }
   Released released;
   make_ready(slot, nullptr, released);
   hand_out(released, nullptr);
