@@ -114,13 +114,16 @@ int Orchestrator::scope_depth() const noexcept {
 }
 
 int Orchestrator::begin_scope(ScopeSite site) {
+  // Every allocation first: the pushes below cannot throw, so a failure leaves nothing opened.
+  impl_->scopes.reserve(impl_->scopes.size() + 1);
+  impl_->scope_sites.reserve(impl_->scope_sites.size() + 1);
+  impl_->spare_scopes.reserve(impl_->spare_scopes.size() + impl_->scopes.size() + 1);
   if (impl_->spare_scopes.empty()) {
     impl_->scopes.emplace_back();
   } else {
     impl_->scopes.push_back(std::move(impl_->spare_scopes.back()));
     impl_->spare_scopes.pop_back();
   }
-  impl_->spare_scopes.reserve(impl_->spare_scopes.size() + impl_->scopes.size());
   impl_->scope_sites.push_back(site);
   const int depth = scope_depth();
   if (impl_->observed()) {

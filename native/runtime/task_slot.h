@@ -16,10 +16,11 @@
 // its slot reused. `waits` is reserved before its first edge is linked, so it never moves
 // while linked.
 // Fanin: kFaninGuard while submit() adds edges (no decrement can reach 0 meanwhile), minus one
-// per completed predecessor; publish() subtracts kFaninGuard less the edges it linked.
-// Publication: the orchestration thread's writes are published by its release subtraction from
-// `fanin`; whoever takes fanin to 0 (acq_rel) makes the task ready and hands it to a core
-// through a ready queue or a core assignment (both release/acquire).
+// per completed predecessor; publish() subtracts kFaninGuard less the edges it linked, or, when
+// it linked none (no other thread can reach the slot), stores 0.
+// Publication: whoever takes fanin to 0 (publish, or a completer with acq_rel, which the
+// subtraction's release ordered after the orchestration thread's writes) makes the task ready
+// and hands it to a core through a ready queue or a core assignment (both release/acquire).
 #ifndef HYPER_PARALLEL_RUNTIME_TASK_SLOT_H_
 #define HYPER_PARALLEL_RUNTIME_TASK_SLOT_H_
 

@@ -60,8 +60,10 @@ void TensorMap::place(std::size_t i, const Slot& slot) noexcept {
 }
 
 void TensorMap::grow() {
-  std::vector<Slot> old = std::move(table_);
-  table_.assign(std::max<std::size_t>(64, old.size() * 2), Slot{kEmptyKey, {kNone, kNone}});
+  // The new table is allocated before the old one is given up (a failed allocation changes
+  // nothing).
+  std::vector<Slot> old(std::max<std::size_t>(64, table_.size() * 2), Slot{kEmptyKey, {kNone, kNone}});
+  table_.swap(old);
   const std::size_t mask = table_.size() - 1;
   for (const Slot& slot : old) {
     if (slot.key == kEmptyKey) continue;

@@ -88,6 +88,8 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   // Removes the task's entries among `handles` (those already dropped are skipped).
   void remove(TaskId task, std::span<const std::uint32_t> handles);
   std::size_t size() const noexcept { return live_; }
+  // The hash table's slots (for tests: it holds only buckets with entries, at most half full).
+  std::size_t table_slots() const noexcept { return table_.size(); }
   void clear() noexcept;
 
  private:

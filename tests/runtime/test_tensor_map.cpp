@@ -213,5 +213,20 @@ TEST(RuntimeTensorMap, ManyReadersOfOneBufferAndAWholeBufferReader) {
   EXPECT_EQ(map.size(), 1000u + 1u);  // the element writes and the new write
 }
 
+// A stream of writes to fresh buffers with a few tasks live at a time (the fan-out's stages):
+// a bucket leaves the table with its last entry, so the table stays sized to what is live.
+TEST(RuntimeTensorMap, TheTableHoldsOnlyLiveBuckets) {
+  std::vector<std::int32_t> arena(100000);
+  TensorMap map;
+  std::vector<std::vector<std::uint32_t>> handles(100000);
+  for (TaskId t = 0; t < 100000; ++t) {
+    const TensorAccess write[] = {
+        {TensorRegion::of(TensorView(arena.data() + t, DType::kInt32, {1})), ArgTag::kOutputExisting, 0}};
+    map.record(t, owner_of(t), write, &handles[t]);
+    if (t >= 16) map.remove(t - 16, handles[t - 16]);
+    ASSERT_LE(map.table_slots(), 128u) << "task " << t;
+  }
+}
+
 }  // namespace
 }  // namespace hp::runtime
