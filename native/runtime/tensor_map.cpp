@@ -22,6 +22,7 @@ TensorMap::~TensorMap() noexcept = default;
 void TensorMap::clear() noexcept {
   entries_.clear();
   near_.clear();
+  strided_.clear();
   free_.clear();
   table_.clear();
   table_used_ = 0;
@@ -201,6 +202,11 @@ void TensorMap::for_each_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_
   }
 }
 
+bool TensorMap::overlaps_entry(const TensorRegion& a, std::uint32_t i) const {
+  if (!entries_[i].contiguous) return overlaps(a, strided_[i]);
+  return a.contiguous() || overlaps_runs(a, TensorRegion::range(near_[i].lo, near_[i].hi));
+}
+
 void TensorMap::find_dependencies(std::span<const TensorAccess> accesses,
                                   std::vector<FoundDependency>* found,
                                   std::vector<std::pair<int, std::uint32_t>>* covered) {
@@ -214,8 +220,8 @@ void TensorMap::find_dependencies(std::span<const TensorAccess> accesses,
     for_each_near(a.region.lo(), a.region.hi(), writes_only, [&](std::uint32_t index) {
       const Entry& e = entries_[index];
       if (no_dep && !e.creator) return;
-      if (!overlaps(a.region, e.region)) return;
-      if (may_cover && !e.creator && covers(a.region, e.region)) covered->push_back({ai, index});
+      if (!overlaps_entry(a.region, index)) return;
+      if (may_cover && !e.creator && covers_entry(a.region, index)) covered->push_back({ai, index});
       FoundDependency f;
       f.pred = e.owner;
       f.dep.pred = e.task;
@@ -265,7 +271,7 @@ void TensorMap::record_accesses(TaskId task, TaskSlot* owner, std::span<const Te
       } else {
         for_each_near(a.region.lo(), a.region.hi(), false, [&](std::uint32_t found) {
           const Entry& e = entries_[found];
-          if (!e.creator && e.task != task && covers(a.region, e.region)) scratch_.push_back(found);
+          if (!e.creator && e.task != task && covers_entry(a.region, found)) scratch_.push_back(found);
         });
       }
       for (std::uint32_t dropped : scratch_) {
@@ -286,9 +292,11 @@ void TensorMap::record_accesses(TaskId task, TaskSlot* owner, std::span<const Te
       index = static_cast<std::uint32_t>(entries_.size());
       entries_.emplace_back();
       near_.emplace_back();
+      strided_.emplace_back();
     }
     Entry& e = entries_[index];
-    e.region = a.region;
+    e.contiguous = a.region.contiguous();
+    if (!e.contiguous) strided_[index] = a.region;
     Near& n = near_[index];
     n.lo = a.region.lo();
     n.hi = a.region.hi();

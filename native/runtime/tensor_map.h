@@ -94,15 +94,15 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
 
  private:
   static constexpr std::uint32_t kNone = 0xffffffffu;
-  // What a lookup's walk reads of an entry, packed apart from the rest (Entry is ~200 bytes,
-  // mostly its region): a walk over a bucket's or a class's entries that do not overlap the
-  // lookup touches 24 bytes of each, not a cache line or more.
+  // What a lookup's walk reads of an entry, packed apart from the rest: a walk over a bucket's
+  // or a class's entries that do not overlap the lookup touches 24 bytes of each, not the
+  // entry's line.
   struct Near {
     std::uintptr_t lo = 0, hi = 0;  // copies of region.lo()/hi()
     std::uint32_t next = kNone;        // in its bucket
     std::uint32_t class_next = kNone;  // in its class list
   };
-  struct Entry {  // near_[i] holds the rest of entry i
+  struct Entry {  // near_[i] holds its range, strided_[i] its region when that is not one run
     TaskId task = kNoTask;
     TaskSlot* owner = nullptr;
     std::uint64_t key = 0;             // its bucket's
@@ -113,7 +113,7 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
     bool write = false;
     bool creator = false;
     bool live = false;
-    TensorRegion region;
+    bool contiguous = true;  // its region is near_'s [lo, hi)
   };
   struct Slot {  // of the open-addressing table: a bucket's key and the heads of its lists
     std::uint64_t key;
@@ -134,6 +134,11 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   // covers (pairs of access index and entry index), for record_accesses.
   void find_dependencies(std::span<const TensorAccess> accesses, std::vector<FoundDependency>* found,
                          std::vector<std::pair<int, std::uint32_t>>* covered);
+  // overlaps() and covers() of an access's region and entry i's (whose range meets it).
+  bool overlaps_entry(const TensorRegion& a, std::uint32_t i) const;
+  bool covers_entry(const TensorRegion& a, std::uint32_t i) const noexcept {
+    return a.contiguous() && !a.empty() && a.lo() <= near_[i].lo && near_[i].hi <= a.hi();
+  }
   void record_accesses(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
                        const std::vector<std::pair<int, std::uint32_t>>* covered,
                        std::vector<std::uint32_t>* handles);
@@ -152,6 +157,9 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
 
   std::vector<Entry> entries_;
   std::vector<Near> near_;  // parallel to entries_
+  // Parallel to entries_, set and read only for entries whose region is not one run: most are,
+  // and an entry then stays a line (a region with its dims is three).
+  std::vector<TensorRegion> strided_;
   std::vector<std::uint32_t> free_;
   std::vector<Slot> table_;  // power-of-two size
   std::size_t table_used_ = 0;

@@ -48,6 +48,15 @@ class HP_API TensorRegion {
     r.assign(view);
     return r;
   }
+  // The contiguous bytes [lo, hi).
+  static TensorRegion range(std::uintptr_t lo, std::uintptr_t hi) noexcept {
+    TensorRegion r;
+    r.lo_ = lo;
+    r.hi_ = hi;
+    r.run_bytes_ = static_cast<std::int64_t>(hi - lo);
+    r.runs_ = hi > lo ? 1 : 0;
+    return r;
+  }
   // This region becomes the view's (in place: no region is copied).
   void assign(const TensorView& view);
 
