@@ -202,11 +202,6 @@ void TensorMap::for_each_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_
   }
 }
 
-bool TensorMap::overlaps_entry(const TensorRegion& a, std::uint32_t i) const {
-  if (!entries_[i].contiguous) return overlaps(a, strided_[i]);
-  return a.contiguous() || overlaps_runs(a, TensorRegion::range(near_[i].lo, near_[i].hi));
-}
-
 void TensorMap::find_dependencies(std::span<const TensorAccess> accesses,
                                   std::vector<FoundDependency>* found,
                                   std::vector<std::pair<int, std::uint32_t>>* covered) {

@@ -134,10 +134,13 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   // covers (pairs of access index and entry index), for record_accesses.
   void find_dependencies(std::span<const TensorAccess> accesses, std::vector<FoundDependency>* found,
                          std::vector<std::pair<int, std::uint32_t>>* covered);
-  // overlaps() and covers() of an access's region and entry i's (whose range meets it).
-  bool overlaps_entry(const TensorRegion& a, std::uint32_t i) const;
+  // overlaps() and covers() of an access's region and entry i's.
+  bool overlaps_entry(const TensorRegion& a, std::uint32_t i) const {
+    return entries_[i].contiguous ? overlaps(a, TensorRegion::range(near_[i].lo, near_[i].hi))
+                                  : overlaps(a, strided_[i]);
+  }
   bool covers_entry(const TensorRegion& a, std::uint32_t i) const noexcept {
-    return a.contiguous() && !a.empty() && a.lo() <= near_[i].lo && near_[i].hi <= a.hi();
+    return covers(a, TensorRegion::range(near_[i].lo, near_[i].hi));  // covers reads only [lo, hi)
   }
   void record_accesses(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
                        const std::vector<std::pair<int, std::uint32_t>>* covered,
