@@ -599,6 +599,15 @@ Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle, cons
   return comm.quiet();
 }
 
+Status Buffer::sum_into_y(WorkerScratch& w, DType wire, std::span<const float> weights, const TensorView& y,
+                          std::int64_t t) const {
+  const std::int64_t hidden = config_.hidden;
+  const std::size_t y_row_bytes = std::size_t(hidden) * dtype_size(y.dtype());
+  HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, w.rows, wire, weights, TensorView(w.row.data(), y.dtype(), {hidden})));
+  stream_copy(static_cast<std::uint8_t*>(y.data()) + std::size_t(t) * y_row_bytes, w.row.data(), y_row_bytes);
+  return Status::ok();
+}
+
 template <typename Comm>
 Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Handle& h, const TensorView& y,
                             const float* weights) {
@@ -608,7 +617,6 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
   const DType wire = expert_out.dtype();
   const std::size_t wire_bytes = std::size_t(hidden) * dtype_size(wire);
   const auto* out_bytes = static_cast<const std::uint8_t*>(expert_out.data());
-  const std::size_t y_row_bytes = std::size_t(hidden) * dtype_size(y.dtype());
   scratch_.resize(std::size_t(share_workers(config_.chip)));
   for (WorkerScratch& w : scratch_) w.row.resize(std::size_t(hidden) * sizeof(float));
   // ---- send: per received record, the weighted sum of its rows, to the record's source -------
@@ -672,8 +680,7 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
       for (std::size_t d = 0; d < R; ++d) {
         if (h.layout.in_rank(t, std::int64_t(d))) w.rows.push_back(back_row(epoch, base[d] + at[d]++));
       }
-      HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, w.rows, wire, {}, TensorView(w.row.data(), y.dtype(), {hidden})));
-      stream_copy(static_cast<std::uint8_t*>(y.data()) + std::size_t(t) * y_row_bytes, w.row.data(), y_row_bytes);
+      HP_RETURN_IF_ERROR(sum_into_y(w, wire, {}, y, t));
     }
     return Status::ok();
   }));

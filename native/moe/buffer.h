@@ -57,6 +57,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "common/api.h"
@@ -335,6 +336,12 @@ class HP_API Buffer {
     std::vector<std::uint8_t> row;       // one summed row (fp32 or bf16), before it is streamed
   };
   std::vector<WorkerScratch> scratch_;
+  // y's row t = the sum of w.rows (weighted by `weights`, or all 1 when empty) in fp32, in order:
+  // summed into w.row (in cache), then streamed to y.
+  Status sum_into_y(WorkerScratch& w, DType wire, std::span<const float> weights, const TensorView& y,
+                    std::int64_t t) const;
+  // Waits until every rank has set its pulled flag to `epoch` (read this rank's combine rows).
+  Status wait_pulled(std::uint64_t epoch) const;
   WindowComm window_comm_;
   ShmemComm shmem_comm_;  // its staging is kept from call to call
   const hp::kernels::KernelTable* table_ = nullptr;  // quantisation and combine's row sums

@@ -272,7 +272,6 @@ Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out
   }
   // ---- reduce: y[t] = sum over k of w[t][k] x row of (expert, slot), in k order -------------
   scratch_.resize(std::size_t(share_workers(config_.chip)));
-  const std::size_t y_row_bytes = std::size_t(hidden) * dtype_size(y.dtype());
   HP_RETURN_IF_ERROR(for_each_share(config_.chip, h.tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
     WorkerScratch& ws = scratch_[std::size_t(worker)];
     ws.row.resize(std::size_t(hidden) * sizeof(float));
@@ -285,8 +284,7 @@ Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out
         ws.rows.push_back(ll_back_row(epoch, e, h.pair_slot[std::size_t(t * topk + k)]));
         ws.weights.push_back(weights[t * topk + k]);
       }
-      HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, ws.rows, wire, ws.weights, TensorView(ws.row.data(), y.dtype(), {hidden})));
-      stream_copy(static_cast<std::uint8_t*>(y.data()) + std::size_t(t) * y_row_bytes, ws.row.data(), y_row_bytes);
+      HP_RETURN_IF_ERROR(sum_into_y(ws, wire, ws.weights, y, t));
     }
     return Status::ok();
   }));

@@ -107,7 +107,6 @@ Status Buffer::stream_end_with(Comm& comm, const Status& caller_check, const Ten
   const TensorView& y = stream_.y;
   const std::int64_t hidden = config_.hidden, topk = config_.topk;
   const DType wire = stream_.expert_out.dtype();
-  const std::size_t y_row_bytes = std::size_t(hidden) * dtype_size(y.dtype());
   scratch_.resize(std::size_t(share_workers(config_.chip)));
   HP_RETURN_IF_ERROR(for_each_share(config_.chip, h.layout.num_tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
     WorkerScratch& w = scratch_[std::size_t(worker)];
@@ -120,8 +119,7 @@ Status Buffer::stream_end_with(Comm& comm, const Status& caller_check, const Ten
       if (add.data() != nullptr && h.token_active[std::size_t(t)] != 0) {  // fp32, as the wire (checked)
         w.rows.push_back(static_cast<const float*>(add.data()) + t * hidden);
       }
-      HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, w.rows, wire, {}, TensorView(w.row.data(), y.dtype(), {hidden})));
-      stream_copy(static_cast<std::uint8_t*>(y.data()) + std::size_t(t) * y_row_bytes, w.row.data(), y_row_bytes);
+      HP_RETURN_IF_ERROR(sum_into_y(w, wire, {}, y, t));
     }
     return Status::ok();
   }));

@@ -73,10 +73,16 @@ Status Buffer::combine_buffer(const Handle& handle, TensorView* out) {
             "Buffer::combine_buffer: the buffer was made without BufferConfig::zero_copy_combine");
   HP_RETURN_IF_ERROR(expect_planned(handle, "Buffer::combine_buffer"));
   // A rank writes its combine rows only when nobody reads the previous combine's any more.
-  for (int s = 0; s < ranks_ && pull_epoch_ != 0; ++s) {
-    HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kPulled, s), hp::shmem::Cmp::kGe, pull_epoch_));
-  }
+  HP_RETURN_IF_ERROR(wait_pulled(pull_epoch_));
   *out = TensorView(combine_rows_, combine_rows_dtype(), {handle.rows, config_.hidden});
+  return Status::ok();
+}
+
+// (Epoch 0: no combine read the rows yet.)
+Status Buffer::wait_pulled(std::uint64_t epoch) const {
+  for (int s = 0; s < ranks_ && epoch != 0; ++s) {
+    HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kPulled, s), hp::shmem::Cmp::kGe, epoch));
+  }
   return Status::ok();
 }
 
@@ -108,9 +114,7 @@ Status Buffer::pull_combine_with(Comm& comm, const Status& input, const Handle& 
     if (!input.is_ok()) return reject_call(comm, kCombine, epoch, input);
     // The weights are rewritten: every rank must be done reading the previous combine's (two
     // combines of one dispatch need no combine_buffer between them when the rows stay).
-    for (int s = 0; s < ranks_ && previous != 0; ++s) {
-      HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kPulled, s), hp::shmem::Cmp::kGe, previous));
-    }
+    HP_RETURN_IF_ERROR(wait_pulled(previous));
     // Every row's weight next to the rows, then this rank's flag: its rows may be read.
     auto* row_weights = reinterpret_cast<float*>(combine_rows_ + combine_weights_offset_);
     for (std::int64_t row = 0; row < h.rows; ++row) row_weights[row] = weights != nullptr ? weights[row] : 1.0f;
@@ -174,7 +178,6 @@ Status Buffer::pull_rows(const Handle& h, const TensorView& y) {
                                           std::size_t(n) * sizeof(float), d));
   }
   if (staged > 0) HP_RETURN_IF_ERROR(hp::shmem::quiet());
-  const std::size_t y_row_bytes = std::size_t(hidden) * dtype_size(y.dtype());
   scratch_.resize(std::size_t(share_workers(config_.chip)));
   return for_each_share(config_.chip, h.layout.num_tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
     WorkerScratch& w = scratch_[std::size_t(worker)];
@@ -190,8 +193,7 @@ Status Buffer::pull_rows(const Handle& h, const TensorView& y) {
         w.rows.push_back(rows[d] + i * row_bytes);
         w.weights.push_back(row_weights[d][i]);
       }
-      HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, w.rows, wire, w.weights, TensorView(w.row.data(), y.dtype(), {hidden})));
-      stream_copy(static_cast<std::uint8_t*>(y.data()) + std::size_t(t) * y_row_bytes, w.row.data(), y_row_bytes);
+      HP_RETURN_IF_ERROR(sum_into_y(w, wire, w.weights, y, t));
     }
     return Status::ok();
   });
