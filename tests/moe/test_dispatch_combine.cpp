@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/bfloat16.h"
@@ -54,6 +55,25 @@ std::vector<std::vector<Expected>> expected_rows(const Case& c, int me, int rank
     }
   }
   return rows;
+}
+
+// y [T, H] is exactly factor(t) x in.x for every token; the first mismatch is a failure named
+// with `what` (false).
+template <typename Factor>
+bool y_is_scaled_x(const std::vector<float>& y, const Inputs& in, std::int64_t hidden, Factor factor,
+                   const std::string& what) {
+  for (std::int64_t t = 0; t < in.tokens; ++t) {
+    const float f = factor(t);
+    for (std::int64_t j = 0; j < hidden; ++j) {
+      const float want = f * in.x[std::size_t(t * hidden + j)];
+      if (y[std::size_t(t * hidden + j)] != want) {
+        ADD_FAILURE() << what << " y[" << t << "][" << j << "] = " << y[std::size_t(t * hidden + j)] << ", expected "
+                      << want;
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 // Runs one dispatch + combine with `comm` and checks everything against the reference.
@@ -285,20 +305,16 @@ TEST_P(DispatchCombine, ZeroCopyCombineOverManyCalls) {
         std::vector<float> y(in.x.size(), -1.0f);
         HP_RETURN_IF_ERROR(buffer->combine(rows, r.handle, TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden}),
                                            TensorView(r.topk_weights.data(), DType::kFP32, {r.rows}), pass == 0));
-        for (std::int64_t t = 0; t < in.tokens; ++t) {
+        const auto factor = [&](std::int64_t t) {
           float weight = 0;  // unweighted: the number of experts the token went to
           for (std::int64_t k = 0; k < c.topk; ++k) {
             if (in.idx[std::size_t(t * c.topk + k)] >= 0) weight += pass == 0 ? in.weights[std::size_t(t * c.topk + k)] : 1.0f;
           }
-          for (std::int64_t j = 0; j < c.hidden; ++j) {
-            const float want = float(pass + 1) * weight * in.x[std::size_t(t * c.hidden + j)];
-            if (y[std::size_t(t * c.hidden + j)] != want) {
-              ADD_FAILURE() << "rank " << me << " round " << round << " pass " << pass << " y[" << t << "][" << j
-                            << "] = " << y[std::size_t(t * c.hidden + j)] << ", expected " << want;
-              return Status::ok();
-            }
-          }
-        }
+          return float(pass + 1) * weight;
+        };
+        const std::string what = "rank " + std::to_string(me) + " round " + std::to_string(round) + " pass " +
+                                 std::to_string(pass);
+        if (!y_is_scaled_x(y, in, c.hidden, factor, what)) return Status::ok();
       }
     }
     return buffer->destroy();
@@ -466,18 +482,12 @@ TEST_P(DispatchCombine, RoundTripOfTheIdentityIsX) {
     std::vector<float> y(in.x.size(), -1.0f);
     HP_RETURN_IF_ERROR(buffer->combine(r.x(), r.handle, TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden}),
                                        TensorView(r.topk_weights.data(), DType::kFP32, {r.rows})));
-    for (std::int64_t t = 0; t < in.tokens; ++t) {
+    const auto sent = [&](std::int64_t t) {  // 1 for tokens that went to an expert, else 0
       bool any = false;
       for (std::int64_t k = 0; k < c.topk; ++k) any |= in.idx[std::size_t(t * c.topk + k)] >= 0;
-      for (std::int64_t j = 0; j < c.hidden; ++j) {
-        const float want = any ? in.x[std::size_t(t * c.hidden + j)] : 0.0f;
-        if (y[std::size_t(t * c.hidden + j)] != want) {
-          ADD_FAILURE() << "rank " << me << " y[" << t << "][" << j << "] = " << y[std::size_t(t * c.hidden + j)]
-                        << ", x = " << want;
-          return Status::ok();
-        }
-      }
-    }
+      return any ? 1.0f : 0.0f;
+    };
+    if (!y_is_scaled_x(y, in, c.hidden, sent, "rank " + std::to_string(me))) return Status::ok();
     return buffer->destroy();
   });
 }
@@ -532,18 +542,14 @@ TEST_P(DispatchCombine, StreamedCombineOfTheIdentityIsX) {
                                                         TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden})));
         for (std::int64_t end = h.rows; end > 0; end -= 5) HP_RETURN_IF_ERROR(buffer->combine_stream_rows(std::max<std::int64_t>(0, end - 5), end));
         HP_RETURN_IF_ERROR(buffer->combine_stream_end());
-        for (std::int64_t t = 0; t < in.tokens; ++t) {
+        const auto sent = [&](std::int64_t t) {  // 1 for active tokens that went to an expert, else 0
           bool any = false;
           for (std::int64_t k = 0; k < c.topk; ++k) any |= in.idx[std::size_t(t * c.topk + k)] >= 0;
           any &= !c.masked || in.active[std::size_t(t)] != 0;
-          for (std::int64_t j = 0; j < c.hidden; ++j) {
-            const float want = any ? in.x[std::size_t(t * c.hidden + j)] : 0.0f;
-            if (y[std::size_t(t * c.hidden + j)] != want) {
-              ADD_FAILURE() << "rank " << me << " round " << round << " y[" << t << "][" << j
-                            << "] = " << y[std::size_t(t * c.hidden + j)] << ", want " << want;
-              return Status::ok();
-            }
-          }
+          return any ? 1.0f : 0.0f;
+        };
+        if (!y_is_scaled_x(y, in, c.hidden, sent, "rank " + std::to_string(me) + " round " + std::to_string(round))) {
+          return Status::ok();
         }
       }
       HP_RETURN_IF_ERROR(buffer->destroy());
