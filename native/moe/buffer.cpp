@@ -37,9 +37,9 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   HP_ENSURE(hp::shmem::initialized(), ErrorCode::kFailedPrecondition,
             "Buffer::create: hp::shmem is not initialized (call hp::shmem::init first)");
   const int ranks = hp::shmem::n_pes(), rank = hp::shmem::my_pe();
-  // Every rank checks every rank's config (the same data everywhere: the same verdict), and,
-  // for the window context, that it maps every peer's window.
-  constexpr int kFields = 12;
+  // Every rank checks every rank's config (the same data everywhere: the same verdict), and
+  // whether it maps every peer's heap (the window context and the pull dispatch need that).
+  constexpr int kFields = 13;
   const std::array<std::int64_t, kFields> mine = {config.hidden,      config.max_tokens_per_rank,
                                                   config.num_experts, config.topk,
                                                   config.max_element_bytes, config.combine_element_bytes,
@@ -47,29 +47,24 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
                                                   std::bit_cast<std::int64_t>(config.capacity_factor),
                                                   std::int64_t(config.grow_on_overflow),
                                                   std::int64_t(config.streamed_combine),
-                                                  std::int64_t(config.zero_copy_combine)};
+                                                  std::int64_t(config.zero_copy_combine),
+                                                  std::int64_t(config.dispatch_path)};
   void* scratch = nullptr;
   HP_RETURN_IF_ERROR(hp::shmem::calloc(std::size_t(ranks + 1) * kFields, sizeof(std::int64_t), &scratch));
   auto* all = static_cast<std::int64_t*>(scratch);
   std::memcpy(all + std::size_t(ranks) * kFields, mine.data(), sizeof(mine));
   Status s = hp::shmem::fcollect(hp::shmem::kTeamWorld, all, all + std::size_t(ranks) * kFields, sizeof(mine));
   std::vector<std::int64_t> table(all, all + std::size_t(ranks) * kFields);
-  if (s.is_ok() && config.comm == CommKind::kWindow) {
-    // Whether this rank maps every peer's heap (scratch is symmetric), gathered into `all`.
-    int unmapped = -1;
-    for (int pe = 0; pe < ranks && unmapped < 0; ++pe) {
-      if (hp::shmem::ptr(scratch, pe) == nullptr) unmapped = pe;
+  // Whether this rank maps every peer's heap (scratch is symmetric), gathered into `all`: the
+  // first rank r cannot map, or -1.
+  std::vector<std::int64_t> unmapped;
+  if (s.is_ok()) {
+    all[std::size_t(ranks) * kFields] = -1;
+    for (int pe = 0; pe < ranks && all[std::size_t(ranks) * kFields] < 0; ++pe) {
+      if (hp::shmem::ptr(scratch, pe) == nullptr) all[std::size_t(ranks) * kFields] = pe;
     }
-    all[std::size_t(ranks) * kFields] = unmapped;
     s = hp::shmem::fcollect(hp::shmem::kTeamWorld, all, all + std::size_t(ranks) * kFields, sizeof(std::int64_t));
-    for (int r = 0; s.is_ok() && r < ranks; ++r) {
-      if (all[r] >= 0) {
-        s = Status::error(ErrorCode::kUnsupported,
-                          "the window comm context maps peers' windows, and rank {} cannot map rank {}'s ({} "
-                          "transport): use CommKind::kShmem",
-                          r, all[r], r == rank ? hp::shmem::transport_name(int(all[r])) : "another");
-      }
-    }
+    unmapped.assign(all, all + ranks);
   }
   HP_RETURN_IF_ERROR(hp::shmem::free(scratch));
   HP_RETURN_IF_ERROR(s);
@@ -110,10 +105,36 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   if (config.comm != CommKind::kWindow && config.comm != CommKind::kShmem) {
     return Status::error(ErrorCode::kInvalidArgument, "BufferConfig comm = {}: unknown", int(config.comm));
   }
+  if (config.dispatch_path != DispatchPath::kAuto && config.dispatch_path != DispatchPath::kPush &&
+      config.dispatch_path != DispatchPath::kPull) {
+    return Status::error(ErrorCode::kInvalidArgument, "BufferConfig dispatch_path = {}: unknown",
+                         int(config.dispatch_path));
+  }
+  if (config.dispatch_path == DispatchPath::kPull && config.capacity_factor != 0.0) {
+    return Status::error(ErrorCode::kInvalidArgument,
+                         "BufferConfig dispatch_path = kPull with capacity_factor = {}: a capacity factor bounds the "
+                         "push dispatch's records window, and the pull dispatch has none (use kAuto or kPush)",
+                         config.capacity_factor);
+  }
+  const bool pull_wanted = config.dispatch_path == DispatchPath::kPull ||
+                           (config.dispatch_path == DispatchPath::kAuto && config.capacity_factor == 0.0);
+  for (int r = 0; r < ranks; ++r) {
+    if (unmapped[std::size_t(r)] < 0 || (config.comm != CommKind::kWindow && config.dispatch_path != DispatchPath::kPull)) {
+      continue;
+    }
+    const char* what = config.comm == CommKind::kWindow ? "the window comm context maps peers' windows"
+                                                        : "dispatch_path = kPull reads peers' send windows in place";
+    return Status::error(ErrorCode::kUnsupported, "{}, and rank {} cannot map rank {}'s ({} transport): use {}", what,
+                         r, unmapped[std::size_t(r)],
+                         r == rank ? hp::shmem::transport_name(int(unmapped[std::size_t(r)])) : "another",
+                         config.comm == CommKind::kWindow ? "CommKind::kShmem" : "DispatchPath::kAuto or kPush");
+  }
+  const bool all_mapped = std::all_of(unmapped.begin(), unmapped.end(), [](std::int64_t pe) { return pe < 0; });
   std::unique_ptr<Buffer> b(new Buffer());
   b->config_ = config;
   b->rank_ = rank;
   b->ranks_ = ranks;
+  b->pull_ = pull_wanted && all_mapped;
   HP_RETURN_IF_ERROR(hp::kernels::selected_target(&b->table_));
   const auto r = std::size_t(ranks), tmax = std::size_t(config.max_tokens_per_rank);
   b->meta_bytes_ = round64(sizeof(RecordMeta) + std::size_t(config.topk) * 8);
@@ -142,10 +163,14 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   // Records: lossless, every source's T_max to this rank, or the capacity factor's share of
   // the average load (T_max x min(K, R) per rank), which dispatch grows when a batch needs more.
   const auto lossless = std::int64_t(r * tmax);
-  b->recv_capacity_ = config.capacity_factor == 0.0
-                          ? lossless
-                          : std::min(lossless, std::int64_t(std::ceil(config.capacity_factor * double(sends))));
-  HP_RETURN_IF_ERROR(b->allocate_records(b->recv_capacity_));
+  if (b->pull_) {
+    HP_RETURN_IF_ERROR(b->allocate_send_window());
+  } else {
+    b->recv_capacity_ = config.capacity_factor == 0.0
+                            ? lossless
+                            : std::min(lossless, std::int64_t(std::ceil(config.capacity_factor * double(sends))));
+    HP_RETURN_IF_ERROR(b->allocate_records(b->recv_capacity_));
+  }
   if (config.zero_copy_combine) {
     HP_RETURN_IF_ERROR(b->allocate_combine_rows(std::max<std::int64_t>(1, config.max_tokens_per_rank * config.topk)));
   }
@@ -164,6 +189,7 @@ Status Buffer::destroy() {
   window_ = nullptr;
   HP_RETURN_IF_ERROR(hp::shmem::barrier_all());  // nobody writes into our window any more
   if (recv_ != nullptr) HP_RETURN_IF_ERROR(hp::shmem::free(std::exchange(recv_, nullptr)));
+  if (send_ != nullptr) HP_RETURN_IF_ERROR(hp::shmem::free(std::exchange(send_, nullptr)));
   if (combine_rows_ != nullptr) HP_RETURN_IF_ERROR(hp::shmem::free(std::exchange(combine_rows_, nullptr)));
   return hp::shmem::free(w);
 }
@@ -319,8 +345,10 @@ Status Buffer::check_rejections(int kind, std::uint64_t epoch, const char* call)
 }
 
 // Checks a dispatch's inputs against the buffer, computes the source layout and, when asked,
-// quantises every token (quant_rows_, quant_scales_); any error here is the rank's input error.
-Status Buffer::prepare_dispatch(const DispatchArgs& a, DispatchLayout* layout) {
+// quantises every token (into quant_rows_ and quant_scales_, or, with a send_epoch, this rank's
+// send half of it, which then gets the rest of its tokens); any error here is the rank's input
+// error.
+Status Buffer::prepare_dispatch(const DispatchArgs& a, DispatchLayout* layout, std::uint64_t send_epoch) {
   const std::int64_t hidden = config_.hidden, topk = config_.topk, experts = config_.num_experts;
   const bool quant = a.quant == Quant::kDynamicInt8;
   HP_RETURN_IF_ERROR(a.x.expect_shape("x", {-1, hidden}));
@@ -355,18 +383,28 @@ Status Buffer::prepare_dispatch(const DispatchArgs& a, DispatchLayout* layout) {
   }
   HP_RETURN_IF_ERROR(dispatch_layout(a.topk_idx, experts, ranks_, layout, a.x_active_mask));
   if (quant) {
-    quant_rows_.resize(std::size_t(tokens * hidden));
-    quant_scales_.resize(std::size_t(tokens));
+    std::int8_t* rows = nullptr;
+    float* scales = nullptr;
+    if (send_epoch != 0) {
+      const SendHalf mine = send_half(send_epoch, rank_);
+      rows = reinterpret_cast<std::int8_t*>(mine.payload);
+      scales = mine.scale;
+    } else {
+      quant_rows_.resize(std::size_t(tokens * hidden));
+      quant_scales_.resize(std::size_t(tokens));
+      rows = quant_rows_.data();
+      scales = quant_scales_.data();
+    }
     const auto* x_rows = static_cast<const std::uint8_t*>(a.x.data());
     HP_RETURN_IF_ERROR(for_each_share(config_.chip, tokens, [&](std::int64_t t0, std::int64_t t1, int) {
       return hp::kernels::quantize(
           *table_, TensorView(const_cast<std::uint8_t*>(x_rows) + std::size_t(t0 * hidden) * x_elem, a.x.dtype(),
                               {t1 - t0, hidden}),
-          TensorView(quant_rows_.data() + t0 * hidden, DType::kInt8, {t1 - t0, hidden}),
-          TensorView(quant_scales_.data() + t0, DType::kFP32, {t1 - t0}), a.smooth);
+          TensorView(rows + t0 * hidden, DType::kInt8, {t1 - t0, hidden}),
+          TensorView(scales + t0, DType::kFP32, {t1 - t0}), a.smooth);
     }));
   }
-  return Status::ok();
+  return send_epoch != 0 ? publish_tokens(a, send_epoch, *layout) : Status::ok();
 }
 
 template <typename Comm>
@@ -378,8 +416,8 @@ Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle, co
   Handle& h = *handle;  // its storage is reused from call to call
   h.records = 0;
   notified_epoch_ = 0;
-  const Status input = caller_check.is_ok() ? prepare_dispatch(a, &h.layout) : caller_check;
   const std::uint64_t epoch = ++dispatch_epoch_;
+  const Status input = caller_check.is_ok() ? prepare_dispatch(a, &h.layout, pull_ ? epoch : 0) : caller_check;
   h.epoch = epoch;
   const auto R = std::size_t(ranks_);
   // ---- notify: counts (or this rank's error code) to every rank ---------------------------
@@ -465,22 +503,18 @@ Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle, co
   return comm.quiet();
 }
 
+// The push path's data: each token once per destination, as a record in its records window;
+// tokens split over the workers. Every destination's region is opened first (staging under
+// ShmemComm), the workers write their tokens' records (a token's record for d comes after
+// those of earlier tokens in d), then each region is sent and flagged; then it waits for every
+// source's records.
 template <typename Comm>
-Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle, const DispatchOutputs& out,
-                         const std::function<Status(std::int64_t)>& on_expert_ready) {
-  const std::int64_t hidden = config_.hidden, topk = config_.topk, per_rank = local_experts();
+Status Buffer::push_records(Comm& comm, const DispatchArgs& a, const Handle& h) {
+  const std::int64_t hidden = config_.hidden, topk = config_.topk;
   const bool quant = a.quant == Quant::kDynamicInt8;
   const std::int64_t tokens = a.x.dim(0);
-  Handle& h = *handle;
   const std::uint64_t epoch = h.epoch;
   const auto R = std::size_t(ranks_);
-  // Validated by notify_dispatch (the same args): the outputs are checked here, after this
-  // rank's records are sent, so that a bad output is this rank's error only.
-  const Status outputs = check_dispatch_outputs(a, h, out);
-  // ---- data: each token once per destination; tokens split over the workers ---------------
-  // Every destination's region is opened first (staging under ShmemComm), the workers write
-  // their tokens' records (a token's record for d comes after those of earlier tokens in d),
-  // then each region is sent and flagged.
   const std::size_t payload_bytes = std::size_t(hidden) * (quant ? 1 : a.x.element_size());
   const auto* x_bytes = static_cast<const std::uint8_t*>(a.x.data());
   const auto* weights = static_cast<const float*>(a.topk_weights.data());
@@ -525,6 +559,24 @@ Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle, cons
   for (int s = 0; s < ranks_; ++s) {
     HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kDispatch, s), hp::shmem::Cmp::kGe, epoch));
   }
+  return Status::ok();
+}
+template Status Buffer::push_records(WindowComm&, const DispatchArgs&, const Handle&);
+template Status Buffer::push_records(ShmemComm&, const DispatchArgs&, const Handle&);
+
+template <typename Comm>
+Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle, const DispatchOutputs& out,
+                         const std::function<Status(std::int64_t)>& on_expert_ready) {
+  const std::int64_t hidden = config_.hidden, topk = config_.topk, per_rank = local_experts();
+  const bool quant = a.quant == Quant::kDynamicInt8;
+  Handle& h = *handle;
+  const auto R = std::size_t(ranks_);
+  // Validated by notify_dispatch (the same args): the outputs are checked here, after this
+  // rank's records are sent, so that a bad output is this rank's error only.
+  const Status outputs = check_dispatch_outputs(a, h, out);
+  const std::size_t payload_bytes = std::size_t(hidden) * (quant ? 1 : a.x.element_size());
+  // The pull path's tokens are in their sources' send windows since the count exchange.
+  if (!pull_) HP_RETURN_IF_ERROR(push_records(comm, a, h));
   if (!outputs.is_ok()) {
     HP_RETURN_IF_ERROR(comm.quiet());
     return outputs;
@@ -544,20 +596,38 @@ Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle, cons
   h.row_src_token.assign(std::size_t(h.rows), -1);
   h.row_src_slot.assign(std::size_t(h.rows), -1);
   h.record_rows.assign(std::size_t(h.records * topk), -1);
+  record_payload_.resize(std::size_t(h.records));
   std::vector<std::int64_t> cursor(h.expert_offsets.begin(), h.expert_offsets.end() - 1);
   std::int64_t rec_index = 0;
   for (std::size_t s = 0; s < R; ++s) {
     const std::int64_t n = h.tok[s * R + std::size_t(rank_)];
+    // Record i from s: the i-th token s sends here, in s's send window (pull) or in this
+    // rank's records window (push).
+    const SendHalf from = pull_ ? send_half(h.epoch, int(s)) : SendHalf{};
+    const std::int32_t* list = pull_ ? from.list + rank_ * config_.max_tokens_per_rank : nullptr;
     for (std::int64_t i = 0; i < n; ++i, ++rec_index) {
-      std::uint8_t* rec = record(rec_index);
       RecordMeta meta;
-      std::memcpy(&meta, rec, sizeof(meta));
+      const std::int32_t* experts = nullptr;
+      const float* weights = nullptr;
+      if (pull_) {
+        meta.token = list[i];
+        meta.scale = quant ? from.scale[meta.token] : 0.0f;
+        experts = from.expert + std::int64_t(meta.token) * topk;
+        weights = from.weight + std::int64_t(meta.token) * topk;
+        record_payload_[std::size_t(rec_index)] = from.payload + std::size_t(meta.token) * payload_bytes;
+      } else {
+        std::uint8_t* rec = record(rec_index);
+        std::memcpy(&meta, rec, sizeof(meta));
+        experts = meta_experts(rec);
+        weights = meta_weights(rec, topk);
+        record_payload_[std::size_t(rec_index)] = rec + meta_bytes_;
+      }
       for (std::int64_t k = 0; k < topk; ++k) {
-        const std::int64_t e = meta_experts(rec)[k];
+        const std::int64_t e = experts[k];
         if (e < rank_ * per_rank || e >= (rank_ + 1) * per_rank) continue;
         const std::int64_t row = cursor[std::size_t(e - rank_ * per_rank)]++;
         if (quant) scale_out[row] = meta.scale;
-        weight_out[row] = meta_weights(rec, topk)[k];
+        weight_out[row] = weights[k];
         h.row_src_rank[std::size_t(row)] = std::int32_t(s);
         h.row_src_token[std::size_t(row)] = meta.token;
         h.row_src_slot[std::size_t(row)] = std::int32_t(k);
@@ -577,7 +647,7 @@ Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle, cons
     for (std::int64_t le = 0; le < per_rank; ++le) {
       const std::int64_t first = h.expert_offsets[std::size_t(le)];
       for (std::int64_t row = first; row < first + h.tokens_per_expert[std::size_t(le)]; ++row) {
-        stream_copy(x_out + std::size_t(row) * payload_bytes, record(row_record[std::size_t(row)]) + meta_bytes_,
+        stream_copy(x_out + std::size_t(row) * payload_bytes, record_payload_[std::size_t(row_record[std::size_t(row)])],
                     payload_bytes);
       }
       stream_fence();
@@ -588,7 +658,7 @@ Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle, cons
   // The payloads, records split over the workers.
   HP_RETURN_IF_ERROR(for_each_share(config_.chip, h.records, [&](std::int64_t r0, std::int64_t r1, int) {
     for (std::int64_t i = r0; i < r1; ++i) {
-      const std::uint8_t* payload = record(i) + meta_bytes_;
+      const std::uint8_t* payload = record_payload_[std::size_t(i)];
       for (std::int64_t k = 0; k < topk; ++k) {
         const std::int64_t row = h.record_rows[std::size_t(i * topk + k)];
         if (row >= 0) stream_copy(x_out + std::size_t(row) * payload_bytes, payload, payload_bytes);

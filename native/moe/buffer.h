@@ -12,9 +12,14 @@
 //           made it reject its inputs), its expert_alignment, tokens per rank [R], pairs per
 //           expert [E]; dispatch n uses half n % 2, so nobody overwrites a slot a slower rank is
 //           still reading
-//   recv    (its own allocation) the capacity in dispatch records: R x T_max when lossless
-//           (compact: source s's records start after those of sources < s); a record = meta (int32 token, float scale, int32 expert[K],
-//           float weight[K], padded to 64 B) + payload (H elements, padded to 64 B)
+//   recv    (its own allocation; the push dispatch only) the capacity in dispatch records: R x
+//           T_max when lossless (compact: source s's records start after those of sources < s);
+//           a record = meta (int32 token, float scale, int32 expert[K], float weight[K], padded
+//           to 64 B) + payload (H elements, padded to 64 B)
+//   send    (its own allocation; the pull dispatch only) two halves, dispatch n using half n % 2,
+//           each: payload [T_max, H x max_element_bytes] (this call's rows, contiguous), scale
+//           [T_max] fp32, expert [T_max, K] int32, weight [T_max, K] fp32, then list [R][T_max]
+//           int32: the tokens this rank sends to rank d, in order (each array 64-byte aligned)
 //   back    2 x T_max x min(K, R) combine rows of H x combine_element_bytes (rank d's rows start after those of
 //           d' < d, in the order of the tokens this rank sent to d); combine n uses half n % 2,
 //           so a rank may run the next combine while a slower one still sums this one (not
@@ -39,10 +44,16 @@
 // (combine). A rank writes a peer's region only after the peer has entered the call that
 // reads it (the count exchange of the next dispatch orders everything of the previous one).
 //
-// dispatch sends each token once per destination rank (quantised once when asked, the int8
-// row and its scale written into the destination's window), then each destination expands its
-// records into rows grouped by local expert: recv_x [rows, H] with expert_offsets (padded to
-// expert_alignment; pad rows are zero), the order within an expert by source rank, then token.
+// dispatch moves each token once per destination rank (quantised once when asked), on one of
+// two paths (BufferConfig::dispatch_path):
+//   push: the source writes the token's record (int8 row and scale, experts and weights) into
+//         each destination's records window, then each destination expands its records;
+//   pull: the source writes its tokens once into its own send window before the count
+//         exchange, and each destination expands them from there, read in place: no record
+//         is copied on the way (the peers' heaps must be mapped: threads and shm transports).
+// Either way the destination's rows are grouped by local expert: recv_x [rows, H] with
+// expert_offsets (padded to expert_alignment; pad rows are zero), the order within an expert
+// by source rank, then token.
 // combine is its adjoint: each expert rank sums, per received token, weight x expert output
 // over its local experts in fp32 and sends that row back (rounded to expert_out's dtype); the
 // source sums the rows of its ranks in fp32, in rank order, and writes y (fp32 or bf16).
@@ -73,6 +84,12 @@ struct KernelTable;
 
 namespace hp::moe {
 
+// How dispatch moves tokens (see the top of this file). kPull needs every rank to map every
+// peer's heap (the threads and shm transports; UNSUPPORTED otherwise) and a lossless buffer (a
+// capacity factor bounds the push path's records window: INVALID_ARGUMENT with one). kAuto:
+// kPull where both hold, else kPush.
+enum class DispatchPath : std::int32_t { kAuto = 0, kPush = 1, kPull = 2 };
+
 struct BufferConfig {
   std::int64_t hidden = 0;               // H
   std::int64_t max_tokens_per_rank = 0;  // T_max: the most tokens any rank dispatches at once
@@ -99,6 +116,7 @@ struct BufferConfig {
   // combine reads the expert outputs in place: they must be written into combine_buffer()'s
   // tensor (on the symmetric heap) instead of a tensor of the caller's.
   bool zero_copy_combine = false;
+  DispatchPath dispatch_path = DispatchPath::kAuto;
 };
 
 enum class Quant : std::int32_t { kNone = 0, kDynamicInt8 = 1 };
@@ -196,7 +214,10 @@ class HP_API Buffer {
   int rank() const { return rank_; }
   int num_ranks() const { return ranks_; }
   std::int64_t local_experts() const { return config_.num_experts / ranks_; }
-  std::int64_t record_capacity() const { return recv_capacity_; }  // dispatch records per rank
+  // The path dispatch takes (kPush or kPull: kAuto resolved by create).
+  DispatchPath dispatch_path() const { return pull_ ? DispatchPath::kPull : DispatchPath::kPush; }
+  // The push dispatch's records window: records per rank (0 on the pull path, which has none).
+  std::int64_t record_capacity() const { return recv_capacity_; }
   std::int64_t times_grown() const { return records_grown_; }
 
   // dispatch = notify_dispatch + dispatch_data into the result's own storage (caller_check as
@@ -259,8 +280,19 @@ class HP_API Buffer {
 
  private:
   Buffer() = default;
-  Status prepare_dispatch(const DispatchArgs& args, DispatchLayout* layout);
+  // send_epoch: the normal dispatch on the pull path publishes into its send half; 0: no window.
+  Status prepare_dispatch(const DispatchArgs& args, DispatchLayout* layout, std::uint64_t send_epoch = 0);
   Status allocate_records(std::int64_t capacity);
+  // The pull dispatch's send window (pull_dispatch.cpp).
+  Status allocate_send_window();
+  struct SendHalf {  // one half of a rank's send window, as this process sees it
+    std::uint8_t* payload;
+    float* scale;
+    std::int32_t *expert, *list;
+    float* weight;
+  };
+  SendHalf send_half(std::uint64_t epoch, int rank) const;  // rank's half of `epoch` (mapped here)
+  Status publish_tokens(const DispatchArgs& args, std::uint64_t epoch, const DispatchLayout& layout);
   Status allocate_combine_rows(std::int64_t capacity);
   Status plan_pulls(std::uint64_t epoch, Handle* handle);
   Status expect_planned(const Handle& handle, const char* call) const;
@@ -271,6 +303,8 @@ class HP_API Buffer {
   Status check_rejections(int kind, std::uint64_t epoch, const char* call) const;
   template <typename Comm>
   Status notify_with(Comm& comm, const DispatchArgs& args, Handle* handle, const Status& caller_check);
+  template <typename Comm>
+  Status push_records(Comm& comm, const DispatchArgs& args, const Handle& handle);
   template <typename Comm>
   Status data_with(Comm& comm, const DispatchArgs& args, Handle* handle, const DispatchOutputs& out,
                    const std::function<Status(std::int64_t)>& on_expert_ready);
@@ -304,6 +338,9 @@ class HP_API Buffer {
   int rank_ = 0, ranks_ = 0;
   std::uint8_t* window_ = nullptr;
   std::uint8_t* recv_ = nullptr;  // the records region: its own allocation, so that it can grow
+  bool pull_ = false;             // dispatch takes the pull path
+  std::uint8_t* send_ = nullptr;  // the pull dispatch's send window (its own allocation)
+  std::size_t send_half_bytes_ = 0;
   std::int64_t recv_capacity_ = 0, records_grown_ = 0;
   std::size_t meta_bytes_ = 0, record_bytes_ = 0, back_row_bytes_ = 0;
   std::size_t counts_offset_ = 0, back_offset_ = 0, window_bytes_ = 0;
@@ -328,6 +365,7 @@ class HP_API Buffer {
   std::uint64_t dispatch_epoch_ = 0, combine_epoch_ = 0, ll_dispatch_epoch_ = 0, ll_combine_epoch_ = 0;
   std::uint64_t notified_epoch_ = 0;  // the notify_dispatch dispatch_data may continue, 0: none
   std::vector<std::int64_t> expand_rows_;  // dispatch_data by expert: each row's record
+  std::vector<const std::uint8_t*> record_payload_;  // dispatch_data: each received record's row
   std::vector<std::int8_t> quant_rows_;  // this rank's tokens quantised once per dispatch
   std::vector<float> quant_scales_;
   struct WorkerScratch {                 // one per worker (shares.h)

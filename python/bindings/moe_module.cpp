@@ -77,6 +77,16 @@ hp::moe::CommKind parse_comm(const std::string& comm) {
   return hp::moe::CommKind::kShmem;
 }
 
+hp::moe::DispatchPath parse_dispatch_path(const std::string& path) {
+  if (path == "push") return hp::moe::DispatchPath::kPush;
+  if (path == "pull") return hp::moe::DispatchPath::kPull;
+  if (path != "auto") {
+    hp::python::raise(hp::Status::error(hp::ErrorCode::kInvalidArgument,
+                                        "dispatch_path='{}': expected 'auto', 'push' or 'pull'", path));
+  }
+  return hp::moe::DispatchPath::kAuto;
+}
+
 // The tensor of weights[key] (None or absent: an empty view), or each of its list's.
 hp::TensorView weight(const py::dict& weights, const char* key) {
   if (!weights.contains(key) || weights[key].is_none()) return {};
@@ -115,8 +125,10 @@ PYBIND11_MODULE(_hp_moe, m) {
   py::class_<PyBuffer>(m, "Buffer")
       .def(py::init([](std::int64_t hidden, std::int64_t max_tokens, std::int64_t experts, std::int64_t topk,
                        std::int64_t max_element_bytes, std::int64_t combine_element_bytes, const std::string& comm,
-                       bool low_latency, double capacity_factor, bool grow_on_overflow, bool zero_copy_combine) {
+                       bool low_latency, double capacity_factor, bool grow_on_overflow, bool zero_copy_combine,
+                       const std::string& dispatch_path) {
              const hp::moe::CommKind kind = parse_comm(comm);
+             const hp::moe::DispatchPath path = parse_dispatch_path(dispatch_path);
              auto b = std::make_unique<PyBuffer>();
              blocking([&] {
                return hp::moe::Buffer::create({.hidden = hidden,
@@ -129,7 +141,8 @@ PYBIND11_MODULE(_hp_moe, m) {
                                                .low_latency = low_latency,
                                                .capacity_factor = capacity_factor,
                                                .grow_on_overflow = grow_on_overflow,
-                                               .zero_copy_combine = zero_copy_combine},
+                                               .zero_copy_combine = zero_copy_combine,
+                                               .dispatch_path = path},
                                               &b->buffer);
              });
              return b;
@@ -142,6 +155,10 @@ PYBIND11_MODULE(_hp_moe, m) {
       .def_property_readonly("rank", [](PyBuffer& self) { return self.get().rank(); })
       .def_property_readonly("num_ranks", [](PyBuffer& self) { return self.get().num_ranks(); })
       .def_property_readonly("local_experts", [](PyBuffer& self) { return self.get().local_experts(); })
+      .def_property_readonly("dispatch_path",
+                              [](PyBuffer& self) {
+                                return self.get().dispatch_path() == hp::moe::DispatchPath::kPull ? "pull" : "push";
+                              })
       .def("notify_dispatch",
            [](PyBuffer& self, const Spec& x, const Spec& idx, const Spec& w, const std::optional<Spec>& mask,
               bool quantize, std::int64_t alignment) {

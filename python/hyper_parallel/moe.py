@@ -153,17 +153,21 @@ class Buffer(_Collective):
     widest x dispatched unquantised / expert output combined (4 float32, 2 bf16).
     zero_copy_combine: combine reads the expert outputs in place, from the rows
     get_combine_buffer(handle) returns (on the symmetric heap), instead of copying them.
+    dispatch_path: "push" (each rank writes its tokens into every destination's window), "pull"
+    (each rank writes them once into its own, and destinations read them there; needs every
+    peer's memory mapped and capacity_factor 0) or "auto" (pull where it can); the attribute
+    dispatch_path says which one the buffer takes.
     """
 
     def __init__(self, hidden: int, num_experts: int, topk: int, max_tokens_per_rank: int, *,
                  comm: str = "shmem", low_latency: bool = False, capacity_factor: float = 0.0,
                  grow_on_overflow: bool = True, max_element_bytes: int = 4, combine_element_bytes: int = 4,
-                 zero_copy_combine: bool = False):
+                 zero_copy_combine: bool = False, dispatch_path: str = "auto"):
         shmem.acquire()
         try:
             self._native = _lib().Buffer(hidden, max_tokens_per_rank, num_experts, topk, max_element_bytes,
                                          combine_element_bytes, comm, low_latency, capacity_factor,
-                                         grow_on_overflow, zero_copy_combine)
+                                         grow_on_overflow, zero_copy_combine, dispatch_path)
         except BaseException:
             shmem.release()
             raise
@@ -171,6 +175,7 @@ class Buffer(_Collective):
         self.max_tokens_per_rank = max_tokens_per_rank
         self.rank, self.num_ranks = self._native.rank, self._native.num_ranks
         self.num_local_experts = self._native.local_experts
+        self.dispatch_path = self._native.dispatch_path
         self._serial = 0
         self._ll_serial = 0
 

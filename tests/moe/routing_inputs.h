@@ -31,6 +31,7 @@ struct Case {
   int vector_cores = 0;  // > 0: dispatch and combine split their work over a chip's vector cores
   double capacity_factor = 0.0;  // BufferConfig's
   bool zero_copy = false;  // BufferConfig::zero_copy_combine: combine reads the expert rows in place
+  DispatchPath path = DispatchPath::kAuto;  // BufferConfig::dispatch_path
 };
 
 inline Inputs make_inputs(const Case& c, int rank, int ranks) {

@@ -4,7 +4,9 @@
 // computed locally without communication.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <numeric>
+#include <thread>
 
 #include <cmath>
 #include <cstring>
@@ -76,41 +78,11 @@ bool y_is_scaled_x(const std::vector<float>& y, const Inputs& in, std::int64_t h
   return true;
 }
 
-// Runs one dispatch + combine with `comm` and checks everything against the reference.
-Status check_round_trip(const Case& c, CommKind comm, Quant quant, DType x_dtype, std::int64_t alignment) {
+// r holds exactly the rows rank `me` must receive of every rank's inputs (`every`), grouped by
+// local expert (padded to `alignment`), quantised or in x_dtype as dispatched.
+Status expect_received_rows(const Case& c, const std::vector<Inputs>& every, const DispatchResult& r, Quant quant,
+                            DType x_dtype, std::int64_t alignment) {
   const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
-  std::unique_ptr<hp::platform::Chip> chip;
-  if (c.vector_cores > 0) HP_EXPECT_OK(hp::platform::Chip::create({.num_cube = 1, .num_vector = c.vector_cores}, &chip));
-  std::unique_ptr<Buffer> buffer;
-  // bf16 runs combine bf16 rows: their return rows are made 2 bytes wide.
-  const Status created = Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
-                                         .num_experts = c.experts, .topk = c.topk,
-                                         .combine_element_bytes = x_dtype == DType::kBF16 ? 2 : 4, .comm = comm,
-                                         .capacity_factor = c.capacity_factor, .chip = chip.get(),
-                                         .zero_copy_combine = c.zero_copy},
-                                        &buffer);
-  if (comm == CommKind::kWindow && !all_mapped()) {
-    // Not every rank maps every window (the mpi transport): the window context says so.
-    EXPECT_EQ(created.code(), ErrorCode::kUnsupported) << created.to_string();
-    return Status::ok();
-  }
-  HP_EXPECT_OK(created);
-  std::vector<Inputs> every;  // every rank's inputs, made once
-  for (int rank = 0; rank < ranks; ++rank) every.push_back(make_inputs(c, rank, ranks));
-  Inputs& in = every[std::size_t(me)];
-  std::vector<std::uint16_t> x_bf16(in.x.size());
-  for (std::size_t i = 0; i < in.x.size(); ++i) x_bf16[i] = float_to_bf16(in.x[i]);
-  DispatchArgs args;
-  args.x = x_dtype == DType::kBF16 ? TensorView(x_bf16.data(), DType::kBF16, {in.tokens, c.hidden})
-                                   : TensorView(in.x.data(), DType::kFP32, {in.tokens, c.hidden});
-  args.topk_idx = TensorView(in.idx.data(), DType::kInt64, {in.tokens, c.topk});
-  args.topk_weights = TensorView(in.weights.data(), DType::kFP32, {in.tokens, c.topk});
-  if (c.masked) args.x_active_mask = TensorView(in.active.data(), DType::kUInt8, {in.tokens});
-  args.quant = quant;
-  args.expert_alignment = alignment;
-  DispatchResult r;
-  HP_EXPECT_OK(buffer->dispatch(args, &r));
-  // ---- received rows --------------------------------------------------------------------
   const auto expected = expected_rows(c, me, ranks);
   const hp::kernels::KernelTable* table = nullptr;
   HP_EXPECT_OK(hp::kernels::selected_target(&table));
@@ -158,6 +130,50 @@ Status check_round_trip(const Case& c, CommKind comm, Quant quant, DType x_dtype
       EXPECT_EQ(r.handle.row_src_rank[std::size_t(row)], -1);  // pad rows
     }
   }
+  return Status::ok();
+}
+
+// Runs one dispatch + combine with `comm` and checks everything against the reference.
+Status check_round_trip(const Case& c, CommKind comm, Quant quant, DType x_dtype, std::int64_t alignment) {
+  const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+  std::unique_ptr<hp::platform::Chip> chip;
+  if (c.vector_cores > 0) HP_EXPECT_OK(hp::platform::Chip::create({.num_cube = 1, .num_vector = c.vector_cores}, &chip));
+  std::unique_ptr<Buffer> buffer;
+  // bf16 runs combine bf16 rows: their return rows are made 2 bytes wide.
+  const Status created = Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
+                                         .num_experts = c.experts, .topk = c.topk,
+                                         .combine_element_bytes = x_dtype == DType::kBF16 ? 2 : 4, .comm = comm,
+                                         .capacity_factor = c.capacity_factor, .chip = chip.get(),
+                                         .zero_copy_combine = c.zero_copy, .dispatch_path = c.path},
+                                        &buffer);
+  if ((comm == CommKind::kWindow || c.path == DispatchPath::kPull) && !all_mapped()) {
+    // Not every rank maps every peer's heap (the mpi transport): the window context and the
+    // pull dispatch say so.
+    EXPECT_EQ(created.code(), ErrorCode::kUnsupported) << created.to_string();
+    return Status::ok();
+  }
+  HP_EXPECT_OK(created);
+  // kAuto: the pull path wherever it can be taken.
+  const bool pull = c.path == DispatchPath::kPull ||
+                    (c.path == DispatchPath::kAuto && c.capacity_factor == 0.0 && all_mapped());
+  EXPECT_EQ(buffer->dispatch_path(), pull ? DispatchPath::kPull : DispatchPath::kPush);
+  std::vector<Inputs> every;  // every rank's inputs, made once
+  for (int rank = 0; rank < ranks; ++rank) every.push_back(make_inputs(c, rank, ranks));
+  Inputs& in = every[std::size_t(me)];
+  std::vector<std::uint16_t> x_bf16(in.x.size());
+  for (std::size_t i = 0; i < in.x.size(); ++i) x_bf16[i] = float_to_bf16(in.x[i]);
+  DispatchArgs args;
+  args.x = x_dtype == DType::kBF16 ? TensorView(x_bf16.data(), DType::kBF16, {in.tokens, c.hidden})
+                                   : TensorView(in.x.data(), DType::kFP32, {in.tokens, c.hidden});
+  args.topk_idx = TensorView(in.idx.data(), DType::kInt64, {in.tokens, c.topk});
+  args.topk_weights = TensorView(in.weights.data(), DType::kFP32, {in.tokens, c.topk});
+  if (c.masked) args.x_active_mask = TensorView(in.active.data(), DType::kUInt8, {in.tokens});
+  args.quant = quant;
+  args.expert_alignment = alignment;
+  DispatchResult r;
+  HP_EXPECT_OK(buffer->dispatch(args, &r));
+  HP_RETURN_IF_ERROR(expect_received_rows(c, every, r, quant, x_dtype, alignment));
+  const auto expected = expected_rows(c, me, ranks);
   // ---- combine: expert e's output = (e + 1) x its input row; y = sum_k w_k (e_k + 1) x ------
   std::vector<float> out(std::size_t(r.rows * c.hidden), 0.0f);
   for (std::size_t le = 0; le < expected.size(); ++le) {
@@ -236,6 +252,89 @@ TEST_P(DispatchCombine, RepeatedCallsOnOneBuffer) {
   run_scenario([&]() -> Status {
     for (std::uint32_t seed = 10; seed < 14; ++seed) {
       HP_RETURN_IF_ERROR(check_round_trip(Case{.tokens = 7, .seed = seed}, GetParam(), Quant::kNone, DType::kFP32, 1));
+    }
+    return Status::ok();
+  });
+}
+
+// Both dispatch paths, chosen explicitly, give the same rows and y for every routing, dtype,
+// alignment and quantisation; the pull path where peers are not mapped is UNSUPPORTED.
+TEST_P(DispatchCombine, PushAndPullPaths) {
+  run_scenario([&]() -> Status {
+    for (DispatchPath path : {DispatchPath::kPush, DispatchPath::kPull}) {
+      HP_RETURN_IF_ERROR(check_round_trip(Case{.path = path}, GetParam(), Quant::kNone, DType::kFP32, 1));
+      HP_RETURN_IF_ERROR(check_round_trip(Case{.seed = 2, .path = path}, GetParam(), Quant::kNone, DType::kBF16, 16));
+      HP_RETURN_IF_ERROR(
+          check_round_trip(Case{.seed = 3, .path = path}, GetParam(), Quant::kDynamicInt8, DType::kBF16, 1));
+      HP_RETURN_IF_ERROR(check_round_trip(Case{.routing = Routing::kAllToExpert0, .seed = 4, .path = path},
+                                          GetParam(), Quant::kNone, DType::kFP32, 4));
+      HP_RETURN_IF_ERROR(check_round_trip(
+          Case{.routing = Routing::kSomeRanksEmpty, .masked = true, .seed = 5, .path = path}, GetParam(),
+          Quant::kDynamicInt8, DType::kFP32, 1));
+      HP_RETURN_IF_ERROR(check_round_trip(Case{.seed = 6, .vector_cores = 2, .zero_copy = true, .path = path},
+                                          GetParam(), Quant::kDynamicInt8, DType::kFP32, 1));
+    }
+    return Status::ok();
+  });
+}
+
+// A capacity factor bounds the push path's records window; asking for the pull path with one
+// is INVALID_ARGUMENT on every rank.
+TEST_P(DispatchCombine, PullWithACapacityFactorIsRejected) {
+  run_scenario([&]() -> Status {
+    BufferConfig config = SmallBatch::config(GetParam());
+    config.capacity_factor = 1.0;
+    config.dispatch_path = DispatchPath::kPull;
+    std::unique_ptr<Buffer> buffer;
+    const Status s = Buffer::create(config, &buffer);
+    EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+    EXPECT_NE(s.message().find("capacity_factor"), std::string::npos) << s.to_string();
+    EXPECT_EQ(buffer, nullptr);
+    return Status::ok();
+  });
+}
+
+// Dispatches back to back with a slow rank: rank 1 stops after its first expert's rows of
+// each dispatch, so the others publish the next dispatch's tokens (pull: into the other half
+// of their send windows) while it still reads this one's. Every dispatch's rows stay its own.
+TEST_P(DispatchCombine, BackToBackDispatchesWithASlowRank) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    for (DispatchPath path : {DispatchPath::kPush, DispatchPath::kPull}) {
+      if (path == DispatchPath::kPull && !all_mapped()) continue;
+      const Case base{.path = path};
+      std::unique_ptr<Buffer> buffer;
+      HP_RETURN_IF_ERROR(Buffer::create({.hidden = base.hidden, .max_tokens_per_rank = base.tokens + ranks,
+                                         .num_experts = base.experts, .topk = base.topk, .comm = GetParam(),
+                                         .dispatch_path = path},
+                                        &buffer));
+      for (std::uint32_t seed = 50; seed < 54; ++seed) {
+        const Case c{.seed = seed, .path = path};
+        std::vector<Inputs> every;
+        for (int rank = 0; rank < ranks; ++rank) every.push_back(make_inputs(c, rank, ranks));
+        const DispatchArgs args = input_args(every[std::size_t(me)], c);
+        DispatchResult r;
+        HP_EXPECT_OK(buffer->notify_dispatch(args, &r.handle));
+        r.x_dtype = DType::kFP32;
+        r.rows = r.handle.rows;
+        r.hidden = c.hidden;
+        r.x_bytes.resize(std::size_t(r.rows * c.hidden) * sizeof(float));
+        r.topk_weights.resize(std::size_t(r.rows));
+        r.expert_offsets = r.handle.expert_offsets;
+        r.tokens_per_expert = r.handle.tokens_per_expert;
+        HP_EXPECT_OK(buffer->dispatch_data(args, &r.handle,
+                                           {.x = r.x(), .topk_weights = TensorView(r.topk_weights.data(), DType::kFP32,
+                                                                                   {r.rows})},
+                                           [&](std::int64_t local_expert) {
+                                             if (me == 1 && local_expert == 0) {
+                                               std::this_thread::sleep_for(std::chrono::milliseconds(30));
+                                             }
+                                             return Status::ok();
+                                           }));
+        HP_RETURN_IF_ERROR(expect_received_rows(c, every, r, Quant::kNone, DType::kFP32, 1));
+      }
+      HP_RETURN_IF_ERROR(buffer->destroy());
     }
     return Status::ok();
   });

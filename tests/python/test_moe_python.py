@@ -51,10 +51,17 @@ def run_ranks(n: int, body: str, tmp_path) -> str:
 
 
 @pytest.mark.parametrize("n", [2, 4])
-@pytest.mark.parametrize("comm", ["shmem", "window"])
-def test_dispatch_combine_round_trip(n, comm, tmp_path):
+@pytest.mark.parametrize("comm,path", [("shmem", "auto"), ("window", "auto"), ("shmem", "push")])
+def test_dispatch_combine_round_trip(n, comm, path, tmp_path):
     run_ranks(n, f"""
-        buf = moe.Buffer(hidden=H, num_experts=E, topk=K, max_tokens_per_rank=16, comm="{comm}")
+        buf = moe.Buffer(hidden=H, num_experts=E, topk=K, max_tokens_per_rank=16, comm="{comm}",
+                         dispatch_path="{path}")
+        assert buf.dispatch_path == ("pull" if "{path}" == "auto" else "{path}")   # hprun maps every peer
+        try:
+            moe.Buffer(hidden=H, num_experts=E, topk=K, max_tokens_per_rank=16, dispatch_path="sideways")
+            raise AssertionError("an unknown dispatch path was accepted")
+        except HpError as e:
+            assert e.name == "INVALID_ARGUMENT", e
         x, idx, w = inputs(me)
         layout = buf.get_dispatch_layout(idx)
         owner = np.where(idx >= 0, idx // (E // n), -1)
