@@ -469,14 +469,14 @@ Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle, co
     for (std::size_t d = 0; d < R; ++d) h.tok[s * R + d] = c[d];
     for (std::int64_t le = 0; le < per_rank; ++le) expert_rows[std::size_t(le)] += c[R + std::size_t(rank_ * per_rank + le)];
   }
-  // ---- capacity: every rank sees the same counts, so all grow (or fail) alike ---------------
+  // ---- the push path's records window: every rank sees the same counts, so all grow alike --
   std::int64_t needed = 0;
   for (std::size_t d = 0; d < R; ++d) {
     std::int64_t incoming = 0;
     for (std::size_t s = 0; s < R; ++s) incoming += h.tok[s * R + d];
     needed = std::max(needed, incoming);
   }
-  if (needed > recv_capacity_) {
+  if (!pull_ && needed > recv_capacity_) {
     if (!config_.grow_on_overflow) {
       return Status::error(ErrorCode::kOutOfMemory,
                            "dispatch: a rank receives {} tokens, more than the {} the capacity factor {} holds (no "

@@ -172,6 +172,10 @@ Status check_round_trip(const Case& c, CommKind comm, Quant quant, DType x_dtype
   args.expert_alignment = alignment;
   DispatchResult r;
   HP_EXPECT_OK(buffer->dispatch(args, &r));
+  if (pull) {  // no records window, none grown
+    EXPECT_EQ(buffer->record_capacity(), 0);
+    EXPECT_EQ(buffer->times_grown(), 0);
+  }
   HP_RETURN_IF_ERROR(expect_received_rows(c, every, r, quant, x_dtype, alignment));
   const auto expected = expected_rows(c, me, ranks);
   // ---- combine: expert e's output = (e + 1) x its input row; y = sum_k w_k (e_k + 1) x ------
