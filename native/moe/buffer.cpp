@@ -71,7 +71,7 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   static constexpr const char* kNames[kFields] = {"hidden", "max_tokens_per_rank", "num_experts", "topk",
                                                   "max_element_bytes", "combine_element_bytes", "comm",
                                                   "low_latency", "capacity_factor", "grow_on_overflow",
-                                                  "streamed_combine", "zero_copy_combine"};
+                                                  "streamed_combine", "zero_copy_combine", "dispatch_path"};
   for (int r = 1; r < ranks; ++r) {
     for (int f = 0; f < kFields; ++f) {
       if (table[std::size_t(r * kFields + f)] != table[std::size_t(f)]) {

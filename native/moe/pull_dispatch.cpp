@@ -62,7 +62,7 @@ Status Buffer::publish_tokens(const DispatchArgs& a, std::uint64_t epoch, const 
   for (std::int64_t t = 0; t < tokens; ++t) {
     for (std::int64_t k = 0; k < topk; ++k) mine.expert[t * topk + k] = std::int32_t(topk_at(a.topk_idx, t, k));
   }
-  std::memcpy(mine.weight, weights, std::size_t(tokens * topk) * sizeof(float));
+  if (tokens > 0) std::memcpy(mine.weight, weights, std::size_t(tokens * topk) * sizeof(float));
   for (int d = 0; d < ranks_; ++d) {
     std::int32_t* list = mine.list + std::int64_t(d) * config_.max_tokens_per_rank;
     std::int64_t n = 0;

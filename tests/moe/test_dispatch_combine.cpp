@@ -5,13 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <numeric>
-#include <thread>
-
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/bfloat16.h"
@@ -927,12 +927,21 @@ TEST_P(DispatchCombine, RanksDisagreeingOnConfigFailEverywhere) {
   run_scenario([&]() -> Status {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
-    std::unique_ptr<Buffer> buffer;
-    const Status s = Buffer::create({.hidden = 16, .max_tokens_per_rank = 8,
-                                     .num_experts = me == 0 ? 2 * ranks : 4 * ranks, .topk = 2, .comm = GetParam()},
-                                    &buffer);
-    EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
-    EXPECT_EQ(buffer, nullptr);
+    // Rank 0's config differs from the others' in one field: every rank names that field.
+    const std::vector<std::pair<std::string, std::function<void(BufferConfig&)>>> fields = {
+        {"num_experts", [&](BufferConfig& c) { c.num_experts = 4 * ranks; }},
+        {"zero_copy_combine", [](BufferConfig& c) { c.zero_copy_combine = true; }},
+        {"dispatch_path", [](BufferConfig& c) { c.dispatch_path = DispatchPath::kPush; }}};
+    for (const auto& [name, change] : fields) {
+      BufferConfig config{.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
+                          .comm = GetParam()};
+      if (me == 0) change(config);
+      std::unique_ptr<Buffer> buffer;
+      const Status s = Buffer::create(config, &buffer);
+      EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+      EXPECT_NE(s.message().find("disagree on " + name), std::string::npos) << s.to_string();
+      EXPECT_EQ(buffer, nullptr);
+    }
     return Status::ok();
   });
 }
