@@ -68,10 +68,11 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   }
   HP_RETURN_IF_ERROR(hp::shmem::free(scratch));
   HP_RETURN_IF_ERROR(s);
-  static constexpr const char* kNames[kFields] = {"hidden", "max_tokens_per_rank", "num_experts", "topk",
-                                                  "max_element_bytes", "combine_element_bytes", "comm",
-                                                  "low_latency", "capacity_factor", "grow_on_overflow",
-                                                  "streamed_combine", "zero_copy_combine", "dispatch_path"};
+  static constexpr const char* kNames[] = {"hidden", "max_tokens_per_rank", "num_experts", "topk",
+                                           "max_element_bytes", "combine_element_bytes", "comm",
+                                           "low_latency", "capacity_factor", "grow_on_overflow",
+                                           "streamed_combine", "zero_copy_combine", "dispatch_path"};
+  static_assert(std::size(kNames) == kFields, "a name for every compared field");
   for (int r = 1; r < ranks; ++r) {
     for (int f = 0; f < kFields; ++f) {
       if (table[std::size_t(r * kFields + f)] != table[std::size_t(f)]) {
