@@ -424,7 +424,8 @@ Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle, co
   // ---- notify: counts (or this rank's error code) to every rank ---------------------------
   std::vector<std::int64_t> mine(kCountsHeader + R + std::size_t(experts), 0);
   mine[0] = std::int64_t(input.code());
-  mine[1] = a.expert_alignment;
+  mine[1] = input.is_ok() ? rows_kind(a.x.dtype(), a.quant == Quant::kDynamicInt8) : 0;
+  mine[2] = a.expert_alignment;
   if (input.is_ok()) {
     std::copy(h.layout.tokens_per_rank.begin(), h.layout.tokens_per_rank.end(), mine.begin() + kCountsHeader);
     std::copy(h.layout.tokens_per_expert.begin(), h.layout.tokens_per_expert.end(),
@@ -462,6 +463,7 @@ Status Buffer::notify_with(Comm& comm, const DispatchArgs& a, Handle* handle, co
                            s, to_string(ErrorCode(counts(epoch, s)[0])));
     }
   }
+  HP_RETURN_IF_ERROR(expect_same_rows_kind("dispatch", ranks_, rank_, [&](int s) { return counts(epoch, s)[1]; }));
   h.tok.resize(R * R);
   std::vector<std::int64_t>& expert_rows = h.tokens_per_expert;
   expert_rows.assign(std::size_t(per_rank), 0);

@@ -8,9 +8,9 @@
 //           to the call's epoch; pulled: s no longer reads this rank's combine rows); the
 //           combine slots' second word is (epoch << 16 | error code) when rank s rejected its
 //           inputs for that call (it still sets its flag: the others return ABORTED at once)
-//   counts  2 x R x (2 + R + E) int64: slot s = rank s's status code (0 or the ErrorCode that
-//           made it reject its inputs), its expert_alignment, tokens per rank [R], pairs per
-//           expert [E]; dispatch n uses half n % 2, so nobody overwrites a slot a slower rank is
+//   counts  2 x R x (3 + R + E) int64: slot s = rank s's status code (0 or the ErrorCode that
+//           made it reject its inputs), its rows kind (x dtype and quantisation: ranks that
+//           differ all fail), its expert_alignment, tokens per rank [R], pairs per expert [E]; dispatch n uses half n % 2, so nobody overwrites a slot a slower rank is
 //           still reading
 //   recv    (its own allocation; the push dispatch only) the capacity in dispatch records: R x
 //           T_max when lossless (compact: source s's records start after those of sources < s);
@@ -26,7 +26,8 @@
 //           with zero_copy_combine, whose combine copies no rows)
 // and, with low_latency (each region in two halves, call n using half n % 2; a rank can be
 // at most one call ahead of another, since a call returns only when every rank has entered it):
-//   ll counts  2 x R x (1 + E_local) int64: slot s = rank s's status code, its pairs per expert
+//   ll counts  2 x R x (2 + E_local) int64: slot s = rank s's status code, its rows kind, its
+//              pairs per expert
 //   ll recv    2 x E_local x R x T_max slots: meta (int32 token, float scale, float weight; 64 B)
 //              + payload (H x max_element_bytes, padded to 64 B); source s fills [e][s][0, n)
 //   ll back    2 x E x T_max rows of H x combine_element_bytes: [expert][slot], the slot of

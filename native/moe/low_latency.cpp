@@ -118,6 +118,7 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
   for (int i = 0; i < ranks_; ++i) {
     const int d = (rank_ + 1 + i) % ranks_;
     mine[0] = std::int64_t(input.code());
+    mine[1] = input.is_ok() ? rows_kind(a.x.dtype(), quant) : 0;
     std::copy_n(pairs.begin() + d * local, local, mine.begin() + kLowLatencyCountsHeader);
     Status st;
     std::uint8_t* p = comm.open(d, ll_counts(epoch, rank_), count_bytes, &st);
@@ -137,6 +138,8 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
                            s, to_string(ErrorCode(ll_counts(epoch, s)[0])));
     }
   }
+  HP_RETURN_IF_ERROR(
+      expect_same_rows_kind("low_latency_dispatch", ranks_, rank_, [&](int s) { return ll_counts(epoch, s)[1]; }));
   // ---- pack: each local expert's rows by source, then slot ------------------------------------
   LowLatencyResult& r = *out;
   const std::int64_t per_expert = std::int64_t(R) * tmax;

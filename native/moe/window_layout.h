@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include <fmt/format.h>
+
 #include "common/status.h"
 #include "common/tensor_view.h"
 #include "shmem/shmem.h"
@@ -25,10 +27,30 @@ enum FlagKind {
   kPulled = 6  // zero_copy_combine: rank s finished reading this rank's combine rows
 };
 inline constexpr int kFlagKinds = 7;
-// A normal-mode counts slot starts with a status code and the rank's expert_alignment; a
-// low-latency one with the status code only.
-inline constexpr std::ptrdiff_t kCountsHeader = 2;
-inline constexpr std::ptrdiff_t kLowLatencyCountsHeader = 1;
+// A normal-mode counts slot starts with a status code, the rank's rows kind (below) and its
+// expert_alignment; a low-latency one with the status code and the rows kind.
+inline constexpr std::ptrdiff_t kCountsHeader = 3;
+inline constexpr std::ptrdiff_t kLowLatencyCountsHeader = 2;
+
+// What a rank's dispatched rows are (x's dtype, quantised or not), sent with its counts: ranks
+// passing different ones would read each other's rows wrongly, so they all fail instead.
+inline std::int64_t rows_kind(DType x_dtype, bool quantised) { return std::int64_t(x_dtype) << 1 | quantised; }
+// INVALID_ARGUMENT naming a rank whose rows kind (kind_of(rank)) differs from this one's.
+template <typename KindOf>
+Status expect_same_rows_kind(const char* call, int ranks, int me, KindOf kind_of) {
+  const auto describe = [](std::int64_t kind) {
+    return fmt::format("{}{}", to_string(DType(kind >> 1)), kind & 1 ? " quantised to int8" : "");
+  };
+  for (int s = 0; s < ranks; ++s) {
+    if (kind_of(s) != kind_of(me)) {
+      return Status::error(ErrorCode::kInvalidArgument,
+                           "{}: rank {} dispatches x {} and rank {} x {}: every rank must pass the same x dtype "
+                           "and quant",
+                           call, s, describe(kind_of(s)), me, describe(kind_of(me)));
+    }
+  }
+  return Status::ok();
+}
 // The largest expert_alignment: padded row counts stay far from overflowing int64.
 inline constexpr std::int64_t kMaxExpertAlignment = 1 << 16;
 

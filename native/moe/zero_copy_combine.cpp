@@ -41,7 +41,7 @@ Status Buffer::plan_pulls(std::uint64_t epoch, Handle* handle) {
   h.expert_first_row.assign(std::size_t(config_.num_experts), 0);
   std::int64_t most_rows = 0;
   for (int d = 0; d < ranks_; ++d) {
-    const std::int64_t alignment = counts(epoch, d)[1];
+    const std::int64_t alignment = counts(epoch, d)[2];
     std::int64_t row = 0;
     for (std::int64_t e = d * per_rank; e < (d + 1) * per_rank; ++e) {
       std::int64_t pairs = 0;

@@ -850,6 +850,36 @@ TEST_P(DispatchCombine, BadExpertIdOnOneRankFailsEveryRank) {
   });
 }
 
+// Ranks disagreeing on x's dtype or quantisation (each valid alone) would read each other's rows
+// wrongly: INVALID_ARGUMENT on every rank, on both dispatch paths; the buffer stays usable.
+TEST_P(DispatchCombine, RanksDisagreeingOnTheRowsFailEveryRank) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    for (DispatchPath path : {DispatchPath::kPush, DispatchPath::kPull}) {
+      if (path == DispatchPath::kPull && !all_mapped()) continue;
+      BufferConfig config = SmallBatch::config(GetParam());
+      config.dispatch_path = path;
+      std::unique_ptr<Buffer> buffer;
+      HP_EXPECT_OK(Buffer::create(config, &buffer));
+      SmallBatch batch;
+      std::vector<std::uint16_t> x_bf16(batch.x.size(), 0x3F80);  // 1.0
+      DispatchResult r;
+      for (int variant = 0; variant < 2; ++variant) {
+        DispatchArgs a = batch.args();
+        if (me == 0 && variant == 0) a.quant = Quant::kDynamicInt8;
+        if (me == 0 && variant == 1) a.x = TensorView(x_bf16.data(), DType::kBF16, {4, 16});
+        const Status s = buffer->dispatch(a, &r);
+        EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+        EXPECT_NE(s.message().find("the same x dtype and quant"), std::string::npos) << s.to_string();
+      }
+      HP_EXPECT_OK(buffer->dispatch(batch.args(), &r));
+      HP_RETURN_IF_ERROR(buffer->destroy());
+    }
+    return Status::ok();
+  });
+}
+
 // A rank whose combine inputs are bad returns its own error, every other rank ABORTED naming it
 // (at once, not at a deadline), and the buffer stays usable.
 TEST_P(DispatchCombine, BadCombineInputOnOneRankFailsEveryRank) {

@@ -231,6 +231,17 @@ TEST_P(LowLatency, BadInputOnOneRankFailsEveryRank) {
     s = buffer->low_latency_dispatch(args(me == 0 ? too_many : 4), &r);  // rank 0: more than T_max
     EXPECT_EQ(s.code(), me == 0 ? ErrorCode::kOutOfRange : ErrorCode::kAborted) << s.to_string();
     HP_EXPECT_OK(buffer->low_latency_dispatch(args(4), &r));
+    // Ranks disagreeing on x's dtype or quantisation: INVALID_ARGUMENT on every rank, naming both.
+    std::vector<std::uint16_t> x_bf16(x.size(), 0x3F80);  // 1.0
+    for (int variant = 0; variant < 2; ++variant) {
+      DispatchArgs a = args(4);
+      if (me == 0 && variant == 0) a.quant = Quant::kDynamicInt8;
+      if (me == 0 && variant == 1) a.x = TensorView(x_bf16.data(), DType::kBF16, {4, 16});
+      s = buffer->low_latency_dispatch(a, &r);
+      EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+      EXPECT_NE(s.message().find("the same x dtype and quant"), std::string::npos) << s.to_string();
+    }
+    HP_EXPECT_OK(buffer->low_latency_dispatch(args(4), &r));
     return buffer->destroy();
   });
 }
