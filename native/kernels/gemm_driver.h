@@ -195,7 +195,9 @@ inline void store_bf16x16(std::uint16_t* out, const F32x16& v) {
 
 // The row sum 64 columns at a time, every row read in the same pass: the accumulators stay in
 // registers, the rows stream side by side (each is often its own page: a 2048-wide bf16 row is
-// 4 KiB), and each sum is built in row order, as the formula says.
+// 4 KiB), and each sum is built in row order, as the formula says. Each block prefetches the
+// same columns of the next sum's rows: a gather of rows on pages of their own is bound by how
+// many lines one core has in flight, and the hardware prefetcher starts each page cold.
 template <ElementType kIn>
 void row_sum_typed(const RowSumArgs& a) {
   using In = std::conditional_t<kIn == ElementType::kBF16, std::uint16_t, float>;
@@ -207,6 +209,10 @@ void row_sum_typed(const RowSumArgs& a) {
   std::int64_t c0 = 0;
   for (; c0 + kBlock <= cols; c0 += kBlock) {
     F32x16 s0 = {}, s1 = {}, s2 = {}, s3 = {};
+    for (std::int64_t j = 0; j < a.next_n; ++j) {  // the same columns of the next sum's rows
+      const auto* p = static_cast<const char*>(a.next[j]) + c0 * std::int64_t(sizeof(In));
+      for (std::size_t line = 0; line < sizeof(In) * kBlock; line += 64) __builtin_prefetch(p + line);
+    }
     for (std::int64_t i = 0; i < n; ++i) {
       const In* x = rows[i] + c0;
       const float w = weights ? weights[i] : 1.0f;

@@ -17,7 +17,7 @@
 
 namespace hp::kernels {
 
-inline constexpr std::uint32_t kKernelTableVersion = 2;
+inline constexpr std::uint32_t kKernelTableVersion = 3;  // 3: RowSumArgs::next
 
 // Element types in the ABI (the numbers are those of hp::DType).
 enum class ElementType : std::int32_t { kInt8 = 0, kBF16 = 4, kFP32 = 6 };
@@ -113,7 +113,9 @@ struct Bf16GemmArgs {
 // the token's rank sums the ranks' rows): out[c] = sum over i = 0..n-1 in order of
 // weight_i * rows[i][c], accumulated in fp32 from 0 as acc = acc + weight_i * x (two roundings;
 // weight_i = 1 when weights is null), for c in [0, cols). rows fp32 or bf16, out fp32 or bf16
-// (round to nearest even). n == 0 writes zeros.
+// (round to nearest even). n == 0 writes zeros. `next` (may be null): the rows of the caller's
+// next sum, prefetched as this one proceeds, column block by column block (hints only: never
+// dereferenced, so any addresses do).
 struct RowSumArgs {
   const void* const* rows;  // [n]
   ElementType row_type;     // kFP32 or kBF16
@@ -121,6 +123,8 @@ struct RowSumArgs {
   std::int64_t n, cols;
   ElementType out_type;     // kFP32 or kBF16
   void* out;                // [cols]
+  const void* const* next;  // [next_n] or null
+  std::int64_t next_n;
 };
 
 struct KernelTable {

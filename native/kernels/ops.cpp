@@ -147,7 +147,7 @@ Status dequantize(const KernelTable& table, const TensorView& q, const TensorVie
 }
 
 Status row_sum(const KernelTable& table, std::span<const void* const> rows, DType row_type,
-               std::span<const float> weights, const TensorView& out) {
+               std::span<const float> weights, const TensorView& out, std::span<const void* const> next) {
   HP_ENSURE(is_float_out(row_type), ErrorCode::kDTypeMismatch, "row_sum: rows of {}: expected fp32 or bf16",
             to_string(row_type));
   HP_RETURN_IF_ERROR(out.expect_shape("out", {-1}));
@@ -166,6 +166,8 @@ Status row_sum(const KernelTable& table, std::span<const void* const> rows, DTyp
       .cols = out.dim(0),
       .out_type = element_type(out.dtype()),
       .out = out.data(),
+      .next = next.empty() ? nullptr : next.data(),
+      .next_n = std::int64_t(next.size()),
   };
   table.row_sum(&args);
   return Status::ok();

@@ -37,8 +37,11 @@ HP_API Status dequantize(const KernelTable& table, const TensorView& q, const Te
 
 // out fp32/bf16 [cols] = sum over i in order of weights[i] * rows[i] (the RowSumArgs formula):
 // rows are row_type (fp32/bf16) rows of cols elements; weights empty (all 1) or one per row.
+// next: the rows of the caller's next sum, if it knows them, prefetched as this one proceeds
+// (a hint: the result does not depend on it).
 HP_API Status row_sum(const KernelTable& table, std::span<const void* const> rows, DType row_type,
-                      std::span<const float> weights, const TensorView& out);
+                      std::span<const float> weights, const TensorView& out,
+                      std::span<const void* const> next = {});
 
 struct GroupedGemmProblem {
   TensorView a;          // int8 [rows, K]

@@ -673,10 +673,10 @@ Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle, cons
 }
 
 Status Buffer::sum_into_y(WorkerScratch& w, DType wire, std::span<const float> weights, const TensorView& y,
-                          std::int64_t t) const {
+                          std::int64_t t, std::span<const void* const> next) const {
   const std::int64_t hidden = config_.hidden;
   const std::size_t y_row_bytes = std::size_t(hidden) * dtype_size(y.dtype());
-  HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, w.rows, wire, weights, TensorView(w.row.data(), y.dtype(), {hidden})));
+  HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, w.rows, wire, weights, TensorView(w.row.data(), y.dtype(), {hidden}), next));
   stream_copy(static_cast<std::uint8_t*>(y.data()) + std::size_t(t) * y_row_bytes, w.row.data(), y_row_bytes);
   return Status::ok();
 }

@@ -371,14 +371,16 @@ class HP_API Buffer {
   std::vector<float> quant_scales_;
   struct WorkerScratch {                 // one per worker (shares.h)
     std::vector<const void*> rows;       // the rows of one sum
+    std::vector<const void*> next;       // the rows of the next sum, when known
     std::vector<float> weights;
     std::vector<std::uint8_t> row;       // one summed row (fp32 or bf16), before it is streamed
   };
   std::vector<WorkerScratch> scratch_;
   // y's row t = the sum of w.rows (weighted by `weights`, or all 1 when empty) in fp32, in order:
-  // summed into w.row (in cache), then streamed to y.
+  // summed into w.row (in cache), then streamed to y; `next`: the rows of the caller's next sum
+  // (row_sum prefetches them).
   Status sum_into_y(WorkerScratch& w, DType wire, std::span<const float> weights, const TensorView& y,
-                    std::int64_t t) const;
+                    std::int64_t t, std::span<const void* const> next = {}) const;
   // Waits until every rank has set its pulled flag to `epoch` (read this rank's combine rows).
   Status wait_pulled(std::uint64_t epoch) const;
   WindowComm window_comm_;

@@ -57,6 +57,25 @@ TEST_P(RowSum, MatchesReferenceBitForBit) {
   }
 }
 
+// The rows of a next sum to prefetch are a hint: the same bits with them, whatever they are.
+TEST_P(RowSum, NextRowsChangeNothing) {
+  Rng rng(6);
+  for (DType in : {DType::kFP32, DType::kBF16}) {
+    for (std::int64_t cols : {15, 2048, 7168}) {
+      const Rows rows = make_rows(rng, 8, cols, in), next = make_rows(rng, 8, cols, in);
+      std::vector<const void*> odd = {nullptr, next.ptrs[0], reinterpret_cast<const void*>(std::uintptr_t(64))};
+      std::vector<float> plain(static_cast<std::size_t>(cols)), got(plain.size());
+      HP_ASSERT_OK(row_sum(target(), rows.ptrs, in, {}, TensorView(plain.data(), DType::kFP32, {cols})));
+      for (const auto& hint : {next.ptrs, odd}) {
+        std::fill(got.begin(), got.end(), -1.0f);
+        HP_ASSERT_OK(row_sum(target(), rows.ptrs, in, {}, TensorView(got.data(), DType::kFP32, {cols}), hint));
+        ASSERT_EQ(std::memcmp(plain.data(), got.data(), plain.size() * sizeof(float)), 0)
+            << to_string(in) << " cols=" << cols;
+      }
+    }
+  }
+}
+
 // Rounding to bf16 at ties and NaN/infinity lanes match the reference too.
 TEST_P(RowSum, SpecialValuesMatchTheReference) {
   const std::int64_t cols = 128;
