@@ -714,14 +714,19 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
       while (i >= rec_first[s + 1]) ++s;
       w.rows.clear();
       w.weights.clear();
+      w.next.clear();
       for (std::int64_t k = 0; k < topk; ++k) {
         const std::int64_t row = h.record_rows[std::size_t(i * topk + k)];
-        if (row < 0) continue;
-        w.rows.push_back(out_bytes + std::size_t(row) * wire_bytes);
-        w.weights.push_back(weights ? weights[row] : 1.0f);
+        if (row >= 0) {
+          w.rows.push_back(out_bytes + std::size_t(row) * wire_bytes);
+          w.weights.push_back(weights ? weights[row] : 1.0f);
+        }
+        const std::int64_t next = i + 1 < r1 ? h.record_rows[std::size_t((i + 1) * topk + k)] : -1;
+        if (next >= 0) w.next.push_back(out_bytes + std::size_t(next) * wire_bytes);
       }
       // Summed in cache, then streamed to the source rank's window.
-      HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, w.rows, wire, w.weights, TensorView(w.row.data(), wire, {hidden})));
+      HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, w.rows, wire, w.weights, TensorView(w.row.data(), wire, {hidden}),
+                                              w.next));
       stream_copy(dst[s] + std::size_t(i - rec_first[s]) * back_row_bytes_, w.row.data(), wire_bytes);
     }
     return Status::ok();
@@ -753,7 +758,11 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
       for (std::size_t d = 0; d < R; ++d) {
         if (h.layout.in_rank(t, std::int64_t(d))) w.rows.push_back(back_row(epoch, base[d] + at[d]++));
       }
-      HP_RETURN_IF_ERROR(sum_into_y(w, wire, {}, y, t));
+      w.next.clear();
+      for (std::size_t d = 0; t + 1 < t1 && d < R; ++d) {
+        if (h.layout.in_rank(t + 1, std::int64_t(d))) w.next.push_back(back_row(epoch, base[d] + at[d]));
+      }
+      HP_RETURN_IF_ERROR(sum_into_y(w, wire, {}, y, t, w.next));
     }
     return Status::ok();
   }));
