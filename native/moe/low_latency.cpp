@@ -281,13 +281,17 @@ Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out
     for (std::int64_t t = t0; t < t1; ++t) {
       ws.rows.clear();
       ws.weights.clear();
+      ws.next.clear();
       for (std::int64_t k = 0; k < topk; ++k) {
         const std::int64_t e = h.topk_idx[std::size_t(t * topk + k)];
-        if (e < 0) continue;
-        ws.rows.push_back(ll_back_row(epoch, e, h.pair_slot[std::size_t(t * topk + k)]));
-        ws.weights.push_back(weights[t * topk + k]);
+        if (e >= 0) {
+          ws.rows.push_back(ll_back_row(epoch, e, h.pair_slot[std::size_t(t * topk + k)]));
+          ws.weights.push_back(weights[t * topk + k]);
+        }
+        const std::int64_t next = t + 1 < t1 ? h.topk_idx[std::size_t((t + 1) * topk + k)] : -1;
+        if (next >= 0) ws.next.push_back(ll_back_row(epoch, next, h.pair_slot[std::size_t((t + 1) * topk + k)]));
       }
-      HP_RETURN_IF_ERROR(sum_into_y(ws, wire, ws.weights, y, t));
+      HP_RETURN_IF_ERROR(sum_into_y(ws, wire, ws.weights, y, t, ws.next));
     }
     return Status::ok();
   }));
