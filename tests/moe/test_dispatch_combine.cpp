@@ -282,6 +282,31 @@ TEST_P(DispatchCombine, PushAndPullPaths) {
   });
 }
 
+// A buffer larger than the heap is OUT_OF_MEMORY on every rank, naming the region and the
+// setting to raise, whichever path it takes; the heap is whole again afterwards.
+TEST_P(DispatchCombine, BufferLargerThanTheHeapFailsEveryRank) {
+  run_scenario([&]() -> Status {
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    for (DispatchPath path : {DispatchPath::kPush, DispatchPath::kPull}) {
+      if (path == DispatchPath::kPull && !all_mapped()) continue;
+      // zero_copy_combine: no return rows in the window, so the records or the send window fail.
+      std::unique_ptr<Buffer> buffer;
+      const Status s = Buffer::create({.hidden = 4096, .max_tokens_per_rank = 1 << 20,
+                                       .num_experts = 2 * hp::shmem::n_pes(), .topk = 2, .comm = GetParam(),
+                                       .zero_copy_combine = true, .dispatch_path = path},
+                                      &buffer);
+      EXPECT_EQ(s.code(), ErrorCode::kOutOfMemory) << s.to_string();
+      EXPECT_NE(s.message().find(path == DispatchPath::kPull ? "send window" : "records"), std::string::npos)
+          << s.to_string();
+      EXPECT_NE(s.message().find("HP_SHMEM_HEAP_SIZE"), std::string::npos) << s.to_string();
+      EXPECT_EQ(buffer, nullptr);
+    }
+    std::unique_ptr<Buffer> small;
+    HP_EXPECT_OK(Buffer::create(SmallBatch::config(GetParam()), &small));
+    return small->destroy();
+  });
+}
+
 // A capacity factor bounds the push path's records window; asking for the pull path with one
 // is INVALID_ARGUMENT on every rank.
 TEST_P(DispatchCombine, PullWithACapacityFactorIsRejected) {
