@@ -10,8 +10,9 @@
 //           inputs for that call (it still sets its flag: the others return ABORTED at once)
 //   counts  2 x R x (3 + R + E) int64: slot s = rank s's status code (0 or the ErrorCode that
 //           made it reject its inputs), its rows kind (x dtype and quantisation: ranks that
-//           differ all fail), its expert_alignment, tokens per rank [R], pairs per expert [E]; dispatch n uses half n % 2, so nobody overwrites a slot a slower rank is
-//           still reading
+//           differ all fail), its expert_alignment, tokens per rank [R], pairs per expert [E];
+//           dispatch n uses half n % 2, so nobody overwrites a slot a slower rank is still
+//           reading
 //   recv    (its own allocation; the push dispatch only) the capacity in dispatch records: R x
 //           T_max when lossless (compact: source s's records start after those of sources < s);
 //           a record = meta (int32 token, float scale, int32 expert[K], float weight[K], padded
