@@ -63,6 +63,9 @@ typedef struct hpTensor {
 #define HP_MOE_QUANT_NONE 0
 #define HP_MOE_QUANT_DYNAMIC_INT8 1
 
+/* Dispatch reads the sources' tokens in place (the pull path) where every rank maps every
+   peer's heap and capacity_factor is 0, and otherwise writes them into each destination's
+   window (the push path): hp::moe::DispatchPath::kAuto (docs/moe.md). */
 typedef struct hpMoeBufferConfig {
   int64_t hidden;
   int64_t max_tokens_per_rank;
