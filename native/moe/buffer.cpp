@@ -672,12 +672,24 @@ Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle, cons
   return comm.quiet();
 }
 
-Status Buffer::sum_into_y(WorkerScratch& w, DType wire, std::span<const float> weights, const TensorView& y,
-                          std::int64_t t, std::span<const void* const> next) const {
+Status Buffer::sum_tokens_into_y(WorkerScratch& w, DType wire, const TensorView& y, std::int64_t t0,
+                                 std::int64_t t1, const GatherRows& gather) const {
   const std::int64_t hidden = config_.hidden;
   const std::size_t y_row_bytes = std::size_t(hidden) * dtype_size(y.dtype());
-  HP_RETURN_IF_ERROR(hp::kernels::row_sum(*table_, w.rows, wire, weights, TensorView(w.row.data(), y.dtype(), {hidden}), next));
-  stream_copy(static_cast<std::uint8_t*>(y.data()) + std::size_t(t) * y_row_bytes, w.row.data(), y_row_bytes);
+  w.row.resize(std::size_t(hidden) * sizeof(float));
+  w.rows.clear();
+  w.weights.clear();
+  if (t0 < t1) gather(t0, w.rows, w.weights);
+  for (std::int64_t t = t0; t < t1; ++t) {
+    w.next.clear();
+    w.next_weights.clear();
+    if (t + 1 < t1) gather(t + 1, w.next, w.next_weights);
+    HP_RETURN_IF_ERROR(
+        hp::kernels::row_sum(*table_, w.rows, wire, w.weights, TensorView(w.row.data(), y.dtype(), {hidden}), w.next));
+    stream_copy(static_cast<std::uint8_t*>(y.data()) + std::size_t(t) * y_row_bytes, w.row.data(), y_row_bytes);
+    std::swap(w.rows, w.next);
+    std::swap(w.weights, w.next_weights);
+  }
   return Status::ok();
 }
 
@@ -748,23 +760,16 @@ Status Buffer::combine_with(Comm& comm, const TensorView& expert_out, const Hand
   std::vector<std::int64_t> base(R, 0);
   for (std::size_t d = 1; d < R; ++d) base[d] = base[d - 1] + h.tok[std::size_t(rank_) * R + d - 1];
   HP_RETURN_IF_ERROR(for_each_share(config_.chip, h.layout.num_tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
-    WorkerScratch& w = scratch_[std::size_t(worker)];
     std::vector<std::int64_t> at(R, 0);
     for (std::int64_t t = 0; t < t0; ++t) {
       for (std::size_t d = 0; d < R; ++d) at[d] += h.layout.in_rank(t, std::int64_t(d));
     }
-    for (std::int64_t t = t0; t < t1; ++t) {
-      w.rows.clear();
+    const auto gather = [&](std::int64_t t, std::vector<const void*>& rows, std::vector<float>&) {
       for (std::size_t d = 0; d < R; ++d) {
-        if (h.layout.in_rank(t, std::int64_t(d))) w.rows.push_back(back_row(epoch, base[d] + at[d]++));
+        if (h.layout.in_rank(t, std::int64_t(d))) rows.push_back(back_row(epoch, base[d] + at[d]++));
       }
-      w.next.clear();
-      for (std::size_t d = 0; t + 1 < t1 && d < R; ++d) {
-        if (h.layout.in_rank(t + 1, std::int64_t(d))) w.next.push_back(back_row(epoch, base[d] + at[d]));
-      }
-      HP_RETURN_IF_ERROR(sum_into_y(w, wire, {}, y, t, w.next));
-    }
-    return Status::ok();
+    };
+    return sum_tokens_into_y(scratch_[std::size_t(worker)], wire, y, t0, t1, gather);
   }));
   return comm.quiet();
 }

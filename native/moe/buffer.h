@@ -371,17 +371,20 @@ class HP_API Buffer {
   std::vector<std::int8_t> quant_rows_;  // this rank's tokens quantised once per dispatch
   std::vector<float> quant_scales_;
   struct WorkerScratch {                 // one per worker (shares.h)
-    std::vector<const void*> rows;       // the rows of one sum
-    std::vector<const void*> next;       // the rows of the next sum, when known
-    std::vector<float> weights;
+    std::vector<const void*> rows, next;  // the rows of one sum and of the next
+    std::vector<float> weights, next_weights;
     std::vector<std::uint8_t> row;       // one summed row (fp32 or bf16), before it is streamed
   };
   std::vector<WorkerScratch> scratch_;
-  // y's row t = the sum of w.rows (weighted by `weights`, or all 1 when empty) in fp32, in order:
-  // summed into w.row (in cache), then streamed to y; `next`: the rows of the caller's next sum
-  // (row_sum prefetches them).
-  Status sum_into_y(WorkerScratch& w, DType wire, std::span<const float> weights, const TensorView& y,
-                    std::int64_t t, std::span<const void* const> next = {}) const;
+  // Appends token t's rows to `rows` and, for a weighted sum, their weights to `weights` (none:
+  // all 1). Called once per token, in order.
+  using GatherRows =
+      std::function<void(std::int64_t t, std::vector<const void*>& rows, std::vector<float>& weights)>;
+  // y's rows [t0, t1): each token's gathered rows summed in fp32, in order (kernels::row_sum),
+  // into w.row (in cache), then streamed to y. Tokens are gathered one ahead, so that each sum
+  // prefetches the next one's rows (row_sum's `next`).
+  Status sum_tokens_into_y(WorkerScratch& w, DType wire, const TensorView& y, std::int64_t t0, std::int64_t t1,
+                           const GatherRows& gather) const;
   // Waits until every rank has set its pulled flag to `epoch` (read this rank's combine rows).
   Status wait_pulled(std::uint64_t epoch) const;
   WindowComm window_comm_;

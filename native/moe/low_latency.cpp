@@ -276,24 +276,15 @@ Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out
   // ---- reduce: y[t] = sum over k of w[t][k] x row of (expert, slot), in k order -------------
   scratch_.resize(std::size_t(share_workers(config_.chip)));
   HP_RETURN_IF_ERROR(for_each_share(config_.chip, h.tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
-    WorkerScratch& ws = scratch_[std::size_t(worker)];
-    ws.row.resize(std::size_t(hidden) * sizeof(float));
-    for (std::int64_t t = t0; t < t1; ++t) {
-      ws.rows.clear();
-      ws.weights.clear();
-      ws.next.clear();
+    const auto gather = [&](std::int64_t t, std::vector<const void*>& rows, std::vector<float>& row_weights) {
       for (std::int64_t k = 0; k < topk; ++k) {
         const std::int64_t e = h.topk_idx[std::size_t(t * topk + k)];
-        if (e >= 0) {
-          ws.rows.push_back(ll_back_row(epoch, e, h.pair_slot[std::size_t(t * topk + k)]));
-          ws.weights.push_back(weights[t * topk + k]);
-        }
-        const std::int64_t next = t + 1 < t1 ? h.topk_idx[std::size_t((t + 1) * topk + k)] : -1;
-        if (next >= 0) ws.next.push_back(ll_back_row(epoch, next, h.pair_slot[std::size_t((t + 1) * topk + k)]));
+        if (e < 0) continue;
+        rows.push_back(ll_back_row(epoch, e, h.pair_slot[std::size_t(t * topk + k)]));
+        row_weights.push_back(weights[t * topk + k]);
       }
-      HP_RETURN_IF_ERROR(sum_into_y(ws, wire, ws.weights, y, t, ws.next));
-    }
-    return Status::ok();
+    };
+    return sum_tokens_into_y(scratch_[std::size_t(worker)], wire, y, t0, t1, gather);
   }));
   return comm.quiet();
 }

@@ -109,19 +109,15 @@ Status Buffer::stream_end_with(Comm& comm, const Status& caller_check, const Ten
   const DType wire = stream_.expert_out.dtype();
   scratch_.resize(std::size_t(share_workers(config_.chip)));
   HP_RETURN_IF_ERROR(for_each_share(config_.chip, h.layout.num_tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
-    WorkerScratch& w = scratch_[std::size_t(worker)];
-    w.row.resize(std::size_t(hidden) * sizeof(float));
-    for (std::int64_t t = t0; t < t1; ++t) {
-      w.rows.clear();
+    const auto gather = [&](std::int64_t t, std::vector<const void*>& rows, std::vector<float>&) {
       for (std::int64_t k = 0; k < topk; ++k) {
-        if (h.pair_expert[std::size_t(t * topk + k)] >= 0) w.rows.push_back(pair_row(epoch, t * topk + k));
+        if (h.pair_expert[std::size_t(t * topk + k)] >= 0) rows.push_back(pair_row(epoch, t * topk + k));
       }
       if (add.data() != nullptr && h.token_active[std::size_t(t)] != 0) {  // fp32, as the wire (checked)
-        w.rows.push_back(static_cast<const float*>(add.data()) + t * hidden);
+        rows.push_back(static_cast<const float*>(add.data()) + t * hidden);
       }
-      HP_RETURN_IF_ERROR(sum_into_y(w, wire, {}, y, t));
-    }
-    return Status::ok();
+    };
+    return sum_tokens_into_y(scratch_[std::size_t(worker)], wire, y, t0, t1, gather);
   }));
   return comm.quiet();
 }

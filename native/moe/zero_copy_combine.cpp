@@ -179,35 +179,18 @@ Status Buffer::pull_rows(const Handle& h, const TensorView& y) {
   }
   if (staged > 0) HP_RETURN_IF_ERROR(hp::shmem::quiet());
   scratch_.resize(std::size_t(share_workers(config_.chip)));
-  // Pair p's rank d and row i there (-1: the pair went to no expert).
-  const auto locate = [&](std::int64_t pair, std::size_t* d) -> std::int64_t {
-    const std::int32_t e = h.pair_expert[std::size_t(pair)];
-    if (e < 0) return -1;
-    *d = std::size_t(e / per_rank);
-    return h.pair_row[std::size_t(pair)] + shift[std::size_t(e)];
-  };
   return for_each_share(config_.chip, h.layout.num_tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
-    WorkerScratch& w = scratch_[std::size_t(worker)];
-    w.row.resize(std::size_t(hidden) * sizeof(float));
-    for (std::int64_t t = t0; t < t1; ++t) {
-      w.rows.clear();
-      w.weights.clear();
-      std::size_t d = 0;
+    const auto gather = [&](std::int64_t t, std::vector<const void*>& pair_rows, std::vector<float>& weights) {
       for (std::int64_t k = 0; k < topk; ++k) {
-        const std::int64_t i = locate(t * topk + k, &d);
-        if (i < 0) continue;
-        w.rows.push_back(rows[d] + std::size_t(i) * row_bytes);
-        w.weights.push_back(row_weights[d][i]);
+        const std::int32_t e = h.pair_expert[std::size_t(t * topk + k)];
+        if (e < 0) continue;
+        const auto d = std::size_t(e / per_rank);
+        const auto i = std::size_t(h.pair_row[std::size_t(t * topk + k)] + shift[std::size_t(e)]);
+        pair_rows.push_back(rows[d] + i * row_bytes);
+        weights.push_back(row_weights[d][i]);
       }
-      // The next token's rows, which the sum of this one prefetches (row_sum's `next`).
-      w.next.clear();
-      for (std::int64_t k = 0; t + 1 < t1 && k < topk; ++k) {
-        const std::int64_t i = locate((t + 1) * topk + k, &d);
-        if (i >= 0) w.next.push_back(rows[d] + std::size_t(i) * row_bytes);
-      }
-      HP_RETURN_IF_ERROR(sum_into_y(w, wire, w.weights, y, t, w.next));
-    }
-    return Status::ok();
+    };
+    return sum_tokens_into_y(scratch_[std::size_t(worker)], wire, y, t0, t1, gather);
   });
 }
 
