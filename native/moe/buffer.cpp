@@ -117,20 +117,19 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
                          "push dispatch's records window, and the pull dispatch has none (use kAuto or kPush)",
                          config.capacity_factor);
   }
+  const auto blind = std::find_if(unmapped.begin(), unmapped.end(), [](std::int64_t pe) { return pe >= 0; });
+  const bool all_mapped = blind == unmapped.end();
+  if (!all_mapped && (config.comm == CommKind::kWindow || config.dispatch_path == DispatchPath::kPull)) {
+    const int r = int(blind - unmapped.begin()), pe = int(*blind);
+    const bool window = config.comm == CommKind::kWindow;
+    return Status::error(ErrorCode::kUnsupported, "{}, and rank {} cannot map rank {}'s ({} transport): use {}",
+                         window ? "the window comm context maps peers' windows"
+                                : "dispatch_path = kPull reads peers' send windows in place",
+                         r, pe, r == rank ? hp::shmem::transport_name(pe) : "another",
+                         window ? "CommKind::kShmem" : "DispatchPath::kAuto or kPush");
+  }
   const bool pull_wanted = config.dispatch_path == DispatchPath::kPull ||
                            (config.dispatch_path == DispatchPath::kAuto && config.capacity_factor == 0.0);
-  for (int r = 0; r < ranks; ++r) {
-    if (unmapped[std::size_t(r)] < 0 || (config.comm != CommKind::kWindow && config.dispatch_path != DispatchPath::kPull)) {
-      continue;
-    }
-    const char* what = config.comm == CommKind::kWindow ? "the window comm context maps peers' windows"
-                                                        : "dispatch_path = kPull reads peers' send windows in place";
-    return Status::error(ErrorCode::kUnsupported, "{}, and rank {} cannot map rank {}'s ({} transport): use {}", what,
-                         r, unmapped[std::size_t(r)],
-                         r == rank ? hp::shmem::transport_name(int(unmapped[std::size_t(r)])) : "another",
-                         config.comm == CommKind::kWindow ? "CommKind::kShmem" : "DispatchPath::kAuto or kPush");
-  }
-  const bool all_mapped = std::all_of(unmapped.begin(), unmapped.end(), [](std::int64_t pe) { return pe < 0; });
   std::unique_ptr<Buffer> b(new Buffer());
   b->config_ = config;
   b->rank_ = rank;
