@@ -11,6 +11,9 @@ endif()
 
 # GCC 12 warns on designated initializers that omit members with default initializers.
 add_compile_options(-Wall -Wextra -Wno-missing-field-initializers)
+# Calls between a library's own exported functions bind inside it (direct calls, inlining), not
+# through its PLT: nothing interposes single symbols of these libraries.
+add_compile_options(-fno-semantic-interposition)
 if(HP_WERROR)
   add_compile_options(-Werror)
 endif()
