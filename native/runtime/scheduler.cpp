@@ -200,7 +200,7 @@ void Scheduler::order_after(TaskSlot* slot, TaskSlot* pred) {
   // The first edge linked is first_wait; connect() reserved room in `waits` for the others:
   // `waits` does not move while its edges are linked.
   const bool first = slot->edges_linked == 0;
-  Edge* edge = first ? &slot->first_wait : &slot->waits.emplace_back(Edge{slot, nullptr});
+  Edge* edge = first ? &slot->first_wait : &slot->waits.emplace_back();
   edge->consumer = slot;
   // A load first: a predecessor that already completed (most, when the cores keep up with the
   // submitter) then costs a shared read of its line, not a locked write.

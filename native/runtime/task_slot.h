@@ -7,16 +7,16 @@
 //                         slot CONSUMED, when no other thread touches it any more).
 //   atomics               consumers, fanin, refs, cores_outstanding, state, skip.
 // Edges (lock-free): a task's `consumers` is a stack of the Edges of the tasks waiting for it,
-// each Edge living in its consumer (the first in `first_wait`, the others in `waits`). The submitter pushes (CAS) while the head is not
-// kClosedEdges; the completer exchanges the head for kClosedEdges (after writing status and
-// COMPLETED), which closes the stack, and walks what it took. So an edge is either taken by the
-// completer, which then decrements the consumer's fanin, or refused, and the submitter sees the
-// predecessor completed (and its status). The walker reads an edge before it decrements the
-// consumer's fanin and never after: that decrement may let the consumer run, retire and have
-// its slot reused. `waits` is reserved before its first edge is linked, so it never moves
-// while linked. A completer walking a task's first edge reads it on the line of the fanin it
-// then decrements: one line transfer, where an edge in `waits` costs a second, dependent one
-// (5% of the chain and the fan-out's per-task time).
+// each Edge living in its consumer (the first in `first_wait`, the others in `waits`). The
+// submitter pushes (CAS) while the head is not kClosedEdges; the completer exchanges the head
+// for kClosedEdges (after writing status and COMPLETED), which closes the stack, and walks what
+// it took. So an edge is either taken by the completer, which then decrements the consumer's
+// fanin, or refused, and the submitter sees the predecessor completed (and its status). The
+// walker reads an edge before it decrements the consumer's fanin and never after: that
+// decrement may let the consumer run, retire and have its slot reused. `waits` is reserved
+// before its first edge is linked, so it never moves while linked. A completer walking a
+// task's first edge reads it on the line of the fanin it then decrements: one line transfer,
+// where an edge in `waits` costs a second, dependent one.
 // Fanin: kFaninGuard while submit() adds edges (no decrement can reach 0 meanwhile), minus one
 // per completed predecessor; publish() subtracts kFaninGuard less the edges it linked, or, when
 // it linked none (no other thread can reach the slot), stores 0.
