@@ -59,11 +59,12 @@ Status Buffer::create(const BufferConfig& config, std::unique_ptr<Buffer>* out) 
   // first rank r cannot map, or -1.
   std::vector<std::int64_t> unmapped;
   if (s.is_ok()) {
-    all[std::size_t(ranks) * kFields] = -1;
-    for (int pe = 0; pe < ranks && all[std::size_t(ranks) * kFields] < 0; ++pe) {
-      if (hp::shmem::ptr(scratch, pe) == nullptr) all[std::size_t(ranks) * kFields] = pe;
+    std::int64_t& first_unmapped = all[std::size_t(ranks) * kFields];  // this rank's contribution
+    first_unmapped = -1;
+    for (int pe = 0; pe < ranks && first_unmapped < 0; ++pe) {
+      if (hp::shmem::ptr(scratch, pe) == nullptr) first_unmapped = pe;
     }
-    s = hp::shmem::fcollect(hp::shmem::kTeamWorld, all, all + std::size_t(ranks) * kFields, sizeof(std::int64_t));
+    s = hp::shmem::fcollect(hp::shmem::kTeamWorld, all, &first_unmapped, sizeof(std::int64_t));
     unmapped.assign(all, all + ranks);
   }
   HP_RETURN_IF_ERROR(hp::shmem::free(scratch));

@@ -41,12 +41,13 @@ Status expect_same_rows_kind(const char* call, int ranks, int me, KindOf kind_of
   const auto describe = [](std::int64_t kind) {
     return fmt::format("{}{}", to_string(DType(kind >> 1)), kind & 1 ? " quantised to int8" : "");
   };
+  const std::int64_t mine = kind_of(me);
   for (int s = 0; s < ranks; ++s) {
-    if (kind_of(s) != kind_of(me)) {
+    if (kind_of(s) != mine) {
       return Status::error(ErrorCode::kInvalidArgument,
                            "{}: rank {} dispatches x {} and rank {} x {}: every rank must pass the same x dtype "
                            "and quant",
-                           call, s, describe(kind_of(s)), me, describe(kind_of(me)));
+                           call, s, describe(kind_of(s)), me, describe(mine));
     }
   }
   return Status::ok();
