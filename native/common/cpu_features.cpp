@@ -41,6 +41,7 @@ CpuFeatures detect() {
   if (__get_cpuid_count(7, 1, &eax1, &ebx1, &ecx1, &edx1)) {
     f.avx512_bf16 = f.avx512f && (eax1 & (1u << 5));
   }
+  if (__get_cpuid(0x80000001u, &eax1, &ebx1, &ecx1, &edx1)) f.prfchw = ecx1 & (1u << 8);
   return f;
 }
 
@@ -60,6 +61,7 @@ constexpr CpuFeatureField kFields[] = {
     {"amx_tile", &CpuFeatures::amx_tile},
     {"amx_int8", &CpuFeatures::amx_int8},
     {"amx_bf16", &CpuFeatures::amx_bf16},
+    {"prfchw", &CpuFeatures::prfchw},
 };
 
 std::span<const CpuFeatureField> cpu_feature_fields() noexcept { return kFields; }

@@ -26,6 +26,7 @@ struct HP_API CpuFeatures {
   bool amx_tile = false;
   bool amx_int8 = false;
   bool amx_bf16 = false;
+  bool prfchw = false;  // PREFETCHW: prefetch a line for writing (owned, not shared)
 
   // The comma-separated names of the features present, e.g. "avx2,fma,...".
   std::string to_string() const;

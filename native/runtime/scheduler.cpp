@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "../common/cpu_features.h"
 #include "../common/logging.h"
+#include "../common/prefetch.h"
 #include "../common/settings.h"
 
 namespace hp::runtime {
@@ -34,6 +36,7 @@ Scheduler::Scheduler(platform::Chip& chip, Options options, std::vector<std::uni
   const bool shared_cpus = num_cube_ + num_vector_ + 1 > static_cast<int>(chip.cpus().size());
   policy_.spin = shared_cpus ? 0 : settings().spin_before_block;
   policy_.yield_for = std::chrono::microseconds(settings().yield_before_sleep_us);
+  prefetch_owned_ = cpu_features().prfchw;
 }
 
 Scheduler::~Scheduler() noexcept = default;
@@ -155,9 +158,9 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Ten
       if (heap_bytes == 0 || ring.heap().allocate(heap_bytes, &data, &mark)) {
         TaskSlot* s = ring.take();
         // The next submit writes the next slot: its lines (last written a ring's length of
-        // tasks ago, long out of this core's cache) load while this task is submitted.
-        const auto* next = reinterpret_cast<const char*>(ring.upcoming());
-        for (std::size_t line = 0; line < sizeof(TaskSlot); line += 64) __builtin_prefetch(next + line, 1);
+        // tasks ago, long out of this core's cache, and some still held by the core that ran
+        // that task) load, owned, while this task is submitted.
+        prefetch_for_write(ring.upcoming(), sizeof(TaskSlot), prefetch_owned_);
         s->id = id;
         s->heap_mark = mark;
         s->state.store(TaskState::kPending, std::memory_order_relaxed);

@@ -192,6 +192,7 @@ class Scheduler {
   platform::WaitPolicy policy_;
 
   // Orchestration thread only.
+  bool prefetch_owned_ = false;  // the CPU has PREFETCHW (common/prefetch.h)
   std::vector<std::unique_ptr<TaskRing>> rings_;
   std::vector<FoundDependency> found_;
   std::uint64_t published_ = 0;
