@@ -181,9 +181,12 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
+void pin_to(int cpu);
+
 class HpRunner {
  public:
-  HpRunner() {
+  // orchestrator_cpu >= 0: the orchestration thread runs pinned to that CPU.
+  explicit HpRunner(int orchestrator_cpu) : orchestrator_cpu_(orchestrator_cpu) {
     check(ChipWorker::create({.num_cube = 1, .num_vector = 1}, &worker_), "ChipWorker::create");
     check(worker_->register_callable(
               Callable::from_function("empty", [](const TaskArgs&, hp::platform::BlockContext&) {
@@ -207,6 +210,7 @@ class HpRunner {
     }
     config.task_ring_slots = std::max<int>(1024, static_cast<int>(widest) + 1);
     check(Orchestrator::run(*worker_, [&](Orchestrator& o) -> Status {
+            if (orchestrator_cpu_ >= 0) pin_to(orchestrator_cpu_);
             const double cpu_start = thread_cpu_seconds();
             for (std::size_t i = 0; i < dag.scope_starts.size(); ++i) {
               const auto begin = static_cast<std::size_t>(dag.scope_starts[i]);
@@ -236,6 +240,7 @@ class HpRunner {
  private:
   std::unique_ptr<ChipWorker> worker_;
   int empty_ = -1;
+  int orchestrator_cpu_ = -1;
 };
 
 // The graph outlives its nodes (members are destroyed in reverse order).
@@ -361,6 +366,9 @@ struct BenchOptions {
   int scope = 512;
   bool peer = true;  // --no-peer: only the runtime (for profiling it)
   std::string only;  // --only=chain|fan-out|random: that DAG alone (for profiling it)
+  // --orchestrator-cpu=N: pins hp's orchestration thread (with HP_PIN_THREADS=on pinning core c
+  // to the c-th CPU, this chooses whether it shares a CPU with the vector core)
+  int orchestrator_cpu = -1;
 };
 
 BenchOptions parse(int argc, char** argv) {
@@ -391,10 +399,22 @@ BenchOptions parse(int argc, char** argv) {
       o.width = std::atoi(v);
     } else if (const char* v = value("--scope")) {
       o.scope = std::atoi(v);
+    } else if (const char* v = value("--orchestrator-cpu")) {
+      o.orchestrator_cpu = *v == '\0' ? -2 : std::atoi(v);
     } else {
       std::fprintf(stderr,
                    "usage: bench_runtime [--quick] [--tasks=N] [--rounds=R] [--width=W] [--scope=S] [--no-peer]\n"
-                   "                     [--only=chain|fan-out|random]\n");
+                   "                     [--only=chain|fan-out|random] [--orchestrator-cpu=N]\n");
+      std::exit(2);
+    }
+  }
+  if (o.orchestrator_cpu != -1) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    sched_getaffinity(0, sizeof(set), &set);
+    if (o.orchestrator_cpu < 0 || o.orchestrator_cpu >= CPU_SETSIZE || !CPU_ISSET(o.orchestrator_cpu, &set)) {
+      std::fprintf(stderr, "bench_runtime: --orchestrator-cpu=%d is not a CPU this process may run on\n",
+                   o.orchestrator_cpu);
       std::exit(2);
     }
   }
@@ -427,7 +447,7 @@ int main(int argc, char** argv) {
   if (options.only.empty() || options.only == "random") {
     dags.push_back(make_random(options.tasks, options.scope, 64));
   }
-  HpRunner hp;
+  HpRunner hp(options.orchestrator_cpu);
   tbb::task_arena arena(threads);
   for (Dag& dag : dags) {
     infer_dependencies(dag);
