@@ -1,6 +1,7 @@
 #include "wait.h"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -98,6 +99,7 @@ WaitResult wait_event(WaitWord& event, const std::function<bool()>& ready,
     const auto slice = std::min<Clock::duration>(
         deadline - now, cancelled ? Clock::duration(kMaxSleepSlice) : std::chrono::hours(24));
     event.waiters.fetch_add(1, std::memory_order_seq_cst);
+    if (policy.light_notifiers) heavy_fence();
     const std::uint32_t count = event.value.load(std::memory_order_seq_cst);
     if (!ready()) futex_wait(&event.value, count, slice, policy.process_shared);
     event.waiters.fetch_sub(1, std::memory_order_seq_cst);
@@ -150,6 +152,28 @@ void notify_event(WaitWord& event, bool process_shared) noexcept {
   const int op = process_shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE;
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&event.value), op, INT32_MAX, nullptr,
           nullptr, 0);
+}
+
+void notify_event_light(WaitWord& event) noexcept {
+#if defined(__SANITIZE_THREAD__)
+  notify_event(event, false);
+#else
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (event.waiters.load(std::memory_order_relaxed) == 0) return;
+  event.value.fetch_add(1, std::memory_order_seq_cst);
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&event.value), FUTEX_WAKE_PRIVATE, INT32_MAX,
+          nullptr, nullptr, 0);
+#endif
+}
+
+bool light_notify_available() noexcept {
+  static const bool available =
+      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  return available;
+}
+
+void heavy_fence() noexcept {
+  syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
 }
 
 void wake_all(WaitWord& word, bool process_shared) noexcept {

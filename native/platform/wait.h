@@ -35,6 +35,10 @@ struct WaitPolicy {
   // that yields costs its waker nothing, one that sleeps costs it a wake-up system call.
   std::chrono::microseconds yield_for{50};
   bool process_shared = false;  // the word lives in memory shared between processes
+  // Some notifier of the waited event uses notify_event_light(): wait_event() then issues
+  // heavy_fence() between registering and its last look (see below). Only for threads of one
+  // process, and only where light_notify_available().
+  bool light_notifiers = false;
 };
 
 enum class WaitResult { kReady, kTimedOut, kCancelled };
@@ -61,6 +65,21 @@ HP_API WaitResult wait_event(WaitWord& event, const std::function<bool()>& ready
                              Clock::time_point deadline, const WaitPolicy& policy,
                              const std::function<bool()>& cancelled);
 HP_API void notify_event(WaitWord& event, bool process_shared) noexcept;
+
+// Asymmetric eventcounts, for a notifier on a hot path whose waiters rarely sleep: the notifier
+// skips the seq_cst fence (it only keeps the compiler from reordering its change after its read
+// of `waiters`), and each waiter, after registering and before its last look, makes every
+// running thread of the process execute a full fence (heavy_fence: membarrier, an interrupt per
+// CPU running one of them). Either the notifier's read of `waiters` comes after that fence and
+// sees the registration, or its change came before it and the waiter's last look sees it.
+// Events notified this way must be waited on with WaitPolicy::light_notifiers, by threads of
+// this process. Under ThreadSanitizer, which does not model membarrier, it is notify_event().
+HP_API void notify_event_light(WaitWord& event) noexcept;
+// Whether heavy_fence() works here (registers the process for it on the first call; Linux 4.14
+// and later, unless a seccomp filter refuses membarrier). When false, notify with notify_event().
+HP_API bool light_notify_available() noexcept;
+// Requires light_notify_available() (otherwise only this thread is fenced).
+HP_API void heavy_fence() noexcept;
 
 // Polling, for changes nobody can wake us for (RMA from another host): ready() is called
 // repeatedly, spinning, then yielding, then sleeping between calls with a delay that doubles

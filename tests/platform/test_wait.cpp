@@ -73,6 +73,38 @@ TEST(Wait, PingPongThroughTheFutexLosesNoWakeUps) {
   other.join();
 }
 
+// The asymmetric eventcount (notify_event_light + WaitPolicy::light_notifiers): two threads
+// ping-pong through counters, each notifying with the light notify and waiting with the heavy
+// fence, always sleeping on the futex: a light notify that did not wake a sleeper would leave
+// one side asleep until the deadline. (The race the heavy fence closes, a notifier's change
+// still in its store buffer while it reads `waiters`, lasts nanoseconds: this test does not
+// catch a missing fence.)
+TEST(Wait, LightNotifyPingPongLosesNoWakeUps) {
+  if (!light_notify_available()) GTEST_SKIP() << "membarrier is not available here";
+  WaitPolicy policy = kSleepAtOnce;
+  policy.light_notifiers = true;
+  WaitWord ping_event, pong_event;
+  std::atomic<std::uint32_t> ping{0}, pong{0};
+  constexpr std::uint32_t kRounds = 5000;
+  std::thread other([&] {
+    for (std::uint32_t i = 1; i <= kRounds; ++i) {
+      ASSERT_EQ(wait_event(ping_event, [&] { return ping.load(std::memory_order_acquire) >= i; },
+                           deadline_after(20), policy, nullptr),
+                WaitResult::kReady);
+      pong.store(i, std::memory_order_release);
+      notify_event_light(pong_event);
+    }
+  });
+  for (std::uint32_t i = 1; i <= kRounds; ++i) {
+    ping.store(i, std::memory_order_release);
+    notify_event_light(ping_event);
+    ASSERT_EQ(wait_event(pong_event, [&] { return pong.load(std::memory_order_acquire) >= i; },
+                         deadline_after(20), policy, nullptr),
+              WaitResult::kReady);
+  }
+  other.join();
+}
+
 TEST(Wait, WakesAWaiterInAnotherProcess) {
   void* mem = mmap(nullptr, sizeof(WaitWord), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                    -1, 0);
