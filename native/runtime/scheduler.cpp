@@ -36,6 +36,10 @@ Scheduler::Scheduler(platform::Chip& chip, Options options, std::vector<std::uni
   const bool shared_cpus = num_cube_ + num_vector_ + 1 > static_cast<int>(chip.cpus().size());
   policy_.spin = shared_cpus ? 0 : settings().spin_before_block;
   policy_.yield_for = std::chrono::microseconds(settings().yield_before_sleep_us);
+  // The cores notify their completions, and the orchestration thread its ready-at-submit tasks,
+  // with light notifies where the kernel lets the waiters fence for them.
+  policy_.light_notifiers = platform::light_notify_available();
+  if (policy_.light_notifiers) lanes_ = std::make_unique<ReadyLane[]>(2);
   prefetch_owned_ = cpu_features().prfchw;
 }
 
@@ -81,12 +85,20 @@ void Scheduler::fail_run(const Status& status) {
   platform::notify_event(progress_event_, false);  // a submit waiting for ring space gives up
 }
 
+std::uint64_t Scheduler::completed() const noexcept {
+  std::uint64_t sum = completed_.load(std::memory_order_acquire);
+  for (int c = 0; c < num_cube_ + num_vector_; ++c) {
+    sum += cores_[static_cast<std::size_t>(c)].completed.load(std::memory_order_acquire);
+  }
+  return sum;
+}
+
 Status Scheduler::wait_for_progress(std::uint64_t seen, bool wake_on_failure,
                                     std::string_view what) {
   const auto result = platform::wait_event(
       progress_event_,
       [&] {
-        return completed_.load(std::memory_order_acquire) != seen ||
+        return completed() != seen ||
                (wake_on_failure && failed());
       },
       platform::deadline_after(options_.wait_timeout_s), policy_, nullptr);
@@ -99,7 +111,7 @@ Status Scheduler::wait_for_progress(std::uint64_t seen, bool wake_on_failure,
                        "{}: no task completed for {} s ({} of {} published tasks completed{}); a "
                        "task may be stuck (OrchestratorConfig.wait_timeout_s or HP_WAIT_TIMEOUT_S "
                        "sets the deadline)",
-                       what, options_.wait_timeout_s, completed_.load(std::memory_order_acquire),
+                       what, options_.wait_timeout_s, completed(),
                        published_, rings);
 }
 
@@ -187,7 +199,7 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Ten
           id, heap_bytes > 0 ? fmt::format(" and {} heap bytes", HeapRing::rounded(heap_bytes)) : "",
           describe_ring(ring));
     }
-    const std::uint64_t seen = completed_.load(std::memory_order_acquire);
+    const std::uint64_t seen = completed();
     // The oldest task may have been consumed since the sweep: look again before blocking.
     if (oldest->state.load(std::memory_order_acquire) == TaskState::kConsumed) continue;
     const RingState state = ring.state();
@@ -264,6 +276,7 @@ void Scheduler::publish(TaskSlot* slot) {
     if (slot->fanin.fetch_sub(guard, std::memory_order_acq_rel) != guard) return;
   }
   Released released;
+  released.by_orchestration_thread = true;
   make_ready(slot, nullptr, released);
   hand_out(released, nullptr);
 }
@@ -305,6 +318,10 @@ void Scheduler::make_ready(TaskSlot* slot, Core* me, Released& released) {
     return;
   }
   const int type = type_of(slot->info.config.mode);
+  if (released.by_orchestration_thread && lanes_ && lanes_[type].push(slot)) {
+    released.lane[type] = true;
+    return;
+  }
   if (me != nullptr && me->type == type && me->continuation == nullptr &&
       gangs_waiting_[type].load(std::memory_order_relaxed) == 0) {
     me->continuation = slot;
@@ -320,14 +337,21 @@ void Scheduler::hand_out(Released& released, Core* me) {
     mark_skipped(slot);
     complete_one(slot, slot->status, false, me, released);
   }
-  for (int type = 0; type < 2; ++type) ready_[type].push(released.ready[type]);
+  for (int type = 0; type < 2; ++type) {
+    ready_[type].push(released.ready[type]);
+    if (released.lane[type]) platform::notify_event_light(ready_[type].event());
+  }
 }
 
 void Scheduler::complete(TaskSlot* slot, Status status, bool ran, Core* me) {
   Released released;
   complete_one(slot, std::move(status), ran, me, released);
   hand_out(released, me);
-  platform::notify_event(progress_event_, false);
+  if (policy_.light_notifiers) {
+    platform::notify_event_light(progress_event_);
+  } else {
+    platform::notify_event(progress_event_, false);
+  }
 }
 
 void Scheduler::complete_one(TaskSlot* t, Status status, bool ran, Core* me, Released& released) {
@@ -373,7 +397,11 @@ void Scheduler::complete_one(TaskSlot* t, Status status, bool ran, Core* me, Rel
   // the slot must be CONSUMED if it is ever going to be by this completion (counted before, the
   // submit could look, find the slot not consumed yet, and wait for a completion that never
   // comes).
-  completed_.fetch_add(1, std::memory_order_acq_rel);
+  if (me != nullptr) {  // the calling thread is that core's (only it counts there)
+    me->completed.store(me->completed.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  } else {
+    completed_.fetch_add(1, std::memory_order_acq_rel);
+  }
 }
 
 // --- gangs ---
@@ -508,6 +536,9 @@ Scheduler::Work Scheduler::next_work(Core& me) {
       return {next, 0, 1};
     }
     if (gangs_waiting_[type].load(std::memory_order_acquire) == 0) {
+      if (lanes_) {
+        if (TaskSlot* next = lanes_[type].pop()) return {next, 0, 1};
+      }
       if (TaskSlot* next = queue.pop()) return {next, 0, 1};
     }
     me.state.store(CoreState::kIdle, std::memory_order_seq_cst);
@@ -528,7 +559,7 @@ Scheduler::Work Scheduler::next_work(Core& me) {
           [&] {
             const CoreState s = me.state.load(std::memory_order_acquire);
             return s == CoreState::kAssigned || stopping_.load(std::memory_order_acquire) ||
-                   (s == CoreState::kIdle && queue.size() > 0 &&
+                   (s == CoreState::kIdle && (queue.size() > 0 || (lanes_ && !lanes_[type].empty())) &&
                     gangs_waiting_[type].load(std::memory_order_acquire) == 0);
           },
           platform::Clock::time_point::max(), policy_, nullptr);
@@ -616,8 +647,9 @@ Status Scheduler::core_main(platform::BlockContext& block) {
 // --- the end of the run ---
 
 void Scheduler::drain_ready(std::vector<TaskSlot*>& skipped) {
-  for (auto& queue : ready_) {
-    while (TaskSlot* slot = queue.pop()) skipped.push_back(slot);
+  for (int type = 0; type < 2; ++type) {
+    while (TaskSlot* slot = ready_[type].pop()) skipped.push_back(slot);
+    while (TaskSlot* slot = lanes_ ? lanes_[type].pop() : nullptr) skipped.push_back(slot);
   }
   std::lock_guard lock(mutex_);
   dispatch_gangs(skipped);
@@ -634,7 +666,7 @@ Status Scheduler::wait_all() {
         complete(s, s->status, false, nullptr);
       }
     }
-    const std::uint64_t seen = completed_.load(std::memory_order_acquire);
+    const std::uint64_t seen = completed();
     if (seen == published_) return timeout;
     if (no_cores_.load(std::memory_order_acquire)) {
       std::this_thread::yield();
@@ -642,7 +674,7 @@ Status Scheduler::wait_all() {
     }
     if (!timeout.is_ok()) {  // tasks still running after the timeout: their own waits end them
       platform::wait_event(
-          progress_event_, [&] { return completed_.load(std::memory_order_acquire) != seen; },
+          progress_event_, [&] { return completed() != seen; },
           platform::Clock::time_point::max(), policy_, nullptr);
       continue;
     }

@@ -10,7 +10,9 @@
 //                core runs all their blocks. They wait in their core type's ReadyQueue, which
 //                idle cores of that type pull from; a core that completes a task runs one of
 //                the successors this made ready itself, next (no queue, no wake-up), and pushes
-//                the others as one batch.
+//                the others as one batch. Those ready at submit go to the type's ReadyLane
+//                instead (ready_lane.h: no locked instruction for the orchestration thread), or
+//                to the queue when the lane is full; cores look in the lane first.
 //   gang         every other task: placed as a gang, all the cores it needs at once (kCube /
 //                kVector: min(block_num, cores of that kind) cores, running blocks i, i + n, ...
 //                each; kMix: block_num whole clusters, each one group), so a running task never
@@ -23,8 +25,12 @@
 // Core states: kBusy (its own: running, or looking for work), kIdle (waiting; claimable),
 // kReserved (claimed by a placer deciding), kAssigned (a gang share to run). An idle core waits
 // on its type's ReadyQueue event (platform::wait_event: spin, yield, then futex), which pushes,
-// placements and stop() bump. Lost-wake-up freedom: a core stores kIdle (seq_cst) and then reads
-// the gang counters, a placer bumps them (seq_cst) and then reads core states.
+// lane pushes, placements and stop() bump. Lost-wake-up freedom: a core stores kIdle (seq_cst)
+// and then reads the gang counters, a placer bumps them (seq_cst) and then reads core states.
+// Light notifies (platform/wait.h), where membarrier works: lane pushes and the cores'
+// completions notify without a fence, and whoever waits on those events (idle cores, a submit
+// waiting for ring space, wait_all) fences for them before it sleeps. A core counts its own
+// completions (Core::completed, no locked add); completed() sums the counts.
 //
 // Dependencies: lock-free (task_slot.h: a stack of edges per task, closed by its completion).
 // Reclamation: tasks are CONSUMED by whichever thread drops their last reference; only the
@@ -47,6 +53,7 @@
 #include "../platform/chip.h"
 #include "../platform/wait.h"
 #include "observer.h"
+#include "ready_lane.h"
 #include "ready_queue.h"
 #include "task_ring.h"
 #include "tensor_map.h"
@@ -136,6 +143,8 @@ class Scheduler {
     int gang_pos = 0;
     int gang_size = 0;
     TaskSlot* continuation = nullptr;  // the core's own: the successor it runs next
+    // Tasks this core completed (its own; a load and a store, not a locked add): completed().
+    std::atomic<std::uint64_t> completed{0};
     // The core's own launch for single-core tasks, re-armed by the core per task (its lines stay
     // in the core's cache); its kernel runs `current`. Gangs use their slot's launch.
     std::unique_ptr<platform::BlockLaunch> launch;
@@ -150,6 +159,10 @@ class Scheduler {
   struct Released {
     ReadyBatch ready[2];              // single-core tasks, by core type
     std::vector<TaskSlot*> skipped;   // to complete without running
+    // Handed out by the orchestration thread (publish): single-core tasks go to lanes_, and
+    // lane[type] says one did.
+    bool by_orchestration_thread = false;
+    bool lane[2] = {false, false};
   };
 
   static int type_of(platform::LaunchMode mode) noexcept {
@@ -180,7 +193,10 @@ class Scheduler {
   std::string describe(const TaskSlot& slot) const;
   std::string describe_ring(TaskRing& ring);
 
-  // Waits until completed_ moves past `seen` (or, with wake_on_failure, the run fails). TIMEOUT
+  // Tasks completed so far: completed_ plus every core's count. Each count only grows, so the
+  // sum read moves past a value once a completion after it was counted.
+  std::uint64_t completed() const noexcept;
+  // Waits until completed() moves past `seen` (or, with wake_on_failure, the run fails). TIMEOUT
   // naming `what` when nothing progressed for wait_timeout_s.
   Status wait_for_progress(std::uint64_t seen, bool wake_on_failure, std::string_view what);
 
@@ -200,6 +216,9 @@ class Scheduler {
 
   std::unique_ptr<Core[]> cores_;
   ReadyQueue ready_[2];  // single-core tasks by core type
+  // Single-core tasks ready at submit, by core type (the orchestration thread's); null when
+  // light notifies are not available here (platform/wait.h): then they use ready_.
+  std::unique_ptr<ReadyLane[]> lanes_;
 
   mutable std::mutex mutex_;       // gang queues and placement
   std::deque<TaskSlot*> gangs_[3]; // by platform::LaunchMode
@@ -210,8 +229,10 @@ class Scheduler {
   std::atomic<bool> failed_{false};
   std::atomic<bool> no_cores_{false};
   std::atomic<bool> stopping_{false};
+  // Completions by threads other than the cores (skipped tasks, the end of a failed run).
   alignas(64) std::atomic<std::uint64_t> completed_{0};
-  platform::WaitWord progress_event_;  // bumped after completions and on failure
+  // Bumped after completions (a core's with a light notify) and on failure.
+  platform::WaitWord progress_event_;
 };
 
 }  // namespace hp::runtime

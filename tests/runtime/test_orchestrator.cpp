@@ -289,6 +289,30 @@ TEST_F(RuntimeOrchestrator, IndependentTasksRunAtTheSameTime) {
   EXPECT_EQ(arrived.value.load(), 2u);
 }
 
+TEST_F(RuntimeOrchestrator, TasksReadyAtSubmitWhileEveryCoreIsBusyEachRunOnce) {
+  // Both vector cores wait at the gate while 1000 independent tasks are submitted, each ready at
+  // once: more than the orchestration thread's lane to the cores holds (ReadyLane::kCells), so
+  // the rest wait in the ready queue. Each adds its number to its own element: run twice, or
+  // not at all, it leaves another value.
+  config.task_ring_slots = 2048;
+  std::vector<std::int32_t> gated(2, -1), out(1000, 0);
+  const Status s = run([&](Orchestrator& o) -> Status {
+    for (int i = 0; i < 2; ++i) {
+      TensorView element(gated.data() + i, DType::kInt32, {1});
+      HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(element).scalar(7).scalar(1)));
+    }
+    for (int i = 0; i < 1000; ++i) {
+      TensorView element(out.data() + i, DType::kInt32, {1});
+      HP_RETURN_IF_ERROR(o.submit(add_scalar, TaskArgs().inout(element).scalar(i + 1)));
+    }
+    gate.open();
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(gated, (std::vector<std::int32_t>{7, 7}));
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(out[static_cast<std::size_t>(i)], i + 1) << "task " << i + 2;
+}
+
 TEST_F(RuntimeOrchestrator, SpmdTasksRunEveryBlockOfTheirShape) {
   std::mutex mu;
   std::multiset<std::tuple<TaskId, int, platform::CoreType, int>> ran;

@@ -1,0 +1,66 @@
+// ReadyLane: the single-core tasks of one core type that the orchestration thread found ready
+// at submit (internal to the runtime). A bounded ring with one producer (the orchestration
+// thread) and any number of consumers (that type's cores, and after a failure whoever drains).
+//
+// Why beside the ReadyQueue: a push there takes its spin lock, a locked instruction on a line
+// the popping core wrote last, which waits for that line and for every store the submit made
+// before it (x86 stores commit in order) — on a host where a line takes 200 ns between CPUs,
+// most of a submit's cost. A lane push is two plain stores (the cell, then `tail`, release) and
+// a light notify (platform/wait.h: the waiting core pays a membarrier before it sleeps instead).
+// Layout: `tail` (the producer's) and `head` (the consumers') on lines of their own, so a core
+// taking a task does not invalidate the producer's line, and the cells after them, 8 per line.
+// Consumers: read `tail` (acquire: the cell and the task's slot are written), read the cell,
+// then CAS `head` from h to h + 1. The producer overwrites cell h only once `head` passed h (it
+// checks `head` when the ring looks full), so a consumer whose CAS succeeds read the task meant
+// for it; one whose CAS fails reads again. Full: push() returns false and the caller uses the
+// ReadyQueue.
+#ifndef HYPER_PARALLEL_RUNTIME_READY_LANE_H_
+#define HYPER_PARALLEL_RUNTIME_READY_LANE_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "task_slot.h"
+
+namespace hp::runtime {
+
+class alignas(64) ReadyLane {
+ public:
+  static constexpr std::uint64_t kCells = 256;
+
+  // Producer only. False when the lane is full.
+  bool push(TaskSlot* slot) noexcept {
+    const std::uint64_t t = tail_.load(std::memory_order_relaxed);
+    if (t - head_seen_ == kCells) {
+      head_seen_ = head_.load(std::memory_order_acquire);
+      if (t - head_seen_ == kCells) return false;
+    }
+    cells_[t % kCells].store(slot, std::memory_order_relaxed);
+    tail_.store(t + 1, std::memory_order_release);
+    return true;
+  }
+  // The oldest task, or null.
+  TaskSlot* pop() noexcept {
+    std::uint64_t h = head_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (h == tail_.load(std::memory_order_acquire)) return nullptr;
+      TaskSlot* slot = cells_[h % kCells].load(std::memory_order_relaxed);
+      if (head_.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+        return slot;
+      }
+    }
+  }
+  bool empty() const noexcept {
+    return head_.load(std::memory_order_relaxed) == tail_.load(std::memory_order_acquire);
+  }
+
+ private:
+  std::atomic<std::uint64_t> tail_{0};
+  std::uint64_t head_seen_ = 0;  // the producer's last read of head_
+  alignas(64) std::atomic<std::uint64_t> head_{0};
+  alignas(64) std::atomic<TaskSlot*> cells_[kCells] = {};
+};
+
+}  // namespace hp::runtime
+
+#endif  // HYPER_PARALLEL_RUNTIME_READY_LANE_H_
