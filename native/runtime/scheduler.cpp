@@ -64,7 +64,7 @@ std::string Scheduler::describe_ring(TaskRing& ring) {
                                  ring.live(), ring.capacity());
   if (TaskSlot* oldest = ring.oldest()) {
     text += fmt::format(", oldest {} {}{}", describe(*oldest),
-                        to_string(oldest->state.load(std::memory_order_acquire)),
+                        to_string(oldest->observed_state()),
                         oldest->scope_held ? " and held by its open scope" : "");
   }
   if (ring.heap().capacity() > 0) text += fmt::format("; heap {}", ring.heap().to_string());
@@ -118,9 +118,7 @@ Status Scheduler::wait_for_progress(std::uint64_t seen, bool wake_on_failure,
 // --- orchestration thread: slots, edges, publication, scopes ---
 
 void Scheduler::sweep(TaskRing& ring, TensorMap& map) {
-  for (TaskSlot* s = ring.oldest();
-       s != nullptr && s->state.load(std::memory_order_acquire) == TaskState::kConsumed;
-       s = ring.oldest()) {
+  for (TaskSlot* s = ring.oldest(); s != nullptr && s->consumed(); s = ring.oldest()) {
     map.remove(s->id, s->map_entries);
     ring.reclaim_oldest();
   }
@@ -177,7 +175,7 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Ten
         s->heap_mark = mark;
         s->state.store(TaskState::kPending, std::memory_order_relaxed);
         s->fanin.store(kFaninGuard, std::memory_order_relaxed);  // the submission guard
-        s->refs.store(2, std::memory_order_relaxed);   // not completed + held by its scope
+        s->refs.store(1, std::memory_order_relaxed);  // not completed
         s->scope_held = true;
         *slot = s;
         *heap = data;
@@ -201,7 +199,7 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Ten
     }
     const std::uint64_t seen = completed();
     // The oldest task may have been consumed since the sweep: look again before blocking.
-    if (oldest->state.load(std::memory_order_acquire) == TaskState::kConsumed) continue;
+    if (oldest->consumed()) continue;
     const RingState state = ring.state();
     for (Observer* o : options_.observers) o->on_submit_blocked(state);
     HP_RETURN_IF_ERROR(wait_for_progress(
@@ -251,11 +249,14 @@ void Scheduler::connect(TaskSlot* slot, TensorMap& map, std::span<const TensorAc
     }
     if (f.keeps_alive && std::find(slot->kept_alive.begin(), slot->kept_alive.end(), pred) ==
                              slot->kept_alive.end()) {
-      // Only while the creator is not consumed (its memory is still there).
+      // Only while the creator is not consumed (its memory is still there). At refs 0 with its
+      // scope open, no other thread can change refs (nothing of theirs holds it).
       int refs = pred->refs.load(std::memory_order_relaxed);
-      while (refs > 0 && !pred->refs.compare_exchange_weak(refs, refs + 1, std::memory_order_relaxed)) {
+      bool kept = false;
+      while (!kept && (refs > 0 || pred->scope_held)) {
+        kept = pred->refs.compare_exchange_weak(refs, refs + 1, std::memory_order_relaxed);
       }
-      if (refs > 0) slot->kept_alive.push_back(pred);
+      if (kept) slot->kept_alive.push_back(pred);
     }
   }
   for (TaskId id : slot->args.explicit_dependencies()) {
@@ -282,16 +283,11 @@ void Scheduler::publish(TaskSlot* slot) {
 }
 
 void Scheduler::release_scope(std::span<TaskSlot* const> held) {
-  for (TaskSlot* slot : held) {
-    slot->scope_held = false;
-    unref(slot);
-  }
+  for (TaskSlot* slot : held) slot->scope_held = false;
 }
 
 void Scheduler::unref(TaskSlot* slot) noexcept {
-  if (slot->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    slot->state.store(TaskState::kConsumed, std::memory_order_release);
-  }
+  slot->refs.fetch_sub(1, std::memory_order_release);  // TaskSlot::consumed() acquires it
 }
 
 // --- readiness, completion ---

@@ -33,9 +33,10 @@
 // completions (Core::completed, no locked add); completed() sums the counts.
 //
 // Dependencies: lock-free (task_slot.h: a stack of edges per task, closed by its completion).
-// Reclamation: tasks are CONSUMED by whichever thread drops their last reference; only the
-// orchestration thread reclaims slots (in ring order, when it needs a slot: sweep), so it alone resets slots, frees
-// heap-ring memory and drops tensor map entries, and needs no lock for the rings.
+// Reclamation: a task is consumed once it completed, no consumer keeps its memory and its scope
+// released it (TaskSlot::consumed()); only the orchestration thread reclaims slots (in ring
+// order, when it needs a slot: sweep), so it alone resets slots, frees heap-ring memory and
+// drops tensor map entries, and needs no lock for the rings.
 #ifndef HYPER_PARALLEL_RUNTIME_SCHEDULER_H_
 #define HYPER_PARALLEL_RUNTIME_SCHEDULER_H_
 

@@ -5,8 +5,8 @@
 // Only the oldest live task can be reclaimed, so a long-lived task holds back the ring behind
 // it. That is why each scope depth (0, 1, 2, >= 3) has its own ring (seed 003): an inner scope's
 // short-lived tasks recycle their ring while an outer scope still holds its tasks.
-// Orchestration thread only: other threads mark slots CONSUMED, the orchestration thread
-// reclaims them (Scheduler::sweep).
+// Orchestration thread only: other threads drop their holds on slots, the orchestration thread
+// reclaims them once consumed() (Scheduler::sweep).
 #ifndef HYPER_PARALLEL_RUNTIME_TASK_RING_H_
 #define HYPER_PARALLEL_RUNTIME_TASK_RING_H_
 
@@ -52,7 +52,7 @@ class TaskRing {
     }
     return lo < head_ && at(lo)->id == id ? at(lo) : nullptr;
   }
-  // Reclaims the oldest slot (it must be CONSUMED): its heap memory too; the slot is FREE.
+  // Reclaims the oldest slot (it must be consumed()): its heap memory too; the slot is FREE.
   void reclaim_oldest() {
     TaskSlot* s = oldest();
     heap_.release_to(s->heap_mark);
@@ -61,10 +61,10 @@ class TaskRing {
   }
 
   // For reuse by a later run, once no core touches the ring: every live slot back to FREE and
-  // the heap ring empty. False (and nothing changed) when a live task is not CONSUMED.
+  // the heap ring empty. False (and nothing changed) when a live task is not consumed().
   bool clear() {
     for (std::uint64_t i = tail_; i < head_; ++i) {
-      if (at(i)->state.load(std::memory_order_acquire) != TaskState::kConsumed) return false;
+      if (!at(i)->consumed()) return false;
     }
     for (; tail_ < head_; ++tail_) at(tail_)->reset();
     heap_.release_to(heap_.current_mark());
@@ -80,7 +80,7 @@ class TaskRing {
     r.heap_capacity = heap_.capacity();
     if (TaskSlot* s = oldest()) {
       r.oldest_task = s->id;
-      r.oldest_state = s->state.load(std::memory_order_acquire);
+      r.oldest_state = s->observed_state();
     }
     return r;
   }

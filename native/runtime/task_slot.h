@@ -3,8 +3,8 @@
 // Ownership, by field group:
 //   orchestration thread  filled at submit while the slot is PENDING and not yet published;
 //                         read-only for every other thread from publication until the slot is
-//                         reclaimed, which only the orchestration thread does (after it saw the
-//                         slot CONSUMED, when no other thread touches it any more).
+//                         reclaimed, which only the orchestration thread does (once it is
+//                         consumed(), when no other thread touches it any more).
 //   atomics               consumers, fanin, refs, cores_outstanding, state, skip.
 // Edges (lock-free): a task's `consumers` is a stack of the Edges of the tasks waiting for it,
 // each Edge living in its consumer (the first in `first_wait`, the others in `waits`). The
@@ -69,7 +69,7 @@ struct TaskSlot {
 
   // --- orchestration thread only ---
   alignas(64) std::uint64_t heap_mark = 0;  // release the heap ring to here at reclaim
-  bool scope_held = false;
+  bool scope_held = false;  // its scope is open (or it escaped to one that is)
   std::vector<std::uint32_t> map_entries;  // its tensor map entries, removed at reclaim
   TaskId connect_stamp = kNoTask;  // the last submitting task that ordered itself after this one
   std::vector<Edge> waits;         // its edges after first_wait, in its predecessors' `consumers`
@@ -83,8 +83,9 @@ struct TaskSlot {
   Status status;
   // Predecessors not completed yet, plus kFaninGuard while submit() is still adding edges.
   std::atomic<int> fanin{0};
-  // Reasons the task cannot be consumed: 1 until it completes, 1 while a scope holds it, 1 per
-  // consumer that keeps its memory alive until that consumer completes.
+  // Reasons other threads keep the task: 1 until it completes, 1 per consumer that keeps its
+  // memory alive until that consumer completes. Its scope's hold is scope_held, the
+  // orchestration thread's own: releasing it touches no line another thread writes.
   std::atomic<int> refs{0};
   std::atomic<TaskState> state{TaskState::kFree};
   std::atomic<bool> skip{false};
@@ -92,7 +93,15 @@ struct TaskSlot {
   std::atomic<int> cores_outstanding{0};
   TaskSlot* next_ready = nullptr;    // link of the ready queue the task waits in
 
-  // Back to FREE for the next task (orchestration thread, slot CONSUMED); keeps capacities.
+  // CONSUMED: completed, no consumer keeps it, no scope holds it; the orchestration thread may
+  // reclaim it (the acquire pairs with the release of the last refs decrement). The task's
+  // state reads COMPLETED until then: CONSUMED is this condition, which observed_state() shows.
+  bool consumed() const noexcept { return !scope_held && refs.load(std::memory_order_acquire) == 0; }
+  TaskState observed_state() const noexcept {
+    return consumed() ? TaskState::kConsumed : state.load(std::memory_order_acquire);
+  }
+
+  // Back to FREE for the next task (orchestration thread, slot consumed()); keeps capacities.
   void reset() {
     id = kNoTask;
     info = {};

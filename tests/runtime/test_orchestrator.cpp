@@ -15,6 +15,7 @@
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -493,6 +494,67 @@ TEST_F(RuntimeOrchestrator, ScopesReleaseTheirOutputsForReuse) {
   for (int i = 0; i < 16; ++i) EXPECT_EQ(sums[static_cast<std::size_t>(i)], 64 * i) << i;
   // The consumer found its input through the creator's entry.
   EXPECT_EQ(recorder.edges(1), (Edges{{0, DepKind::kRaw, 0, DepSource::kCreator}}));
+}
+
+TEST_F(RuntimeOrchestrator, AReaderKeepsACompletedCreatorsOutputPastItsScope) {
+  // A 1 KiB heap ring. A fills a 256-byte OUTPUT with 5 and completes; the orchestration waits
+  // until `mark` (ordered after A, so it runs once A's completion is over) ran. B then takes A's
+  // output NO_DEP (not ordered, but it keeps A's memory until it completes) and waits at the
+  // gate. A's scope ends; scopes of the same depth then make 256-byte outputs of 9 until one
+  // finds the heap ring full, which opens the gate once every output made so far is written.
+  // Had A's memory gone with its scope, one of them would have been written over it before B
+  // read it.
+  config.heap_ring_bytes = 1024;
+  std::atomic<bool> marked{false};
+  std::atomic<int> nines_made{0}, nines_written{0};
+  std::atomic<std::int32_t> read_sum{-1};
+  const auto wait_until = [](const std::function<bool()>& done) {
+    const auto deadline = platform::deadline_after(kGateTimeoutS);
+    while (!done() && platform::Clock::now() < deadline) std::this_thread::yield();
+    return done();
+  };
+  recorder.when_blocked = [&] {
+    wait_until([&] { return nines_written.load() == nines_made.load(); });
+    gate.open();
+  };
+  const int mark = add("mark", [&](const TaskArgs&, BlockContext&) -> Status {
+    marked.store(true);
+    return Status::ok();
+  });
+  const int nines = add("nines", [&](const TaskArgs& a, BlockContext&) -> Status {
+    for_each_i32(a.tensor(0), [&](std::int32_t& x) { x = 9; });
+    nines_written.fetch_add(1);
+    return Status::ok();
+  });
+  const int gated_sum = add("gated_sum", [&](const TaskArgs& a, BlockContext&) -> Status {
+    HP_RETURN_IF_ERROR(gate.wait());
+    std::int32_t total = 0;
+    for_each_i32(a.tensor(0), [&](std::int32_t& x) { total += x; });
+    read_sum.store(total);
+    return Status::ok();
+  });
+  const Status s = run([&](Orchestrator& o) -> Status {
+    {
+      auto scope = o.scope();
+      SubmitResult made;
+      HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output(DType::kInt32, {64}).scalar(5), &made));
+      HP_RETURN_IF_ERROR(o.submit(mark, TaskArgs().set_dependencies({made.task})));
+      HP_ENSURE(wait_until([&] { return marked.load(); }), ErrorCode::kTimeout,
+                "the task after A never ran");
+      HP_RETURN_IF_ERROR(o.submit(gated_sum, TaskArgs().no_dep(made.outputs[0])));
+    }
+    for (int i = 0; i < 8; ++i) {
+      auto scope = o.scope();
+      nines_made.fetch_add(1);
+      HP_RETURN_IF_ERROR(o.submit(nines, TaskArgs().output(DType::kInt32, {64})));
+    }
+    gate.open();  // when no submit blocked
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(read_sum.load(), 5 * 64);
+  std::lock_guard lock(recorder.mu);
+  EXPECT_FALSE(recorder.blocked.empty()) << "A's memory was not held";
 }
 
 TEST_F(RuntimeOrchestrator, RunsOnOneWorkerReuseItsRingsWhateverTheRunBeforeLeft) {
