@@ -506,7 +506,7 @@ TEST_F(RuntimeOrchestrator, AReaderKeepsACompletedCreatorsOutputPastItsScope) {
   // read it.
   config.heap_ring_bytes = 1024;
   std::atomic<bool> marked{false};
-  std::atomic<int> nines_made{0}, nines_written{0};
+  std::atomic<int> nines_made{0}, nines_written{0};  // submitted, and run
   std::atomic<std::int32_t> read_sum{-1};
   const auto wait_until = [](const std::function<bool()>& done) {
     const auto deadline = platform::deadline_after(kGateTimeoutS);
@@ -514,7 +514,8 @@ TEST_F(RuntimeOrchestrator, AReaderKeepsACompletedCreatorsOutputPastItsScope) {
     return done();
   };
   recorder.when_blocked = [&] {
-    wait_until([&] { return nines_written.load() == nines_made.load(); });
+    EXPECT_TRUE(wait_until([&] { return nines_written.load() == nines_made.load(); }))
+        << "the outputs submitted before the blocked one never ran";
     gate.open();
   };
   const int mark = add("mark", [&](const TaskArgs&, BlockContext&) -> Status {
@@ -545,8 +546,8 @@ TEST_F(RuntimeOrchestrator, AReaderKeepsACompletedCreatorsOutputPastItsScope) {
     }
     for (int i = 0; i < 8; ++i) {
       auto scope = o.scope();
-      nines_made.fetch_add(1);
       HP_RETURN_IF_ERROR(o.submit(nines, TaskArgs().output(DType::kInt32, {64})));
+      nines_made.fetch_add(1);  // after the submit: one that blocks is not made yet
     }
     gate.open();  // when no submit blocked
     return Status::ok();
