@@ -158,11 +158,10 @@ void notify_event_light(WaitWord& event) noexcept {
 #if defined(__SANITIZE_THREAD__)
   notify_event(event, false);
 #else
+  if (!light_notify_available()) return notify_event(event, false);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   if (event.waiters.load(std::memory_order_relaxed) == 0) return;
-  event.value.fetch_add(1, std::memory_order_seq_cst);
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&event.value), FUTEX_WAKE_PRIVATE, INT32_MAX,
-          nullptr, nullptr, 0);
+  add_and_wake(event, 1, false);
 #endif
 }
 

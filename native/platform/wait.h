@@ -73,10 +73,11 @@ HP_API void notify_event(WaitWord& event, bool process_shared) noexcept;
 // CPU running one of them). Either the notifier's read of `waiters` comes after that fence and
 // sees the registration, or its change came before it and the waiter's last look sees it.
 // Events notified this way must be waited on with WaitPolicy::light_notifiers, by threads of
-// this process. Under ThreadSanitizer, which does not model membarrier, it is notify_event().
+// this process. Where light_notify_available() is false (its waiters then cannot fence), and
+// under ThreadSanitizer (which does not model membarrier), it is notify_event().
 HP_API void notify_event_light(WaitWord& event) noexcept;
 // Whether heavy_fence() works here (registers the process for it on the first call; Linux 4.14
-// and later, unless a seccomp filter refuses membarrier). When false, notify with notify_event().
+// and later, unless a seccomp filter refuses membarrier).
 HP_API bool light_notify_available() noexcept;
 // Requires light_notify_available() (otherwise only this thread is fenced).
 HP_API void heavy_fence() noexcept;

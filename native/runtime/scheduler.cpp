@@ -343,11 +343,7 @@ void Scheduler::complete(TaskSlot* slot, Status status, bool ran, Core* me) {
   Released released;
   complete_one(slot, std::move(status), ran, me, released);
   hand_out(released, me);
-  if (policy_.light_notifiers) {
-    platform::notify_event_light(progress_event_);
-  } else {
-    platform::notify_event(progress_event_, false);
-  }
+  platform::notify_event_light(progress_event_);
 }
 
 void Scheduler::complete_one(TaskSlot* t, Status status, bool ran, Core* me, Released& released) {
