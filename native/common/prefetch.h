@@ -19,12 +19,10 @@ namespace hp {
 // `prfchw`, shared (PREFETCHT0) otherwise.
 inline void prefetch_for_write(const void* p, std::size_t bytes, bool prfchw) noexcept {
   const auto* c = static_cast<const char*>(p);
-  if (prfchw) {
-    for (std::size_t offset = 0; offset < bytes; offset += 64) {
+  for (std::size_t offset = 0; offset < bytes; offset += 64) {
+    if (prfchw) {
       asm volatile("prefetchw %0" : : "m"(c[offset]));
-    }
-  } else {
-    for (std::size_t offset = 0; offset < bytes; offset += 64) {
+    } else {
       asm volatile("prefetcht0 %0" : : "m"(c[offset]));
     }
   }
