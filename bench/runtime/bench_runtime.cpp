@@ -181,7 +181,36 @@ double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-void pin_to(int cpu);
+// The CPUs this process may run on.
+cpu_set_t process_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) CPU_SET(0, &set);
+  return set;
+}
+
+int cpus_of_process() {
+  const cpu_set_t set = process_cpus();
+  return CPU_COUNT(&set);
+}
+
+// The first two CPUs of the process (the measurement pins one thread to each); -1 for a
+// missing one.
+std::pair<int, int> two_cpus() {
+  const cpu_set_t set = process_cpus();
+  int found[2] = {-1, -1}, n = 0;
+  for (int c = 0; c < CPU_SETSIZE && n < 2; ++c) {
+    if (CPU_ISSET(c, &set)) found[n++] = c;
+  }
+  return {found[0], found[1]};
+}
+
+void pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
 
 class HpRunner {
  public:
@@ -294,32 +323,6 @@ void verify(HpRunner& hp, Dag& dag) {
               dag.tasks.size(), edges);
 }
 
-int cpus_of_process() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-}
-
-// The first two CPUs of the process (the measurement pins one thread to each); -1 for a
-// missing one.
-std::pair<int, int> two_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  sched_getaffinity(0, sizeof(set), &set);
-  int found[2] = {-1, -1}, n = 0;
-  for (int c = 0; c < CPU_SETSIZE && n < 2; ++c) {
-    if (CPU_ISSET(c, &set)) found[n++] = c;
-  }
-  return {found[0], found[1]};
-}
-
-void pin_to(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
 // Two threads passing a counter back and forth through one cache line, spinning: the one-way
 // hand-off time between CPUs, which the host varies over time (its placement of the vCPUs) and
 // which every task pays a few of in hp (submitted on one thread, run on another). Printed with
@@ -400,21 +403,18 @@ BenchOptions parse(int argc, char** argv) {
     } else if (const char* v = value("--scope")) {
       o.scope = std::atoi(v);
     } else if (const char* v = value("--orchestrator-cpu")) {
-      o.orchestrator_cpu = *v == '\0' ? -2 : std::atoi(v);
+      char* end = nullptr;
+      const long cpu = std::strtol(v, &end, 10);
+      const cpu_set_t set = process_cpus();
+      if (end == v || *end != '\0' || cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &set)) {
+        std::fprintf(stderr, "bench_runtime: --orchestrator-cpu=%s is not a CPU this process may run on\n", v);
+        std::exit(2);
+      }
+      o.orchestrator_cpu = static_cast<int>(cpu);
     } else {
       std::fprintf(stderr,
                    "usage: bench_runtime [--quick] [--tasks=N] [--rounds=R] [--width=W] [--scope=S] [--no-peer]\n"
                    "                     [--only=chain|fan-out|random] [--orchestrator-cpu=N]\n");
-      std::exit(2);
-    }
-  }
-  if (o.orchestrator_cpu != -1) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    sched_getaffinity(0, sizeof(set), &set);
-    if (o.orchestrator_cpu < 0 || o.orchestrator_cpu >= CPU_SETSIZE || !CPU_ISSET(o.orchestrator_cpu, &set)) {
-      std::fprintf(stderr, "bench_runtime: --orchestrator-cpu=%d is not a CPU this process may run on\n",
-                   o.orchestrator_cpu);
       std::exit(2);
     }
   }
