@@ -10,7 +10,8 @@
 // SwiGLU + quantisation pass, and the backward's bf16 GEMMs against oneDNN's bf16 matmul. Peak
 // loops (AVX-512 VNNI, and AMX when present) run in the same binary; each row prints GOPS
 // (2 MNK / time), the ratio to oneDNN, and % of the peak of the instructions each side uses
-// (ours: its target's; oneDNN: the best it has on this CPU).
+// (ours: its target's; oneDNN: the best it has on this CPU). Without VNNI the weights are 7-bit
+// and oneDNN's bf16 side is its f32 matmul (see make_experts' caller and DnnlBf16Gemm).
 //
 // Samples alternate ours, oneDNN, ours, ... and the table shows medians.
 #include <immintrin.h>
@@ -25,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -141,6 +143,12 @@ double peak(hp::platform::Chip& chip, int threads, Loop loop, std::int64_t iters
   return hp::bench::median(runs);
 }
 
+// "42%" of a measured peak, "n/a" where there is none (the CPU lacks those instructions).
+std::string percent_of_peak(double ops_per_s, double peak_ops_per_s) {
+  if (peak_ops_per_s <= 0) return "n/a";
+  return std::to_string(static_cast<long long>(std::lround(100 * ops_per_s / peak_ops_per_s))) + "%";
+}
+
 // ---- data -------------------------------------------------------------------------------------
 
 struct Expert {
@@ -244,8 +252,9 @@ struct ExpertSet {
   hk::PackedWeights packed;
 };
 
-ExpertSet make_experts(std::mt19937& rng, const Shape& s, int experts, hk::PackLayout layout) {
-  std::uniform_int_distribution<int> i8(-127, 127);
+// weight_max: the weights are drawn from [-weight_max, weight_max].
+ExpertSet make_experts(std::mt19937& rng, const Shape& s, int experts, hk::PackLayout layout, int weight_max) {
+  std::uniform_int_distribution<int> i8(-weight_max, weight_max);
   std::uniform_real_distribution<float> real(0.001f, 0.01f);
   ExpertSet set;
   set.experts.resize(static_cast<std::size_t>(experts));
@@ -313,28 +322,49 @@ class OursRunner {
 };
 
 // oneDNN: bf16 [M, K] x bf16 [K, N] -> f32 [M, N], weights reordered once.
+// oneDNN's bf16 matmul; where this CPU has none (oneDNN 2.6 needs AVX-512 for it), its f32 matmul
+// over the same values widened to f32 once, untimed (exact: a bf16 is an f32 with a shorter
+// mantissa), which is what a user of such a CPU would run.
 struct DnnlBf16Gemm {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   dnnl::matmul prim;
   dnnl::memory src, weights, dst;
+  std::vector<float> a_f32, w_f32;  // the widened inputs of the f32 matmul
   std::string impl;
 
   DnnlBf16Gemm(std::int64_t m, const Shape& s, std::uint16_t* a, std::uint16_t* w, float* out) {
     using tag = dnnl::memory::format_tag;
     using dt = dnnl::memory::data_type;
-    const dnnl::memory::desc src_md({m, s.k}, dt::bf16, tag::ab);
-    const dnnl::memory::desc w_any({s.k, s.n}, dt::bf16, tag::any);
-    const dnnl::memory::desc w_plain({s.k, s.n}, dt::bf16, tag::ab);
-    const dnnl::memory::desc dst_md({m, s.n}, dt::f32, tag::ab);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, w_any, dst_md), engine);
-    impl = pd.impl_info_str();
-    src = dnnl::memory(src_md, engine, a);
-    dst = dnnl::memory(dst_md, engine, out);
-    dnnl::memory plain(w_plain, engine, w);
-    weights = dnnl::memory(pd.weights_desc(), engine);
+    dt in = dt::bf16;
+    void* a_data = a;
+    void* w_data = w;
+    std::optional<dnnl::matmul::primitive_desc> pd;
+    try {
+      pd.emplace(dnnl::matmul::desc({{m, s.k}, dt::bf16, tag::ab}, {{s.k, s.n}, dt::bf16, tag::any},
+                                    {{m, s.n}, dt::f32, tag::ab}),
+                 engine);
+    } catch (const dnnl::error& e) {
+      if (e.status != dnnl_unimplemented) throw;
+      in = dt::f32;
+      a_f32.resize(std::size_t(m * s.k));
+      w_f32.resize(std::size_t(s.k * s.n));
+      for (std::size_t i = 0; i < a_f32.size(); ++i) a_f32[i] = hp::bf16_to_float(a[i]);
+      for (std::size_t i = 0; i < w_f32.size(); ++i) w_f32[i] = hp::bf16_to_float(w[i]);
+      a_data = a_f32.data();
+      w_data = w_f32.data();
+      pd.emplace(dnnl::matmul::desc({{m, s.k}, dt::f32, tag::ab}, {{s.k, s.n}, dt::f32, tag::any},
+                                    {{m, s.n}, dt::f32, tag::ab}),
+                 engine);
+    }
+    impl = pd->impl_info_str();
+    if (in == dt::f32) impl += " (f32 matmul: no bf16 matmul on this CPU)";
+    src = dnnl::memory(pd->src_desc(), engine, a_data);
+    dst = dnnl::memory(pd->dst_desc(), engine, out);
+    dnnl::memory plain({{s.k, s.n}, in, tag::ab}, engine, w_data);
+    weights = dnnl::memory(pd->weights_desc(), engine);
     dnnl::reorder(plain, weights).execute(stream, plain, weights);
-    prim = dnnl::matmul(pd);
+    prim = dnnl::matmul(*pd);
     stream.wait();
   }
   void run() {
@@ -411,12 +441,18 @@ int main(int argc, char** argv) {
   for (int t = 1; t <= max_threads; ++t) {
     if (cpu.avx512_vnni) vnni_peak[t] = peak(*chip, t, vnni_ops, quick ? 10000 : 2000000);
     if (cpu.amx_int8 && hk::request_amx_permission().is_ok()) amx_peak[t] = peak(*chip, t, amx_loop, quick ? 1000 : 200000);
-    std::printf("measured peak, %d thread(s): AVX-512 VNNI %.0f GOPS, AMX-INT8 %s\n", t, vnni_peak[t] / 1e9,
+    std::printf("measured peak, %d thread(s): AVX-512 VNNI %s, AMX-INT8 %s\n", t,
+                vnni_peak[t] > 0 ? std::to_string(int(vnni_peak[t] / 1e9)).append(" GOPS").c_str() : "n/a (no VNNI here)",
                 amx_peak[t] > 0 ? std::to_string(int(amx_peak[t] / 1e9)).append(" GOPS").c_str() : "n/a (no AMX here)");
   }
   // A kernel's peak: AMX for the AMX target, else VNNI. oneDNN uses AMX when the CPU has it.
   const auto ours_peak = [&](int t) { return amx ? amx_peak[t] : vnni_peak[t]; };
   const auto dnnl_peak = [&](int t) { return amx_peak[t] > 0 ? amx_peak[t] : vnni_peak[t]; };
+  // Without VNNI, oneDNN multiplies int8 with vpmaddubsw, whose 16-bit sums of two products
+  // saturate for full-range weights (its guide, "Nuances of int8 computations"): there both sides
+  // get weights in [-63, 63], as that guide advises, so that they compute the same product.
+  const int weight_max = cpu.avx512_vnni || cpu.amx_int8 ? 127 : 63;
+  if (weight_max != 127) std::printf("no VNNI on this CPU: int8 weights in [-63, 63] (oneDNN saturates beyond)\n");
 
   const Shape shapes[] = {{"GMM1", 2048, 2816}, {"GMM2", 1408, 2048}};
   const std::vector<std::int64_t> ms = only_m ? std::vector<std::int64_t>{only_m}
@@ -432,7 +468,7 @@ int main(int argc, char** argv) {
   std::string dnnl_impl;
   for (const Shape& s : shapes) {
     for (int experts : expert_counts) {
-      ExpertSet w = make_experts(rng, s, experts, hk::PackLayout::kPlain);
+      ExpertSet w = make_experts(rng, s, experts, hk::PackLayout::kPlain, weight_max);
       for (std::int64_t m : ms) {
         Activations x = make_activations(rng, m, s.k);
         std::vector<float> out(std::size_t(m * s.n)), dnnl_out(std::size_t(m * s.n));
@@ -466,9 +502,10 @@ int main(int argc, char** argv) {
                 dnnl_row_scales(threads);
               });
           const double ops = 2.0 * double(m) * double(s.n) * double(s.k);
-          std::printf("%-5s %5lld %3d %3d %10.0f %10.0f %8.2f %8.0f%% %8.0f%%\n", s.name, static_cast<long long>(m), threads,
+          std::printf("%-5s %5lld %3d %3d %10.0f %10.0f %8.2f %9s %9s\n", s.name, static_cast<long long>(m), threads,
                       experts, ops / r.ours_s / 1e9, ops / r.peer_s / 1e9, r.peer_s / r.ours_s,
-                      100 * ops / r.ours_s / ours_peak(threads), 100 * ops / r.peer_s / dnnl_peak(threads));
+                      percent_of_peak(ops / r.ours_s, ours_peak(threads)).c_str(),
+                      percent_of_peak(ops / r.peer_s, dnnl_peak(threads)).c_str());
           std::fflush(stdout);
         }
         // Both sides compute the same product: spot-check expert 0's result.
@@ -491,7 +528,7 @@ int main(int argc, char** argv) {
   const Shape& gmm1 = shapes[0];
   const std::int64_t inter = gmm1.n / 2;
   for (int experts : expert_counts) {
-    ExpertSet w = make_experts(rng, gmm1, experts, hk::PackLayout::kSwigluHalves);
+    ExpertSet w = make_experts(rng, gmm1, experts, hk::PackLayout::kSwigluHalves, weight_max);
     for (std::int64_t m : ms) {
       Activations x = make_activations(rng, m, gmm1.k);
       std::vector<std::int8_t> q(std::size_t(m * inter)), dnnl_q(std::size_t(m * inter));
