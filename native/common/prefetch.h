@@ -12,20 +12,33 @@
 #define HYPER_PARALLEL_COMMON_PREFETCH_H_
 
 #include <cstddef>
+#include <utility>
 
 namespace hp {
 
-// Prefetches every 64-byte line of [p, p + bytes) for writing: owned with PREFETCHW when
-// `prfchw`, shared (PREFETCHT0) otherwise.
-inline void prefetch_for_write(const void* p, std::size_t bytes, bool prfchw) noexcept {
-  const auto* c = static_cast<const char*>(p);
-  for (std::size_t offset = 0; offset < bytes; offset += 64) {
-    if (prfchw) {
-      asm volatile("prefetchw %0" : : "m"(c[offset]));
-    } else {
-      asm volatile("prefetcht0 %0" : : "m"(c[offset]));
-    }
+namespace detail {
+inline void prefetch_line(const char* line, bool prfchw) noexcept {
+  if (prfchw) {
+    asm volatile("prefetchw %0" : : "m"(*line));
+  } else {
+    asm volatile("prefetcht0 %0" : : "m"(*line));
   }
+}
+}  // namespace detail
+
+// Prefetches every 64-byte line of [p, p + Bytes) for writing: owned with PREFETCHW when
+// `prfchw`, shared (PREFETCHT0) otherwise. Unrolled: one instruction per line (the runtime
+// prefetches a 19-line task slot per submit, where a loop cost 7 instructions a line).
+template <std::size_t Bytes>
+inline void prefetch_for_write(const void* p, bool prfchw) noexcept {
+  const auto* c = static_cast<const char*>(p);
+  [&]<std::size_t... L>(std::index_sequence<L...>) {
+    if (prfchw) {
+      (detail::prefetch_line(c + L * 64, true), ...);
+    } else {
+      (detail::prefetch_line(c + L * 64, false), ...);
+    }
+  }(std::make_index_sequence<(Bytes + 63) / 64>{});
 }
 
 }  // namespace hp

@@ -207,10 +207,9 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
               what(), pred);
   }
   std::size_t heap_bytes = 0;
-  for (int i = 0; i < args.num_tensors(); ++i) {
-    if (args.tag(i) != ArgTag::kOutput) continue;
-    const TensorView& t = args.tensor(i);
-    heap_bytes += HeapRing::rounded(static_cast<std::size_t>(t.numel()) * t.element_size());
+  for (const TaskArgs::TensorArg& arg : args.tensor_args()) {
+    if (arg.tag != ArgTag::kOutput) continue;
+    heap_bytes += HeapRing::rounded(static_cast<std::size_t>(arg.view.numel()) * arg.view.element_size());
   }
   HP_ENSURE(heap_bytes <= impl.heap_capacity, ErrorCode::kOutOfMemory,
             "{}: its OUTPUT tensors need {} bytes, more than a heap ring holds ({} bytes); raise "
@@ -225,12 +224,14 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
   ++impl.next_id;
 
   slot->args = args;  // reuses the slot's capacity
-  std::size_t offset = 0;
-  for (int i = 0; i < args.num_tensors(); ++i) {
-    if (args.tag(i) != ArgTag::kOutput) continue;
-    const TensorView& t = args.tensor(i);
-    slot->args.set_output_data(i, heap + offset);
-    offset += HeapRing::rounded(static_cast<std::size_t>(t.numel()) * t.element_size());
+  if (heap_bytes != 0) {
+    std::size_t offset = 0;
+    for (int i = 0; i < args.num_tensors(); ++i) {
+      if (args.tag(i) != ArgTag::kOutput) continue;
+      const TensorView& t = args.tensor(i);
+      slot->args.set_output_data(i, heap + offset);
+      offset += HeapRing::rounded(static_cast<std::size_t>(t.numel()) * t.element_size());
+    }
   }
   slot->callable = callable;
   slot->info = TaskInfo{.id = id, .callable = slot->callable->name(), .callable_slot = callable_slot,
@@ -257,12 +258,13 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
     slot->status = prepared;
   }
 
-  impl.accesses.resize(static_cast<std::size_t>(args.num_tensors()));
-  for (int i = 0; i < args.num_tensors(); ++i) {
-    TensorAccess& access = impl.accesses[static_cast<std::size_t>(i)];
-    access.region.assign(slot->args.tensor(i));
-    access.tag = args.tag(i);
-    access.arg_index = i;
+  const std::span<const TaskArgs::TensorArg> tensors = slot->args.tensor_args();
+  impl.accesses.resize(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    TensorAccess& access = impl.accesses[i];
+    access.region.assign(tensors[i].view);
+    access.tag = tensors[i].tag;
+    access.arg_index = static_cast<int>(i);
   }
   impl.deps.clear();
   impl.scheduler.connect(slot, impl.tensor_map, impl.accesses, &impl.deps);

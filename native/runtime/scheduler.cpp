@@ -170,7 +170,7 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Ten
         // The next submit writes the next slot: its lines (last written a ring's length of
         // tasks ago, long out of this core's cache, and some still held by the core that ran
         // that task) load, owned, while this task is submitted.
-        prefetch_for_write(ring.upcoming(), sizeof(TaskSlot), prefetch_owned_);
+        prefetch_for_write<sizeof(TaskSlot)>(ring.upcoming(), prefetch_owned_);
         s->id = id;
         s->heap_mark = mark;
         s->state.store(TaskState::kPending, std::memory_order_relaxed);

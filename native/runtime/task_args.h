@@ -160,6 +160,11 @@ HP_API std::string_view to_string(ArgTag tag) noexcept;
 
 class HP_API TaskArgs {
  public:
+  struct TensorArg {
+    TensorView view;
+    ArgTag tag;
+  };
+
   TaskArgs& input(const TensorView& tensor) { return add(tensor, ArgTag::kInput); }
   TaskArgs& inout(const TensorView& tensor) { return add(tensor, ArgTag::kInOut); }
   TaskArgs& output_existing(const TensorView& tensor) {
@@ -206,6 +211,8 @@ class HP_API TaskArgs {
   }
 
   int num_tensors() const noexcept { return static_cast<int>(tensors_.size()); }
+  // The tensor arguments in order (what tensor(i) and tag(i) return, without the index checks).
+  std::span<const TensorArg> tensor_args() const noexcept { return {tensors_.data(), tensors_.size()}; }
   const TensorView& tensor(int i) const { return tensors_.at(static_cast<std::size_t>(i)).view; }
   ArgTag tag(int i) const { return tensors_.at(static_cast<std::size_t>(i)).tag; }
   int num_scalars() const noexcept { return static_cast<int>(scalars_.size()); }
@@ -252,10 +259,6 @@ class HP_API TaskArgs {
     } else if constexpr (std::is_same_v<T, std::uint8_t>) return DType::kUInt8;
     else return DType::kCount;  // opaque bits
   }
-  struct TensorArg {
-    TensorView view;
-    ArgTag tag;
-  };
   struct ScalarArg {
     std::uint64_t bits;
     DType dtype;  // kCount: opaque bits
