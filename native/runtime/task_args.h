@@ -52,10 +52,10 @@ class InlineVector {
 
  public:
   InlineVector() noexcept = default;
-  InlineVector(const InlineVector& other) { assign(other.begin(), other.end()); }
+  InlineVector(const InlineVector& other) { copy(other); }
   InlineVector(InlineVector&& other) noexcept { take(other); }
   InlineVector& operator=(const InlineVector& other) {
-    if (this != &other) assign(other.begin(), other.end());
+    if (this != &other) copy(other);
     return *this;
   }
   InlineVector& operator=(InlineVector&& other) noexcept {
@@ -134,6 +134,14 @@ class InlineVector {
     if (heap_ != nullptr) std::allocator<T>().deallocate(heap_, capacity_);
     heap_ = nullptr;
     capacity_ = N;
+  }
+  // One memcpy (the submit path copies a TaskArgs per task, most of its vectors empty).
+  void copy(const InlineVector& other) {
+    size_ = 0;
+    if (other.size_ == 0) return;
+    if (other.size_ > capacity_) grow(other.size_);
+    std::memcpy(static_cast<void*>(data()), other.data(), other.size_ * sizeof(T));
+    size_ = other.size_;
   }
   void take(InlineVector& other) noexcept {  // this holds no heap storage
     size_ = other.size_;

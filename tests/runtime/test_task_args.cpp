@@ -1,0 +1,93 @@
+// TaskArgs: building, reading back, and copies (each of its vectors keeps a few elements in
+// place and moves to the heap beyond them; submit copies a TaskArgs into the task's slot,
+// reusing whatever the slot held before).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "runtime/task_args.h"
+
+namespace hp::runtime {
+namespace {
+
+// `n` tensors (INPUT views of buffer[i]), n scalars, n explicit dependencies and n dump marks.
+TaskArgs args_of(int n, std::vector<std::int32_t>& buffer) {
+  buffer.assign(static_cast<std::size_t>(n) + 1, 0);
+  TaskArgs args;
+  std::vector<TaskId> deps;
+  std::vector<int> marks;
+  for (int i = 0; i < n; ++i) {
+    args.input(TensorView(&buffer[static_cast<std::size_t>(i)], DType::kInt32, {1}));
+    args.scalar(std::int64_t{100} + i);
+    deps.push_back(static_cast<TaskId>(i));
+    marks.push_back(i);
+  }
+  args.set_dependencies(deps);
+  args.dump(marks);
+  return args;
+}
+
+void expect_args_of(const TaskArgs& args, int n, const std::vector<std::int32_t>& buffer) {
+  ASSERT_EQ(args.num_tensors(), n);
+  ASSERT_EQ(args.num_scalars(), n);
+  ASSERT_EQ(args.explicit_dependencies().size(), static_cast<std::size_t>(n));
+  ASSERT_EQ(args.tensor_args().size(), static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(args.tensor(i).data(), &buffer[static_cast<std::size_t>(i)]);
+    EXPECT_EQ(args.tensor_args()[static_cast<std::size_t>(i)].view.data(), args.tensor(i).data());
+    EXPECT_EQ(args.tag(i), ArgTag::kInput);
+    EXPECT_EQ(args.scalar_as<std::int64_t>(i), 100 + i);
+    EXPECT_EQ(args.explicit_dependencies()[static_cast<std::size_t>(i)], static_cast<TaskId>(i));
+    EXPECT_TRUE(args.dump_marked(i));
+  }
+  EXPECT_FALSE(args.dump_marked(n));
+  EXPECT_EQ(args.dump_requested(), n > 0);
+}
+
+TEST(TaskArgs, CopiesInPlaceAndOnTheHeapIntoEverySize) {
+  // 0 and 3: in place; 5 and 17: beyond the in-place room of every vector.
+  for (int from : {0, 3, 5, 17}) {
+    for (int to : {0, 3, 5, 17}) {
+      SCOPED_TRACE(testing::Message() << "copy of " << from << " over " << to);
+      std::vector<std::int32_t> from_buffer, to_buffer;
+      const TaskArgs source = args_of(from, from_buffer);
+      TaskArgs target = args_of(to, to_buffer);
+      target = source;
+      expect_args_of(target, from, from_buffer);
+      expect_args_of(source, from, from_buffer);  // unchanged
+      const TaskArgs constructed(source);
+      expect_args_of(constructed, from, from_buffer);
+    }
+  }
+}
+
+TEST(TaskArgs, CopyToItselfKeepsEverything) {
+  std::vector<std::int32_t> buffer;
+  TaskArgs args = args_of(6, buffer);
+  const TaskArgs& alias = args;
+  args = alias;
+  expect_args_of(args, 6, buffer);
+}
+
+TEST(TaskArgs, AMoveTargetHoldsTheArguments) {
+  for (int n : {3, 9}) {
+    std::vector<std::int32_t> buffer;
+    TaskArgs source = args_of(n, buffer);
+    TaskArgs target = std::move(source);
+    expect_args_of(target, n, buffer);
+  }
+}
+
+TEST(TaskArgs, IndexChecksThrowOutOfRange) {
+  std::vector<std::int32_t> buffer;
+  const TaskArgs args = args_of(2, buffer);
+  EXPECT_THROW((void)args.tensor(2), std::out_of_range);
+  EXPECT_THROW((void)args.tag(-1), std::out_of_range);
+  EXPECT_THROW((void)args.scalar_bits(2), std::out_of_range);
+}
+
+}  // namespace
+}  // namespace hp::runtime
