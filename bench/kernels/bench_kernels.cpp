@@ -321,10 +321,10 @@ class OursRunner {
   std::vector<std::unique_ptr<void, decltype(&std::free)>> ws_;
 };
 
-// oneDNN: bf16 [M, K] x bf16 [K, N] -> f32 [M, N], weights reordered once.
-// oneDNN's bf16 matmul; where this CPU has none (oneDNN 2.6 needs AVX-512 for it), its f32 matmul
-// over the same values widened to f32 once, untimed (exact: a bf16 is an f32 with a shorter
-// mantissa), which is what a user of such a CPU would run.
+// oneDNN: bf16 [M, K] x bf16 [K, N] -> f32 [M, N], weights reordered once. Where this CPU has no
+// bf16 matmul (oneDNN 2.6 needs AVX-512 for it), its f32 matmul over the same values widened to
+// f32 once, untimed (exact: a bf16 is an f32 with a shorter mantissa), which is what a user of
+// such a CPU would run.
 struct DnnlBf16Gemm {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
@@ -336,14 +336,17 @@ struct DnnlBf16Gemm {
   DnnlBf16Gemm(std::int64_t m, const Shape& s, std::uint16_t* a, std::uint16_t* w, float* out) {
     using tag = dnnl::memory::format_tag;
     using dt = dnnl::memory::data_type;
+    const auto matmul_of = [&](dt in) {
+      return dnnl::matmul::primitive_desc(
+          dnnl::matmul::desc({{m, s.k}, in, tag::ab}, {{s.k, s.n}, in, tag::any}, {{m, s.n}, dt::f32, tag::ab}),
+          engine);
+    };
     dt in = dt::bf16;
     void* a_data = a;
     void* w_data = w;
     std::optional<dnnl::matmul::primitive_desc> pd;
     try {
-      pd.emplace(dnnl::matmul::desc({{m, s.k}, dt::bf16, tag::ab}, {{s.k, s.n}, dt::bf16, tag::any},
-                                    {{m, s.n}, dt::f32, tag::ab}),
-                 engine);
+      pd = matmul_of(dt::bf16);
     } catch (const dnnl::error& e) {
       if (e.status != dnnl_unimplemented) throw;
       in = dt::f32;
@@ -353,9 +356,7 @@ struct DnnlBf16Gemm {
       for (std::size_t i = 0; i < w_f32.size(); ++i) w_f32[i] = hp::bf16_to_float(w[i]);
       a_data = a_f32.data();
       w_data = w_f32.data();
-      pd.emplace(dnnl::matmul::desc({{m, s.k}, dt::f32, tag::ab}, {{s.k, s.n}, dt::f32, tag::any},
-                                    {{m, s.n}, dt::f32, tag::ab}),
-                 engine);
+      pd = matmul_of(dt::f32);
     }
     impl = pd->impl_info_str();
     if (in == dt::f32) impl += " (f32 matmul: no bf16 matmul on this CPU)";

@@ -17,8 +17,9 @@
 namespace hp {
 
 namespace detail {
-inline void prefetch_line(const char* line, bool prfchw) noexcept {
-  if (prfchw) {
+template <bool kOwned>
+inline void prefetch_line(const char* line) noexcept {
+  if constexpr (kOwned) {
     asm volatile("prefetchw %0" : : "m"(*line));
   } else {
     asm volatile("prefetcht0 %0" : : "m"(*line));
@@ -34,9 +35,9 @@ inline void prefetch_for_write(const void* p, bool prfchw) noexcept {
   const auto* c = static_cast<const char*>(p);
   [&]<std::size_t... L>(std::index_sequence<L...>) {
     if (prfchw) {
-      (detail::prefetch_line(c + L * 64, true), ...);
+      (detail::prefetch_line<true>(c + L * 64), ...);
     } else {
-      (detail::prefetch_line(c + L * 64, false), ...);
+      (detail::prefetch_line<false>(c + L * 64), ...);
     }
   }(std::make_index_sequence<(Bytes + 63) / 64>{});
 }

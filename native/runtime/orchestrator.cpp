@@ -19,6 +19,13 @@ namespace hp::runtime {
 
 using platform::LaunchMode;
 
+namespace {
+// The heap-ring bytes an OUTPUT tensor takes (contiguous, rounded to the ring's alignment).
+std::size_t heap_bytes_of(const TensorView& t) noexcept {
+  return HeapRing::rounded(static_cast<std::size_t>(t.numel()) * t.element_size());
+}
+}  // namespace
+
 struct Orchestrator::Impl {
   Impl(ChipWorker& w, Scheduler::Options options, std::vector<std::unique_ptr<TaskRing>> rings)
       : worker(w), scheduler(w.chip(), std::move(options), std::move(rings)),
@@ -208,8 +215,7 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
   }
   std::size_t heap_bytes = 0;
   for (const TaskArgs::TensorArg& arg : args.tensor_args()) {
-    if (arg.tag != ArgTag::kOutput) continue;
-    heap_bytes += HeapRing::rounded(static_cast<std::size_t>(arg.view.numel()) * arg.view.element_size());
+    if (arg.tag == ArgTag::kOutput) heap_bytes += heap_bytes_of(arg.view);
   }
   HP_ENSURE(heap_bytes <= impl.heap_capacity, ErrorCode::kOutOfMemory,
             "{}: its OUTPUT tensors need {} bytes, more than a heap ring holds ({} bytes); raise "
@@ -224,13 +230,13 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
   ++impl.next_id;
 
   slot->args = args;  // reuses the slot's capacity
-  if (heap_bytes != 0) {
+  if (heap_bytes != 0) {  // some OUTPUT tensors: give them their memory
+    const std::span<const TaskArgs::TensorArg> given = args.tensor_args();
     std::size_t offset = 0;
-    for (int i = 0; i < args.num_tensors(); ++i) {
-      if (args.tag(i) != ArgTag::kOutput) continue;
-      const TensorView& t = args.tensor(i);
-      slot->args.set_output_data(i, heap + offset);
-      offset += HeapRing::rounded(static_cast<std::size_t>(t.numel()) * t.element_size());
+    for (std::size_t i = 0; i < given.size(); ++i) {
+      if (given[i].tag != ArgTag::kOutput) continue;
+      slot->args.set_output_data(static_cast<int>(i), heap + offset);
+      offset += heap_bytes_of(given[i].view);
     }
   }
   slot->callable = callable;
