@@ -164,28 +164,29 @@ void TensorMap::unlink(std::uint32_t index) {
   --live_;
 }
 
-template <typename F>
-void TensorMap::for_each_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_only, F&& f) {
+void TensorMap::gather_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_only) {
+  near_found_.clear();
+  const Near* near = near_.data();
   const int w0 = writes_only ? 1 : 0;
   const std::uint64_t classes = classes_in_use_[1] | (writes_only ? 0 : classes_in_use_[0]);
   for (std::uint64_t c = classes; c != 0; c &= c - 1) {
     const int k = std::countr_zero(c);
     // The bucket before lo's holds entries that may reach into lo's only if some straddle.
-    const bool straddling = class_straddling_[1][k] != 0 || (!writes_only && class_straddling_[0][k] != 0);
-    const std::uintptr_t first = straddling ? std::max<std::uintptr_t>(lo >> k, 1) - 1 : lo >> k;
+    std::uintptr_t first = lo >> k;
+    if (first > 0 && (class_straddling_[1][k] != 0 || (!writes_only && class_straddling_[0][k] != 0))) --first;
     const std::uintptr_t last = (hi - 1) >> k;
     // Per list (reads, writes): walk the buckets, or the class's list when it is shorter than
     // kListWalkPerProbe entries per bucket (a probe hashes into the table; a list entry is a
-    // 24-byte read and a compare).
+    // 24-byte read and a compare). A list of a class not in use is empty (count 0).
     bool in_buckets[2] = {false, false};
     for (int w = w0; w < 2; ++w) {
-      if ((classes_in_use_[w] >> k & 1) == 0) continue;
-      if ((last - first + 1) * kListWalkPerProbe <= class_count_[w][k]) {
+      const std::uint32_t count = class_count_[w][k];
+      if ((last - first + 1) * kListWalkPerProbe <= count) {
         in_buckets[w] = true;
         continue;
       }
-      for (std::uint32_t i = class_head_[w][k]; i != kNone; i = near_[i].class_next) {
-        if (near_[i].lo < hi && lo < near_[i].hi) f(i);
+      for (std::uint32_t i = class_head_[w][k]; i != kNone; i = near[i].class_next) {
+        if (near[i].lo < hi && lo < near[i].hi) near_found_.push_back(i);
       }
     }
     if (!in_buckets[0] && !in_buckets[1]) continue;
@@ -194,13 +195,25 @@ void TensorMap::for_each_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_
       if (b == nullptr) continue;
       for (int w = w0; w < 2; ++w) {
         if (!in_buckets[w]) continue;
-        for (std::uint32_t i = b->head[w]; i != kNone; i = near_[i].next) {
-          if (near_[i].lo < hi && lo < near_[i].hi) f(i);
+        for (std::uint32_t i = b->head[w]; i != kNone; i = near[i].next) {
+          if (near[i].lo < hi && lo < near[i].hi) near_found_.push_back(i);
         }
       }
     }
   }
 }
+
+namespace {
+// The kind of a dependency of an access with the tag on an entry that only reads ([0]) or
+// writes ([1]); OUTPUT accesses find nothing, NO_DEP ones only creators (whose memory they hold).
+constexpr DepKind kKindOf[5][2] = {
+    /* kInput */ {DepKind::kRaw, DepKind::kRaw},
+    /* kOutput */ {DepKind::kRaw, DepKind::kRaw},
+    /* kInOut */ {DepKind::kWar, DepKind::kRaw},
+    /* kOutputExisting */ {DepKind::kWar, DepKind::kWaw},
+    /* kNoDep */ {DepKind::kRaw, DepKind::kRaw},
+};
+}  // namespace
 
 void TensorMap::find_dependencies(std::span<const TensorAccess> accesses,
                                   std::vector<FoundDependency>* found,
@@ -211,79 +224,81 @@ void TensorMap::find_dependencies(std::span<const TensorAccess> accesses,
     const bool no_dep = a.tag == ArgTag::kNoDep;
     // INPUT and NO_DEP accesses depend only on writes (creators are writes).
     const bool writes_only = a.tag == ArgTag::kInput || no_dep;
-    const bool may_cover = covered != nullptr && !writes_only && a.region.contiguous();
-    for_each_near(a.region.lo(), a.region.hi(), writes_only, [&](std::uint32_t index) {
+    const bool contiguous = a.region.contiguous();
+    const bool may_cover = covered != nullptr && !writes_only && contiguous;
+    const std::uintptr_t lo = a.region.lo(), hi = a.region.hi();
+    const DepKind* kind = kKindOf[static_cast<int>(a.tag)];
+    gather_near(lo, hi, writes_only);
+    for (std::uint32_t index : near_found_) {
       const Entry& e = entries_[index];
-      if (no_dep && !e.creator) return;
-      if (!overlaps_entry(a.region, index)) return;
-      if (may_cover && !e.creator && covers_entry(a.region, index)) covered->push_back({ai, index});
-      FoundDependency f;
+      if (no_dep && !e.creator) continue;
+      // Bounding ranges that meet (gather_near) are an overlap when both regions are one run.
+      if (!(contiguous && e.contiguous) && !overlaps_entry(a.region, index)) continue;
+      if (may_cover && !e.creator && lo <= near_[index].lo && near_[index].hi <= hi) {
+        covered->push_back({ai, index});
+      }
+      FoundDependency& f = found->emplace_back();
       f.pred = e.owner;
       f.dep.pred = e.task;
       f.dep.arg_index = a.arg_index;
       f.dep.source = e.creator ? DepSource::kCreator : DepSource::kTensorMap;
+      f.dep.kind = kind[e.write ? 1 : 0];
       f.keeps_alive = e.creator;
       f.orders = !no_dep;
-      switch (a.tag) {
-        case ArgTag::kInput:
-          f.dep.kind = DepKind::kRaw;
-          break;
-        case ArgTag::kInOut:
-          f.dep.kind = e.write ? DepKind::kRaw : DepKind::kWar;
-          break;
-        case ArgTag::kOutputExisting:
-          f.dep.kind = e.write ? DepKind::kWaw : DepKind::kWar;
-          break;
-        case ArgTag::kNoDep:
-        case ArgTag::kOutput:
-          f.dep.kind = DepKind::kRaw;
-          break;
-      }
-      found->push_back(f);
-    });
+    }
   }
 }
 
 void TensorMap::record_accesses(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
                                 const std::vector<std::pair<int, std::uint32_t>>* covered,
                                 std::vector<std::uint32_t>* handles) {
+  std::size_t next_covered = 0;  // covered lists entries by access, in access order
   for (int ai = 0; ai < static_cast<int>(accesses.size()); ++ai) {
     const TensorAccess& a = accesses[static_cast<std::size_t>(ai)];
     if (a.tag == ArgTag::kNoDep || a.region.empty()) continue;
     const bool write = a.tag != ArgTag::kInput;
-    // A covered write entry of exactly this range is taken over in place (its bucket, list and
-    // class stay right): a buffer rewritten task after task costs no unlink and insert.
+    const std::uintptr_t lo = a.region.lo(), hi = a.region.hi();
+    // A covered write entry of exactly this range is taken over in place (its bucket, list,
+    // class and range stay right): a buffer rewritten task after task costs no unlink and insert.
     std::uint32_t index = kNone;
+    auto drop = [&](std::uint32_t dropped) {
+      // An entry this task dropped for an earlier access is no longer live, or was reused for
+      // this task.
+      const Entry& e = entries_[dropped];
+      if (!e.live || e.task == task) return;
+      if (index == kNone && e.write && near_[dropped].lo == lo && near_[dropped].hi == hi) {
+        index = dropped;
+      } else {
+        unlink(dropped);
+      }
+    };
     if (write && a.region.contiguous()) {
-      scratch_.clear();
       if (covered != nullptr && a.tag != ArgTag::kOutput) {
-        // Found by find_dependencies before any entry of this task was recorded; an entry the
-        // task dropped for an earlier access is no longer live, or was reused for this task.
-        for (const auto& [access, found] : *covered) {
-          const Entry& e = entries_[found];
-          if (access == ai && e.live && e.task != task) scratch_.push_back(found);
+        // Found by find_dependencies before any entry of this task was recorded.
+        while (next_covered < covered->size() && (*covered)[next_covered].first < ai) ++next_covered;
+        for (; next_covered < covered->size() && (*covered)[next_covered].first == ai; ++next_covered) {
+          drop((*covered)[next_covered].second);
         }
       } else {
-        for_each_near(a.region.lo(), a.region.hi(), false, [&](std::uint32_t found) {
-          const Entry& e = entries_[found];
-          if (!e.creator && e.task != task && covers_entry(a.region, found)) scratch_.push_back(found);
-        });
-      }
-      for (std::uint32_t dropped : scratch_) {
-        if (!entries_[dropped].live) continue;
-        if (index == kNone && entries_[dropped].write && near_[dropped].lo == a.region.lo() &&
-            near_[dropped].hi == a.region.hi()) {
-          index = dropped;
-        } else {
-          unlink(dropped);
+        gather_near(lo, hi, false);
+        for (std::uint32_t found : near_found_) {
+          if (!entries_[found].creator && lo <= near_[found].lo && near_[found].hi <= hi) drop(found);
         }
       }
     }
-    const bool taken_over = index != kNone;
-    if (!taken_over && !free_.empty()) {
+    if (index != kNone) {  // taken over: a write of the same bounding range, now this task's
+      Entry& e = entries_[index];
+      e.task = task;
+      e.owner = owner;
+      e.creator = a.tag == ArgTag::kOutput;
+      e.contiguous = true;  // it may have been a strided write within the range
+      handles->push_back(index);
+      continue;
+    }
+    if (!free_.empty()) {
       index = free_.back();
       free_.pop_back();
-    } else if (!taken_over) {
+    } else {
       index = static_cast<std::uint32_t>(entries_.size());
       entries_.emplace_back();
       near_.emplace_back();
@@ -293,14 +308,14 @@ void TensorMap::record_accesses(TaskId task, TaskSlot* owner, std::span<const Te
     e.contiguous = a.region.contiguous();
     if (!e.contiguous) strided_[index] = a.region;
     Near& n = near_[index];
-    n.lo = a.region.lo();
-    n.hi = a.region.hi();
+    n.lo = lo;
+    n.hi = hi;
     e.task = task;
     e.owner = owner;
     e.write = write;
     e.creator = a.tag == ArgTag::kOutput;
-    e.size_class = static_cast<std::uint8_t>(class_of(n.lo, n.hi));
-    if (!taken_over) insert(index);
+    e.size_class = static_cast<std::uint8_t>(class_of(lo, hi));
+    insert(index);
     handles->push_back(index);
   }
 }

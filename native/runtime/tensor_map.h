@@ -127,20 +127,17 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   static std::uint64_t key_of(int size_class, std::uintptr_t granule) noexcept {
     return (static_cast<std::uint64_t>(granule) << 6) | static_cast<std::uint64_t>(size_class);
   }
-  // Calls f(index) for each live entry whose bounding range meets [lo, hi), writes only or both.
-  template <typename F>
-  void for_each_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_only, F&& f);
+  // Sets near_found_ to the live entries whose bounding range meets [lo, hi), writes only or
+  // both.
+  void gather_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_only);
   // The accesses' dependencies; with `covered`, also the entries each contiguous write access
   // covers (pairs of access index and entry index), for record_accesses.
   void find_dependencies(std::span<const TensorAccess> accesses, std::vector<FoundDependency>* found,
                          std::vector<std::pair<int, std::uint32_t>>* covered);
-  // overlaps() and covers() of an access's region and entry i's.
+  // overlaps() of an access's region and entry i's.
   bool overlaps_entry(const TensorRegion& a, std::uint32_t i) const {
     return entries_[i].contiguous ? overlaps(a, TensorRegion::range(near_[i].lo, near_[i].hi))
                                   : overlaps(a, strided_[i]);
-  }
-  bool covers_entry(const TensorRegion& a, std::uint32_t i) const noexcept {
-    return covers(a, TensorRegion::range(near_[i].lo, near_[i].hi));  // covers reads only [lo, hi)
   }
   void record_accesses(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
                        const std::vector<std::pair<int, std::uint32_t>>* covered,
@@ -175,7 +172,7 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
     return (n.lo >> size_class) != ((n.hi - 1) >> size_class);
   }
   std::uint64_t classes_in_use_[2] = {0, 0};  // bit k: class k non-empty
-  std::vector<std::uint32_t> scratch_;
+  std::vector<std::uint32_t> near_found_;  // gather_near's
   std::vector<std::pair<int, std::uint32_t>> covered_;
 };
 
