@@ -118,7 +118,27 @@ std::size_t TensorView::span_bytes() const noexcept {
   return std::size_t(last + 1) * element_size();
 }
 
+bool TensorView::well_formed() const noexcept {
+  if (!valid(dtype_) || bad_rank_) return false;
+  std::int64_t n = 1;
+  for (int i = 0; i < ndim_; ++i) {
+    if (shape_[i] < 0 || strides_[i] < 0 || __builtin_mul_overflow(n, shape_[i], &n)) return false;
+  }
+  if (n == 0) return true;  // no bytes: any data, any strides
+  std::int64_t last = 0, term = 0, end = 0, bytes = 0;
+  for (int i = 0; i < ndim_; ++i) {
+    if (__builtin_mul_overflow(shape_[i] - 1, strides_[i], &term) ||
+        __builtin_add_overflow(last, term, &last)) {
+      return false;
+    }
+  }
+  return !__builtin_add_overflow(last, 1, &end) &&
+         !__builtin_mul_overflow(end, std::int64_t(element_size()), &bytes) && data_ != nullptr;
+}
+
 Status TensorView::validate(std::string_view what) const {
+  if (well_formed()) return Status::ok();
+  // Which check fails, for the message.
   HP_ENSURE(valid(dtype_), ErrorCode::kDTypeMismatch, "{}: invalid dtype {}", what, int(dtype_));
   HP_ENSURE(!bad_rank_, ErrorCode::kInvalidArgument,
             "{}: rank must be at most {} and strides must match the shape", what, kMaxDims);
@@ -128,15 +148,16 @@ Status TensorView::validate(std::string_view what) const {
     HP_ENSURE(strides_[i] >= 0, ErrorCode::kInvalidArgument, "{}: stride {} is negative ({})",
               what, i, strides_[i]);
   }
-  std::int64_t n = 0, last = 0, bytes = 0;
-  HP_ENSURE(checked_extent(shape(), strides(), &n, &last) &&
-                !__builtin_mul_overflow(last + 1, std::int64_t(element_size()), &bytes),
+  std::int64_t n = 0, last = 0, end = 0, bytes = 0;
+  HP_ENSURE(checked_extent(shape(), strides(), &n, &last) && !__builtin_add_overflow(last, 1, &end) &&
+                !__builtin_mul_overflow(end, std::int64_t(element_size()), &bytes),
             ErrorCode::kInvalidArgument,
             "{}: shape [{}] with strides [{}] spans more than 2^63 bytes", what,
             fmt::join(shape(), ", "), fmt::join(strides(), ", "));
   HP_ENSURE(data_ != nullptr || n == 0, ErrorCode::kInvalidArgument,
             "{}: null data for a non-empty tensor", what);
-  return Status::ok();
+  return Status::error(ErrorCode::kInternal, "{}: {} is not well formed, yet passes every check",
+                       what, to_string());
 }
 
 Status TensorView::expect_shape(std::string_view what,

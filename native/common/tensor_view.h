@@ -69,6 +69,8 @@ class HP_API TensorView {
   // Checks dtype, rank, non-negative sizes and strides, an extent that fits in int64 bytes,
   // and data for a non-empty view. `what` names the tensor in errors.
   Status validate(std::string_view what) const;
+  // validate(...).is_ok(), in one pass and no Status (for a check per submitted tensor).
+  bool well_formed() const noexcept;
   // validate() plus rank == ndim and, for each dim with expected >= 0, an exact size.
   Status expect_shape(std::string_view what, std::initializer_list<std::int64_t> expected) const;
   Status expect_dtype(std::string_view what, DType expected) const;

@@ -42,10 +42,10 @@ Status TaskArgs::validate(std::string_view what) const {
       // validate() wants data for a non-empty view: check the shape on a stand-in pointer.
       alignas(64) static std::byte stand_in[1];
       TensorView shape_only(stand_in, arg.view.dtype(), arg.view.shape());
-      if (!shape_only.validate({}).is_ok()) return shape_only.validate(name());
+      if (!shape_only.well_formed()) return shape_only.validate(name());
       continue;
     }
-    if (!arg.view.validate({}).is_ok()) return arg.view.validate(name());
+    if (!arg.view.well_formed()) return arg.view.validate(name());
   }
   return Status::ok();
 }

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <random>
 #include <set>
 #include <span>
 #include <string>
@@ -251,6 +252,41 @@ TEST(TensorView, ValidateRejectsOverflowingExtents) {
 
 TEST(TensorView, ValidateRejectsInvalidDType) {
   EXPECT_EQ(contiguous(DType::kCount, {2}).validate("t").code(), ErrorCode::kDTypeMismatch);
+}
+
+// The last element at offset INT64_MAX: one past it does not fit (it wrapped before).
+TEST(TensorView, ValidateRejectsAnExtentEndingAtTheLastOffset) {
+  char byte = 0;
+  const std::int64_t shape[] = {2}, strides[] = {INT64_MAX};
+  const TensorView view(&byte, DType::kInt8, shape, strides);
+  EXPECT_EQ(view.validate("t").code(), ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(view.well_formed());
+}
+
+// well_formed() is validate()'s verdict, over views good and bad in every way validate checks.
+TEST(TensorView, WellFormedAgreesWithValidate) {
+  std::mt19937_64 rng(5);
+  auto pick = [&](std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+  };
+  const std::int64_t sizes[] = {-1, 0, 1, 2, 7, std::int64_t(1) << 31, std::int64_t(1) << 40, INT64_MAX};
+  int good = 0, bad = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    const auto dtype = static_cast<DType>(pick(0, static_cast<int>(DType::kCount)));
+    std::vector<std::int64_t> shape(static_cast<std::size_t>(pick(0, 9)));
+    std::vector<std::int64_t> strides(pick(0, 9) == 0 ? shape.size() + 1 : shape.size());
+    for (std::int64_t& d : shape) d = pick(0, 5) == 0 ? sizes[pick(0, 7)] : pick(1, 8);
+    for (std::int64_t& s : strides) s = pick(0, 5) == 0 ? sizes[pick(0, 7)] : pick(0, 64);
+    void* data = pick(0, 9) == 0 ? nullptr : g_storage;
+    const TensorView view = pick(0, 1) == 0 ? TensorView(data, dtype, std::span<const std::int64_t>(shape))
+                                            : TensorView(data, dtype, shape, strides);
+    const Status status = view.validate("t");
+    ASSERT_EQ(view.well_formed(), status.is_ok()) << view.to_string() << ": " << status.message();
+    ASSERT_NE(status.code(), ErrorCode::kInternal) << status.message();
+    (status.is_ok() ? good : bad) += 1;
+  }
+  EXPECT_GT(good, 1000);
+  EXPECT_GT(bad, 1000);
 }
 
 TEST(TensorView, InvalidRankViewKeepsAccessorsInBounds) {
