@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -40,6 +41,11 @@ struct Orchestrator::Impl {
   std::vector<std::vector<TaskSlot*>> spare_scopes;
   TaskId next_id = 0;
   std::size_t heap_capacity = 0;
+  // The last CallConfig the chip accepted, and its gang: most submits repeat one, and then skip
+  // the checks.
+  std::optional<CallConfig> accepted_config;
+  int accepted_gang = 0;
+  bool accepted_single_core = false;
   // Reused by every submit (no allocation per task once warm).
   std::vector<TensorAccess> accesses;
   std::vector<Dependency> deps;
@@ -200,13 +206,18 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
   auto what = [&] { return fmt::format("submit(task {}, callable '{}')", id, callable->name()); };
   if (Status s = args.validate("submit"); !s.is_ok()) return args.validate(what());
   platform::Chip& chip = impl.worker.chip();
-  HP_ENSURE(config.block_num >= 1, ErrorCode::kInvalidArgument, "{}: block_num={} must be >= 1",
-            what(), config.block_num);
   const platform::LaunchConfig launch_config{.mode = config.mode,
                                              .block_dim = config.block_num,
                                              .num_flags = config.num_flags,
                                              .wait_timeout_s = config.wait_timeout_s};
-  if (Status s = chip.check_launch_config(launch_config); !s.is_ok()) return s.with_context(what());
+  if (!impl.accepted_config || !(*impl.accepted_config == config)) {
+    HP_ENSURE(config.block_num >= 1, ErrorCode::kInvalidArgument, "{}: block_num={} must be >= 1",
+              what(), config.block_num);
+    if (Status s = chip.check_launch_config(launch_config); !s.is_ok()) return s.with_context(what());
+    impl.accepted_config = config;
+    impl.accepted_gang = impl.scheduler.gang_of(config);
+    impl.accepted_single_core = impl.scheduler.single_core(config);
+  }
   for (TaskId pred : args.explicit_dependencies()) {
     HP_ENSURE(pred < id, ErrorCode::kInvalidArgument,
               "{}: explicit dependency on task {}, which is not submitted yet (tasks can only "
@@ -243,12 +254,12 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
   slot->info = TaskInfo{.id = id, .callable = slot->callable->name(), .callable_slot = callable_slot,
                         .scope_depth = depth, .ring = ring, .config = config,
                         .args = &slot->args};
-  slot->gang = impl.scheduler.gang_of(config);
+  slot->gang = impl.accepted_gang;
   slot->cores_outstanding.store(slot->gang, std::memory_order_relaxed);
   // A gang's launch is the slot's (its kernel runs whatever task the slot holds), made on the
   // slot's first use and re-armed after; the config was checked above, so this cannot fail.
   Status prepared;
-  if (impl.scheduler.single_core(config)) {
+  if (impl.accepted_single_core) {
     // runs through the core's own launch (scheduler.h)
   } else if (slot->launch) {
     slot->launch->rearm(launch_config, slot->gang);

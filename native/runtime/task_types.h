@@ -46,6 +46,7 @@ struct CallConfig {
   int block_num = 1;
   int num_flags = 64;                    // cross-core flags per launch (BlockContext::set_flag)
   std::optional<double> wait_timeout_s;  // the task's flag waits; empty: the chip's
+  friend bool operator==(const CallConfig&, const CallConfig&) = default;
 };
 
 HP_API std::string_view to_string(TaskState state) noexcept;

@@ -340,6 +340,42 @@ TEST_F(RuntimeOrchestrator, SpmdTasksRunEveryBlockOfTheirShape) {
   EXPECT_EQ(ran, expected);
 }
 
+// Submit skips the launch checks for a config it accepted just before: a bad config right after
+// a good one is still rejected, and a config accepted after a rejected one runs with its own gang.
+TEST_F(RuntimeOrchestrator, EveryNewConfigIsCheckedBeforeItRuns) {
+  std::mutex mu;
+  std::multiset<std::pair<TaskId, int>> ran;
+  const int record = add("record", [&](const TaskArgs& a, BlockContext& b) -> Status {
+    std::lock_guard lock(mu);
+    ran.insert({a.scalar_as<TaskId>(0), b.block_idx()});
+    return Status::ok();
+  });
+  const Status s = run([&](Orchestrator& o) -> Status {
+    const CallConfig good{.mode = LaunchMode::kVector, .block_num = 2};
+    HP_RETURN_IF_ERROR(o.submit(record, TaskArgs().scalar(TaskId{0}), good));
+    const CallConfig bad[] = {
+        {.mode = LaunchMode::kVector, .block_num = 0},
+        {.mode = LaunchMode::kVector, .block_num = 2, .num_flags = -1},
+        {.mode = LaunchMode::kVector, .block_num = 2, .wait_timeout_s = -1.0},
+        {.mode = LaunchMode::kMix, .block_num = 2},
+    };
+    for (const CallConfig& config : bad) {
+      EXPECT_EQ(o.submit(record, TaskArgs().scalar(TaskId{99}), config).code(), ErrorCode::kInvalidArgument);
+      HP_RETURN_IF_ERROR(o.submit(record, TaskArgs().scalar(TaskId{1}), good));
+    }
+    HP_RETURN_IF_ERROR(o.submit(record, TaskArgs().scalar(TaskId{2}), {.mode = LaunchMode::kCube, .block_num = 3}));
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  std::multiset<std::pair<TaskId, int>> expected;
+  for (int b = 0; b < 2; ++b) expected.insert({0, b});
+  for (int i = 0; i < 4; ++i) {
+    for (int b = 0; b < 2; ++b) expected.insert({1, b});
+  }
+  for (int b = 0; b < 3; ++b) expected.insert({2, b});
+  EXPECT_EQ(ran, expected);
+}
+
 TEST_F(RuntimeOrchestrator, FullRingMakesSubmitWaitThenProceed) {
   // Ring 1 has 2 slots. Task 0 holds the oldest slot until the gate opens, and the gate opens
   // only when a submit blocks: the third submit must block, then proceed.
