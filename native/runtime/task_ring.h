@@ -2,6 +2,8 @@
 //
 // Slots are taken and reclaimed in submission order: head and tail count slots taken and
 // reclaimed (slot = count % capacity); the live tasks are [tail, head), their ids increasing.
+// head_slot_ and tail_slot_ keep head % capacity and tail % capacity: the submit path divides
+// by nothing (a 64-bit division takes tens of cycles, and it took several per submit).
 // Only the oldest live task can be reclaimed, so a long-lived task holds back the ring behind
 // it. That is why each scope depth (0, 1, 2, >= 3) has its own ring (seed 003): an inner scope's
 // short-lived tasks recycle their ring while an outer scope still holds its tasks.
@@ -32,11 +34,16 @@ class TaskRing {
   const HeapRing& heap() const noexcept { return heap_; }
 
   // The next slot (the ring must not be full).
-  TaskSlot* take() noexcept { return at(head_++); }
+  TaskSlot* take() noexcept {
+    TaskSlot* s = &slots_[head_slot_];
+    ++head_;
+    head_slot_ = following(head_slot_);
+    return s;
+  }
   // The slot the next take() returns (whether or not it is free yet).
-  TaskSlot* upcoming() noexcept { return at(head_); }
+  TaskSlot* upcoming() noexcept { return &slots_[head_slot_]; }
   // The slot that is reclaimed next, or null when none is live.
-  TaskSlot* oldest() noexcept { return head_ == tail_ ? nullptr : at(tail_); }
+  TaskSlot* oldest() noexcept { return head_ == tail_ ? nullptr : &slots_[tail_slot_]; }
   // The newest live slot, or null.
   TaskSlot* newest() noexcept { return head_ == tail_ ? nullptr : at(head_ - 1); }
   // The live slot of task `id`, or null (binary search: ids increase from tail to head).
@@ -58,6 +65,7 @@ class TaskRing {
     heap_.release_to(s->heap_mark);
     s->reset();
     ++tail_;
+    tail_slot_ = following(tail_slot_);
   }
 
   // For reuse by a later run, once no core touches the ring: every live slot back to FREE and
@@ -67,6 +75,7 @@ class TaskRing {
       if (!at(i)->consumed()) return false;
     }
     for (; tail_ < head_; ++tail_) at(tail_)->reset();
+    tail_slot_ = head_slot_;
     heap_.release_to(heap_.current_mark());
     return true;
   }
@@ -89,6 +98,9 @@ class TaskRing {
   TaskSlot* at(std::uint64_t count) noexcept {
     return &slots_[count % static_cast<std::uint64_t>(capacity_)];
   }
+  std::size_t following(std::size_t slot) const noexcept {
+    return slot + 1 == static_cast<std::size_t>(capacity_) ? 0 : slot + 1;
+  }
 
   int index_;
   int capacity_;
@@ -96,6 +108,8 @@ class TaskRing {
   HeapRing heap_;
   std::uint64_t head_ = 0;
   std::uint64_t tail_ = 0;
+  std::size_t head_slot_ = 0;  // head_ % capacity_
+  std::size_t tail_slot_ = 0;  // tail_ % capacity_
 };
 
 }  // namespace hp::runtime
