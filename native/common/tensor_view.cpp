@@ -7,35 +7,22 @@
 namespace hp {
 namespace {
 
-struct DTypeInfo {
-  std::string_view name;
-  std::size_t size;
+// Names by DType value (sizes: dtype_size in the header).
+constexpr std::array<std::string_view, static_cast<std::size_t>(DType::kCount)> kDTypes = {
+    "int8", "uint8", "int32", "int64", "bf16", "fp16", "fp32", "fp64",
 };
-
-constexpr std::array<DTypeInfo, static_cast<std::size_t>(DType::kCount)> kDTypes = {{
-    {"int8", 1},
-    {"uint8", 1},
-    {"int32", 4},
-    {"int64", 8},
-    {"bf16", 2},
-    {"fp16", 2},
-    {"fp32", 4},
-    {"fp64", 8},
-}};
 
 bool valid(DType dtype) { return static_cast<std::size_t>(dtype) < kDTypes.size(); }
 
 }  // namespace
 
-std::size_t dtype_size(DType dtype) noexcept { return valid(dtype) ? kDTypes[std::size_t(dtype)].size : 0; }
-
 std::string_view to_string(DType dtype) noexcept {
-  return valid(dtype) ? kDTypes[std::size_t(dtype)].name : std::string_view("invalid");
+  return valid(dtype) ? kDTypes[std::size_t(dtype)] : std::string_view("invalid");
 }
 
 Status parse_dtype(std::string_view name, DType* dtype) {
   for (std::size_t i = 0; i < kDTypes.size(); ++i) {
-    if (kDTypes[i].name == name) {
+    if (kDTypes[i] == name) {
       *dtype = static_cast<DType>(i);
       return Status::ok();
     }
@@ -120,19 +107,16 @@ std::size_t TensorView::span_bytes() const noexcept {
 
 bool TensorView::well_formed() const noexcept {
   if (!valid(dtype_) || bad_rank_) return false;
-  std::int64_t n = 1;
+  std::int64_t n = 1, last = 0, term = 0;
+  bool offset_overflows = false;  // matters only with elements (an empty view spans no bytes)
   for (int i = 0; i < ndim_; ++i) {
     if (shape_[i] < 0 || strides_[i] < 0 || __builtin_mul_overflow(n, shape_[i], &n)) return false;
+    offset_overflows |= __builtin_mul_overflow(shape_[i] - 1, strides_[i], &term) ||
+                        __builtin_add_overflow(last, term, &last);
   }
   if (n == 0) return true;  // no bytes: any data, any strides
-  std::int64_t last = 0, term = 0, end = 0, bytes = 0;
-  for (int i = 0; i < ndim_; ++i) {
-    if (__builtin_mul_overflow(shape_[i] - 1, strides_[i], &term) ||
-        __builtin_add_overflow(last, term, &last)) {
-      return false;
-    }
-  }
-  return !__builtin_add_overflow(last, 1, &end) &&
+  std::int64_t end = 0, bytes = 0;
+  return !offset_overflows && !__builtin_add_overflow(last, 1, &end) &&
          !__builtin_mul_overflow(end, std::int64_t(element_size()), &bytes) && data_ != nullptr;
 }
 

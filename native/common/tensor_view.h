@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,7 +32,12 @@ enum class DType : std::uint8_t {
   kCount
 };
 
-HP_API std::size_t dtype_size(DType dtype) noexcept;  // bytes per element; 0 if invalid
+// Bytes per element; 0 if invalid. Inline: every submitted tensor asks, often twice.
+inline std::size_t dtype_size(DType dtype) noexcept {
+  constexpr std::uint8_t kSizes[] = {1, 1, 4, 8, 2, 2, 4, 8};
+  static_assert(std::size(kSizes) == static_cast<std::size_t>(DType::kCount));
+  return static_cast<std::size_t>(dtype) < std::size(kSizes) ? kSizes[static_cast<std::size_t>(dtype)] : 0;
+}
 HP_API std::string_view to_string(DType dtype) noexcept;  // "int8", "bf16", ...
 HP_API Status parse_dtype(std::string_view name, DType* dtype);
 
