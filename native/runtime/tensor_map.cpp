@@ -164,7 +164,7 @@ void TensorMap::unlink(std::uint32_t index) {
   --live_;
 }
 
-void TensorMap::gather_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_only) {
+[[gnu::always_inline]] inline void TensorMap::gather_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_only) {
   near_found_.clear();
   const Near* near = near_.data();
   const int w0 = writes_only ? 1 : 0;
@@ -215,7 +215,7 @@ constexpr DepKind kKindOf[5][2] = {
 };
 }  // namespace
 
-void TensorMap::find_dependencies(std::span<const TensorAccess> accesses,
+[[gnu::always_inline]] inline void TensorMap::find_dependencies(std::span<const TensorAccess> accesses,
                                   std::vector<FoundDependency>* found,
                                   std::vector<std::pair<int, std::uint32_t>>* covered) {
   for (int ai = 0; ai < static_cast<int>(accesses.size()); ++ai) {
@@ -249,7 +249,7 @@ void TensorMap::find_dependencies(std::span<const TensorAccess> accesses,
   }
 }
 
-void TensorMap::record_accesses(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
+[[gnu::always_inline]] inline void TensorMap::record_accesses(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
                                 const std::vector<std::pair<int, std::uint32_t>>* covered,
                                 std::vector<std::uint32_t>* handles) {
   std::size_t next_covered = 0;  // covered lists entries by access, in access order
