@@ -29,7 +29,8 @@ inline void prefetch_line(const char* line) noexcept {
 
 // Prefetches every 64-byte line of [p, p + Bytes) for writing: owned with PREFETCHW when
 // `prfchw`, shared (PREFETCHT0) otherwise. Unrolled: one instruction per line (the runtime
-// prefetches a 19-line task slot per submit, where a loop cost 7 instructions a line).
+// prefetches a whole task slot, about 20 lines, per submit, where a loop cost 7 instructions a
+// line).
 template <std::size_t Bytes>
 inline void prefetch_for_write(const void* p, bool prfchw) noexcept {
   const auto* c = static_cast<const char*>(p);

@@ -45,7 +45,6 @@ struct Orchestrator::Impl {
   // the checks.
   std::optional<CallConfig> accepted_config;
   int accepted_gang = 0;
-  bool accepted_single_core = false;
   // Reused by every submit (no allocation per task once warm).
   std::vector<TensorAccess> accesses;
   std::vector<Dependency> deps;
@@ -216,7 +215,6 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
     if (Status s = chip.check_launch_config(launch_config); !s.is_ok()) return s.with_context(what());
     impl.accepted_config = config;
     impl.accepted_gang = impl.scheduler.gang_of(config);
-    impl.accepted_single_core = impl.scheduler.single_core(config);
   }
   for (TaskId pred : args.explicit_dependencies()) {
     HP_ENSURE(pred < id, ErrorCode::kInvalidArgument,
@@ -259,7 +257,7 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
   // A gang's launch is the slot's (its kernel runs whatever task the slot holds), made on the
   // slot's first use and re-armed after; the config was checked above, so this cannot fail.
   Status prepared;
-  if (impl.accepted_single_core) {
+  if (impl.scheduler.single_core(*slot)) {
     // runs through the core's own launch (scheduler.h)
   } else if (slot->launch) {
     slot->launch->rearm(launch_config, slot->gang);

@@ -84,6 +84,10 @@ class Scheduler {
   bool single_core(const CallConfig& config) const noexcept {
     return gang_of(config) == 1 && config.mode != platform::LaunchMode::kMix;
   }
+  // The same for a task whose gang and config are in its slot.
+  bool single_core(const TaskSlot& slot) const noexcept {
+    return slot.gang == 1 && slot.info.config.mode != platform::LaunchMode::kMix;
+  }
 
   std::span<Observer* const> observers() const noexcept { return options_.observers; }
   // Cores a task of this shape occupies at once (1: a single-core task).
@@ -169,10 +173,6 @@ class Scheduler {
   static int type_of(platform::LaunchMode mode) noexcept {
     return mode == platform::LaunchMode::kCube ? 0 : 1;
   }
-  bool single_core(const TaskSlot& slot) const noexcept {
-    return slot.gang == 1 && slot.info.config.mode != platform::LaunchMode::kMix;
-  }
-
   Work next_work(Core& me);
   void execute(const Work& work, Core& me, int core_index);
   // Completes `slot` (and the tasks this makes skip), then hands out what became ready.

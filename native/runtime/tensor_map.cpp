@@ -164,7 +164,8 @@ void TensorMap::unlink(std::uint32_t index) {
   --live_;
 }
 
-[[gnu::always_inline]] inline void TensorMap::gather_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_only) {
+[[gnu::always_inline]] inline void TensorMap::gather_near(std::uintptr_t lo, std::uintptr_t hi,
+                                                          bool writes_only) {
   near_found_.clear();
   const Near* near = near_.data();
   const int w0 = writes_only ? 1 : 0;
@@ -173,7 +174,9 @@ void TensorMap::unlink(std::uint32_t index) {
     const int k = std::countr_zero(c);
     // The bucket before lo's holds entries that may reach into lo's only if some straddle.
     std::uintptr_t first = lo >> k;
-    if (first > 0 && (class_straddling_[1][k] != 0 || (!writes_only && class_straddling_[0][k] != 0))) --first;
+    const bool straddling =
+        class_straddling_[1][k] != 0 || (!writes_only && class_straddling_[0][k] != 0);
+    if (straddling && first > 0) --first;
     const std::uintptr_t last = (hi - 1) >> k;
     // Per list (reads, writes): walk the buckets, or the class's list when it is shorter than
     // kListWalkPerProbe entries per bucket (a probe hashes into the table; a list entry is a
@@ -206,6 +209,7 @@ void TensorMap::unlink(std::uint32_t index) {
 namespace {
 // The kind of a dependency of an access with the tag on an entry that only reads ([0]) or
 // writes ([1]); OUTPUT accesses find nothing, NO_DEP ones only creators (whose memory they hold).
+static_assert(static_cast<int>(ArgTag::kNoDep) == 4, "kKindOf has a row per ArgTag, in order");
 constexpr DepKind kKindOf[5][2] = {
     /* kInput */ {DepKind::kRaw, DepKind::kRaw},
     /* kOutput */ {DepKind::kRaw, DepKind::kRaw},
@@ -215,9 +219,9 @@ constexpr DepKind kKindOf[5][2] = {
 };
 }  // namespace
 
-[[gnu::always_inline]] inline void TensorMap::find_dependencies(std::span<const TensorAccess> accesses,
-                                  std::vector<FoundDependency>* found,
-                                  std::vector<std::pair<int, std::uint32_t>>* covered) {
+[[gnu::always_inline]] inline void TensorMap::find_dependencies(
+    std::span<const TensorAccess> accesses, std::vector<FoundDependency>* found,
+    std::vector<std::pair<int, std::uint32_t>>* covered) {
   for (int ai = 0; ai < static_cast<int>(accesses.size()); ++ai) {
     const TensorAccess& a = accesses[static_cast<std::size_t>(ai)];
     if (a.tag == ArgTag::kOutput || a.region.empty()) continue;
@@ -249,9 +253,10 @@ constexpr DepKind kKindOf[5][2] = {
   }
 }
 
-[[gnu::always_inline]] inline void TensorMap::record_accesses(TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
-                                const std::vector<std::pair<int, std::uint32_t>>* covered,
-                                std::vector<std::uint32_t>* handles) {
+[[gnu::always_inline]] inline void TensorMap::record_accesses(
+    TaskId task, TaskSlot* owner, std::span<const TensorAccess> accesses,
+    const std::vector<std::pair<int, std::uint32_t>>* covered,
+    std::vector<std::uint32_t>* handles) {
   std::size_t next_covered = 0;  // covered lists entries by access, in access order
   for (int ai = 0; ai < static_cast<int>(accesses.size()); ++ai) {
     const TensorAccess& a = accesses[static_cast<std::size_t>(ai)];
@@ -275,14 +280,16 @@ constexpr DepKind kKindOf[5][2] = {
     if (write && a.region.contiguous()) {
       if (covered != nullptr && a.tag != ArgTag::kOutput) {
         // Found by find_dependencies before any entry of this task was recorded.
-        while (next_covered < covered->size() && (*covered)[next_covered].first < ai) ++next_covered;
-        for (; next_covered < covered->size() && (*covered)[next_covered].first == ai; ++next_covered) {
-          drop((*covered)[next_covered].second);
+        const auto& c = *covered;
+        while (next_covered < c.size() && c[next_covered].first < ai) ++next_covered;
+        for (; next_covered < c.size() && c[next_covered].first == ai; ++next_covered) {
+          drop(c[next_covered].second);
         }
       } else {
         gather_near(lo, hi, false);
         for (std::uint32_t found : near_found_) {
-          if (!entries_[found].creator && lo <= near_[found].lo && near_[found].hi <= hi) drop(found);
+          const bool covers = lo <= near_[found].lo && near_[found].hi <= hi;
+          if (covers && !entries_[found].creator) drop(found);
         }
       }
     }
