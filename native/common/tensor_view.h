@@ -66,17 +66,24 @@ class HP_API TensorView {
 
   // numel() and span_bytes() are exact for views that validate() accepts (which rejects
   // shapes and strides whose extent overflows).
-  std::int64_t numel() const noexcept;
+  std::int64_t numel() const noexcept { return dense_ ? numel_ : count_elements(); }
   std::size_t element_size() const noexcept { return dtype_size(dtype_); }
-  bool is_contiguous() const noexcept;
+  bool is_contiguous() const noexcept { return dense_ || has_row_major_strides(); }
   // Bytes from the first to one past the last addressable element (0 when empty).
-  std::size_t span_bytes() const noexcept;
+  std::size_t span_bytes() const noexcept {
+    return dense_ ? static_cast<std::size_t>(numel_) * element_size() : measure_span_bytes();
+  }
+  // Known at construction to be well formed, non-empty and row-major contiguous (every view
+  // whose data, dtype and layout pass validate() and that has elements and row-major strides):
+  // such a view answers well_formed(), is_contiguous(), numel() and span_bytes() without
+  // walking its dims (the task runtime asks them per submitted tensor).
+  bool dense() const noexcept { return dense_; }
 
   // Checks dtype, rank, non-negative sizes and strides, an extent that fits in int64 bytes,
   // and data for a non-empty view. `what` names the tensor in errors.
   Status validate(std::string_view what) const;
   // validate(...).is_ok(), in one pass and no Status (for a check per submitted tensor).
-  bool well_formed() const noexcept;
+  bool well_formed() const noexcept { return dense_ || check_well_formed(); }
   // validate() plus rank == ndim and, for each dim with expected >= 0, an exact size.
   Status expect_shape(std::string_view what, std::initializer_list<std::int64_t> expected) const;
   Status expect_dtype(std::string_view what, DType expected) const;
@@ -84,10 +91,19 @@ class HP_API TensorView {
   std::string to_string() const;  // "bf16[4, 7168] strides [7168, 1]"
 
  private:
+  // Sets dense_ and numel_ (constructors, once the fields are set).
+  void classify() noexcept;
+  std::int64_t count_elements() const noexcept;
+  bool has_row_major_strides() const noexcept;
+  std::size_t measure_span_bytes() const noexcept;
+  bool check_well_formed() const noexcept;
+
   void* data_ = nullptr;
+  std::int64_t numel_ = 0;  // set when dense_
   DType dtype_ = DType::kFP32;
-  int ndim_ = 0;
   bool bad_rank_ = false;  // built with more than kMaxDims dims or mismatched strides
+  bool dense_ = false;     // see dense()
+  int ndim_ = 0;
   std::array<std::int64_t, kMaxDims> shape_{};
   std::array<std::int64_t, kMaxDims> strides_{};
 };

@@ -16,7 +16,13 @@ void TensorRegion::assign(const TensorView& view) {
   const std::int64_t element = static_cast<std::int64_t>(view.element_size());
   const auto base = reinterpret_cast<std::uintptr_t>(view.data());
   r.lo_ = r.hi_ = base;
-  // Dense row-major views (most of them) are one run: what the normalisation below yields.
+  if (view.dense()) {  // one run, its length known to the view
+    r.run_bytes_ = view.numel() * element;
+    r.hi_ = base + static_cast<std::uintptr_t>(r.run_bytes_);
+    r.runs_ = 1;
+    return;
+  }
+  // Row-major views the view did not classify dense (a view of no data, say) are one run too.
   std::int64_t numel = 1, expected = 1;
   bool dense = true;
   for (int i = view.ndim() - 1; i >= 0; --i) {

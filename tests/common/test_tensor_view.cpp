@@ -263,14 +263,16 @@ TEST(TensorView, ValidateRejectsAnExtentEndingAtTheLastOffset) {
   EXPECT_FALSE(view.well_formed());
 }
 
-// well_formed() is validate()'s verdict, over views good and bad in every way validate checks.
+// well_formed() is validate()'s verdict, over views good and bad in every way validate checks;
+// a view is dense() exactly when it is well formed, has elements and row-major strides (its
+// answers then come from the constructor, and must be those of the dims).
 TEST(TensorView, WellFormedAgreesWithValidate) {
   std::mt19937_64 rng(5);
   auto pick = [&](std::int64_t lo, std::int64_t hi) {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
   };
   const std::int64_t sizes[] = {-1, 0, 1, 2, 7, std::int64_t(1) << 31, std::int64_t(1) << 40, INT64_MAX};
-  int good = 0, bad = 0;
+  int good = 0, bad = 0, dense = 0;
   for (int trial = 0; trial < 20000; ++trial) {
     const auto dtype = static_cast<DType>(pick(0, static_cast<int>(DType::kCount)));
     std::vector<std::int64_t> shape(static_cast<std::size_t>(pick(0, 9)));
@@ -284,9 +286,23 @@ TEST(TensorView, WellFormedAgreesWithValidate) {
     ASSERT_EQ(view.well_formed(), status.is_ok()) << view.to_string() << ": " << status.message();
     ASSERT_NE(status.code(), ErrorCode::kInternal) << status.message();
     (status.is_ok() ? good : bad) += 1;
+    std::int64_t numel = 1, expected = 1;
+    bool row_major = true;
+    for (int i = view.ndim() - 1; i >= 0; --i) {
+      row_major &= view.dim(i) == 1 || view.stride(i) == expected;
+      expected *= status.is_ok() ? view.dim(i) : 1;
+      numel *= status.is_ok() ? view.dim(i) : 1;
+    }
+    ASSERT_EQ(view.dense(), status.is_ok() && numel > 0 && row_major) << view.to_string();
+    if (!view.dense()) continue;
+    ++dense;
+    ASSERT_TRUE(view.is_contiguous());
+    ASSERT_EQ(view.numel(), numel);
+    ASSERT_EQ(view.span_bytes(), static_cast<std::size_t>(numel) * view.element_size());
   }
   EXPECT_GT(good, 1000);
   EXPECT_GT(bad, 1000);
+  EXPECT_GT(dense, 1000);
 }
 
 TEST(TensorView, InvalidRankViewKeepsAccessorsInBounds) {
