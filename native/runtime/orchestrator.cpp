@@ -203,7 +203,7 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
   HP_RETURN_IF_ERROR(impl.callable(callable_slot, &callable));
   // Formatted only for an error.
   auto what = [&] { return fmt::format("submit(task {}, callable '{}')", id, callable->name()); };
-  if (Status s = args.validate("submit"); !s.is_ok()) return args.validate(what());
+  if (!args.well_formed()) return args.validate(what());
   platform::Chip& chip = impl.worker.chip();
   const platform::LaunchConfig launch_config{.mode = config.mode,
                                              .block_dim = config.block_num,

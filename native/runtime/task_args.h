@@ -244,8 +244,18 @@ class HP_API TaskArgs {
   bool dump_marked(int tensor_index) const noexcept;
 
   // Checks every tensor (validate(), OUTPUT tensors without data, others with data unless
-  // empty). `what` names the call in errors.
+  // empty) and the dump markers. `what` names the call in errors.
   Status validate(std::string_view what) const;
+  // validate(...).is_ok() for the common case, inline (a check per submit): true when no tensor
+  // is an OUTPUT, every tensor is dense() and no dump index is given; otherwise validate()'s
+  // verdict.
+  bool well_formed() const {
+    if (!dump_tensors_.empty()) return validate({}).is_ok();
+    for (const TensorArg& arg : tensors_) {
+      if (arg.tag == ArgTag::kOutput || !arg.view.dense()) return validate({}).is_ok();
+    }
+    return true;
+  }
 
   // The runtime gives OUTPUT tensors their memory before the task runs.
   void set_output_data(int i, void* data);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <random>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -45,6 +46,52 @@ void expect_args_of(const TaskArgs& args, int n, const std::vector<std::int32_t>
   }
   EXPECT_FALSE(args.dump_marked(n));
   EXPECT_EQ(args.dump_requested(), n > 0);
+}
+
+// well_formed() (submit's inline check) is validate()'s verdict, over arguments of every tag,
+// dense and strided views, empty and bad views, and dump marks in and out of range.
+TEST(TaskArgs, WellFormedAgreesWithValidate) {
+  std::mt19937_64 rng(7);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  std::vector<std::int32_t> buffer(64);
+  int good = 0, bad = 0, fast = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    TaskArgs args;
+    const int n = pick(0, 5);
+    for (int i = 0; i < n; ++i) {
+      const auto tag = static_cast<ArgTag>(pick(0, 4));
+      const std::int64_t size = pick(0, 6) == 0 ? pick(-1, 0) : pick(1, 4);
+      const std::int64_t stride = pick(0, 2) == 0 ? pick(-1, 3) : 1;
+      void* data = pick(0, 7) == 0 ? nullptr : static_cast<void*>(buffer.data());
+      if (tag == ArgTag::kOutput) {
+        if (pick(0, 3) == 0) {  // OUTPUT with data: refused
+          args.output_existing(TensorView(buffer.data(), DType::kInt32, {size}));
+          args.output(DType::kInt32, {size});
+        } else {
+          args.output(DType::kInt32, {size, 2});
+        }
+        continue;
+      }
+      const TensorView view(data, DType::kInt32, std::vector<std::int64_t>{size, 2},
+                            std::vector<std::int64_t>{2 * stride, stride});
+      switch (tag) {
+        case ArgTag::kInput: args.input(view); break;
+        case ArgTag::kInOut: args.inout(view); break;
+        case ArgTag::kOutputExisting: args.output_existing(view); break;
+        default: args.no_dep(view); break;
+      }
+    }
+    if (pick(0, 4) == 0) args.dump({pick(-1, n)});
+    const bool ok = args.validate("t").is_ok();
+    ASSERT_EQ(args.well_formed(), ok) << "trial " << trial;
+    (ok ? good : bad) += 1;
+    bool all_dense = !args.dump_requested();
+    for (const TaskArgs::TensorArg& arg : args.tensor_args()) all_dense &= arg.view.dense();
+    fast += all_dense && n > 0 ? 1 : 0;
+  }
+  EXPECT_GT(good, 1000);
+  EXPECT_GT(bad, 1000);
+  EXPECT_GT(fast, 1000);
 }
 
 TEST(TaskArgs, CopiesInPlaceAndOnTheHeapIntoEverySize) {
