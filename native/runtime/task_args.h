@@ -135,12 +135,23 @@ class InlineVector {
     heap_ = nullptr;
     capacity_ = N;
   }
-  // One memcpy (the submit path copies a TaskArgs per task, most of its vectors empty).
+  // The submit path copies a TaskArgs per task, most of its vectors empty or short: element by
+  // element (a fixed-size copy the compiler inlines) up to N, one memcpy beyond.
   void copy(const InlineVector& other) {
     size_ = 0;
     if (other.size_ == 0) return;
     if (other.size_ > capacity_) grow(other.size_);
-    std::memcpy(static_cast<void*>(data()), other.data(), other.size_ * sizeof(T));
+    T* out = data();
+    const T* in = other.data();
+    if (other.size_ <= N) {
+#pragma GCC unroll 4
+      for (std::size_t i = 0; i < N; ++i) {
+        if (i == other.size_) break;
+        std::memcpy(static_cast<void*>(out + i), in + i, sizeof(T));
+      }
+    } else {
+      std::memcpy(static_cast<void*>(out), in, other.size_ * sizeof(T));
+    }
     size_ = other.size_;
   }
   void take(InlineVector& other) noexcept {  // this holds no heap storage
