@@ -1,6 +1,7 @@
 #include "tensor_view.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/ranges.h>
 
@@ -43,8 +44,11 @@ TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> sh
   for (int i = ndim_ - 1; i >= 0; --i) {
     shape_[i] = shape[i];
     strides_[i] = stride;
-    // Wraps instead of overflowing: a shape that large fails validate() (its extent overflows).
-    __builtin_mul_overflow(stride, std::max<std::int64_t>(shape[i], 1), &stride);
+    // Only a view with no elements, or one whose numel overflows (validate() refuses it), has a
+    // stride past int64: it saturates (an empty view's strides address nothing).
+    if (__builtin_mul_overflow(stride, std::max<std::int64_t>(shape[i], 1), &stride)) {
+      stride = std::numeric_limits<std::int64_t>::max();
+    }
   }
   classify();
 }
@@ -66,7 +70,7 @@ TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> sh
 // of the dims inside it (size-1 dims may have any stride >= 0), and numel * element size in
 // int64. Then validate() accepts the view: the dims' offset terms telescope to numel - 1.
 void TensorView::classify() noexcept {
-  if (!valid(dtype_) || data_ == nullptr) return;
+  if (bad_rank_ || !valid(dtype_) || data_ == nullptr) return;
   std::int64_t n = 1, bytes = 0;
   for (int i = ndim_ - 1; i >= 0; --i) {
     if (shape_[i] < 1 || strides_[i] < 0 || (shape_[i] != 1 && strides_[i] != n) ||
@@ -77,6 +81,14 @@ void TensorView::classify() noexcept {
   if (__builtin_mul_overflow(n, std::int64_t(element_size()), &bytes)) return;
   numel_ = n;
   dense_ = true;
+}
+
+TensorView TensorView::with_data(void* data) const noexcept {
+  TensorView view = *this;
+  view.data_ = data;
+  view.dense_ = false;
+  view.classify();
+  return view;
 }
 
 namespace {

@@ -55,6 +55,8 @@ class HP_API TensorView {
              std::span<const std::int64_t> strides);
 
   void* data() const noexcept { return data_; }
+  // The same view over other memory (dtype, shape, strides and any rank error kept).
+  TensorView with_data(void* data) const noexcept;
   DType dtype() const noexcept { return dtype_; }
   int ndim() const noexcept { return ndim_; }
   std::int64_t dim(int i) const noexcept { return shape_[i]; }

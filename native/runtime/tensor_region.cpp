@@ -22,6 +22,10 @@ void TensorRegion::assign(const TensorView& view) {
     r.runs_ = 1;
     return;
   }
+  // No elements: no bytes (and the other dims' product may overflow).
+  for (int i = 0; i < view.ndim(); ++i) {
+    if (view.dim(i) == 0) return;
+  }
   // Row-major views the view did not classify dense (a view of no data, say) are one run too.
   std::int64_t numel = 1, expected = 1;
   bool dense = true;
@@ -30,7 +34,6 @@ void TensorRegion::assign(const TensorView& view) {
     expected *= view.dim(i);
     numel *= view.dim(i);
   }
-  if (numel == 0) return;  // no elements: no bytes
   if (dense) {
     r.run_bytes_ = numel * element;
     r.hi_ = base + static_cast<std::uintptr_t>(r.run_bytes_);
@@ -43,7 +46,6 @@ void TensorRegion::assign(const TensorView& view) {
   std::array<Dim, TensorView::kMaxDims> dims{};
   int n = 0;
   for (int i = 0; i < view.ndim(); ++i) {
-    if (view.dim(i) == 0) return;  // no elements: no bytes
     if (view.dim(i) == 1 || view.stride(i) == 0) continue;
     dims[static_cast<std::size_t>(n++)] = {view.dim(i), view.stride(i) * element};
   }

@@ -286,23 +286,60 @@ TEST(TensorView, WellFormedAgreesWithValidate) {
     ASSERT_EQ(view.well_formed(), status.is_ok()) << view.to_string() << ": " << status.message();
     ASSERT_NE(status.code(), ErrorCode::kInternal) << status.message();
     (status.is_ok() ? good : bad) += 1;
-    std::int64_t numel = 1, expected = 1;
-    bool row_major = true;
-    for (int i = view.ndim() - 1; i >= 0; --i) {
-      row_major &= view.dim(i) == 1 || view.stride(i) == expected;
-      expected *= status.is_ok() ? view.dim(i) : 1;
-      numel *= status.is_ok() ? view.dim(i) : 1;
+    if (!status.is_ok()) {
+      ASSERT_FALSE(view.dense()) << view.to_string();
+      continue;
     }
-    ASSERT_EQ(view.dense(), status.is_ok() && numel > 0 && row_major) << view.to_string();
+    // A good view's numel fits (validate checked it, outermost dim first); an empty one may
+    // hold dims whose product overflows after its zero, so it is not multiplied out here.
+    bool empty = false;
+    for (int i = 0; i < view.ndim(); ++i) empty |= view.dim(i) == 0;
+    std::int64_t numel = empty ? 0 : 1, expected = 1;
+    bool row_major = true;
+    for (int i = view.ndim() - 1; !empty && i >= 0; --i) {
+      row_major &= view.dim(i) == 1 || view.stride(i) == expected;
+      expected *= view.dim(i);
+      numel *= view.dim(i);
+    }
+    ASSERT_EQ(view.numel(), numel) << view.to_string();
+    ASSERT_EQ(view.is_contiguous(), empty || row_major) << view.to_string();
+    ASSERT_EQ(view.dense(), !empty && row_major) << view.to_string();
     if (!view.dense()) continue;
     ++dense;
-    ASSERT_TRUE(view.is_contiguous());
-    ASSERT_EQ(view.numel(), numel);
     ASSERT_EQ(view.span_bytes(), static_cast<std::size_t>(numel) * view.element_size());
   }
   EXPECT_GT(good, 1000);
   EXPECT_GT(bad, 1000);
   EXPECT_GT(dense, 1000);
+}
+
+// A contiguous view whose strides would overflow int64 has no elements (or fails validate for
+// its extent): its strides saturate instead of wrapping negative, so an empty one is accepted.
+TEST(TensorView, AnEmptyViewOfHugeDimsIsAccepted) {
+  const std::int64_t huge = std::int64_t(1) << 62;
+  const TensorView view(g_storage, DType::kFP32, {0, 3, huge});
+  EXPECT_TRUE(view.validate("t").is_ok()) << view.validate("t").message();
+  EXPECT_TRUE(view.well_formed());
+  EXPECT_EQ(view.numel(), 0);
+  EXPECT_EQ(view.span_bytes(), 0u);
+  EXPECT_FALSE(view.dense());
+  for (std::int64_t stride : view.strides()) EXPECT_GE(stride, 0);
+  const TensorView too_big(g_storage, DType::kFP32, {3, huge});
+  EXPECT_FALSE(too_big.well_formed());
+  EXPECT_EQ(too_big.validate("t").code(), ErrorCode::kInvalidArgument);
+}
+
+// with_data: the same view over other memory, any rank error kept.
+TEST(TensorView, WithDataKeepsTheLayoutAndTheRankError) {
+  const TensorView no_data(nullptr, DType::kFP32, {4, 16});
+  EXPECT_FALSE(no_data.well_formed());
+  const TensorView moved = no_data.with_data(g_storage);
+  EXPECT_EQ(moved.data(), static_cast<void*>(g_storage));
+  EXPECT_TRUE(moved.dense());
+  EXPECT_EQ(moved.to_string(), no_data.to_string());
+  const TensorView bad_rank(nullptr, DType::kFP32, std::vector<std::int64_t>(TensorView::kMaxDims + 1, 1));
+  EXPECT_FALSE(bad_rank.with_data(g_storage).well_formed());
+  EXPECT_FALSE(bad_rank.with_data(g_storage).dense());
 }
 
 TEST(TensorView, InvalidRankViewKeepsAccessorsInBounds) {

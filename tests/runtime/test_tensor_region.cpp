@@ -50,6 +50,16 @@ class RuntimeTensorRegion : public ::testing::Test {
   float* base = buffer.data();
 };
 
+// A view with a zero dim has no bytes, whatever its other dims (their product may overflow).
+TEST_F(RuntimeTensorRegion, AnEmptyViewOfHugeDimsHasNoBytes) {
+  const std::int64_t huge = std::int64_t(1) << 40;
+  for (const TensorView& v : {view(base, 0, {0, huge, huge}, {1, 1, 1}),
+                              view(base, 0, {huge, 0, huge}, {0, 1, 0})}) {
+    ASSERT_TRUE(v.validate("v").is_ok()) << v.to_string();
+    EXPECT_TRUE(TensorRegion::of(v).empty()) << v.to_string();
+  }
+}
+
 TEST_F(RuntimeTensorRegion, ContiguousRangesOverlapExactlyWhenTheyShareBytes) {
   const TensorView a = view(base, 0, {16}, {1});
   const TensorView b = view(base, 16, {16}, {1});  // adjacent
