@@ -39,9 +39,10 @@ Status TaskArgs::validate(std::string_view what) const {
                 "{} has data; OUTPUT tensors are allocated by the runtime: pass dtype and shape "
                 "only, or tag caller memory OUTPUT_EXISTING",
                 name());
-      // validate() wants data for a non-empty view: check the shape on a stand-in pointer.
+      // validate() wants data for a non-empty view: check the shape (and rank) on a stand-in
+      // pointer.
       alignas(64) static std::byte stand_in[1];
-      TensorView shape_only(stand_in, arg.view.dtype(), arg.view.shape());
+      const TensorView shape_only = arg.view.with_data(stand_in);
       if (!shape_only.well_formed()) return shape_only.validate(name());
       continue;
     }
@@ -52,7 +53,7 @@ Status TaskArgs::validate(std::string_view what) const {
 
 void TaskArgs::set_output_data(int i, void* data) {
   TensorArg& arg = tensors_.at(static_cast<std::size_t>(i));
-  arg.view = TensorView(data, arg.view.dtype(), arg.view.shape());
+  arg.view = arg.view.with_data(data);
 }
 
 }  // namespace hp::runtime

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -64,12 +65,9 @@ TEST(TaskArgs, WellFormedAgreesWithValidate) {
       const std::int64_t stride = pick(0, 2) == 0 ? pick(-1, 3) : 1;
       void* data = pick(0, 7) == 0 ? nullptr : static_cast<void*>(buffer.data());
       if (tag == ArgTag::kOutput) {
-        if (pick(0, 3) == 0) {  // OUTPUT with data: refused
-          args.output_existing(TensorView(buffer.data(), DType::kInt32, {size}));
-          args.output(DType::kInt32, {size});
-        } else {
-          args.output(DType::kInt32, {size, 2});
-        }
+        args.output(DType::kInt32, {size, 2});
+        // OUTPUT with data (refused: the runtime gives OUTPUT tensors their memory)
+        if (pick(0, 3) == 0) args.set_output_data(args.num_tensors() - 1, buffer.data());
         continue;
       }
       const TensorView view(data, DType::kInt32, std::vector<std::int64_t>{size, 2},
@@ -94,10 +92,25 @@ TEST(TaskArgs, WellFormedAgreesWithValidate) {
   EXPECT_GT(fast, 1000);
 }
 
+// An OUTPUT is checked on its dtype and shape alone (it has no data yet): a rank beyond
+// TensorView::kMaxDims is refused like any other tensor's.
+TEST(TaskArgs, AnOutputOfTooManyDimsIsRefused) {
+  TaskArgs args;
+  args.output(DType::kFP32, std::vector<std::int64_t>(TensorView::kMaxDims + 1, 1));
+  const Status status = args.validate("t");
+  EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("rank"), std::string::npos) << status.message();
+  EXPECT_FALSE(args.well_formed());
+  TaskArgs fits;
+  fits.output(DType::kFP32, std::vector<std::int64_t>(TensorView::kMaxDims, 1));
+  EXPECT_TRUE(fits.validate("t").is_ok());
+}
+
 TEST(TaskArgs, CopiesInPlaceAndOnTheHeapIntoEverySize) {
-  // 0 and 3: in place; 5 and 17: beyond the in-place room of every vector.
-  for (int from : {0, 3, 5, 17}) {
-    for (int to : {0, 3, 5, 17}) {
+  // 0, 3 and 4: in place (4 fills the tensors' room); 5 and 17: beyond the in-place room of
+  // every vector.
+  for (int from : {0, 3, 4, 5, 17}) {
+    for (int to : {0, 3, 4, 5, 17}) {
       SCOPED_TRACE(testing::Message() << "copy of " << from << " over " << to);
       std::vector<std::int32_t> from_buffer, to_buffer;
       const TaskArgs source = args_of(from, from_buffer);
