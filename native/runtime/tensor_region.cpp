@@ -16,26 +16,10 @@ void TensorRegion::assign(const TensorView& view) {
   const std::int64_t element = static_cast<std::int64_t>(view.element_size());
   const auto base = reinterpret_cast<std::uintptr_t>(view.data());
   r.lo_ = r.hi_ = base;
-  if (view.dense()) {  // one run, its length known to the view
+  // numel() is exact for a view validate() accepts (its product, outermost dim first, fits).
+  if (view.numel() == 0) return;  // no elements: no bytes
+  if (view.is_contiguous()) {     // one run (a dense view answers both without a walk)
     r.run_bytes_ = view.numel() * element;
-    r.hi_ = base + static_cast<std::uintptr_t>(r.run_bytes_);
-    r.runs_ = 1;
-    return;
-  }
-  // No elements: no bytes (and the other dims' product may overflow).
-  for (int i = 0; i < view.ndim(); ++i) {
-    if (view.dim(i) == 0) return;
-  }
-  // Row-major views the view did not classify dense (a view of no data, say) are one run too.
-  std::int64_t numel = 1, expected = 1;
-  bool dense = true;
-  for (int i = view.ndim() - 1; i >= 0; --i) {
-    if (view.dim(i) != 1 && view.stride(i) != expected) dense = false;
-    expected *= view.dim(i);
-    numel *= view.dim(i);
-  }
-  if (dense) {
-    r.run_bytes_ = numel * element;
     r.hi_ = base + static_cast<std::uintptr_t>(r.run_bytes_);
     r.runs_ = 1;
     return;
