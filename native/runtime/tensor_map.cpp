@@ -75,7 +75,7 @@ void TensorMap::grow() {
 }
 
 std::uint32_t TensorMap::table_put(const Slot& slot) {
-  if ((table_used_ + 1) * 2 > table_.size()) grow();
+  if ((table_used_ + 1) * 4 > table_.size()) grow();
   const std::size_t mask = table_.size() - 1;
   std::size_t i = slot.home(mask);
   while (table_[i].key != kEmptyKey) i = (i + 1) & mask;
