@@ -282,7 +282,7 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
     access.arg_index = static_cast<int>(i);
   }
   impl.deps.clear();
-  impl.scheduler.connect(slot, impl.tensor_map, impl.accesses, &impl.deps);
+  impl.scheduler.connect(slot, impl.tensor_map, impl.accesses, impl.observed() ? &impl.deps : nullptr);
   impl.scopes.back().push_back(slot);
   if (impl.observed()) {
     for (Observer* o : impl.scheduler.observers()) o->on_task_submit(slot->info, impl.deps);

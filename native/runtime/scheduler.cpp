@@ -244,7 +244,7 @@ void Scheduler::connect(TaskSlot* slot, TensorMap& map, std::span<const TensorAc
   for (const FoundDependency& f : found_) {
     TaskSlot* pred = f.pred;
     if (f.orders) {
-      deps->push_back(f.dep);
+      if (deps != nullptr) deps->push_back(f.dep);
       order_after(slot, pred);
     }
     if (f.keeps_alive && std::find(slot->kept_alive.begin(), slot->kept_alive.end(), pred) ==
@@ -260,8 +260,10 @@ void Scheduler::connect(TaskSlot* slot, TensorMap& map, std::span<const TensorAc
     }
   }
   for (TaskId id : slot->args.explicit_dependencies()) {
-    deps->push_back({.pred = id, .arg_index = -1, .source = DepSource::kExplicit,
-                     .kind = DepKind::kOrder});
+    if (deps != nullptr) {
+      deps->push_back({.pred = id, .arg_index = -1, .source = DepSource::kExplicit,
+                       .kind = DepKind::kOrder});
+    }
     if (TaskSlot* pred = find_live(id)) order_after(slot, pred);
   }
 }

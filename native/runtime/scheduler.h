@@ -102,7 +102,8 @@ class Scheduler {
   Status acquire(int ring, TaskId id, std::size_t heap_bytes, TensorMap& map, TaskSlot** slot,
                  std::byte** heap);
   // Adds the slot's edges: the tensor map's findings for `accesses`, then the explicit
-  // predecessors; records the accesses. `deps` receives every dependency found.
+  // predecessors; records the accesses. `deps` (when not null: only observers read it) receives
+  // every dependency found.
   void connect(TaskSlot* slot, TensorMap& map, std::span<const TensorAccess> accesses,
                std::vector<Dependency>* deps);
   // Drops the submission guard: the task becomes ready once its predecessors completed.

@@ -111,7 +111,7 @@ std::uint32_t TensorMap::bucket_to_insert(std::uint64_t key) {
   return table_put(Slot{key, {kNone, kNone}});
 }
 
-void TensorMap::insert(std::uint32_t index) {
+[[gnu::always_inline]] inline void TensorMap::insert(std::uint32_t index) {
   Entry& e = entries_[index];
   Near& n = near_[index];
   const int w = e.write ? 1 : 0;
