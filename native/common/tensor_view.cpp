@@ -60,7 +60,8 @@ TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> sh
     }
   }
   // classify() without its walk: the strides are row-major by construction, so the view is
-  // dense when every dim is at least 1 and numel (then `stride`) and its bytes fit.
+  // dense when its dtype is valid, its data not null, every dim at least 1, and numel (then
+  // `stride`) and its bytes fit.
   std::int64_t bytes = 0;
   if (positive && !saturated && valid(dtype_) && data_ != nullptr &&
       !__builtin_mul_overflow(stride, std::int64_t(element_size()), &bytes)) {

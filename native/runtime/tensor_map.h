@@ -30,7 +30,8 @@
 // lists empty leaves it at once (backward-shift deletion: no tombstones, so probe paths stay
 // short and the table never needs a rebuild to shed dead buckets; it only doubles when a
 // quarter full: at half, a probe visited 2.5 slots on average, and the fan-out's inserts paid 30
-// instructions per task for it). The head entry of each list knows its bucket's position, so an unlink does not probe.
+// instructions per task for it). The head entry of each list knows its bucket's position, so an
+// unlink does not probe.
 // Rejected: one list scanned per lookup (quadratic in the tasks in flight: 10 us per task at
 // 1000 readers), an ordered map by address (a node allocation per entry, and long regions defeat
 // its range bound), emptied buckets kept until a rebuild (a fan-out over fresh buffers rebuilt
