@@ -41,7 +41,6 @@ TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> sh
   }
   ndim_ = int(shape.size());
   std::int64_t stride = 1;
-  bool positive = true, saturated = false;
   // Bounded and unrolled: GCC turns a plain copy loop into a call to memmove, which costs more
   // than the view's whole construction otherwise.
 #pragma GCC unroll 8
@@ -51,23 +50,13 @@ TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> sh
   }
   for (int i = ndim_ - 1; i >= 0; --i) {
     strides_[i] = stride;
-    positive &= shape[i] >= 1;
     // Only a view with no elements, or one whose numel overflows (validate() refuses it), has a
     // stride past int64: it saturates (an empty view's strides address nothing).
     if (__builtin_mul_overflow(stride, std::max<std::int64_t>(shape[i], 1), &stride)) {
       stride = std::numeric_limits<std::int64_t>::max();
-      saturated = true;
     }
   }
-  // classify() without its walk: the strides are row-major by construction, so the view is
-  // dense when its dtype is valid, its data not null, every dim at least 1, and numel (then
-  // `stride`) and its bytes fit.
-  std::int64_t bytes = 0;
-  if (positive && !saturated && valid(dtype_) && data_ != nullptr &&
-      !__builtin_mul_overflow(stride, std::int64_t(element_size()), &bytes)) {
-    numel_ = stride;
-    dense_ = true;
-  }
+  classify();
 }
 
 TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> shape,
