@@ -336,9 +336,8 @@ void TensorMap::record(TaskId task, TaskSlot* owner, std::span<const TensorAcces
   record_accesses(task, owner, accesses, nullptr, handles);
 }
 
-// Flattened (every call inside inlined): the submit path's one call into the map. GCC's own
-// choices left the bucket insertion (probe and table_put) out of line; flattened, a fan-out task
-// takes 84 instructions fewer and a random-DAG task 74.
+// Flattened (every call inside inlined): the submit path's one call into the map. Inlining
+// bucket_to_insert alone does not give what this does (docs/runtime.md has the counts).
 [[gnu::flatten]] void TensorMap::find_and_record(TaskId task, TaskSlot* owner,
                                                  std::span<const TensorAccess> accesses,
                                                  std::vector<FoundDependency>* found,
