@@ -46,8 +46,20 @@ class TaskRing {
   TaskSlot* oldest() noexcept { return head_ == tail_ ? nullptr : &slots_[tail_slot_]; }
   // The newest live slot, or null.
   TaskSlot* newest() noexcept { return head_ == tail_ ? nullptr : at(head_ - 1); }
-  // The live slot of task `id`, or null (binary search: ids increase from tail to head).
+  // The live slot of task `id`, or null. Ids increase from tail to head; they are consecutive
+  // when every task submitted since the oldest live one went to this ring (one scope depth), so
+  // that slot is tried first, then a binary search.
   TaskSlot* find(TaskId id) noexcept {
+    if (head_ == tail_) return nullptr;
+    const TaskId first = slots_[tail_slot_].id;
+    const std::size_t last_slot = (head_slot_ == 0 ? static_cast<std::size_t>(capacity_) : head_slot_) - 1;
+    if (id < first || id > slots_[last_slot].id) return nullptr;
+    const std::uint64_t offset = id - first;
+    if (offset < head_ - tail_) {
+      std::size_t guess = tail_slot_ + static_cast<std::size_t>(offset);
+      if (guess >= static_cast<std::size_t>(capacity_)) guess -= static_cast<std::size_t>(capacity_);
+      if (slots_[guess].id == id) return &slots_[guess];
+    }
     std::uint64_t lo = tail_, hi = head_;
     while (lo < hi) {
       const std::uint64_t mid = lo + (hi - lo) / 2;
