@@ -17,6 +17,8 @@
 // The first (untimed) hp run of each DAG is checked: every dependency it inferred is one of the
 // expected ones, and every expected dependency's predecessor finished before its successor
 // started.
+// --explicit-deps: hp gets what TBB gets, the DAG's edges (TaskArgs::set_dependencies with the
+// predecessors' task ids, no tensor arguments): the runtime's cost without dependency inference.
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -214,8 +216,10 @@ void pin_to(int cpu) {
 
 class HpRunner {
  public:
-  // orchestrator_cpu >= 0: the orchestration thread runs pinned to that CPU.
-  explicit HpRunner(int orchestrator_cpu) : orchestrator_cpu_(orchestrator_cpu) {
+  // orchestrator_cpu >= 0: the orchestration thread runs pinned to that CPU. explicit_deps: tasks
+  // name their predecessors instead of carrying tensor arguments.
+  HpRunner(int orchestrator_cpu, bool explicit_deps)
+      : orchestrator_cpu_(orchestrator_cpu), explicit_deps_(explicit_deps) {
     check(ChipWorker::create({.num_cube = 1, .num_vector = 1}, &worker_), "ChipWorker::create");
     check(worker_->register_callable(
               Callable::from_function("empty", [](const TaskArgs&, hp::platform::BlockContext&) {
@@ -238,6 +242,7 @@ class HpRunner {
       widest = std::max(widest, end - static_cast<std::size_t>(dag.scope_starts[i]));
     }
     config.task_ring_slots = std::max<int>(1024, static_cast<int>(widest) + 1);
+    std::vector<TaskId> ids;
     check(Orchestrator::run(*worker_, [&](Orchestrator& o) -> Status {
             if (orchestrator_cpu_ >= 0) pin_to(orchestrator_cpu_);
             const double cpu_start = thread_cpu_seconds();
@@ -249,6 +254,13 @@ class HpRunner {
               auto scope = o.scope();
               for (std::size_t t = begin; t < end; ++t) {
                 TaskArgs args;
+                if (explicit_deps_) {
+                  const std::vector<int>& preds = dag.preds[t];
+                  ids.assign(preds.begin(), preds.end());
+                  args.set_dependencies(ids);
+                  HP_RETURN_IF_ERROR(o.submit(empty_, args));
+                  continue;
+                }
                 for (const Access& a : dag.tasks[t]) {
                   switch (a.tag) {
                     case ArgTag::kInput: args.input(view_of(dag, a)); break;
@@ -270,6 +282,7 @@ class HpRunner {
   std::unique_ptr<ChipWorker> worker_;
   int empty_ = -1;
   int orchestrator_cpu_ = -1;
+  bool explicit_deps_ = false;
 };
 
 // The graph outlives its nodes (members are destroyed in reverse order).
@@ -372,6 +385,7 @@ struct BenchOptions {
   // --orchestrator-cpu=N: pins hp's orchestration thread (with HP_PIN_THREADS=on pinning core c
   // to the c-th CPU, this chooses whether it shares a CPU with the vector core)
   int orchestrator_cpu = -1;
+  bool explicit_deps = false;  // --explicit-deps: hp is given the DAG's edges, as TBB is
 };
 
 BenchOptions parse(int argc, char** argv) {
@@ -388,6 +402,8 @@ BenchOptions parse(int argc, char** argv) {
       o.width = 100;
     } else if (arg == "--no-peer") {
       o.peer = false;
+    } else if (arg == "--explicit-deps") {
+      o.explicit_deps = true;
     } else if (const char* v = value("--only")) {
       o.only = v;
       if (o.only != "chain" && o.only != "fan-out" && o.only != "random") {
@@ -414,7 +430,7 @@ BenchOptions parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_runtime [--quick] [--tasks=N] [--rounds=R] [--width=W] [--scope=S] [--no-peer]\n"
-                   "                     [--only=chain|fan-out|random] [--orchestrator-cpu=N]\n");
+                   "                     [--only=chain|fan-out|random] [--orchestrator-cpu=N] [--explicit-deps]\n");
       std::exit(2);
     }
   }
@@ -431,9 +447,12 @@ int main(int argc, char** argv) {
   const BenchOptions options = parse(argc, argv);
   const int threads = cpus_of_process();
   std::printf("runtime benchmarks: per-task overhead of empty tasks, medians of %d interleaved "
-              "rounds\n  hp: Orchestrator on a chip of 1 cube + 1 vector core; tbb: flow graph "
+              "rounds\n  hp: Orchestrator on a chip of 1 cube + 1 vector core, %s; tbb: flow graph "
               "(continue_node + make_edge) in a %d-thread arena\n",
-              options.rounds, threads);
+              options.rounds,
+              options.explicit_deps ? "dependencies given (set_dependencies)"
+                                    : "dependencies inferred from tensor arguments",
+              threads);
   std::printf("  cache line hand-off between two threads: %.0f ns one way (this host varies it over "
               "time)\n",
               handoff_ns());
@@ -447,7 +466,7 @@ int main(int argc, char** argv) {
   if (options.only.empty() || options.only == "random") {
     dags.push_back(make_random(options.tasks, options.scope, 64));
   }
-  HpRunner hp(options.orchestrator_cpu);
+  HpRunner hp(options.orchestrator_cpu, options.explicit_deps);
   tbb::task_arena arena(threads);
   for (Dag& dag : dags) {
     infer_dependencies(dag);
