@@ -45,17 +45,17 @@ class TaskRing {
   // The slot that is reclaimed next, or null when none is live.
   TaskSlot* oldest() noexcept { return head_ == tail_ ? nullptr : &slots_[tail_slot_]; }
   // The newest live slot, or null.
-  TaskSlot* newest() noexcept { return head_ == tail_ ? nullptr : at(head_ - 1); }
+  TaskSlot* newest() noexcept {
+    return head_ == tail_ ? nullptr : &slots_[preceding(head_slot_)];
+  }
   // The live slot of task `id`, or null. Ids increase from tail to head; they are consecutive
   // when every task submitted since the oldest live one went to this ring (one scope depth), so
   // that slot is tried first, then a binary search.
   TaskSlot* find(TaskId id) noexcept {
     if (head_ == tail_) return nullptr;
     const TaskId first = slots_[tail_slot_].id;
-    const std::size_t last_slot = (head_slot_ == 0 ? static_cast<std::size_t>(capacity_) : head_slot_) - 1;
-    if (id < first || id > slots_[last_slot].id) return nullptr;
-    const std::uint64_t offset = id - first;
-    if (offset < head_ - tail_) {
+    if (id < first || id > slots_[preceding(head_slot_)].id) return nullptr;
+    if (const std::uint64_t offset = id - first; offset < head_ - tail_) {
       std::size_t guess = tail_slot_ + static_cast<std::size_t>(offset);
       if (guess >= static_cast<std::size_t>(capacity_)) guess -= static_cast<std::size_t>(capacity_);
       if (slots_[guess].id == id) return &slots_[guess];
@@ -112,6 +112,9 @@ class TaskRing {
   }
   std::size_t following(std::size_t slot) const noexcept {
     return slot + 1 == static_cast<std::size_t>(capacity_) ? 0 : slot + 1;
+  }
+  std::size_t preceding(std::size_t slot) const noexcept {
+    return (slot == 0 ? static_cast<std::size_t>(capacity_) : slot) - 1;
   }
 
   int index_;
