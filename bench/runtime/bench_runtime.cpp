@@ -255,17 +255,15 @@ class HpRunner {
               for (std::size_t t = begin; t < end; ++t) {
                 TaskArgs args;
                 if (explicit_deps_) {
-                  const std::vector<int>& preds = dag.preds[t];
-                  ids.assign(preds.begin(), preds.end());
+                  ids.assign(dag.preds[t].begin(), dag.preds[t].end());
                   args.set_dependencies(ids);
-                  HP_RETURN_IF_ERROR(o.submit(empty_, args));
-                  continue;
-                }
-                for (const Access& a : dag.tasks[t]) {
-                  switch (a.tag) {
-                    case ArgTag::kInput: args.input(view_of(dag, a)); break;
-                    case ArgTag::kInOut: args.inout(view_of(dag, a)); break;
-                    default: args.output_existing(view_of(dag, a)); break;
+                } else {
+                  for (const Access& a : dag.tasks[t]) {
+                    switch (a.tag) {
+                      case ArgTag::kInput: args.input(view_of(dag, a)); break;
+                      case ArgTag::kInOut: args.inout(view_of(dag, a)); break;
+                      default: args.output_existing(view_of(dag, a)); break;
+                    }
                   }
                 }
                 HP_RETURN_IF_ERROR(o.submit(empty_, args));
