@@ -5,10 +5,17 @@
 // Isa policy:
 //   using Panel = std::int8_t or std::int16_t;  element type of the activation panel
 //   kRowAlign                  rows the int8 micro-kernel computes at a time (panel padding)
+//   kTiledPanel                false: panel rows are row-major, element (r, k) at r * k_pad + k;
+//                              true (int8, kRowAlign 16): the panel is AMX A tiles, each 16 rows
+//                              x 64 K bytes contiguous, element (r, k) at
+//                              (r / 16) * 16 * k_pad + (k / 64) * 1024 + (r % 16) * 64 + k % 64
+//                              (a tile load with a 64-byte stride: no L1 set conflicts, one
+//                              sequential stream per 16 rows)
 //   kNb                        packed columns per column block (a multiple of 16, <= 64)
-//   int8_block(panel, panel_stride, rows, b, b_block_stride, blocks, k_len, acc, acc_stride)
-//       acc[r][c] = sum_{k < k_len} panel[r][k] * b_u8(k, c) for r < rows (a multiple of
-//       kRowAlign), c < 16 * blocks, b in the packed int8 layout (biased, u8).
+//   int8_block(panel, k_pad, rows, b, b_block_stride, blocks, k_len, acc, acc_stride)
+//       acc[r][c] = sum_{k < k_len} panel(r, k) * b_u8(k, c) for r < rows (a multiple of
+//       kRowAlign), c < 16 * blocks, b in the packed int8 layout (biased, u8); `panel` points
+//       at the panel's K row k0 (panel_k_offset) of row 0.
 //   kBf16Pairs, kBf16Mr, kBf16Nb
 //   bf16_block(a_panel, k_len, rows, b_panel, c, ldc, accumulate)
 //       c[r][n] (+)= sum_k A(r, k) B(k, n) for r < rows (a multiple of kBf16Mr), n < kBf16Nb;
@@ -159,6 +166,20 @@ using F32x16 = float __attribute__((vector_size(64)));
 using U32x16 = std::uint32_t __attribute__((vector_size(64)));
 using U16x16 = std::uint16_t __attribute__((vector_size(32)));
 
+using I32x16 = std::int32_t __attribute__((vector_size(64)));
+
+// Stores 16 floats that are not read again soon: past the caches when p is 64-byte aligned (no
+// read for ownership of the output lines; Int8Gemm::run fences them).
+inline void store_f32x16_streaming(float* p, const F32x16& v) {
+#if defined(__AVX512F__)
+  if ((reinterpret_cast<std::uintptr_t>(p) & 63) == 0) {
+    _mm512_stream_ps(p, reinterpret_cast<__m512>(v));
+    return;
+  }
+#endif
+  std::memcpy(p, &v, sizeof(v));
+}
+
 // (Results through a pointer: returning a 64-byte vector by value has an ABI that depends on
 // the target's flags.)
 inline void load_f32x16(const float* p, F32x16* v) { std::memcpy(v, p, sizeof(*v)); }
@@ -292,6 +313,9 @@ class Int8Gemm {
   void run(std::int64_t begin, std::int64_t end) {
     [[maybe_unused]] typename Isa::Scope scope;
     gemm_tile_space(a_, grid_).for_each(begin, end, [&](const Tile& t) { run_tile(t); });
+#if defined(__AVX512F__)
+    _mm_sfence();  // the streaming stores are seen before whatever tells others we are done
+#endif
   }
 
  private:
@@ -312,13 +336,30 @@ class Int8Gemm {
     for (std::int64_t r = 0; r < mpad; ++r) {
       Panel* dst = panel_ + r * k_pad;
       if (r >= rows) {
-        std::memset(dst, 0, std::size_t(k_pad) * sizeof(Panel));
+        // (With kTiledPanel, rows [rows, mpad) fill whole 16-row tiles' tails; zeroing
+        // k_pad elements from r * k_pad zeroes other rows' chunks, so do it by chunk.)
+        if constexpr (Isa::kTiledPanel) {
+          for (std::int64_t i0 = 0; i0 < k_pad; i0 += 64) {
+            std::memset(panel_ + (r / 16) * 16 * k_pad + i0 * 16 + (r % 16) * 64, 0, 64);
+          }
+        } else {
+          std::memset(dst, 0, std::size_t(k_pad) * sizeof(Panel));
+        }
         for (std::int64_t g = 0; g < w_.groups; ++g) rowsum_[g * mpad_ + r] = 0;
         continue;
       }
       const std::int8_t* src = a_.a + (t.row_begin + r) * a_.a_row_stride;
-      for (std::int64_t i = 0; i < k; ++i) dst[i] = Panel(src[i]);
-      for (std::int64_t i = k; i < k_pad; ++i) dst[i] = 0;
+      if constexpr (Isa::kTiledPanel) {
+        for (std::int64_t i0 = 0; i0 < k_pad; i0 += 64) {
+          Panel* chunk = panel_ + (r / 16) * 16 * k_pad + i0 * 16 + (r % 16) * 64;
+          const std::int64_t n = std::clamp<std::int64_t>(k - i0, 0, 64);
+          std::memcpy(chunk, src + i0, std::size_t(n));
+          std::memset(chunk + n, 0, std::size_t(64 - n));
+        }
+      } else {
+        for (std::int64_t i = 0; i < k; ++i) dst[i] = Panel(src[i]);
+        for (std::int64_t i = k; i < k_pad; ++i) dst[i] = 0;
+      }
       for (std::int64_t g = 0; g < w_.groups; ++g) {
         const std::int64_t i0 = std::min(k, group_begin(g)), i1 = std::min(k, group_end(g));
         rowsum_[g * mpad_ + r] = sum_int8(src + i0, i1 - i0);
@@ -343,22 +384,29 @@ class Int8Gemm {
     return unpacked_;
   }
 
+  // acc_[r][c] = the int32 dot products of the panel's rows with packed columns [p0, p0 + nb)
+  // over the K rows of group g (biased weights: no correction yet).
+  void dot_block(std::int64_t e, std::int64_t p0, std::int64_t nb, std::int64_t mpad, std::int64_t g) {
+    const std::int64_t blocks = nb / 16;
+    const std::int64_t k0 = group_begin(g), k1 = group_end(g);
+    const std::uint8_t* b;
+    std::int64_t stride;
+    if (w_.type == WeightType::kInt4) {
+      b = unpack(e, p0 / 16, blocks, k0, k1);
+      stride = (k1 - k0) / 4 * 64;
+    } else {
+      b = w_.block(e, p0 / 16, k0);
+      stride = w_.k_pad / 4 * 64;
+    }
+    Isa::int8_block(panel_ + (Isa::kTiledPanel ? 16 * k0 : k0), w_.k_pad, mpad, b, stride, int(blocks), k1 - k0,
+                    acc_, Isa::kNb);
+  }
+
   // cw[r][c] = sum over K groups of float(dot) * w_scale, packed columns [p0, p0 + nb).
   void scaled_block(std::int64_t e, std::int64_t p0, std::int64_t nb, std::int64_t rows,
                     std::int64_t mpad, float* cw) {
-    const std::int64_t blocks = nb / 16;
     for (std::int64_t g = 0; g < w_.groups; ++g) {
-      const std::int64_t k0 = group_begin(g), k1 = group_end(g);
-      const std::uint8_t* b;
-      std::int64_t stride;
-      if (w_.type == WeightType::kInt4) {
-        b = unpack(e, p0 / 16, blocks, k0, k1);
-        stride = (k1 - k0) / 4 * 64;
-      } else {
-        b = w_.block(e, p0 / 16, k0);
-        stride = w_.k_pad / 4 * 64;
-      }
-      Isa::int8_block(panel_ + k0, w_.k_pad, mpad, b, stride, int(blocks), k1 - k0, acc_, Isa::kNb);
+      dot_block(e, p0, nb, mpad, g);
       const float* ws = w_.scales(e, g) + p0;
       const std::int32_t bias = w_.bias;
       for (std::int64_t r = 0; r < rows; ++r) {
@@ -370,6 +418,36 @@ class Int8Gemm {
         } else {
           for (std::int64_t c = 0; c < nb; ++c) out[c] = out[c] + float(acc[c] - correction) * ws[c];
         }
+      }
+    }
+  }
+
+  // The fp32 output of columns [j, j + valid) of tile t from acc_ (one K group) in one pass:
+  // the operations and their order are scaled_block's and run_tile's, so the values are the
+  // same. Whole 16-column pieces are streamed past the caches (store_f32x16_streaming).
+  void store_dequantized(const Tile& t, std::int64_t j, std::int64_t valid) {
+    const float* ws = w_.scales(t.expert, 0) + j;
+    const std::int32_t bias = w_.bias;
+    const bool scale_rows = a_.epilogue == Epilogue::kDequantScale;
+    for (std::int64_t r = 0; r < t.row_end - t.row_begin; ++r) {
+      const std::int64_t row = t.row_begin + r;
+      const std::int32_t correction = bias * rowsum_[r];
+      const std::int32_t* acc = acc_ + r * Isa::kNb;
+      const float s = a_.a_scale[row], f = scale_rows ? a_.row_factor[row] : 1.0f;
+      float* out = static_cast<float*>(a_.out) + row * a_.out_row_stride + j;
+      std::int64_t c = 0;
+      for (; c + 16 <= valid; c += 16) {
+        I32x16 dot;
+        F32x16 w;
+        std::memcpy(&dot, acc + c, sizeof(dot));
+        load_f32x16(ws + c, &w);
+        F32x16 v = __builtin_convertvector(dot - correction, F32x16) * w * s;
+        if (scale_rows) v = v * f;
+        store_f32x16_streaming(out + c, v);
+      }
+      for (; c < valid; ++c) {
+        const float v = float(acc[c] - correction) * ws[c] * s;
+        out[c] = scale_rows ? v * f : v;
       }
     }
   }
@@ -408,8 +486,13 @@ class Int8Gemm {
     const std::int64_t col_end_pad = round_up(t.col_end, 16);
     for (std::int64_t j = t.col_begin; j < t.col_end; j += Isa::kNb) {
       const std::int64_t nb = std::min<std::int64_t>(Isa::kNb, col_end_pad - j);
-      scaled_block(t.expert, j, nb, rows, mpad, cw_[0]);
       const std::int64_t valid = std::min(nb, t.col_end - j);
+      if (w_.groups == 1 && a_.out_type == ElementType::kFP32) {
+        dot_block(t.expert, j, nb, mpad, 0);
+        store_dequantized(t, j, valid);
+        continue;
+      }
+      scaled_block(t.expert, j, nb, rows, mpad, cw_[0]);
       for (std::int64_t r = 0; r < rows; ++r) {
         float* v = cw_[0] + r * Isa::kNb;
         const float s = a_scale[r];

@@ -187,6 +187,8 @@ TEST_P(GroupedGemm, EdgeShapes) {
       {.group_rows = {33}, .k = 65, .n = 48},                  // K just past a tile
       {.group_rows = {16, 32}, .k = 256, .n = 128},            // exact multiples of every tile
       {.group_rows = {5, 6}, .k = 1000, .n = 16, .out_dtype = DType::kBF16},
+      // one row block of 300 rows (AMX: 9 row pairs and a single row tile) over K in chunks
+      {.group_rows = {300}, .k = 1100, .n = 50},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     check(cases[i], 200 + i);

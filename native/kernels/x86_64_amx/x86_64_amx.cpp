@@ -3,7 +3,8 @@
 // been granted the tile state (arch_prctl, done by the front end before it selects this target).
 //
 // Tiles: C00 C01 C10 C11 = tmm0..3 (16 rows x 16 int32), A0 A1 = tmm4, tmm5 (16 rows x 64 K
-// bytes of the panel), B0 B1 = tmm6, tmm7 (16 K/4 rows x 64 bytes: one packed column block).
+// bytes: one tile of the tiled panel), B0 B1 = tmm6, tmm7 (16 K/4 rows x 64 bytes: one packed
+// column block).
 #include <immintrin.h>
 
 #include "kernels/bf16_dot_block.h"
@@ -28,8 +29,9 @@ constexpr amx::TileConfig kConfig = {
 struct IsaAmx {
   using Panel = std::int8_t;
   static constexpr std::int64_t kRowAlign = 16;
+  static constexpr bool kTiledPanel = true;
   static constexpr std::int64_t kNb = 32;
-  static constexpr std::int64_t kPreferredTileM = 64;
+  static constexpr std::int64_t kPreferredTileM = 256;
   static constexpr std::int64_t kPreferredTileN = 256;
   static constexpr bool kBf16Pairs = true;
   static constexpr std::int64_t kBf16Mr = 6;
@@ -42,23 +44,42 @@ struct IsaAmx {
     Scope& operator=(const Scope&) = delete;
   };
 
+  // Lines of the next column blocks' weights to bring into L2, a few per K step: the weights
+  // stream from memory once per block and every row tile after the first reads them from L2.
+  struct Prefetch {
+    const char* next;
+    const char* end;
+    std::int64_t lines_per_step;
+    void step() {
+      for (std::int64_t i = 0; i < lines_per_step && next < end; ++i, next += 64) __builtin_prefetch(next, 0, 2);
+    }
+  };
+
   // RT row tiles (16 rows each) x CT column tiles (16 columns each) over k_len (a multiple of 64).
   template <int RT, int CT>
   static void tiles(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b, std::int64_t bstride,
-                    std::int64_t k_len, std::int32_t* c, std::int64_t ldc) {
+                    std::int64_t k_len, std::int32_t* c, std::int64_t ldc, bool first, Prefetch& prefetch) {
     const std::int64_t ldc_bytes = ldc * 4;
-    HP_TILE_ZERO(0);
-    if constexpr (CT == 2) HP_TILE_ZERO(1);
-    if constexpr (RT == 2) HP_TILE_ZERO(2);
-    if constexpr (RT == 2 && CT == 2) HP_TILE_ZERO(3);
+    if (first) {
+      HP_TILE_ZERO(0);
+      if constexpr (CT == 2) HP_TILE_ZERO(1);
+      if constexpr (RT == 2) HP_TILE_ZERO(2);
+      if constexpr (RT == 2 && CT == 2) HP_TILE_ZERO(3);
+    } else {
+      HP_TILE_LOAD(0, c, ldc_bytes);
+      if constexpr (CT == 2) HP_TILE_LOAD(1, c + 16, ldc_bytes);
+      if constexpr (RT == 2) HP_TILE_LOAD(2, c + 16 * ldc, ldc_bytes);
+      if constexpr (RT == 2 && CT == 2) HP_TILE_LOAD(3, c + 16 * ldc + 16, ldc_bytes);
+    }
     for (std::int64_t k = 0; k < k_len; k += 64) {
-      HP_TILE_LOAD(4, a + k, lda);
+      prefetch.step();
+      HP_TILE_LOAD(4, a + 16 * k, 64);
       HP_TILE_LOAD(6, b + k * 16, 64);
       if constexpr (CT == 2) HP_TILE_LOAD(7, b + bstride + k * 16, 64);
       HP_TILE_DPBSUD(0, 4, 6);
       if constexpr (CT == 2) HP_TILE_DPBSUD(1, 4, 7);
       if constexpr (RT == 2) {
-        HP_TILE_LOAD(5, a + 16 * lda + k, lda);
+        HP_TILE_LOAD(5, a + 16 * lda + 16 * k, 64);
         HP_TILE_DPBSUD(2, 5, 6);
         if constexpr (CT == 2) HP_TILE_DPBSUD(3, 5, 7);
       }
@@ -69,19 +90,31 @@ struct IsaAmx {
     if constexpr (RT == 2 && CT == 2) HP_TILE_STORE(3, c + 16 * ldc + 16, ldc_bytes);
   }
 
+  // K in chunks of at most kChunk whose B rows (2 blocks x kChunk / 4 x 64 bytes) stay in L1
+  // while every row tile passes over them; the accumulators go through acc between chunks.
+  static constexpr std::int64_t kChunk = 512;
+
   static void int8_block(const std::int8_t* panel, std::int64_t lda, std::int64_t rows, const std::uint8_t* b,
                          std::int64_t bstride, int blocks, std::int64_t k_len, std::int32_t* acc,
                          std::int64_t ldc) {
     HP_COMPILER_BARRIER();
-    for (std::int64_t r = 0; r < rows;) {
-      const std::int8_t* a = panel + r * lda;
-      std::int32_t* c = acc + r * ldc;
-      const bool two_rows = rows - r >= 32;
-      if (two_rows && blocks == 2) tiles<2, 2>(a, lda, b, bstride, k_len, c, ldc);
-      if (two_rows && blocks == 1) tiles<2, 1>(a, lda, b, bstride, k_len, c, ldc);
-      if (!two_rows && blocks == 2) tiles<1, 2>(a, lda, b, bstride, k_len, c, ldc);
-      if (!two_rows && blocks == 1) tiles<1, 1>(a, lda, b, bstride, k_len, c, ldc);
-      r += two_rows ? 32 : 16;
+    const std::int64_t next_bytes = blocks * bstride, steps = ceil_div(rows, 32) * (k_len / 64);
+    const char* next = reinterpret_cast<const char*>(b) + next_bytes;
+    Prefetch prefetch{next, next + next_bytes, ceil_div(next_bytes / 64, steps)};
+    const std::int64_t chunks = ceil_div(k_len, kChunk), chunk = round_up(ceil_div(k_len, chunks), 64);
+    for (std::int64_t k0 = 0; k0 < k_len; k0 += chunk) {
+      const std::int64_t kl = std::min(chunk, k_len - k0);
+      const std::uint8_t* bk = b + k0 * 16;
+      for (std::int64_t r = 0; r < rows;) {
+        const std::int8_t* a = panel + r * lda + 16 * k0;
+        std::int32_t* c = acc + r * ldc;
+        const bool two_rows = rows - r >= 32, first = k0 == 0;
+        if (two_rows && blocks == 2) tiles<2, 2>(a, lda, bk, bstride, kl, c, ldc, first, prefetch);
+        if (two_rows && blocks == 1) tiles<2, 1>(a, lda, bk, bstride, kl, c, ldc, first, prefetch);
+        if (!two_rows && blocks == 2) tiles<1, 2>(a, lda, bk, bstride, kl, c, ldc, first, prefetch);
+        if (!two_rows && blocks == 1) tiles<1, 1>(a, lda, bk, bstride, kl, c, ldc, first, prefetch);
+        r += two_rows ? 32 : 16;
+      }
     }
     HP_COMPILER_BARRIER();
   }

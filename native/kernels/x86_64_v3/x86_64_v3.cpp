@@ -11,6 +11,7 @@ namespace {
 struct IsaV3 {
   using Panel = std::int16_t;  // activations widened once, when the panel is loaded
   static constexpr std::int64_t kRowAlign = 2;
+  static constexpr bool kTiledPanel = false;
   static constexpr std::int64_t kNb = 16;
   static constexpr std::int64_t kPreferredTileM = 32;
   static constexpr std::int64_t kPreferredTileN = 256;

@@ -13,6 +13,7 @@ namespace {
 struct IsaV4 {
   using Panel = std::int8_t;
   static constexpr std::int64_t kRowAlign = 1;  // tails of 1-5 rows have their own kernels
+  static constexpr bool kTiledPanel = false;
   static constexpr std::int64_t kNb = 64;
   static constexpr std::int64_t kPreferredTileM = 60;
   static constexpr std::int64_t kPreferredTileN = 256;
