@@ -21,6 +21,9 @@
 //       c[r][n] (+)= sum_k A(r, k) B(k, n) for r < rows (a multiple of kBf16Mr), n < kBf16Nb;
 //       fp32 panels a[r][k], b[k][n]; or, with kBf16Pairs, bf16 pairs a[r][k/2], b[k/2][n].
 //   struct Scope (RAII around one int8 GEMM call: e.g. the AMX tile configuration).
+//   optional: int8_block_interleaved(..., between) = int8_block calling between(i, n) after
+//       the i-th of n passes; the fp32 dequant epilogue of one column block then runs in
+//       slices between the tile passes of the next.
 //
 // Workspace per caller (64-byte aligned pieces): the activation panel, its per-group row sums,
 // the int4 unpack buffer, the int32 accumulators, two fp32 column blocks, and for
@@ -302,6 +305,7 @@ class Int8Gemm {
     rowsum_ = arena.take<std::int32_t>(w_.groups * mpad_);
     if (w_.type == WeightType::kInt4) unpacked_ = arena.take<std::uint8_t>(Isa::kNb / 16 * group_k() / 4 * 64);
     acc_ = arena.take<std::int32_t>(mpad_ * Isa::kNb);
+    acc_pending_ = arena.take<std::int32_t>(mpad_ * Isa::kNb);
     cw_[0] = arena.take<float>(mpad_ * Isa::kNb);
     cw_[1] = arena.take<float>(mpad_ * Isa::kNb);
     if (a.epilogue == Epilogue::kDequantSwigluQuant) h_ = arena.take<float>(mpad_ * w_.segment_pad);
@@ -352,6 +356,10 @@ class Int8Gemm {
       if constexpr (Isa::kTiledPanel) {
         for (std::int64_t i0 = 0; i0 < k_pad; i0 += 64) {
           Panel* chunk = panel_ + (r / 16) * 16 * k_pad + i0 * 16 + (r % 16) * 64;
+          if (i0 + 64 <= k) {
+            std::memcpy(chunk, src + i0, 64);  // (a constant size: one vector move, not a call)
+            continue;
+          }
           const std::int64_t n = std::clamp<std::int64_t>(k - i0, 0, 64);
           std::memcpy(chunk, src + i0, std::size_t(n));
           std::memset(chunk + n, 0, std::size_t(64 - n));
@@ -425,14 +433,15 @@ class Int8Gemm {
   // The fp32 output of columns [j, j + valid) of tile t from acc_ (one K group) in one pass:
   // the operations and their order are scaled_block's and run_tile's, so the values are the
   // same. Whole 16-column pieces are streamed past the caches (store_f32x16_streaming).
-  void store_dequantized(const Tile& t, std::int64_t j, std::int64_t valid) {
+  void store_dequantized(const Tile& t, std::int64_t j, std::int64_t valid, const std::int32_t* dots,
+                         std::int64_t r0, std::int64_t r1) {
     const float* ws = w_.scales(t.expert, 0) + j;
     const std::int32_t bias = w_.bias;
     const bool scale_rows = a_.epilogue == Epilogue::kDequantScale;
-    for (std::int64_t r = 0; r < t.row_end - t.row_begin; ++r) {
+    for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t row = t.row_begin + r;
       const std::int32_t correction = bias * rowsum_[r];
-      const std::int32_t* acc = acc_ + r * Isa::kNb;
+      const std::int32_t* acc = dots + r * Isa::kNb;
       const float s = a_.a_scale[row], f = scale_rows ? a_.row_factor[row] : 1.0f;
       float* out = static_cast<float*>(a_.out) + row * a_.out_row_stride + j;
       std::int64_t c = 0;
@@ -488,8 +497,25 @@ class Int8Gemm {
       const std::int64_t nb = std::min<std::int64_t>(Isa::kNb, col_end_pad - j);
       const std::int64_t valid = std::min(nb, t.col_end - j);
       if (w_.groups == 1 && a_.out_type == ElementType::kFP32) {
+        constexpr bool kInterleaves =
+            requires { &Isa::template int8_block_interleaved<void (*)(std::int64_t, std::int64_t)>; };
+        if constexpr (kInterleaves) {
+          if (w_.type == WeightType::kInt8) {
+            // This block's dot products while the previous block's epilogue is stored.
+            const std::int64_t prev_j = j - Isa::kNb, prev_valid = std::min(Isa::kNb, t.col_end - prev_j);
+            const bool pending = j > t.col_begin;
+            const auto between = [&](std::int64_t i, std::int64_t n) {
+              if (pending) store_dequantized(t, prev_j, prev_valid, acc_pending_, rows * i / n, rows * (i + 1) / n);
+            };
+            Isa::int8_block_interleaved(panel_, w_.k_pad, mpad, w_.block(t.expert, j / 16, 0), w_.k_pad / 4 * 64,
+                                        int(nb / 16), w_.k_pad, acc_, Isa::kNb, between);
+            std::swap(acc_, acc_pending_);
+            if (j + Isa::kNb >= t.col_end) store_dequantized(t, j, valid, acc_pending_, 0, rows);
+            continue;
+          }
+        }
         dot_block(t.expert, j, nb, mpad, 0);
-        store_dequantized(t, j, valid);
+        store_dequantized(t, j, valid, acc_, 0, rows);
         continue;
       }
       scaled_block(t.expert, j, nb, rows, mpad, cw_[0]);
@@ -515,6 +541,7 @@ class Int8Gemm {
   std::int32_t* rowsum_ = nullptr;
   std::uint8_t* unpacked_ = nullptr;
   std::int32_t* acc_ = nullptr;
+  std::int32_t* acc_pending_ = nullptr;  // the block whose epilogue is interleaved with the next
   float* cw_[2] = {nullptr, nullptr};
   float* h_ = nullptr;
   std::uint64_t bytes_ = 0;

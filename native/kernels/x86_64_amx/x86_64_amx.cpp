@@ -97,11 +97,22 @@ struct IsaAmx {
   static void int8_block(const std::int8_t* panel, std::int64_t lda, std::int64_t rows, const std::uint8_t* b,
                          std::int64_t bstride, int blocks, std::int64_t k_len, std::int32_t* acc,
                          std::int64_t ldc) {
+    int8_block_interleaved(panel, lda, rows, b, bstride, blocks, k_len, acc, ldc, [](std::int64_t, std::int64_t) {});
+  }
+
+  // int8_block, calling between(i, n) after the i-th of its n tile passes: vector work placed
+  // there runs while the tile unit works through the passes before it.
+  template <typename Between>
+  static void int8_block_interleaved(const std::int8_t* panel, std::int64_t lda, std::int64_t rows,
+                                     const std::uint8_t* b, std::int64_t bstride, int blocks, std::int64_t k_len,
+                                     std::int32_t* acc, std::int64_t ldc, Between&& between) {
     HP_COMPILER_BARRIER();
     const std::int64_t next_bytes = blocks * bstride, steps = ceil_div(rows, 32) * (k_len / 64);
     const char* next = reinterpret_cast<const char*>(b) + next_bytes;
     Prefetch prefetch{next, next + next_bytes, ceil_div(next_bytes / 64, steps)};
     const std::int64_t chunks = ceil_div(k_len, kChunk), chunk = round_up(ceil_div(k_len, chunks), 64);
+    const std::int64_t passes = ceil_div(k_len, chunk) * ceil_div(rows, 32);
+    std::int64_t pass = 0;
     for (std::int64_t k0 = 0; k0 < k_len; k0 += chunk) {
       const std::int64_t kl = std::min(chunk, k_len - k0);
       const std::uint8_t* bk = b + k0 * 16;
@@ -114,6 +125,7 @@ struct IsaAmx {
         if (!two_rows && blocks == 2) tiles<1, 2>(a, lda, bk, bstride, kl, c, ldc, first, prefetch);
         if (!two_rows && blocks == 1) tiles<1, 1>(a, lda, bk, bstride, kl, c, ldc, first, prefetch);
         r += two_rows ? 32 : 16;
+        between(pass++, passes);
       }
     }
     HP_COMPILER_BARRIER();
