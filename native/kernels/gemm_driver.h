@@ -16,11 +16,11 @@
 //       acc[r][c] = sum_{k < k_len} panel(r, k) * b_u8(k, c) for r < rows (a multiple of
 //       kRowAlign), c < 16 * blocks, b in the packed int8 layout (biased, u8); `panel` points
 //       at the panel's K row k0 (panel_k_offset) of row 0.
-//   kBf16Pairs, kBf16Mr, kBf16Nb
+//   kBf16Pairs, kBf16Mr, kBf16Nb, kBf16PairAlign (K pairs of the panels padded to a multiple)
 //   bf16_block(a_panel, k_len, rows, b_panel, c, ldc, accumulate)
 //       c[r][n] (+)= sum_k A(r, k) B(k, n) for r < rows (a multiple of kBf16Mr), n < kBf16Nb;
 //       fp32 panels a[r][k], b[k][n]; or, with kBf16Pairs, bf16 pairs a[r][k/2], b[k/2][n].
-//   struct Scope (RAII around one int8 GEMM call: e.g. the AMX tile configuration).
+//   struct Scope (RAII around one GEMM call: e.g. the AMX tile configuration).
 //   optional: int8_block_interleaved(..., between) = int8_block calling between(i, n) after
 //       the i-th of n passes; the fp32 dequant epilogue of one column block then runs in
 //       slices between the tile passes of the next.
@@ -581,6 +581,7 @@ class Bf16Gemm {
   std::uint64_t workspace_bytes() const { return bytes_; }
 
   void run(std::int64_t begin, std::int64_t end) {
+    [[maybe_unused]] typename Isa::Scope scope;
     bf16_tile_space(a_, grid_).for_each(begin, end, [&](const Tile& t) { run_tile(t); });
   }
 
@@ -605,18 +606,20 @@ class Bf16Gemm {
     }
   }
 
-  // The A panel [mpad][kp] of rows [0, rows) (zero rows below) and K rows [k0, k0 + kl). fp32
+  // The A panel [mpad][lda] of rows [0, rows) (zero rows below) and K rows [k0, k0 + kl), its
+  // pairs [kp, lda) zero (lda: kp rounded up to kBf16PairAlign; fp32 panels have lda = kp). fp32
   // panels of contiguous A rows (kInput) or of A^T with contiguous columns (kWeight) are plain
   // conversions (vectorised); the rest goes element by element.
-  void pack_a(const Tile& t, std::int64_t rows, std::int64_t mpad, std::int64_t k0, std::int64_t kl, std::int64_t kp) {
-    std::memset(a_panel_ + rows * kp, 0, std::size_t((mpad - rows) * kp) * sizeof(Elem));
+  void pack_a(const Tile& t, std::int64_t rows, std::int64_t mpad, std::int64_t k0, std::int64_t kl, std::int64_t kp,
+              std::int64_t lda) {
+    std::memset(a_panel_ + rows * lda, 0, std::size_t((mpad - rows) * lda) * sizeof(Elem));
     if constexpr (!Isa::kBf16Pairs) {
       if (a_.kind == Bf16GemmKind::kInput) {
-        for (std::int64_t m = 0; m < rows; ++m) convert(&a_.a[(t.row_begin + m) * a_.a_row_stride + k0], kl, a_panel_ + m * kp);
+        for (std::int64_t m = 0; m < rows; ++m) convert(&a_.a[(t.row_begin + m) * a_.a_row_stride + k0], kl, a_panel_ + m * lda);
       } else {
         for (std::int64_t i = 0; i < kl; ++i) {
           const std::uint16_t* src = &a_.a[(a_.offsets[t.expert] + k0 + i) * a_.a_row_stride + t.row_begin];
-          for (std::int64_t m = 0; m < rows; ++m) a_panel_[m * kp + i] = bf16_to_float(src[m]);
+          for (std::int64_t m = 0; m < rows; ++m) a_panel_[m * lda + i] = bf16_to_float(src[m]);
         }
       }
       return;
@@ -624,19 +627,21 @@ class Bf16Gemm {
       // Pairs (k, k + 1) of a row: k0 is even, so a contiguous A row is already its pairs.
       if (a_.kind == Bf16GemmKind::kInput) {
         for (std::int64_t m = 0; m < rows; ++m) {
-          Elem* dst = a_panel_ + m * kp;
+          Elem* dst = a_panel_ + m * lda;
           const std::uint16_t* src = &a_.a[(t.row_begin + m) * a_.a_row_stride + k0];
           // A loop the compiler vectorises (a memcpy call of this size is a slow rep movs).
           for (std::int64_t i = 0; i < kl / 2; ++i) std::memcpy(&dst[i], src + 2 * i, sizeof(Elem));
           if (kl % 2 != 0) dst[kp - 1] = pack(src[kl - 1], 0);
+          std::fill(dst + kp, dst + lda, Elem(0));
         }
       } else {
         for (std::int64_t i = 0; i < kp; ++i) {
           const std::int64_t k = k0 + 2 * i;
           const std::uint16_t* lo = &a_.a[(a_.offsets[t.expert] + k) * a_.a_row_stride + t.row_begin];
           const std::uint16_t* hi = k + 1 < k0 + kl ? lo + a_.a_row_stride : nullptr;
-          for (std::int64_t m = 0; m < rows; ++m) a_panel_[m * kp + i] = pack(lo[m], hi ? hi[m] : 0);
+          for (std::int64_t m = 0; m < rows; ++m) a_panel_[m * lda + i] = pack(lo[m], hi ? hi[m] : 0);
         }
+        for (std::int64_t m = 0; m < rows; ++m) std::fill(a_panel_ + m * lda + kp, a_panel_ + (m + 1) * lda, Elem(0));
       }
     }
   }
@@ -719,10 +724,12 @@ class Bf16Gemm {
     }
     for (std::int64_t k0 = 0; k0 < k_total; k0 += kBf16Kc) {
       const std::int64_t kl = std::min(kBf16Kc, k_total - k0), kp = ceil_div(kl, kPairs);
-      pack_a(t, rows, mpad, k0, kl, kp);
+      const std::int64_t kpp = round_up(kp, Isa::kBf16PairAlign);
+      pack_a(t, rows, mpad, k0, kl, kp, kpp);
       for (std::int64_t j = 0; j < cols; j += Isa::kBf16Nb) {
         pack_b(t, t.col_begin + j, std::min<std::int64_t>(Isa::kBf16Nb, cols - j), k0, kl, kp);
-        Isa::bf16_block(a_panel_, kp, mpad, b_panel_, c + j, ldc, k0 > 0);
+        std::memset(b_panel_ + kp * Isa::kBf16Nb, 0, std::size_t((kpp - kp) * Isa::kBf16Nb) * sizeof(Elem));
+        Isa::bf16_block(a_panel_, kpp, mpad, b_panel_, c + j, ldc, k0 > 0);
       }
     }
     if (in_place) return;

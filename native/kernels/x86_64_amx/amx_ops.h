@@ -67,6 +67,28 @@ inline void dpbsud(int dst, int a, int b) {
   }
 }
 
+// dst[m][n] += sum_k sum_i bf16 a[m][2k + i] * bf16 b[k][2n + i], in fp32.
+inline float bf16_at(const std::uint8_t* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, 2);
+  const std::uint32_t bits = std::uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+inline void dpbf16ps(int dst, int a, int b) {
+  for (int m = 0; m < tiles.config.rows[dst]; ++m) {
+    for (int n = 0; n < tiles.config.colsb[dst] / 4; ++n) {
+      float sum;
+      std::memcpy(&sum, &tiles.data[dst][m][4 * n], 4);
+      for (int k = 0; k < tiles.config.colsb[a] / 4; ++k) {
+        for (int i = 0; i < 2; ++i) sum += bf16_at(&tiles.data[a][m][4 * k + 2 * i]) * bf16_at(&tiles.data[b][k][4 * n + 2 * i]);
+      }
+      std::memcpy(&tiles.data[dst][m][4 * n], &sum, 4);
+    }
+  }
+}
+
 }  // namespace hp::kernels::amx::emulated
 
 #define HP_TILE_LOADCONFIG(config) ::hp::kernels::amx::emulated::load_config(config)
@@ -75,6 +97,7 @@ inline void dpbsud(int dst, int a, int b) {
 #define HP_TILE_LOAD(t, base, stride) ::hp::kernels::amx::emulated::load(t, base, long(stride))
 #define HP_TILE_STORE(t, base, stride) ::hp::kernels::amx::emulated::store(t, base, long(stride))
 #define HP_TILE_DPBSUD(c, a, b) ::hp::kernels::amx::emulated::dpbsud(c, a, b)
+#define HP_TILE_DPBF16PS(c, a, b) ::hp::kernels::amx::emulated::dpbf16ps(c, a, b)
 
 #else
 
@@ -88,6 +111,7 @@ inline void dpbsud(int dst, int a, int b) {
 #define HP_TILE_LOAD(t, base, stride) _tile_loadd(t, base, stride)
 #define HP_TILE_STORE(t, base, stride) _tile_stored(t, base, stride)
 #define HP_TILE_DPBSUD(c, a, b) _tile_dpbsud(c, a, b)
+#define HP_TILE_DPBF16PS(c, a, b) _tile_dpbf16ps(c, a, b)
 
 #endif
 

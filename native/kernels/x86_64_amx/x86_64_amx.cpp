@@ -1,5 +1,5 @@
-// The x86_64_amx target: AMX-INT8 tiles (tdpbsud) for the int8 GEMMs, AVX-512-BF16
-// (vdpbf16ps) for the bf16 GEMMs. Compiled with -march=sapphirerapids. The process must have
+// The x86_64_amx target: AMX-INT8 tiles (tdpbsud) for the int8 GEMMs, AMX-BF16 tiles
+// (tdpbf16ps) for the bf16 GEMMs. Compiled with -march=sapphirerapids. The process must have
 // been granted the tile state (arch_prctl, done by the front end before it selects this target).
 //
 // Tiles: C00 C01 C10 C11 = tmm0..3 (16 rows x 16 int32), A0 A1 = tmm4, tmm5 (16 rows x 64 K
@@ -7,7 +7,6 @@
 // column block).
 #include <immintrin.h>
 
-#include "kernels/bf16_dot_block.h"
 #include "kernels/gemm_driver.h"
 #include "kernels/x86_64_amx/amx_ops.h"
 
@@ -34,8 +33,9 @@ struct IsaAmx {
   static constexpr std::int64_t kPreferredTileM = 256;
   static constexpr std::int64_t kPreferredTileN = 256;
   static constexpr bool kBf16Pairs = true;
-  static constexpr std::int64_t kBf16Mr = 6;
+  static constexpr std::int64_t kBf16Mr = 16;
   static constexpr std::int64_t kBf16Nb = 64;
+  static constexpr std::int64_t kBf16PairAlign = 16;  // one A tile row: 16 pairs = 64 bytes
 
   struct Scope {
     Scope() { HP_TILE_LOADCONFIG(&kConfig); }
@@ -131,10 +131,58 @@ struct IsaAmx {
     HP_COMPILER_BARRIER();
   }
 
-  // vdpbf16ps on bf16 pairs (bf16_dot_block.h).
+  // RT row tiles x 2 column tiles (32 fp32 columns) of c, over k_pairs (a multiple of 16):
+  // A tiles are 16 rows x 16 pairs of the panel a[r][k_pairs], B tiles 16 pair rows x 16
+  // columns of b[k_pairs][64].
+  template <int RT>
+  static void bf16_tiles(const std::uint32_t* a, std::int64_t k_pairs, const std::uint32_t* b, float* c,
+                         std::int64_t ldc, bool accumulate) {
+    const std::int64_t lda_bytes = k_pairs * 4, ldc_bytes = ldc * 4;
+    if (accumulate) {
+      HP_TILE_LOAD(0, c, ldc_bytes);
+      HP_TILE_LOAD(1, c + 16, ldc_bytes);
+      if constexpr (RT == 2) HP_TILE_LOAD(2, c + 16 * ldc, ldc_bytes);
+      if constexpr (RT == 2) HP_TILE_LOAD(3, c + 16 * ldc + 16, ldc_bytes);
+    } else {
+      HP_TILE_ZERO(0);
+      HP_TILE_ZERO(1);
+      if constexpr (RT == 2) HP_TILE_ZERO(2);
+      if constexpr (RT == 2) HP_TILE_ZERO(3);
+    }
+    for (std::int64_t i = 0; i < k_pairs; i += 16) {
+      HP_TILE_LOAD(4, a + i, lda_bytes);
+      HP_TILE_LOAD(6, b + i * 64, 256);
+      HP_TILE_LOAD(7, b + i * 64 + 16, 256);
+      HP_TILE_DPBF16PS(0, 4, 6);
+      HP_TILE_DPBF16PS(1, 4, 7);
+      if constexpr (RT == 2) {
+        HP_TILE_LOAD(5, a + 16 * k_pairs + i, lda_bytes);
+        HP_TILE_DPBF16PS(2, 5, 6);
+        HP_TILE_DPBF16PS(3, 5, 7);
+      }
+    }
+    HP_TILE_STORE(0, c, ldc_bytes);
+    HP_TILE_STORE(1, c + 16, ldc_bytes);
+    if constexpr (RT == 2) HP_TILE_STORE(2, c + 16 * ldc, ldc_bytes);
+    if constexpr (RT == 2) HP_TILE_STORE(3, c + 16 * ldc + 16, ldc_bytes);
+  }
+
+  // AMX-BF16 (tdpbf16ps) on the bf16 pair panels; rows a multiple of 16, k_pairs of 16.
   static void bf16_block(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows, const std::uint32_t* b,
                          float* c, std::int64_t ldc, bool accumulate) {
-    bf16_dot_block(a, k_pairs, rows, b, c, ldc, accumulate);
+    HP_COMPILER_BARRIER();
+    for (std::int64_t r = 0; r < rows;) {
+      const bool two_rows = rows - r >= 32;
+      for (std::int64_t n = 0; n < kBf16Nb; n += 32) {
+        if (two_rows) {
+          bf16_tiles<2>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc, accumulate);
+        } else {
+          bf16_tiles<1>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc, accumulate);
+        }
+      }
+      r += two_rows ? 32 : 16;
+    }
+    HP_COMPILER_BARRIER();
   }
 };
 

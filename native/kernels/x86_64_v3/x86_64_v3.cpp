@@ -18,6 +18,7 @@ struct IsaV3 {
   static constexpr bool kBf16Pairs = false;
   static constexpr std::int64_t kBf16Mr = 6;
   static constexpr std::int64_t kBf16Nb = 16;
+  static constexpr std::int64_t kBf16PairAlign = 1;
   struct Scope {};
 
   // Two rows x 16 columns. Per K group of 4, a 64-byte packed row holds 16 columns x 4 k; each

@@ -20,6 +20,7 @@ struct IsaV4 {
   static constexpr bool kBf16Pairs = false;
   static constexpr std::int64_t kBf16Mr = 6;
   static constexpr std::int64_t kBf16Nb = 64;
+  static constexpr std::int64_t kBf16PairAlign = 1;
   struct Scope {};
 
   // MR (<= 6) rows x 16*NB columns, accumulators in MR*NB zmm registers.
