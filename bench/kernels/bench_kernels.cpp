@@ -119,6 +119,46 @@ __attribute__((target("amx-tile,amx-int8"))) double amx_loop(std::int64_t iters)
   return double(iters) * 4 * 16 * 16 * 64 * 2 / t;
 }
 
+// The loop above with its four tiles loaded every step from two buffers of `bytes` each (64-byte
+// aligned, each 1 KiB tile contiguous, cycled): what tdpbusd sustains when its operands come
+// from L1 (16 KiB buffers) or from L2 (512 KiB) instead of from the tile registers. These bound
+// what any 2 x 2 tile GEMM kernel reaches, where one operand at least streams from L2.
+__attribute__((target("amx-tile,amx-int8"))) double amx_stream_loop(std::int64_t iters, std::int64_t bytes) {
+  struct alignas(64) Config {
+    std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
+    std::uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+    std::uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+  };
+  static const Config config{};
+  auto* a = static_cast<std::int8_t*>(std::aligned_alloc(64, std::size_t(bytes)));
+  auto* b = static_cast<std::int8_t*>(std::aligned_alloc(64, std::size_t(bytes)));
+  for (std::int64_t i = 0; i < bytes; ++i) a[i] = b[i] = std::int8_t(i * 7 + 3);
+  _tile_loadconfig(&config);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const std::int64_t pairs = bytes / 2048;
+  const double t0 = now();
+  for (std::int64_t i = 0; i < iters; ++i) {
+    const std::int8_t* pa = a + (i % pairs) * 2048;
+    const std::int8_t* pb = b + (i % pairs) * 2048;
+    _tile_loadd(4, pa, 64);
+    _tile_loadd(6, pb, 64);
+    _tile_loadd(7, pb + 1024, 64);
+    _tile_dpbusd(0, 4, 6);
+    _tile_dpbusd(1, 4, 7);
+    _tile_loadd(5, pa + 1024, 64);
+    _tile_dpbusd(2, 5, 6);
+    _tile_dpbusd(3, 5, 7);
+  }
+  const double t = now() - t0;
+  _tile_release();
+  std::free(a);
+  std::free(b);
+  return double(iters) * 4 * 16 * 16 * 64 * 2 / t;
+}
+
 // Runs `fn(worker)` on `threads` cube cores of the chip and returns after all finished.
 template <typename F>
 void on_cores(hp::platform::Chip& chip, int threads, F&& fn) {
@@ -445,6 +485,14 @@ int main(int argc, char** argv) {
     std::printf("measured peak, %d thread(s): AVX-512 VNNI %s, AMX-INT8 %s\n", t,
                 vnni_peak[t] > 0 ? std::to_string(int(vnni_peak[t] / 1e9)).append(" GOPS").c_str() : "n/a (no VNNI here)",
                 amx_peak[t] > 0 ? std::to_string(int(amx_peak[t] / 1e9)).append(" GOPS").c_str() : "n/a (no AMX here)");
+  }
+  if (amx_peak[1] > 0) {
+    const std::int64_t iters = quick ? 20000 : 400000;
+    const double l1 = peak(*chip, 1, [](std::int64_t n) { return amx_stream_loop(n, 16 << 10); }, iters);
+    const double l2 = peak(*chip, 1, [](std::int64_t n) { return amx_stream_loop(n, 512 << 10); }, iters);
+    std::printf("AMX-INT8, 1 thread, 2 x 2 tiles loaded every step: from L1 %d GOPS (%s of peak), from L2 %d GOPS (%s)\n",
+                int(l1 / 1e9), percent_of_peak(l1, amx_peak[1]).c_str(), int(l2 / 1e9),
+                percent_of_peak(l2, amx_peak[1]).c_str());
   }
   // A kernel's peak: AMX for the AMX target, else VNNI. oneDNN uses AMX when the CPU has it.
   const auto ours_peak = [&](int t) { return amx ? amx_peak[t] : vnni_peak[t]; };
