@@ -55,7 +55,8 @@ struct IsaAmx {
     }
   };
 
-  // RT row tiles (16 rows each) x CT column tiles (16 columns each) over k_len (a multiple of 64).
+  // RT row tiles (16 rows each) x CT column tiles (16 columns each) over k_len (a multiple of 64),
+  // starting from zero (first) or from the accumulators in c.
   template <int RT, int CT>
   static void tiles(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b, std::int64_t bstride,
                     std::int64_t k_len, std::int32_t* c, std::int64_t ldc, bool first, Prefetch& prefetch) {
