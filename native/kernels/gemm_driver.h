@@ -297,6 +297,8 @@ template <typename Isa>
 class Int8Gemm {
  public:
   using Panel = typename Isa::Panel;
+  static constexpr bool kInterleaves =
+      requires { &Isa::template int8_block_interleaved<void (*)(std::int64_t, std::int64_t)>; };
 
   Int8Gemm(const GroupedGemmArgs& a, const TileGrid& grid, void* workspace)
       : a_(a), w_(*a.w), grid_(grid), mpad_(round_up(max_tile_rows(grid), Isa::kRowAlign)) {
@@ -305,7 +307,7 @@ class Int8Gemm {
     rowsum_ = arena.take<std::int32_t>(w_.groups * mpad_);
     if (w_.type == WeightType::kInt4) unpacked_ = arena.take<std::uint8_t>(Isa::kNb / 16 * group_k() / 4 * 64);
     acc_ = arena.take<std::int32_t>(mpad_ * Isa::kNb);
-    acc_pending_ = arena.take<std::int32_t>(mpad_ * Isa::kNb);
+    if (kInterleaves) acc_pending_ = arena.take<std::int32_t>(mpad_ * Isa::kNb);
     cw_[0] = arena.take<float>(mpad_ * Isa::kNb);
     cw_[1] = arena.take<float>(mpad_ * Isa::kNb);
     if (a.epilogue == Epilogue::kDequantSwigluQuant) h_ = arena.take<float>(mpad_ * w_.segment_pad);
@@ -497,8 +499,6 @@ class Int8Gemm {
       const std::int64_t nb = std::min<std::int64_t>(Isa::kNb, col_end_pad - j);
       const std::int64_t valid = std::min(nb, t.col_end - j);
       if (w_.groups == 1 && a_.out_type == ElementType::kFP32) {
-        constexpr bool kInterleaves =
-            requires { &Isa::template int8_block_interleaved<void (*)(std::int64_t, std::int64_t)>; };
         if constexpr (kInterleaves) {
           if (w_.type == WeightType::kInt8) {
             // This block's dot products while the previous block's epilogue is stored.
