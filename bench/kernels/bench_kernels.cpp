@@ -132,7 +132,12 @@ __attribute__((target("amx-tile,amx-int8"))) double amx_stream_loop(std::int64_t
   static const Config config{};
   auto* a = static_cast<std::int8_t*>(std::aligned_alloc(64, std::size_t(bytes)));
   auto* b = static_cast<std::int8_t*>(std::aligned_alloc(64, std::size_t(bytes)));
+  if (a == nullptr || b == nullptr) {
+    std::fprintf(stderr, "bench_kernels: no memory for the AMX stream loop\n");
+    std::exit(1);
+  }
   for (std::int64_t i = 0; i < bytes; ++i) a[i] = b[i] = std::int8_t(i * 7 + 3);
+  __asm__ volatile("" ::: "memory");  // the tile loads below read the buffers (no memory operand)
   _tile_loadconfig(&config);
   _tile_zero(0);
   _tile_zero(1);

@@ -12,22 +12,26 @@
 //                              (a tile load with a 64-byte stride: no L1 set conflicts, one
 //                              sequential stream per 16 rows)
 //   kNb                        packed columns per column block (a multiple of 16, <= 64)
-//   int8_block(panel, k_pad, rows, b, b_block_stride, blocks, k_len, acc, acc_stride)
+//   int8_block(panel, k_pad, rows, b, b_block_stride, blocks, k_len, acc, acc_stride, next, next_bytes)
 //       acc[r][c] = sum_{k < k_len} panel(r, k) * b_u8(k, c) for r < rows (a multiple of
 //       kRowAlign), c < 16 * blocks, b in the packed int8 layout (biased, u8); `panel` points
-//       at the panel's K row k0 (panel_k_offset) of row 0.
+//       at K column k0 of row 0 (panel_ + k0, or panel_ + 16 * k0 when tiled); next: the
+//       weights the caller takes next (a prefetch hint, never dereferenced; null: none),
+//       next_bytes of them.
 //   kBf16Pairs, kBf16Mr, kBf16Nb, kBf16PairAlign (K pairs of the panels padded to a multiple)
-//   bf16_block(a_panel, k_len, rows, b_panel, c, ldc, accumulate)
+//   bf16_block(a_panel, k_stride, rows, b_panel, c, ldc, accumulate)
 //       c[r][n] (+)= sum_k A(r, k) B(k, n) for r < rows (a multiple of kBf16Mr), n < kBf16Nb;
-//       fp32 panels a[r][k], b[k][n]; or, with kBf16Pairs, bf16 pairs a[r][k/2], b[k/2][n].
+//       fp32 panels a[r][k], b[k][n]; or, with kBf16Pairs, bf16 pairs a[r][k/2], b[k/2][n];
+//       k_stride: the panels' K (or pair) count, a multiple of kBf16PairAlign, zero-padded.
 //   struct Scope (RAII around one GEMM call: e.g. the AMX tile configuration).
 //   optional: int8_block_interleaved(..., between) = int8_block calling between(i, n) after
 //       the i-th of n passes; the fp32 dequant epilogue of one column block then runs in
 //       slices between the tile passes of the next.
 //
 // Workspace per caller (64-byte aligned pieces): the activation panel, its per-group row sums,
-// the int4 unpack buffer, the int32 accumulators, two fp32 column blocks, and for
-// kDequantSwigluQuant the fp32 rows of h (max_tile_rows x I) that are requantized in cache.
+// the int4 unpack buffer, the int32 accumulators (two with int8_block_interleaved), two fp32
+// column blocks, and for kDequantSwigluQuant the fp32 rows of h (max_tile_rows x I) that are
+// requantized while in L2.
 #ifndef HYPER_PARALLEL_KERNELS_GEMM_DRIVER_H_
 #define HYPER_PARALLEL_KERNELS_GEMM_DRIVER_H_
 
@@ -299,6 +303,7 @@ class Int8Gemm {
   using Panel = typename Isa::Panel;
   static constexpr bool kInterleaves =
       requires { &Isa::template int8_block_interleaved<void (*)(std::int64_t, std::int64_t)>; };
+  static_assert(!Isa::kTiledPanel || (sizeof(Panel) == 1 && Isa::kRowAlign == 16), "tiled panels are AMX A tiles");
 
   Int8Gemm(const GroupedGemmArgs& a, const TileGrid& grid, void* workspace)
       : a_(a), w_(*a.w), grid_(grid), mpad_(round_up(max_tile_rows(grid), Isa::kRowAlign)) {
@@ -363,7 +368,7 @@ class Int8Gemm {
             continue;
           }
           const std::int64_t n = std::clamp<std::int64_t>(k - i0, 0, 64);
-          std::memcpy(chunk, src + i0, std::size_t(n));
+          if (n > 0) std::memcpy(chunk, src + i0, std::size_t(n));
           std::memset(chunk + n, 0, std::size_t(64 - n));
         }
       } else {
@@ -394,6 +399,19 @@ class Int8Gemm {
     return unpacked_;
   }
 
+  // The packed int8 weights after columns [p0, p0 + nb) of expert e, as much as those columns
+  // take: what a GEMM over this panel reads next (a prefetch hint). None for int4 (the kernels
+  // read the unpacked copy) or per-group scales (each group's rows are a separate call).
+  struct NextWeights {
+    const std::uint8_t* data = nullptr;
+    std::int64_t bytes = 0;
+  };
+  NextWeights next_weights(std::int64_t e, std::int64_t p0, std::int64_t nb) const {
+    if (w_.type != WeightType::kInt8 || w_.groups != 1 || p0 + nb >= w_.n_pad) return {};
+    const std::int64_t blocks = std::min(nb, w_.n_pad - p0 - nb) / 16;
+    return {w_.block(e, (p0 + nb) / 16, 0), blocks * (w_.k_pad / 4 * 64)};
+  }
+
   // acc_[r][c] = the int32 dot products of the panel's rows with packed columns [p0, p0 + nb)
   // over the K rows of group g (biased weights: no correction yet).
   void dot_block(std::int64_t e, std::int64_t p0, std::int64_t nb, std::int64_t mpad, std::int64_t g) {
@@ -408,8 +426,9 @@ class Int8Gemm {
       b = w_.block(e, p0 / 16, k0);
       stride = w_.k_pad / 4 * 64;
     }
+    const NextWeights next = next_weights(e, p0, nb);
     Isa::int8_block(panel_ + (Isa::kTiledPanel ? 16 * k0 : k0), w_.k_pad, mpad, b, stride, int(blocks), k1 - k0,
-                    acc_, Isa::kNb);
+                    acc_, Isa::kNb, next.data, next.bytes);
   }
 
   // cw[r][c] = sum over K groups of float(dot) * w_scale, packed columns [p0, p0 + nb).
@@ -507,8 +526,9 @@ class Int8Gemm {
             const auto between = [&](std::int64_t i, std::int64_t n) {
               if (pending) store_dequantized(t, prev_j, prev_valid, acc_pending_, rows * i / n, rows * (i + 1) / n);
             };
+            const NextWeights next = next_weights(t.expert, j, nb);
             Isa::int8_block_interleaved(panel_, w_.k_pad, mpad, w_.block(t.expert, j / 16, 0), w_.k_pad / 4 * 64,
-                                        int(nb / 16), w_.k_pad, acc_, Isa::kNb, between);
+                                        int(nb / 16), w_.k_pad, acc_, Isa::kNb, next.data, next.bytes, between);
             std::swap(acc_, acc_pending_);
             if (j + Isa::kNb >= t.col_end) store_dequantized(t, j, valid, acc_pending_, 0, rows);
             continue;
@@ -568,6 +588,7 @@ class Bf16Gemm {
  public:
   using Elem = std::conditional_t<Isa::kBf16Pairs, std::uint32_t, float>;
   static constexpr std::int64_t kPairs = Isa::kBf16Pairs ? 2 : 1;
+  static_assert(kBf16Kc / kPairs % Isa::kBf16PairAlign == 0, "padded K chunks fit the panels");
 
   Bf16Gemm(const Bf16GemmArgs& a, const TileGrid& grid, void* workspace)
       : a_(a), grid_(grid), mpad_(round_up(max_tile_rows(grid), Isa::kBf16Mr)),

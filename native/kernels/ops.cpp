@@ -219,6 +219,13 @@ TileGrid shrink_grid(TileGrid g, const TileSpace& space_in, bool full_width, int
 // times the table's rows amortise that over more rows (kWeight's tiles are rows of dW, whose
 // A panels are transposed per tile: taller ones measured slower).
 constexpr std::int64_t kBf16InputRowFactor = 4;
+// kWeight tiles stay at most this tall on every target (the int8 tiles of x86_64_amx are 256
+// rows; its dW tiles keep the 64 they had).
+constexpr std::int64_t kBf16WeightMaxRows = 64;
+std::int64_t bf16_tile_rows(const KernelTable& table, Bf16GemmKind kind) {
+  if (kind == Bf16GemmKind::kInput) return kBf16InputRowFactor * table.preferred_tile_m;
+  return std::min(kBf16WeightMaxRows, table.preferred_tile_m);
+}
 }  // namespace
 
 TileGrid choose_grid(const KernelTable& table, const TileSpace& space, bool full_width, int workers) {
@@ -342,7 +349,7 @@ Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& p, int wo
   }
   TileSpace space = bf16_tile_space(args, TileGrid{1, 1});
   const TileGrid g = grid ? *grid
-                          : shrink_grid({(p.kind == Bf16GemmKind::kInput ? kBf16InputRowFactor : 1) * table.preferred_tile_m, table.preferred_tile_n}, space,
+                          : shrink_grid({bf16_tile_rows(table, p.kind), table.preferred_tile_n}, space,
                                         false, workers);
   HP_RETURN_IF_ERROR(check_grid(g, false, args.n));
   space.grid = g;

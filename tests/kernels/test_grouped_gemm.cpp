@@ -161,6 +161,10 @@ class GroupedGemm : public TargetTest {
     // Small odd tiles: tails everywhere.
     const TileGrid odd{7, c.epilogue == Epilogue::kDequantSwigluQuant ? p.out_cols : 16};
     expect_same(want, p.run(target(), 2, &odd), p, "7x16 tiles");
+    if (HasFatalFailure()) return;
+    // Tall tiles (up to 384 rows: AMX passes of 32 rows and a last one of 16, K chunks).
+    const TileGrid tall{256, c.epilogue == Epilogue::kDequantSwigluQuant ? p.out_cols : 64};
+    expect_same(want, p.run(target(), 1, &tall), p, "256x64 tiles");
   }
 };
 
@@ -187,7 +191,8 @@ TEST_P(GroupedGemm, EdgeShapes) {
       {.group_rows = {33}, .k = 65, .n = 48},                  // K just past a tile
       {.group_rows = {16, 32}, .k = 256, .n = 128},            // exact multiples of every tile
       {.group_rows = {5, 6}, .k = 1000, .n = 16, .out_dtype = DType::kBF16},
-      // one row block of 300 rows (AMX: 9 row pairs and a single row tile) over K in chunks
+      // with 256x64 tiles, one row block of 300 rows (AMX: 9 row pairs and a single row tile)
+      // over K in chunks, and a last column block of 18
       {.group_rows = {300}, .k = 1100, .n = 50},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {

@@ -1,5 +1,6 @@
 // The x86_64_amx target: AMX-INT8 tiles (tdpbsud) for the int8 GEMMs, AMX-BF16 tiles
-// (tdpbf16ps) for the bf16 GEMMs. Compiled with -march=sapphirerapids. The process must have
+// (tdpbf16ps) for the bf16 GEMMs. Compiled with -march=x86-64-v4 and the AMX and AVX512-BF16
+// flags (native/kernels/CMakeLists.txt). The process must have
 // been granted the tile state (arch_prctl, done by the front end before it selects this target).
 //
 // Tiles: C00 C01 C10 C11 = tmm0..3 (16 rows x 16 int32), A0 A1 = tmm4, tmm5 (16 rows x 64 K
@@ -44,8 +45,9 @@ struct IsaAmx {
     Scope& operator=(const Scope&) = delete;
   };
 
-  // Lines of the next column blocks' weights to bring into L2, a few per K step: the weights
-  // stream from memory once per block and every row tile after the first reads them from L2.
+  // Lines of the next column blocks' weights (the caller's hint) to bring into L2, a few per K
+  // step: the weights stream from memory once per block and every pass after the first reads
+  // them from L2.
   struct Prefetch {
     const char* next;
     const char* end;
@@ -97,8 +99,9 @@ struct IsaAmx {
 
   static void int8_block(const std::int8_t* panel, std::int64_t lda, std::int64_t rows, const std::uint8_t* b,
                          std::int64_t bstride, int blocks, std::int64_t k_len, std::int32_t* acc,
-                         std::int64_t ldc) {
-    int8_block_interleaved(panel, lda, rows, b, bstride, blocks, k_len, acc, ldc, [](std::int64_t, std::int64_t) {});
+                         std::int64_t ldc, const std::uint8_t* next, std::int64_t next_bytes) {
+    int8_block_interleaved(panel, lda, rows, b, bstride, blocks, k_len, acc, ldc, next, next_bytes,
+                           [](std::int64_t, std::int64_t) {});
   }
 
   // int8_block, calling between(i, n) after the i-th of its n tile passes: vector work placed
@@ -106,11 +109,12 @@ struct IsaAmx {
   template <typename Between>
   static void int8_block_interleaved(const std::int8_t* panel, std::int64_t lda, std::int64_t rows,
                                      const std::uint8_t* b, std::int64_t bstride, int blocks, std::int64_t k_len,
-                                     std::int32_t* acc, std::int64_t ldc, Between&& between) {
+                                     std::int32_t* acc, std::int64_t ldc, const std::uint8_t* next,
+                                     std::int64_t next_bytes, Between&& between) {
     HP_COMPILER_BARRIER();
-    const std::int64_t next_bytes = blocks * bstride, steps = ceil_div(rows, 32) * (k_len / 64);
-    const char* next = reinterpret_cast<const char*>(b) + next_bytes;
-    Prefetch prefetch{next, next + next_bytes, ceil_div(next_bytes / 64, steps)};
+    const std::int64_t steps = ceil_div(rows, 32) * (k_len / 64);
+    const char* pf = reinterpret_cast<const char*>(next);
+    Prefetch prefetch{pf, pf ? pf + next_bytes : nullptr, ceil_div(next_bytes / 64, steps)};
     const std::int64_t chunks = ceil_div(k_len, kChunk), chunk = round_up(ceil_div(k_len, chunks), 64);
     const std::int64_t passes = ceil_div(k_len, chunk) * ceil_div(rows, 32);
     std::int64_t pass = 0;

@@ -59,7 +59,7 @@ struct IsaV3 {
 
   static void int8_block(const std::int16_t* panel, std::int64_t lda, std::int64_t rows, const std::uint8_t* b,
                          std::int64_t bstride, int blocks, std::int64_t k_len, std::int32_t* acc,
-                         std::int64_t ldc) {
+                         std::int64_t ldc, const std::uint8_t* /*next*/, std::int64_t /*next_bytes*/) {
     for (int blk = 0; blk < blocks; ++blk) {
       for (std::int64_t r = 0; r < rows; r += 2) {
         int8_2x16(panel + r * lda, lda, b + blk * bstride, k_len, acc + r * ldc + blk * 16, ldc);

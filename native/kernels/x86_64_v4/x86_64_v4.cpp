@@ -55,7 +55,7 @@ struct IsaV4 {
 
   static void int8_block(const std::int8_t* panel, std::int64_t lda, std::int64_t rows, const std::uint8_t* b,
                          std::int64_t bstride, int blocks, std::int64_t k_len, std::int32_t* acc,
-                         std::int64_t ldc) {
+                         std::int64_t ldc, const std::uint8_t* /*next*/, std::int64_t /*next_bytes*/) {
     for (std::int64_t r = 0; r < rows; r += 6) {
       const std::int8_t* a = panel + r * lda;
       std::int32_t* c = acc + r * ldc;
