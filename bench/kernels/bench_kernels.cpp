@@ -88,17 +88,17 @@ double vnni_ops(std::int64_t iters) {
   return double(iters) * 24 * 64 * 2 / t;  // ops per second
 }
 
+// ldtilecfg's operand: palette 1, tiles 0-7 of 16 rows x 64 bytes (both AMX loops below).
+struct alignas(64) AmxConfig {
+  std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  std::uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+  std::uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+};
+const AmxConfig kAmxConfig{};
+
 __attribute__((target("amx-tile,amx-int8"))) double amx_loop(std::int64_t iters) {
-  alignas(64) static const hk::TileGrid unused{};
-  (void)unused;
-  struct alignas(64) Config {
-    std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
-    std::uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-    std::uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-  };
-  static const Config config{};
   alignas(64) static std::int8_t data[16 * 64] = {};
-  _tile_loadconfig(&config);
+  _tile_loadconfig(&kAmxConfig);
   _tile_loadd(4, data, 64);
   _tile_loadd(5, data, 64);
   _tile_loadd(6, data, 64);
@@ -124,12 +124,6 @@ __attribute__((target("amx-tile,amx-int8"))) double amx_loop(std::int64_t iters)
 // from L1 (16 KiB buffers) or from L2 (512 KiB) instead of from the tile registers. These bound
 // what any 2 x 2 tile GEMM kernel reaches, where one operand at least streams from L2.
 __attribute__((target("amx-tile,amx-int8"))) double amx_stream_loop(std::int64_t iters, std::int64_t bytes) {
-  struct alignas(64) Config {
-    std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
-    std::uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-    std::uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-  };
-  static const Config config{};
   auto* a = static_cast<std::int8_t*>(std::aligned_alloc(64, std::size_t(bytes)));
   auto* b = static_cast<std::int8_t*>(std::aligned_alloc(64, std::size_t(bytes)));
   if (a == nullptr || b == nullptr) {
@@ -138,7 +132,7 @@ __attribute__((target("amx-tile,amx-int8"))) double amx_stream_loop(std::int64_t
   }
   for (std::int64_t i = 0; i < bytes; ++i) a[i] = b[i] = std::int8_t(i * 7 + 3);
   __asm__ volatile("" ::: "memory");  // the tile loads below read the buffers (no memory operand)
-  _tile_loadconfig(&config);
+  _tile_loadconfig(&kAmxConfig);
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);

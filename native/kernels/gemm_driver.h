@@ -172,7 +172,6 @@ inline void dequantize(const DequantizeArgs* args, std::int64_t begin, std::int6
 using F32x16 = float __attribute__((vector_size(64)));
 using U32x16 = std::uint32_t __attribute__((vector_size(64)));
 using U16x16 = std::uint16_t __attribute__((vector_size(32)));
-
 using I32x16 = std::int32_t __attribute__((vector_size(64)));
 
 // Stores 16 floats that are not read again soon: past the caches when p is 64-byte aligned (no
@@ -347,12 +346,8 @@ class Int8Gemm {
     for (std::int64_t r = 0; r < mpad; ++r) {
       Panel* dst = panel_ + r * k_pad;
       if (r >= rows) {
-        // (With kTiledPanel, rows [rows, mpad) fill whole 16-row tiles' tails; zeroing
-        // k_pad elements from r * k_pad zeroes other rows' chunks, so do it by chunk.)
         if constexpr (Isa::kTiledPanel) {
-          for (std::int64_t i0 = 0; i0 < k_pad; i0 += 64) {
-            std::memset(panel_ + (r / 16) * 16 * k_pad + i0 * 16 + (r % 16) * 64, 0, 64);
-          }
+          copy_tiled_row(r, nullptr, 0);  // (row r's chunks are not contiguous)
         } else {
           std::memset(dst, 0, std::size_t(k_pad) * sizeof(Panel));
         }
@@ -361,16 +356,7 @@ class Int8Gemm {
       }
       const std::int8_t* src = a_.a + (t.row_begin + r) * a_.a_row_stride;
       if constexpr (Isa::kTiledPanel) {
-        for (std::int64_t i0 = 0; i0 < k_pad; i0 += 64) {
-          Panel* chunk = panel_ + (r / 16) * 16 * k_pad + i0 * 16 + (r % 16) * 64;
-          if (i0 + 64 <= k) {
-            std::memcpy(chunk, src + i0, 64);  // (a constant size: one vector move, not a call)
-            continue;
-          }
-          const std::int64_t n = std::clamp<std::int64_t>(k - i0, 0, 64);
-          if (n > 0) std::memcpy(chunk, src + i0, std::size_t(n));
-          std::memset(chunk + n, 0, std::size_t(64 - n));
-        }
+        copy_tiled_row(r, src, k);
       } else {
         for (std::int64_t i = 0; i < k; ++i) dst[i] = Panel(src[i]);
         for (std::int64_t i = k; i < k_pad; ++i) dst[i] = 0;
@@ -379,6 +365,21 @@ class Int8Gemm {
         const std::int64_t i0 = std::min(k, group_begin(g)), i1 = std::min(k, group_end(g));
         rowsum_[g * mpad_ + r] = sum_int8(src + i0, i1 - i0);
       }
+    }
+  }
+
+  // Row r of a tiled panel: len bytes of src, then zeros to k_pad, 64 bytes per A tile.
+  void copy_tiled_row(std::int64_t r, const std::int8_t* src, std::int64_t len) {
+    const std::int64_t k_pad = w_.k_pad;
+    for (std::int64_t i0 = 0; i0 < k_pad; i0 += 64) {
+      Panel* chunk = panel_ + (r / 16) * 16 * k_pad + i0 * 16 + (r % 16) * 64;
+      const std::int64_t n = std::clamp<std::int64_t>(len - i0, 0, 64);
+      if (n == 64) {
+        std::memcpy(chunk, src + i0, 64);  // (a constant size: one vector move, not a call)
+        continue;
+      }
+      if (n > 0) std::memcpy(chunk, src + i0, std::size_t(n));
+      std::memset(chunk + n, 0, std::size_t(64 - n));
     }
   }
 
@@ -482,6 +483,31 @@ class Int8Gemm {
     }
   }
 
+  // Columns [j, j + valid) of tile t, fp32 out of one K group: the dot products, then
+  // store_dequantized. With int8_block_interleaved (int8 weights), the previous block's
+  // store_dequantized runs in slices during this block's tile passes, and a tile's last block
+  // is stored at once.
+  void dequantized_block(const Tile& t, std::int64_t j, std::int64_t nb, std::int64_t valid, std::int64_t mpad) {
+    const std::int64_t rows = t.row_end - t.row_begin;
+    if constexpr (kInterleaves) {
+      if (w_.type == WeightType::kInt8) {
+        const std::int64_t prev_j = j - Isa::kNb;
+        const bool pending = j > t.col_begin;
+        const auto between = [&](std::int64_t i, std::int64_t n) {
+          if (pending) store_dequantized(t, prev_j, Isa::kNb, acc_pending_, rows * i / n, rows * (i + 1) / n);
+        };
+        const NextWeights next = next_weights(t.expert, j, nb);
+        Isa::int8_block_interleaved(panel_, w_.k_pad, mpad, w_.block(t.expert, j / 16, 0), w_.k_pad / 4 * 64,
+                                    int(nb / 16), w_.k_pad, acc_, Isa::kNb, next.data, next.bytes, between);
+        std::swap(acc_, acc_pending_);
+        if (j + Isa::kNb >= t.col_end) store_dequantized(t, j, valid, acc_pending_, 0, rows);
+        return;
+      }
+    }
+    dot_block(t.expert, j, nb, mpad, 0);
+    store_dequantized(t, j, valid, acc_, 0, rows);
+  }
+
   void run_tile(const Tile& t) {
     const std::int64_t rows = t.row_end - t.row_begin;
     const std::int64_t mpad = round_up(rows, Isa::kRowAlign);
@@ -518,24 +544,7 @@ class Int8Gemm {
       const std::int64_t nb = std::min<std::int64_t>(Isa::kNb, col_end_pad - j);
       const std::int64_t valid = std::min(nb, t.col_end - j);
       if (w_.groups == 1 && a_.out_type == ElementType::kFP32) {
-        if constexpr (kInterleaves) {
-          if (w_.type == WeightType::kInt8) {
-            // This block's dot products while the previous block's epilogue is stored.
-            const std::int64_t prev_j = j - Isa::kNb, prev_valid = std::min(Isa::kNb, t.col_end - prev_j);
-            const bool pending = j > t.col_begin;
-            const auto between = [&](std::int64_t i, std::int64_t n) {
-              if (pending) store_dequantized(t, prev_j, prev_valid, acc_pending_, rows * i / n, rows * (i + 1) / n);
-            };
-            const NextWeights next = next_weights(t.expert, j, nb);
-            Isa::int8_block_interleaved(panel_, w_.k_pad, mpad, w_.block(t.expert, j / 16, 0), w_.k_pad / 4 * 64,
-                                        int(nb / 16), w_.k_pad, acc_, Isa::kNb, next.data, next.bytes, between);
-            std::swap(acc_, acc_pending_);
-            if (j + Isa::kNb >= t.col_end) store_dequantized(t, j, valid, acc_pending_, 0, rows);
-            continue;
-          }
-        }
-        dot_block(t.expert, j, nb, mpad, 0);
-        store_dequantized(t, j, valid, acc_, 0, rows);
+        dequantized_block(t, j, nb, valid, mpad);
         continue;
       }
       scaled_block(t.expert, j, nb, rows, mpad, cw_[0]);
@@ -751,9 +760,10 @@ class Bf16Gemm {
       const std::int64_t kl = std::min(kBf16Kc, k_total - k0), kp = ceil_div(kl, kPairs);
       const std::int64_t kpp = round_up(kp, Isa::kBf16PairAlign);
       pack_a(t, rows, mpad, k0, kl, kp, kpp);
+      // B's padding pairs [kp, kpp): pack_b writes only pairs below kp.
+      std::memset(b_panel_ + kp * Isa::kBf16Nb, 0, std::size_t((kpp - kp) * Isa::kBf16Nb) * sizeof(Elem));
       for (std::int64_t j = 0; j < cols; j += Isa::kBf16Nb) {
         pack_b(t, t.col_begin + j, std::min<std::int64_t>(Isa::kBf16Nb, cols - j), k0, kl, kp);
-        std::memset(b_panel_ + kp * Isa::kBf16Nb, 0, std::size_t((kpp - kp) * Isa::kBf16Nb) * sizeof(Elem));
         Isa::bf16_block(a_panel_, kpp, mpad, b_panel_, c + j, ldc, k0 > 0);
       }
     }

@@ -57,13 +57,13 @@ struct IsaAmx {
     }
   };
 
-  // RT row tiles (16 rows each) x CT column tiles (16 columns each) over k_len (a multiple of 64),
-  // starting from zero (first) or from the accumulators in c.
-  template <int RT, int CT>
-  static void tiles(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b, std::int64_t bstride,
-                    std::int64_t k_len, std::int32_t* c, std::int64_t ldc, bool first, Prefetch& prefetch) {
+  // The accumulator tiles C00 C01 C10 C11 of RT x CT 16 x 16 blocks of 4-byte elements (int32
+  // or fp32) at c, ldc elements per row: zeroed or loaded, and stored.
+  template <int RT, int CT, typename T>
+  static void start_accumulators(const T* c, std::int64_t ldc, bool zero) {
+    static_assert(sizeof(T) == 4);
     const std::int64_t ldc_bytes = ldc * 4;
-    if (first) {
+    if (zero) {
       HP_TILE_ZERO(0);
       if constexpr (CT == 2) HP_TILE_ZERO(1);
       if constexpr (RT == 2) HP_TILE_ZERO(2);
@@ -74,6 +74,22 @@ struct IsaAmx {
       if constexpr (RT == 2) HP_TILE_LOAD(2, c + 16 * ldc, ldc_bytes);
       if constexpr (RT == 2 && CT == 2) HP_TILE_LOAD(3, c + 16 * ldc + 16, ldc_bytes);
     }
+  }
+  template <int RT, int CT, typename T>
+  static void store_accumulators(T* c, std::int64_t ldc) {
+    const std::int64_t ldc_bytes = ldc * 4;
+    HP_TILE_STORE(0, c, ldc_bytes);
+    if constexpr (CT == 2) HP_TILE_STORE(1, c + 16, ldc_bytes);
+    if constexpr (RT == 2) HP_TILE_STORE(2, c + 16 * ldc, ldc_bytes);
+    if constexpr (RT == 2 && CT == 2) HP_TILE_STORE(3, c + 16 * ldc + 16, ldc_bytes);
+  }
+
+  // RT row tiles (16 rows each) x CT column tiles (16 columns each) over k_len (a multiple of 64),
+  // starting from zero (first) or from the accumulators in c.
+  template <int RT, int CT>
+  static void tiles(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b, std::int64_t bstride,
+                    std::int64_t k_len, std::int32_t* c, std::int64_t ldc, bool first, Prefetch& prefetch) {
+    start_accumulators<RT, CT>(c, ldc, first);
     for (std::int64_t k = 0; k < k_len; k += 64) {
       prefetch.step();
       HP_TILE_LOAD(4, a + 16 * k, 64);
@@ -87,10 +103,7 @@ struct IsaAmx {
         if constexpr (CT == 2) HP_TILE_DPBSUD(3, 5, 7);
       }
     }
-    HP_TILE_STORE(0, c, ldc_bytes);
-    if constexpr (CT == 2) HP_TILE_STORE(1, c + 16, ldc_bytes);
-    if constexpr (RT == 2) HP_TILE_STORE(2, c + 16 * ldc, ldc_bytes);
-    if constexpr (RT == 2 && CT == 2) HP_TILE_STORE(3, c + 16 * ldc + 16, ldc_bytes);
+    store_accumulators<RT, CT>(c, ldc);
   }
 
   // K in chunks of at most kChunk whose B rows (2 blocks x kChunk / 4 x 64 bytes) stay in L1
@@ -142,18 +155,8 @@ struct IsaAmx {
   template <int RT>
   static void bf16_tiles(const std::uint32_t* a, std::int64_t k_pairs, const std::uint32_t* b, float* c,
                          std::int64_t ldc, bool accumulate) {
-    const std::int64_t lda_bytes = k_pairs * 4, ldc_bytes = ldc * 4;
-    if (accumulate) {
-      HP_TILE_LOAD(0, c, ldc_bytes);
-      HP_TILE_LOAD(1, c + 16, ldc_bytes);
-      if constexpr (RT == 2) HP_TILE_LOAD(2, c + 16 * ldc, ldc_bytes);
-      if constexpr (RT == 2) HP_TILE_LOAD(3, c + 16 * ldc + 16, ldc_bytes);
-    } else {
-      HP_TILE_ZERO(0);
-      HP_TILE_ZERO(1);
-      if constexpr (RT == 2) HP_TILE_ZERO(2);
-      if constexpr (RT == 2) HP_TILE_ZERO(3);
-    }
+    const std::int64_t lda_bytes = k_pairs * 4;
+    start_accumulators<RT, 2>(c, ldc, !accumulate);
     for (std::int64_t i = 0; i < k_pairs; i += 16) {
       HP_TILE_LOAD(4, a + i, lda_bytes);
       HP_TILE_LOAD(6, b + i * 64, 256);
@@ -166,10 +169,7 @@ struct IsaAmx {
         HP_TILE_DPBF16PS(3, 5, 7);
       }
     }
-    HP_TILE_STORE(0, c, ldc_bytes);
-    HP_TILE_STORE(1, c + 16, ldc_bytes);
-    if constexpr (RT == 2) HP_TILE_STORE(2, c + 16 * ldc, ldc_bytes);
-    if constexpr (RT == 2) HP_TILE_STORE(3, c + 16 * ldc + 16, ldc_bytes);
+    store_accumulators<RT, 2>(c, ldc);
   }
 
   // AMX-BF16 (tdpbf16ps) on the bf16 pair panels; rows a multiple of 16, k_pairs of 16.
