@@ -27,6 +27,11 @@ constexpr std::array kSpecs = {
                 "microseconds a waiter keeps yielding its CPU (sched_yield) after spinning and "
                 "before it sleeps on a futex; a sleeping waiter costs whoever wakes it a system "
                 "call"},
+    SettingSpec{"HP_IDLE_POLL_US", T::kInt, S::kRuntime, "2", "",
+                "microseconds between an idle task-runtime core's looks for new work while it "
+                "spins or yields (0: it looks at every step); each look pulls the lines the "
+                "submitting thread writes to hand work over, which that thread must then take "
+                "back; a new task on an idle core starts up to this late"},
     SettingSpec{"HP_CHIP_CPUS", T::kCpuList, S::kRuntime, "", "",
                 "CPUs this rank's chip may use, as a cpulist (\"0-3,8\"); set per rank by "
                 "`hprun --bind`; empty: the process's affinity mask"},
@@ -259,6 +264,7 @@ Status Settings::parse(const Lookup& lookup, Settings* out) {
   read_seconds("HP_WAIT_TIMEOUT_S", &out->wait_timeout_s);
   read_int("HP_SPIN_BEFORE_BLOCK", 0, 1'000'000, &out->spin_before_block);
   read_int("HP_YIELD_BEFORE_SLEEP_US", 0, 10'000'000, &out->yield_before_sleep_us);
+  read_int("HP_IDLE_POLL_US", 0, 1'000'000, &out->idle_poll_us);
   {
     const SettingSpec& spec = *find_setting("HP_CHIP_CPUS");
     const std::string text = text_of(spec);

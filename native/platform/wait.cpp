@@ -74,11 +74,31 @@ WaitResult wait_word(WaitWord& word, const std::function<bool(std::uint32_t)>& r
   }
 }
 
+namespace {
+// Whether a waiter with this poll interval may look now (WaitPolicy::poll_interval).
+class PollTimer {
+ public:
+  explicit PollTimer(std::chrono::nanoseconds interval) : interval_(interval) {}
+  bool due() {
+    if (interval_.count() == 0) return true;
+    const Clock::time_point now = Clock::now();
+    if (now < next_) return false;
+    next_ = now + interval_;
+    return true;
+  }
+
+ private:
+  std::chrono::nanoseconds interval_;
+  Clock::time_point next_{};
+};
+}  // namespace
+
 WaitResult wait_event(WaitWord& event, const std::function<bool()>& ready,
                       Clock::time_point deadline, const WaitPolicy& policy,
                       const std::function<bool()>& cancelled) {
+  PollTimer poll(policy.poll_interval);
   for (std::int64_t i = 0; i < policy.spin; ++i) {
-    if (ready()) return WaitResult::kReady;
+    if (poll.due() && ready()) return WaitResult::kReady;
     if ((i & 1023) == 1023) {
       if (cancelled && cancelled()) return WaitResult::kCancelled;
       if (Clock::now() >= deadline) return WaitResult::kTimedOut;
@@ -88,7 +108,7 @@ WaitResult wait_event(WaitWord& event, const std::function<bool()>& ready,
   // As wait_word: yield, sleep, and yield again after every wake-up.
   for (;;) {
     for (const auto stop_yielding = Clock::now() + policy.yield_for;;) {
-      if (ready()) return WaitResult::kReady;
+      if (poll.due() && ready()) return WaitResult::kReady;
       if (cancelled && cancelled()) return WaitResult::kCancelled;
       const auto now = Clock::now();
       if (now >= deadline) return WaitResult::kTimedOut;

@@ -39,6 +39,14 @@ struct WaitPolicy {
   // heavy_fence() between registering and its last look (see below). Only for threads of one
   // process, and only where light_notify_available().
   bool light_notifiers = false;
+  // wait_event() only: while it spins or yields, it looks at ready() at most once per interval
+  // (0: at every step). Each look pulls the lines the notifier writes into this CPU's cache, and
+  // the notifier's next store to them waits for them to come back; x86 commits stores in order,
+  // so every later store of the notifier waits too. A waiter that looks every step makes its
+  // notifier pay that transfer on every notify; one that looks every interval makes it pay at
+  // most once per interval, and sees the event up to an interval late. The last look before it
+  // sleeps is always taken.
+  std::chrono::nanoseconds poll_interval{0};
 };
 
 enum class WaitResult { kReady, kTimedOut, kCancelled };

@@ -40,6 +40,8 @@ Scheduler::Scheduler(platform::Chip& chip, Options options, std::vector<std::uni
   // with light notifies where the kernel lets the waiters fence for them.
   policy_.light_notifiers = platform::light_notify_available();
   if (policy_.light_notifiers) lanes_ = std::make_unique<ReadyLane[]>(2);
+  core_policy_ = policy_;
+  core_policy_.poll_interval = std::chrono::microseconds(settings().idle_poll_us);
   prefetch_owned_ = cpu_features().prfchw;
 }
 
@@ -556,7 +558,7 @@ Scheduler::Work Scheduler::next_work(Core& me) {
                    (s == CoreState::kIdle && (queue.size() > 0 || (lanes_ && !lanes_[type].empty())) &&
                     gangs_waiting_[type].load(std::memory_order_acquire) == 0);
           },
-          platform::Clock::time_point::max(), policy_, nullptr);
+          platform::Clock::time_point::max(), core_policy_, nullptr);
       CoreState s = me.state.load(std::memory_order_acquire);
       if (s == CoreState::kAssigned) {
         me.state.store(CoreState::kBusy, std::memory_order_relaxed);

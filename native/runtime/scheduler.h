@@ -207,7 +207,8 @@ class Scheduler {
   const int num_cube_;
   const int num_vector_;
   const int ratio_;
-  platform::WaitPolicy policy_;
+  platform::WaitPolicy policy_;       // the orchestration thread's waits
+  platform::WaitPolicy core_policy_;  // an idle core's: policy_ looking every HP_IDLE_POLL_US
 
   // Orchestration thread only.
   bool prefetch_owned_ = false;  // the CPU has PREFETCHW (common/prefetch.h)

@@ -130,6 +130,7 @@ TEST(SettingsParse, TableDefaultsMatchStructDefaults) {
   EXPECT_EQ(p.settings.log_level, defaults.log_level);
   EXPECT_DOUBLE_EQ(p.settings.wait_timeout_s, defaults.wait_timeout_s);
   EXPECT_EQ(p.settings.spin_before_block, defaults.spin_before_block);
+  EXPECT_EQ(p.settings.idle_poll_us, defaults.idle_poll_us);
   EXPECT_EQ(p.settings.chip_cpus, defaults.chip_cpus);
   EXPECT_EQ(p.settings.pin_threads, defaults.pin_threads);
 }
@@ -206,6 +207,16 @@ TEST(SettingsParse, SpinBeforeBlock) {
   }
 }
 
+TEST(SettingsParse, IdlePoll) {
+  EXPECT_EQ(parse({}).settings.idle_poll_us, 2);
+  const std::pair<const char*, std::int64_t> cases[] = {{"0", 0}, {"5", 5}, {"1000000", 1000000}};
+  for (const auto& [text, us] : cases) {
+    const Parsed p = parse({{"HP_IDLE_POLL_US", text}});
+    EXPECT_TRUE(p.status.is_ok()) << text << ": " << p.status.to_string();
+    EXPECT_EQ(p.settings.idle_poll_us, us) << text;
+  }
+}
+
 TEST(SettingsParse, ChipCpus) {
   const Parsed p = parse({{"HP_CHIP_CPUS", "0-3,8"}});
   ASSERT_TRUE(p.status.is_ok()) << p.status.to_string();
@@ -245,6 +256,7 @@ TEST_P(SettingsParseInvalid, IsInvalidSettingNamingVariableAndValue) {
   EXPECT_EQ(p.settings.log_level, defaults.log_level);
   EXPECT_DOUBLE_EQ(p.settings.wait_timeout_s, defaults.wait_timeout_s);
   EXPECT_EQ(p.settings.spin_before_block, defaults.spin_before_block);
+  EXPECT_EQ(p.settings.idle_poll_us, defaults.idle_poll_us);
   EXPECT_EQ(p.settings.chip_cpus, defaults.chip_cpus);
   EXPECT_EQ(p.settings.pin_threads, defaults.pin_threads);
 }
@@ -260,6 +272,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"HP_SPIN_BEFORE_BLOCK", "1.5"},
                       BadValue{"HP_SPIN_BEFORE_BLOCK", "many"},
                       BadValue{"HP_SPIN_BEFORE_BLOCK", "99999999999999999999"},
+                      BadValue{"HP_IDLE_POLL_US", "-1"}, BadValue{"HP_IDLE_POLL_US", "1000001"},
+                      BadValue{"HP_IDLE_POLL_US", "0.5"}, BadValue{"HP_IDLE_POLL_US", "rarely"},
                       BadValue{"HP_LOG_LEVEL", "loud"}, BadValue{"HP_LOG_LEVEL", "WARN"},
                       BadValue{"HP_PIN_THREADS", "maybe"}, BadValue{"HP_CHIP_CPUS", "3-1"},
                       BadValue{"HP_CHIP_CPUS", "x"}, BadValue{"HP_CHIP_CPUS", "0-3,,8"}),

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
+#include <utility>
 
 #include "platform/wait.h"
 
@@ -139,6 +141,47 @@ TEST(Wait, LongSpinsHonourDeadlineAndCancellation) {
   EXPECT_EQ(wait_word(w, [](std::uint32_t v) { return v != 0; }, deadline_after(60), spin_long,
                       [] { return true; }, &last),
             WaitResult::kCancelled);
+}
+
+// With a poll interval, wait_event looks at its condition once when it starts and then at most
+// once per interval, through the spin and the yield phases; without one, at every step.
+TEST(Wait, EventWaitLooksOncePerPollInterval) {
+  WaitWord event;
+  WaitPolicy policy{.spin = 1'000'000, .yield_for = std::chrono::seconds(60)};
+  const auto looks_in = [&](std::chrono::milliseconds span) {
+    int looks = 0;
+    const auto start = Clock::now();
+    EXPECT_EQ(wait_event(event, [&] { return ++looks < 0; }, start + span, policy, nullptr),
+              WaitResult::kTimedOut);
+    const auto elapsed = Clock::now() - start;
+    return std::pair{looks, elapsed};
+  };
+  policy.poll_interval = std::chrono::milliseconds(10);
+  const auto [sparse, elapsed] = looks_in(std::chrono::milliseconds(100));
+  EXPECT_GE(sparse, 2);
+  EXPECT_LE(sparse, 1 + elapsed / policy.poll_interval);
+  policy.poll_interval = std::chrono::nanoseconds(0);
+  EXPECT_GT(looks_in(std::chrono::milliseconds(100)).first, 100);
+}
+
+// ... and still sees the event: a notify reaches a waiter that looks every 5 ms.
+TEST(Wait, EventWaitWithAPollIntervalSeesTheNotify) {
+  WaitWord event;
+  std::atomic<bool> flag{false};
+  for (const auto yield_for : {std::chrono::microseconds(0), std::chrono::microseconds(60'000'000)}) {
+    flag = false;
+    const WaitPolicy policy{.spin = 0, .yield_for = yield_for,
+                            .poll_interval = std::chrono::milliseconds(5)};
+    std::thread notifier([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      flag.store(true, std::memory_order_release);
+      notify_event(event, false);
+    });
+    EXPECT_EQ(wait_event(event, [&] { return flag.load(std::memory_order_acquire); },
+                         deadline_after(60), policy, nullptr),
+              WaitResult::kReady);
+    notifier.join();
+  }
 }
 
 TEST(Wait, HugeDeadlinesDoNotOverflow) {
