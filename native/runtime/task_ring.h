@@ -34,8 +34,13 @@ class TaskRing {
   const HeapRing& heap() const noexcept { return heap_; }
 
   // The next slot (the ring must not be full).
+  // The slot is reset here, not when reclaimed: the core that ran its last task holds its
+  // shared line and has read the others, so the reset's stores wait for those lines. Here they
+  // are the lines the previous submit prefetched owned (upcoming()); a reclaim comes in bursts
+  // (a scope's worth of slots at once) that nothing prefetches.
   TaskSlot* take() noexcept {
     TaskSlot* s = &slots_[head_slot_];
+    s->reset();
     ++head_;
     head_slot_ = following(head_slot_);
     return s;
@@ -74,8 +79,7 @@ class TaskRing {
   // Reclaims the oldest slot (it must be consumed()): its heap memory too; the slot is FREE.
   void reclaim_oldest() {
     TaskSlot* s = oldest();
-    heap_.release_to(s->heap_mark);
-    s->reset();
+    heap_.release_to(s->heap_mark);  // the slot itself is reset when taken again
     ++tail_;
     tail_slot_ = following(tail_slot_);
   }
