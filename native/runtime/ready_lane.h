@@ -42,16 +42,26 @@ class alignas(64) ReadyLane {
     next_ = t + 1;
     return true;
   }
-  // The oldest task, or null.
-  TaskSlot* pop() noexcept {
+  // The oldest task, or null. `tail_seen` is the consumer's own copy of the last tail it read:
+  // while the head is below it, the cells up to it are published (that read acquired them), and
+  // the consumer does not read `tail_` again. Each read of `tail_` takes its line from the
+  // producer, whose next push must take it back (x86: and every store after that push waits).
+  TaskSlot* pop(std::uint64_t& tail_seen) noexcept {
     std::uint64_t h = head_.load(std::memory_order_relaxed);
     for (;;) {
-      if (h == tail_.load(std::memory_order_acquire)) return nullptr;
+      if (h >= tail_seen) {
+        tail_seen = tail_.load(std::memory_order_acquire);
+        if (h >= tail_seen) return nullptr;
+      }
       TaskSlot* slot = cells_[h % kCells].load(std::memory_order_relaxed);
       if (head_.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) {
         return slot;
       }
     }
+  }
+  TaskSlot* pop() noexcept {
+    std::uint64_t tail_seen = 0;
+    return pop(tail_seen);
   }
   bool empty() const noexcept {
     return head_.load(std::memory_order_relaxed) == tail_.load(std::memory_order_acquire);

@@ -533,7 +533,7 @@ Scheduler::Work Scheduler::next_work(Core& me) {
     }
     if (gangs_waiting_[type].load(std::memory_order_acquire) == 0) {
       if (lanes_) {
-        if (TaskSlot* next = lanes_[type].pop()) return {next, 0, 1};
+        if (TaskSlot* next = lanes_[type].pop(me.lane_tail_seen)) return {next, 0, 1};
       }
       if (TaskSlot* next = queue.pop()) return {next, 0, 1};
     }

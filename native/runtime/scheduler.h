@@ -149,6 +149,7 @@ class Scheduler {
     int gang_pos = 0;
     int gang_size = 0;
     TaskSlot* continuation = nullptr;  // the core's own: the successor it runs next
+    std::uint64_t lane_tail_seen = 0;  // the core's own: ReadyLane::pop's copy of its tail
     // Tasks this core completed (its own; a load and a store, not a locked add): completed().
     std::atomic<std::uint64_t> completed{0};
     // The core's own launch for single-core tasks, re-armed by the core per task (its lines stay
