@@ -27,7 +27,7 @@ constexpr std::array kSpecs = {
                 "microseconds a waiter keeps yielding its CPU (sched_yield) after spinning and "
                 "before it sleeps on a futex; a sleeping waiter costs whoever wakes it a system "
                 "call"},
-    SettingSpec{"HP_IDLE_POLL_US", T::kInt, S::kRuntime, "2", "",
+    SettingSpec{"HP_IDLE_POLL_US", T::kInt, S::kRuntime, "5", "",
                 "microseconds between an idle task-runtime core's looks for new work while it "
                 "spins or yields (0: it looks at every step); each look pulls the lines the "
                 "submitting thread writes to hand work over, which that thread must then take "

@@ -49,7 +49,7 @@ struct HP_API Settings {
   double wait_timeout_s = 60.0;               // HP_WAIT_TIMEOUT_S
   std::int64_t spin_before_block = 2000;      // HP_SPIN_BEFORE_BLOCK
   std::int64_t yield_before_sleep_us = 200;   // HP_YIELD_BEFORE_SLEEP_US
-  std::int64_t idle_poll_us = 2;              // HP_IDLE_POLL_US
+  std::int64_t idle_poll_us = 5;              // HP_IDLE_POLL_US
   std::vector<int> chip_cpus;                 // HP_CHIP_CPUS (empty: the process's CPUs)
   PinMode pin_threads = PinMode::kAuto;       // HP_PIN_THREADS
   double shmem_timeout_s = 120.0;             // HP_SHMEM_TIMEOUT_S

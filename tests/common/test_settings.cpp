@@ -208,8 +208,8 @@ TEST(SettingsParse, SpinBeforeBlock) {
 }
 
 TEST(SettingsParse, IdlePoll) {
-  EXPECT_EQ(parse({}).settings.idle_poll_us, 2);
-  const std::pair<const char*, std::int64_t> cases[] = {{"0", 0}, {"5", 5}, {"1000000", 1000000}};
+  EXPECT_EQ(parse({}).settings.idle_poll_us, 5);
+  const std::pair<const char*, std::int64_t> cases[] = {{"0", 0}, {"3", 3}, {"1000000", 1000000}};
   for (const auto& [text, us] : cases) {
     const Parsed p = parse({{"HP_IDLE_POLL_US", text}});
     EXPECT_TRUE(p.status.is_ok()) << text << ": " << p.status.to_string();
