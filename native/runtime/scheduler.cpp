@@ -210,26 +210,28 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Ten
 }
 
 void Scheduler::order_after(TaskSlot* slot, TaskSlot* pred) {
-  if (pred->connect_stamp == slot->id) return;  // already ordered after it
-  pred->connect_stamp = slot->id;
-  // The first edge linked is first_wait; connect() reserved room in `waits` for the others:
-  // `waits` does not move while its edges are linked.
-  const bool first = slot->edges_linked == 0;
-  Edge* edge = first ? &slot->first_wait : &slot->waits.emplace_back();
-  edge->consumer = slot;
   // A load first: a predecessor that already completed (most, when the cores keep up with the
-  // submitter) then costs a shared read of its line, not a locked write.
+  // submitter) then costs a shared read of its line, and no edge, stamp or locked write.
   Edge* head = pred->consumers.load(std::memory_order_acquire);
-  while (head != kClosedEdges) {
-    edge->next = head;
-    if (pred->consumers.compare_exchange_weak(head, edge, std::memory_order_release,
-                                              std::memory_order_acquire)) {
-      ++slot->edges_linked;
-      return;
-    }
+  if (head != kClosedEdges) {
+    if (pred->connect_stamp == slot->id) return;  // already ordered after it
+    pred->connect_stamp = slot->id;
+    // The first edge linked is first_wait; connect() reserved room in `waits` for the others:
+    // `waits` does not move while its edges are linked.
+    const bool first = slot->edges_linked == 0;
+    Edge* edge = first ? &slot->first_wait : &slot->waits.emplace_back();
+    edge->consumer = slot;
+    do {
+      edge->next = head;
+      if (pred->consumers.compare_exchange_weak(head, edge, std::memory_order_release,
+                                                std::memory_order_acquire)) {
+        ++slot->edges_linked;
+        return;
+      }
+    } while (head != kClosedEdges);
+    if (!first) slot->waits.pop_back();
   }
   // Completed: its status was written before it closed.
-  if (!first) slot->waits.pop_back();
   if (!pred->status.is_ok() && !slot->skip.exchange(true, std::memory_order_acq_rel)) {
     slot->status = Status::error(ErrorCode::kAborted, "{} skipped: its predecessor {} failed",
                                  describe(*slot), describe(*pred));
