@@ -31,7 +31,8 @@ constexpr std::array kSpecs = {
                 "microseconds between an idle task-runtime core's looks for new work while it "
                 "spins or yields (0: it looks at every step); each look pulls the lines the "
                 "submitting thread writes to hand work over, which that thread must then take "
-                "back; a new task on an idle core starts up to this late"},
+                "back; a new task (or a gang's share, or the run's end) reaches an idle core up "
+                "to this late"},
     SettingSpec{"HP_CHIP_CPUS", T::kCpuList, S::kRuntime, "", "",
                 "CPUs this rank's chip may use, as a cpulist (\"0-3,8\"); set per rank by "
                 "`hprun --bind`; empty: the process's affinity mask"},

@@ -97,8 +97,10 @@ WaitResult wait_event(WaitWord& event, const std::function<bool()>& ready,
                       Clock::time_point deadline, const WaitPolicy& policy,
                       const std::function<bool()>& cancelled) {
   PollTimer poll(policy.poll_interval);
+  const bool every_step = policy.poll_interval.count() == 0;
   for (std::int64_t i = 0; i < policy.spin; ++i) {
-    if (poll.due() && ready()) return WaitResult::kReady;
+    // With an interval, the clock is read every 16 pauses, not at each.
+    if ((every_step || ((i & 15) == 0 && poll.due())) && ready()) return WaitResult::kReady;
     if ((i & 1023) == 1023) {
       if (cancelled && cancelled()) return WaitResult::kCancelled;
       if (Clock::now() >= deadline) return WaitResult::kTimedOut;
@@ -121,8 +123,10 @@ WaitResult wait_event(WaitWord& event, const std::function<bool()>& ready,
     event.waiters.fetch_add(1, std::memory_order_seq_cst);
     if (policy.light_notifiers) heavy_fence();
     const std::uint32_t count = event.value.load(std::memory_order_seq_cst);
-    if (!ready()) futex_wait(&event.value, count, slice, policy.process_shared);
+    const bool is_ready = ready();  // the last look: taken whatever the poll interval
+    if (!is_ready) futex_wait(&event.value, count, slice, policy.process_shared);
     event.waiters.fetch_sub(1, std::memory_order_seq_cst);
+    if (is_ready) return WaitResult::kReady;
   }
 }
 

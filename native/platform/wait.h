@@ -45,7 +45,8 @@ struct WaitPolicy {
   // so every later store of the notifier waits too. A waiter that looks every step makes its
   // notifier pay that transfer on every notify; one that looks every interval makes it pay at
   // most once per interval, and sees the event up to an interval late. The last look before it
-  // sleeps is always taken.
+  // sleeps is always taken (and a true there returns). While spinning, the clock is read every
+  // 16 pauses.
   std::chrono::nanoseconds poll_interval{0};
 };
 

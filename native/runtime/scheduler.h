@@ -24,8 +24,9 @@
 //                is not starved.
 // Core states: kBusy (its own: running, or looking for work), kIdle (waiting; claimable),
 // kReserved (claimed by a placer deciding), kAssigned (a gang share to run). An idle core waits
-// on its type's ReadyQueue event (platform::wait_event: spin, yield, then futex), which pushes,
-// lane pushes, placements and stop() bump. Lost-wake-up freedom: a core stores kIdle (seq_cst)
+// on its type's ReadyQueue event (platform::wait_event: spin, yield, then futex, looking at
+// most once per HP_IDLE_POLL_US while it spins or yields), which pushes, lane pushes,
+// placements and stop() bump. Lost-wake-up freedom: a core stores kIdle (seq_cst)
 // and then reads the gang counters, a placer bumps them (seq_cst) and then reads core states.
 // Light notifies (platform/wait.h), where membarrier works: lane pushes and the cores'
 // completions notify without a fence, and whoever waits on those events (idle cores, a submit

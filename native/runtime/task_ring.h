@@ -76,7 +76,8 @@ class TaskRing {
     }
     return lo < head_ && at(lo)->id == id ? at(lo) : nullptr;
   }
-  // Reclaims the oldest slot (it must be consumed()): its heap memory too; the slot is FREE.
+  // Reclaims the oldest slot (it must be consumed()): its heap memory too. The slot keeps its
+  // last task's fields (nothing reads a slot outside [tail, head)) until take() resets it.
   void reclaim_oldest() {
     TaskSlot* s = oldest();
     heap_.release_to(s->heap_mark);  // the slot itself is reset when taken again

@@ -71,7 +71,9 @@ struct TaskSlot {
   alignas(64) std::uint64_t heap_mark = 0;  // release the heap ring to here at reclaim
   bool scope_held = false;  // its scope is open (or it escaped to one that is)
   std::vector<std::uint32_t> map_entries;  // its tensor map entries, removed at reclaim
-  TaskId connect_stamp = kNoTask;  // the last submitting task that ordered itself after this one
+  // The last submitting task that linked an edge to this one (order_after: only while this one's
+  // `consumers` was open).
+  TaskId connect_stamp = kNoTask;
   std::vector<Edge> waits;         // its edges after first_wait, in its predecessors' `consumers`
   int edges_linked = 0;            // edges linked (fanin counts their completions)
 
@@ -101,7 +103,8 @@ struct TaskSlot {
     return consumed() ? TaskState::kConsumed : state.load(std::memory_order_acquire);
   }
 
-  // Back to FREE for the next task (orchestration thread, slot consumed()); keeps capacities.
+  // Back to FREE for the next task (orchestration thread, TaskRing::take(): a slot never used or
+  // reclaimed, so consumed()); keeps capacities.
   void reset() {
     id = kNoTask;
     info = {};

@@ -20,7 +20,8 @@ inline constexpr TaskId kNoTask = std::numeric_limits<TaskId>::max();
 // A task slot's life: FREE (empty slot) -> PENDING (submitted, waiting for predecessors) ->
 // READY (in its ready queue) -> RUNNING (on cores) -> COMPLETED (finished or failed; its outputs
 // may still be read) -> CONSUMED (no consumer, scope or running block needs it; the slot and
-// its heap-ring memory are reclaimed in ring order, after which the slot is FREE again).
+// its heap-ring memory are reclaimed in ring order; the slot is FREE again when it is taken for
+// the next task).
 enum class TaskState : std::uint8_t { kFree, kPending, kReady, kRunning, kCompleted, kConsumed };
 
 // How a dependency was found: an explicit set_dependencies() entry, the task that created (as

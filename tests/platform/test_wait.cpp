@@ -184,6 +184,20 @@ TEST(Wait, EventWaitWithAPollIntervalSeesTheNotify) {
   }
 }
 
+// The look right before sleeping counts even when the poll interval has not passed: a waiter
+// that finds its condition there returns, not after another interval of yielding.
+TEST(Wait, EventWaitReturnsOnItsLastLookBeforeSleeping) {
+  WaitWord event;
+  const WaitPolicy policy{.spin = 0, .yield_for = std::chrono::microseconds(0),
+                          .poll_interval = std::chrono::seconds(2)};
+  int looks = 0;
+  const auto start = Clock::now();
+  EXPECT_EQ(wait_event(event, [&] { return ++looks >= 2; }, deadline_after(60), policy, nullptr),
+            WaitResult::kReady);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+  EXPECT_EQ(looks, 2);
+}
+
 TEST(Wait, HugeDeadlinesDoNotOverflow) {
   const auto d = deadline_after(1e30);
   EXPECT_GT(d, Clock::now() + std::chrono::hours(24 * 300));

@@ -6,7 +6,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -15,6 +17,7 @@
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -258,6 +261,41 @@ TEST_F(RuntimeOrchestrator, NoDepTensorsAreNeverOrderedButExplicitDependenciesAr
   EXPECT_TRUE(recorder.edges(1).empty());
   EXPECT_EQ(recorder.edges(2), (Edges{{0, DepKind::kOrder, -1, DepSource::kExplicit}}));
   EXPECT_EQ(out, std::vector<std::int32_t>(4, 6));
+}
+
+// A predecessor found twice (a tensor and an explicit dependency) is one edge while it runs
+// (order_after's stamp), and none once it completed; either way the dependent runs once, after.
+TEST_F(RuntimeOrchestrator, APredecessorFoundTwiceIsOneEdgeOrNone) {
+  std::vector<std::int32_t> buf(4, 0), out(4, -1), late(4, -1);
+  recorder.after_submit = [&](TaskId id) { if (id == 1) gate.open(); };
+  const Status s = run([&](Orchestrator& o) -> Status {
+    SubmitResult first;
+    // Held at the gate until task 1 is submitted: task 1 links to it while it is running.
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(5).scalar(1), &first));
+    HP_RETURN_IF_ERROR(o.submit(copy, TaskArgs().input(i32(buf)).output_existing(i32(out))
+                                          .set_dependencies({first.task})));
+    // Task 2 writes buf again, task 3 (after it completed) reads it twice over.
+    SubmitResult second;
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(7), &second));
+    for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);;) {
+      {
+        std::lock_guard lock(recorder.mu);
+        if (recorder.statuses.count(second.task) != 0) break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) return Status::error(ErrorCode::kTimeout, "task 2 never completed");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return o.submit(copy, TaskArgs().input(i32(buf)).output_existing(i32(late))
+                              .set_dependencies({second.task}));
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(out, std::vector<std::int32_t>(4, 5));
+  EXPECT_EQ(late, std::vector<std::int32_t>(4, 7));
+  std::lock_guard lock(recorder.mu);
+  for (TaskId id : {TaskId{1}, TaskId{3}}) {
+    const auto& events = recorder.events[id];
+    EXPECT_EQ(std::count(events.begin(), events.end(), std::string("start")), 1) << "task " << id;
+  }
 }
 
 TEST_F(RuntimeOrchestrator, DependenciesOnLaterTasksAreRefused) {

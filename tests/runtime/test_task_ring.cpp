@@ -34,6 +34,39 @@ void reclaim(TaskRing& ring) {
   ring.reclaim_oldest();
 }
 
+// A reclaimed slot keeps its last task's fields until it is taken again, and take() hands it
+// out reset (FREE, no edges, no waits, no stamp, ok status), with its vectors' capacity kept.
+TEST(RuntimeTaskRing, TakeResetsAReclaimedSlot) {
+  TaskRing ring(0, 1, 0);
+  TaskSlot* s = ring.take();
+  s->id = 3;
+  s->state.store(TaskState::kCompleted, std::memory_order_relaxed);
+  s->consumers.store(kClosedEdges, std::memory_order_relaxed);
+  s->fanin.store(5, std::memory_order_relaxed);
+  s->skip.store(true, std::memory_order_relaxed);
+  s->status = Status::error(ErrorCode::kKernelFailed, "boom");
+  s->connect_stamp = 9;
+  s->edges_linked = 2;
+  s->waits.resize(4);
+  s->map_entries = {1, 2, 3};
+  s->scope_held = false;
+  ring.reclaim_oldest();
+  EXPECT_EQ(s->id, 3u) << "reclaim leaves the slot as it was";
+  TaskSlot* again = ring.take();
+  ASSERT_EQ(again, s);
+  EXPECT_EQ(again->id, kNoTask);
+  EXPECT_EQ(again->state.load(), TaskState::kFree);
+  EXPECT_EQ(again->consumers.load(), nullptr);
+  EXPECT_EQ(again->fanin.load(), 0);
+  EXPECT_FALSE(again->skip.load());
+  EXPECT_TRUE(again->status.is_ok());
+  EXPECT_EQ(again->connect_stamp, kNoTask);
+  EXPECT_EQ(again->edges_linked, 0);
+  EXPECT_TRUE(again->waits.empty());
+  EXPECT_GE(again->waits.capacity(), 4u);
+  EXPECT_TRUE(again->map_entries.empty());
+}
+
 TEST(RuntimeTaskRing, FindsConsecutiveIdsAndNothingOutside) {
   TaskRing ring(0, 8, 0);
   EXPECT_EQ(ring.find(0), nullptr);  // empty
