@@ -185,16 +185,15 @@ TEST(Wait, EventWaitWithAPollIntervalSeesTheNotify) {
 }
 
 // The look right before sleeping counts even when the poll interval has not passed: a waiter
-// that finds its condition there returns, not after another interval of yielding.
+// that finds its condition there returns at once (the defect looked in a loop until the
+// interval passed: millions of looks).
 TEST(Wait, EventWaitReturnsOnItsLastLookBeforeSleeping) {
   WaitWord event;
   const WaitPolicy policy{.spin = 0, .yield_for = std::chrono::microseconds(0),
                           .poll_interval = std::chrono::seconds(2)};
   int looks = 0;
-  const auto start = Clock::now();
   EXPECT_EQ(wait_event(event, [&] { return ++looks >= 2; }, deadline_after(60), policy, nullptr),
             WaitResult::kReady);
-  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
   EXPECT_EQ(looks, 2);
 }
 
