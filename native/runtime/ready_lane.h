@@ -12,10 +12,10 @@
 // push reads nothing an idle core's polling pulled away (reading `tail` there cost the pushing
 // thread a transfer of that line: 9% of the fan-out's submit, pinned apart, 200 ns phase).
 // Consumers: read `tail` (acquire: the cell and the task's slot are written) when their own
-// copy of it is used up (pop(tail_seen)), read the cell, then CAS `head` from h to h + 1. The producer overwrites cell h only once `head` passed h (it
-// checks `head` when the ring looks full), so a consumer whose CAS succeeds read the task meant
-// for it; one whose CAS fails reads again. Full: push() returns false and the caller uses the
-// ReadyQueue.
+// copy of it is used up (pop(tail_seen)), read the cell, then CAS `head` from h to h + 1. The
+// producer overwrites cell h only once `head` passed h (it checks `head` when the ring looks
+// full), so a consumer whose CAS succeeds read the task meant for it; one whose CAS fails reads
+// again. Full: push() returns false and the caller uses the ReadyQueue.
 #ifndef HYPER_PARALLEL_RUNTIME_READY_LANE_H_
 #define HYPER_PARALLEL_RUNTIME_READY_LANE_H_
 

@@ -33,11 +33,11 @@ class TaskRing {
   HeapRing& heap() noexcept { return heap_; }
   const HeapRing& heap() const noexcept { return heap_; }
 
-  // The next slot (the ring must not be full).
-  // The slot is reset here, not when reclaimed: the core that ran its last task holds its
-  // shared line and has read the others, so the reset's stores wait for those lines. Here they
-  // are the lines the previous submit prefetched owned (upcoming()); a reclaim comes in bursts
-  // (a scope's worth of slots at once) that nothing prefetches.
+  // The next slot, reset (the ring must not be full). Reset here, not when reclaimed: the core
+  // that ran its last task holds its shared line and has read the others, so the reset's stores
+  // wait for those lines. Here they are the lines the previous submit prefetched owned
+  // (upcoming()); a reclaim comes in bursts (a scope's worth of slots at once) that nothing
+  // prefetches.
   TaskSlot* take() noexcept {
     TaskSlot* s = &slots_[head_slot_];
     s->reset();
@@ -80,18 +80,19 @@ class TaskRing {
   // last task's fields (nothing reads a slot outside [tail, head)) until take() resets it.
   void reclaim_oldest() {
     TaskSlot* s = oldest();
-    heap_.release_to(s->heap_mark);  // the slot itself is reset when taken again
+    heap_.release_to(s->heap_mark);
     ++tail_;
     tail_slot_ = following(tail_slot_);
   }
 
-  // For reuse by a later run, once no core touches the ring: every live slot back to FREE and
-  // the heap ring empty. False (and nothing changed) when a live task is not consumed().
+  // For reuse by a later run, once no core touches the ring: every live slot reclaimed (take()
+  // resets each when it is used again) and the heap ring empty. False (and nothing changed) when
+  // a live task is not consumed().
   bool clear() {
     for (std::uint64_t i = tail_; i < head_; ++i) {
       if (!at(i)->consumed()) return false;
     }
-    for (; tail_ < head_; ++tail_) at(tail_)->reset();
+    tail_ = head_;
     tail_slot_ = head_slot_;
     heap_.release_to(heap_.current_mark());
     return true;
