@@ -57,7 +57,7 @@ int Scheduler::gang_of(const CallConfig& config) const noexcept {
 }
 
 std::string Scheduler::describe(const TaskSlot& slot) const {
-  return fmt::format("task {} (callable '{}')", slot.id, slot.info.callable);
+  return fmt::format("task {} (callable '{}')", slot.info.id, slot.info.callable);
 }
 
 std::string Scheduler::describe_ring(TaskRing& ring) {
@@ -503,8 +503,8 @@ void Scheduler::dispatch_gangs(std::vector<TaskSlot*>& skipped) {
       // Heads in submission order; the oldest that fits is placed first.
       int order[3] = {0, 1, 2};
       std::sort(order, order + 3, [&](int a, int b) {
-        const TaskId ia = gangs_[a].empty() ? kNoTask : gangs_[a].front()->id;
-        const TaskId ib = gangs_[b].empty() ? kNoTask : gangs_[b].front()->id;
+        const TaskId ia = gangs_[a].empty() ? kNoTask : gangs_[a].front()->info.id;
+        const TaskId ib = gangs_[b].empty() ? kNoTask : gangs_[b].front()->info.id;
         return ia < ib;
       });
       bool placed = false;
