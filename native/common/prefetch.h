@@ -43,6 +43,16 @@ inline void prefetch_for_write(const void* p, bool prfchw) noexcept {
   }(std::make_index_sequence<(Bytes + 63) / 64>{});
 }
 
+// Prefetches every 64-byte line of [p, p + Bytes) for reading (PREFETCHT0, shared: the thread
+// that writes those lines keeps them).
+template <std::size_t Bytes>
+inline void prefetch_for_read(const void* p) noexcept {
+  const auto* c = static_cast<const char*>(p);
+  [&]<std::size_t... L>(std::index_sequence<L...>) {
+    (detail::prefetch_line<false>(c + L * 64), ...);
+  }(std::make_index_sequence<(Bytes + 63) / 64>{});
+}
+
 }  // namespace hp
 
 #endif  // HYPER_PARALLEL_COMMON_PREFETCH_H_

@@ -385,8 +385,7 @@ void Scheduler::complete_one(TaskSlot* t, Status status, bool ran, Core* me, Rel
     edge = edge->next;  // read before the decrement: then `c` may retire, and its edges with it
     // The lines a core reads of a task it runs (task_slot.h), requested before the decrement
     // that may make `c` this core's next task (a continuation): the two misses overlap.
-    __builtin_prefetch(c);
-    __builtin_prefetch(reinterpret_cast<const char*>(c) + 64);
+    prefetch_for_read<kCoreReadBytes>(c);
     if (!ok && !c->skip.exchange(true, std::memory_order_acq_rel)) {
       c->status = Status::error(ErrorCode::kAborted, "{} skipped: its predecessor {} failed",
                                 describe(*c), describe(*t));

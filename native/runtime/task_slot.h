@@ -60,8 +60,11 @@ inline constexpr int kFaninGuard = 1 << 30;
 // pair of lines, which the CPU's adjacent-line prefetcher fetches together (hence the slot's
 // alignment). Every line a core has read, the next submit into the slot must take back from
 // it: spread over three pairs (id first, the arguments between), those were twice as many.
-struct alignas(128) TaskSlot {
-  // --- orchestration thread, read by the cores (see above): the first 128 bytes ---
+// The bytes at the start of a slot that a core reads of a single-core task: one pair of lines.
+inline constexpr std::size_t kCoreReadBytes = 128;
+
+struct alignas(kCoreReadBytes) TaskSlot {
+  // --- orchestration thread, read by the cores (see above): the first kCoreReadBytes ---
   TaskInfo info;  // info.callable views callable->name()
   // Kept alive by the orchestrator's callable cache until the task is reclaimed (orchestrator.cpp).
   const Callable* callable = nullptr;
@@ -138,7 +141,7 @@ struct alignas(128) TaskSlot {
 // is not standard-layout is conditionally supported; GCC and Clang support it.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
-static_assert(offsetof(TaskSlot, args) <= 128, "a core reads more than the slot's first 128 bytes");
+static_assert(offsetof(TaskSlot, args) <= kCoreReadBytes, "a core reads more than kCoreReadBytes of a slot");
 #pragma GCC diagnostic pop
 
 }  // namespace hp::runtime
