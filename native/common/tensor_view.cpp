@@ -33,66 +33,23 @@ Status parse_dtype(std::string_view name, DType* dtype) {
                        name);
 }
 
-TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> shape)
-    : data_(data), dtype_(dtype) {
-  if (shape.size() > kMaxDims) {
-    bad_rank_ = true;  // validate() reports it
-    return;
-  }
-  ndim_ = int(shape.size());
-  std::int64_t stride = 1;
-  // Bounded and unrolled: GCC turns a plain copy loop into a call to memmove, which costs more
-  // than the view's whole construction otherwise.
-#pragma GCC unroll 8
-  for (int i = 0; i < kMaxDims; ++i) {
-    if (i == ndim_) break;
-    shape_[i] = shape[i];
-  }
-  for (int i = ndim_ - 1; i >= 0; --i) {
-    strides_[i] = stride;
-    // Only a view with no elements, or one whose numel overflows (validate() refuses it), has a
-    // stride past int64: it saturates (an empty view's strides address nothing).
-    if (__builtin_mul_overflow(stride, std::max<std::int64_t>(shape[i], 1), &stride)) {
-      stride = std::numeric_limits<std::int64_t>::max();
-    }
-  }
-  classify();
-}
-
 TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> shape,
                        std::span<const std::int64_t> strides)
-    : data_(data), dtype_(dtype) {
+    : data_(data) {
   if (shape.size() > kMaxDims || strides.size() != shape.size()) {
-    bad_rank_ = true;  // validate() reports it
+    header_ = header_of(dtype, 0, true);  // validate() reports it
     return;
   }
-  ndim_ = int(shape.size());
+  header_ = header_of(dtype, int(shape.size()), false);
   std::copy(shape.begin(), shape.end(), shape_.begin());
   std::copy(strides.begin(), strides.end(), strides_.begin());
   classify();
 }
 
-// Dense: valid dtype, data, every dim at least 1, each stride of a dim longer than 1 the product
-// of the dims inside it (size-1 dims may have any stride >= 0), and numel * element size in
-// int64. Then validate() accepts the view: the dims' offset terms telescope to numel - 1.
-void TensorView::classify() noexcept {
-  if (bad_rank_ || !valid(dtype_) || data_ == nullptr) return;
-  std::int64_t n = 1, bytes = 0;
-  for (int i = ndim_ - 1; i >= 0; --i) {
-    if (shape_[i] < 1 || strides_[i] < 0 || (shape_[i] != 1 && strides_[i] != n) ||
-        __builtin_mul_overflow(n, shape_[i], &n)) {
-      return;
-    }
-  }
-  if (__builtin_mul_overflow(n, std::int64_t(element_size()), &bytes)) return;
-  numel_ = n;
-  dense_ = true;
-}
-
 TensorView TensorView::with_data(void* data) const noexcept {
   TensorView view = *this;
   view.data_ = data;
-  view.dense_ = false;
+  view.header_ &= ~kDenseBit;
   view.classify();
   return view;
 }
@@ -122,14 +79,14 @@ bool checked_extent(std::span<const std::int64_t> shape, std::span<const std::in
 
 std::int64_t TensorView::count_elements() const noexcept {
   std::int64_t n = 1;
-  for (int i = 0; i < ndim_; ++i) n *= shape_[i];  // validate() rejects overflow
+  for (int i = 0; i < ndim(); ++i) n *= shape_[i];  // validate() rejects overflow
   return n;
 }
 
 bool TensorView::has_row_major_strides() const noexcept {
   if (numel() == 0) return true;  // an empty tensor has no layout to violate
   std::int64_t expected = 1;
-  for (int i = ndim_ - 1; i >= 0; --i) {
+  for (int i = ndim() - 1; i >= 0; --i) {
     if (shape_[i] != 1 && strides_[i] != expected) return false;
     expected *= shape_[i];
   }
@@ -139,15 +96,15 @@ bool TensorView::has_row_major_strides() const noexcept {
 std::size_t TensorView::measure_span_bytes() const noexcept {
   if (numel() == 0) return 0;
   std::int64_t last = 0;
-  for (int i = 0; i < ndim_; ++i) last += (shape_[i] - 1) * strides_[i];
+  for (int i = 0; i < ndim(); ++i) last += (shape_[i] - 1) * strides_[i];
   return std::size_t(last + 1) * element_size();
 }
 
 bool TensorView::check_well_formed() const noexcept {
-  if (!valid(dtype_) || bad_rank_) return false;
+  if (!valid(dtype()) || bad_rank()) return false;
   std::int64_t n = 1, last = 0, term = 0;
   bool offset_overflows = false;  // matters only with elements (an empty view spans no bytes)
-  for (int i = 0; i < ndim_; ++i) {
+  for (int i = 0; i < ndim(); ++i) {
     if (shape_[i] < 0 || strides_[i] < 0 || __builtin_mul_overflow(n, shape_[i], &n)) return false;
     offset_overflows |= __builtin_mul_overflow(shape_[i] - 1, strides_[i], &term) ||
                         __builtin_add_overflow(last, term, &last);
@@ -160,10 +117,10 @@ bool TensorView::check_well_formed() const noexcept {
 
 // Check by check, independently of well_formed() (the test of the two compares them).
 Status TensorView::validate(std::string_view what) const {
-  HP_ENSURE(valid(dtype_), ErrorCode::kDTypeMismatch, "{}: invalid dtype {}", what, int(dtype_));
-  HP_ENSURE(!bad_rank_, ErrorCode::kInvalidArgument,
+  HP_ENSURE(valid(dtype()), ErrorCode::kDTypeMismatch, "{}: invalid dtype {}", what, int(dtype()));
+  HP_ENSURE(!bad_rank(), ErrorCode::kInvalidArgument,
             "{}: rank must be at most {} and strides must match the shape", what, kMaxDims);
-  for (int i = 0; i < ndim_; ++i) {
+  for (int i = 0; i < ndim(); ++i) {
     HP_ENSURE(shape_[i] >= 0, ErrorCode::kShapeMismatch, "{}: dim {} is negative ({})", what, i,
               shape_[i]);
     HP_ENSURE(strides_[i] >= 0, ErrorCode::kInvalidArgument, "{}: stride {} is negative ({})",
@@ -183,8 +140,8 @@ Status TensorView::validate(std::string_view what) const {
 Status TensorView::expect_shape(std::string_view what,
                                 std::initializer_list<std::int64_t> expected) const {
   HP_RETURN_IF_ERROR(validate(what));
-  bool match = ndim_ == int(expected.size());
-  for (int i = 0; match && i < ndim_; ++i) {
+  bool match = ndim() == int(expected.size());
+  for (int i = 0; match && i < ndim(); ++i) {
     const std::int64_t want = expected.begin()[i];
     match = want < 0 || want == shape_[i];
   }
@@ -194,14 +151,14 @@ Status TensorView::expect_shape(std::string_view what,
 }
 
 Status TensorView::expect_dtype(std::string_view what, DType expected) const {
-  HP_ENSURE(dtype_ == expected, ErrorCode::kDTypeMismatch, "{}: dtype {} where {} is required",
-            what, hp::to_string(dtype_), hp::to_string(expected));
+  HP_ENSURE(dtype() == expected, ErrorCode::kDTypeMismatch, "{}: dtype {} where {} is required",
+            what, hp::to_string(dtype()), hp::to_string(expected));
   return Status::ok();
 }
 
 std::string TensorView::to_string() const {
-  if (bad_rank_) return "invalid tensor view";
-  return fmt::format("{}[{}] strides [{}]", hp::to_string(dtype_), fmt::join(shape(), ", "),
+  if (bad_rank()) return "invalid tensor view";
+  return fmt::format("{}[{}] strides [{}]", hp::to_string(dtype()), fmt::join(shape(), ", "),
                      fmt::join(strides(), ", "));
 }
 

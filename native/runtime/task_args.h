@@ -46,6 +46,9 @@ namespace detail {
 // A vector of trivially copyable T with room for N elements in place: TaskArgs of a few
 // arguments allocate nothing (user code builds one per submit, and submit copies it into the
 // task's slot). Beyond N it moves to the heap, like std::vector (growth doubles).
+// An element with copy_to(T*) and copy_over(T*) members is copied by them (a TensorArg:
+// TensorView::copy_to): copy_over() onto a place of the in-place room that held an element
+// already (local_written_), copy_to() elsewhere.
 template <typename T, std::size_t N>
 class InlineVector {
   static_assert(std::is_trivially_copyable_v<T> && N > 0);
@@ -68,6 +71,7 @@ class InlineVector {
   ~InlineVector() { free_heap(); }
 
   std::size_t size() const noexcept { return size_; }
+  bool full() const noexcept { return size_ == capacity_; }  // the next append grows it
   bool empty() const noexcept { return size_ == 0; }
   T* data() noexcept { return heap_ != nullptr ? heap_ : local(); }
   const T* data() const noexcept { return heap_ != nullptr ? heap_ : local(); }
@@ -87,16 +91,11 @@ class InlineVector {
   }
 
   void clear() noexcept { size_ = 0; }
-  // Builds the element in place from its members (one copy of them, not two).
-  template <typename... Args>
-  void emplace_back(const Args&... members) {
-    if (size_ == capacity_) {
-      const T copy{members...};  // the members may live in the storage grow() frees
-      grow(capacity_ * 2);
-      ::new (static_cast<void*>(data() + size_++)) T(copy);
-      return;
-    }
-    ::new (static_cast<void*>(data() + size_++)) T{members...};
+  // Room for one more element at the end, for the caller to write (T is trivially copyable:
+  // writing its bytes makes it). When full(), the elements move (references to them dangle).
+  T* append_uninitialized() {
+    if (size_ == capacity_) grow(capacity_ * 2);
+    return data() + size_++;
   }
   void push_back(const T& value) {
     if (size_ == capacity_) {
@@ -144,11 +143,21 @@ class InlineVector {
     T* out = data();
     const T* in = other.data();
     if (other.size_ <= N) {
+      const std::size_t written = heap_ == nullptr ? local_written_ : 0;
 #pragma GCC unroll 4
       for (std::size_t i = 0; i < N; ++i) {
         if (i == other.size_) break;
-        std::memcpy(static_cast<void*>(out + i), in + i, sizeof(T));
+        if constexpr (requires(const T& from, T* to) { from.copy_to(to), from.copy_over(to); }) {
+          if (i < written) {
+            in[i].copy_over(out + i);
+          } else {
+            in[i].copy_to(out + i);
+          }
+        } else {
+          std::memcpy(static_cast<void*>(out + i), in + i, sizeof(T));
+        }
       }
+      if (heap_ == nullptr) local_written_ = std::max(local_written_, other.size_);
     } else {
       std::memcpy(static_cast<void*>(out), in, other.size_ * sizeof(T));
     }
@@ -170,6 +179,7 @@ class InlineVector {
   T* heap_ = nullptr;  // null: the elements are in local_
   std::size_t size_ = 0;
   std::size_t capacity_ = N;
+  std::size_t local_written_ = 0;  // leading places of local_ that copy() wrote an element to
   alignas(T) std::byte local_[N * sizeof(T)];
 };
 
@@ -182,6 +192,15 @@ class HP_API TaskArgs {
   struct TensorArg {
     TensorView view;
     ArgTag tag;
+    // *out = *this (TensorView::copy_to); copy_over() for an `out` that holds an argument.
+    void copy_to(TensorArg* out) const noexcept {
+      view.copy_to(&out->view);
+      out->tag = tag;
+    }
+    void copy_over(TensorArg* out) const noexcept {
+      view.copy_over(&out->view);
+      out->tag = tag;
+    }
   };
 
   TaskArgs& input(const TensorView& tensor) { return add(tensor, ArgTag::kInput); }
@@ -273,7 +292,16 @@ class HP_API TaskArgs {
 
  private:
   TaskArgs& add(const TensorView& tensor, ArgTag tag) {
-    tensors_.emplace_back(tensor, tag);
+    if (tensors_.full()) {
+      const TensorView kept = tensor;  // `tensor` may live in the storage that growing frees
+      return append(kept, tag);
+    }
+    return append(tensor, tag);
+  }
+  TaskArgs& append(const TensorView& tensor, ArgTag tag) {
+    TensorArg* arg = tensors_.append_uninitialized();
+    tensor.copy_to(&arg->view);  // the view is often built just before (TensorView::copy_to)
+    arg->tag = tag;
     return *this;
   }
   template <typename T>

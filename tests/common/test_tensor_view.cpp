@@ -351,6 +351,49 @@ TEST(TensorView, InvalidRankViewKeepsAccessorsInBounds) {
   EXPECT_LE(view.strides().size(), std::size_t(TensorView::kMaxDims));
 }
 
+// copy_to and copy_over: what a copy gives, over a view of another rank, for every kind of view
+// (dense, strided, empty, without data, of a rank error); copy_to zeroes the dims past ndim().
+TEST(TensorView, CopyToAndCopyOverGiveWhatACopyGives) {
+  const std::vector<TensorView> views = {
+      TensorView(),
+      contiguous(DType::kInt32, {5}),
+      contiguous(DType::kBF16, {2, 3, 4, 5}),
+      TensorView(g_storage, DType::kFP32, std::vector<std::int64_t>{4, 3}, std::vector<std::int64_t>{1, 4}),
+      contiguous(DType::kInt8, {3, 0}),
+      TensorView(nullptr, DType::kFP32, {7, 7}),
+      contiguous(DType::kFP32, std::vector<std::int64_t>(TensorView::kMaxDims + 1, 1)),
+      contiguous(DType::kFP64, std::vector<std::int64_t>(TensorView::kMaxDims, 2)),
+  };
+  for (const TensorView& from : views) {
+    for (const TensorView& over : views) {
+      for (const bool zeroing : {true, false}) {
+        TensorView to = over;
+        if (zeroing) {
+          from.copy_to(&to);
+        } else {
+          from.copy_over(&to);
+        }
+        SCOPED_TRACE(from.to_string() + " over " + over.to_string() + (zeroing ? " (copy_to)" : " (copy_over)"));
+        EXPECT_EQ(to.data(), from.data());
+        EXPECT_EQ(to.dtype(), from.dtype());
+        EXPECT_EQ(to.to_string(), from.to_string());
+        EXPECT_EQ(to.dense(), from.dense());
+        EXPECT_EQ(to.well_formed(), from.well_formed());
+        EXPECT_EQ(to.numel(), from.numel());
+        EXPECT_EQ(to.span_bytes(), from.span_bytes());
+        EXPECT_EQ(to.is_contiguous(), from.is_contiguous());
+        for (int i = 0; i < (zeroing ? TensorView::kMaxDims : to.ndim()); ++i) {
+          EXPECT_EQ(to.dim(i), from.dim(i)) << i;
+          EXPECT_EQ(to.stride(i), from.stride(i)) << i;
+        }
+      }
+    }
+    TensorView self = from;
+    self.copy_to(&self);
+    EXPECT_EQ(self.to_string(), from.to_string());
+  }
+}
+
 // ---- expect_shape / expect_dtype ----
 
 TEST(TensorView, ExpectShapeExact) {

@@ -124,6 +124,41 @@ TEST(TaskArgs, CopiesInPlaceAndOnTheHeapIntoEverySize) {
   }
 }
 
+// An argument added from the TaskArgs' own tensors while they move (4 in place, then 8 on the
+// heap) is read before they move.
+TEST(TaskArgs, AddingItsOwnTensorWhileItGrowsKeepsIt) {
+  std::vector<std::int32_t> buffer;
+  TaskArgs args = args_of(4, buffer);
+  for (int i = 4; i < 9; ++i) {
+    void* const data = args.tensor(i - 4).data();
+    args.inout(args.tensor(i - 4));
+    ASSERT_EQ(args.tensor(i).data(), data);
+    EXPECT_EQ(args.tensor(i).to_string(), "int32[1] strides [1]");
+    EXPECT_EQ(args.tag(i), ArgTag::kInOut);
+  }
+}
+
+// The task's slot keeps its TaskArgs from task to task: a copy over arguments of a higher rank
+// gives the new arguments' views.
+TEST(TaskArgs, CopiesOverArgumentsOfAnotherRank) {
+  std::vector<std::int32_t> buffer(64);
+  TaskArgs wide, narrow, slot;
+  for (int i = 0; i < 3; ++i) {
+    wide.inout(TensorView(buffer.data(), DType::kInt32, {2, 2, 2, 2}));
+    narrow.input(TensorView(&buffer[static_cast<std::size_t>(i)], DType::kInt32, {3}));
+  }
+  for (const TaskArgs* from : {&wide, &narrow, &wide, &narrow}) {
+    slot = *from;
+    ASSERT_EQ(slot.num_tensors(), 3);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(slot.tensor(i).to_string(), from->tensor(i).to_string());
+      EXPECT_EQ(slot.tensor(i).data(), from->tensor(i).data());
+      EXPECT_EQ(slot.tensor(i).numel(), from->tensor(i).numel());
+      EXPECT_EQ(slot.tag(i), from->tag(i));
+    }
+  }
+}
+
 TEST(TaskArgs, CopyToItselfKeepsEverything) {
   std::vector<std::int32_t> buffer;
   TaskArgs args = args_of(6, buffer);
