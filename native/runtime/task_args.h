@@ -71,7 +71,7 @@ class InlineVector {
   ~InlineVector() { free_heap(); }
 
   std::size_t size() const noexcept { return size_; }
-  bool full() const noexcept { return size_ == capacity_; }  // the next append grows it
+  bool full() const noexcept { return size_ == capacity(); }  // the next append grows it
   bool empty() const noexcept { return size_ == 0; }
   T* data() noexcept { return heap_ != nullptr ? heap_ : local(); }
   const T* data() const noexcept { return heap_ != nullptr ? heap_ : local(); }
@@ -94,13 +94,13 @@ class InlineVector {
   // Room for one more element at the end, for the caller to write (T is trivially copyable:
   // writing its bytes makes it). When full(), the elements move (references to them dangle).
   T* append_uninitialized() {
-    if (size_ == capacity_) grow(capacity_ * 2);
+    if (size_ == capacity()) grow(capacity() * 2);
     return data() + size_++;
   }
   void push_back(const T& value) {
-    if (size_ == capacity_) {
+    if (size_ == capacity()) {
       const T copy = value;  // `value` may live in the storage grow() frees
-      grow(capacity_ * 2);
+      grow(capacity() * 2);
       ::new (static_cast<void*>(data() + size_++)) T(copy);
       return;
     }
@@ -114,36 +114,37 @@ class InlineVector {
   template <typename It>
   void append(It first, It last) {
     const auto n = static_cast<std::size_t>(std::distance(first, last));
-    if (size_ + n > capacity_) grow(std::max(size_ + n, capacity_ * 2));
+    if (size_ + n > capacity()) grow(std::max(size_ + n, capacity() * 2));
     for (T* out = data() + size_; first != last; ++first, ++out) ::new (static_cast<void*>(out)) T(*first);
-    size_ += n;
+    size_ += static_cast<std::uint32_t>(n);
   }
 
  private:
   T* local() noexcept { return std::launder(reinterpret_cast<T*>(local_)); }
   const T* local() const noexcept { return std::launder(reinterpret_cast<const T*>(local_)); }
+  std::size_t capacity() const noexcept { return heap_ != nullptr ? heap_capacity_ : N; }
   void grow(std::size_t capacity) {
+    if (capacity > UINT32_MAX) throw std::length_error("TaskArgs: too many arguments");
     T* bigger = std::allocator<T>().allocate(capacity);
     if (size_ > 0) std::memcpy(static_cast<void*>(bigger), data(), size_ * sizeof(T));
     free_heap();
     heap_ = bigger;
-    capacity_ = capacity;
+    heap_capacity_ = static_cast<std::uint32_t>(capacity);
   }
   void free_heap() noexcept {
-    if (heap_ != nullptr) std::allocator<T>().deallocate(heap_, capacity_);
+    if (heap_ != nullptr) std::allocator<T>().deallocate(heap_, heap_capacity_);
     heap_ = nullptr;
-    capacity_ = N;
   }
   // The submit path copies a TaskArgs per task, most of its vectors empty or short: element by
   // element (a fixed-size copy the compiler inlines) up to N, one memcpy beyond.
   void copy(const InlineVector& other) {
     size_ = 0;
     if (other.size_ == 0) return;
-    if (other.size_ > capacity_) grow(other.size_);
+    if (other.size_ > capacity()) grow(other.size_);
     T* out = data();
     const T* in = other.data();
     if (other.size_ <= N) {
-      const std::size_t written = heap_ == nullptr ? local_written_ : 0;
+      const std::uint32_t written = heap_ == nullptr ? local_written_ : 0;
 #pragma GCC unroll 4
       for (std::size_t i = 0; i < N; ++i) {
         if (i == other.size_) break;
@@ -167,19 +168,20 @@ class InlineVector {
     size_ = other.size_;
     if (other.heap_ != nullptr) {
       heap_ = other.heap_;
-      capacity_ = other.capacity_;
+      heap_capacity_ = other.heap_capacity_;
       other.heap_ = nullptr;
-      other.capacity_ = N;
     } else if (size_ > 0) {
       std::memcpy(static_cast<void*>(local()), other.local(), size_ * sizeof(T));
     }
     other.size_ = 0;
   }
 
-  T* heap_ = nullptr;  // null: the elements are in local_
-  std::size_t size_ = 0;
-  std::size_t capacity_ = N;
-  std::size_t local_written_ = 0;  // leading places of local_ that copy() wrote an element to
+  // A new vector stores 16 bytes of zeros (user code builds a TaskArgs, four of these, per
+  // submit, and the submitting thread is bound by its stores).
+  T* heap_ = nullptr;  // null: the elements are in local_ (N of them fit)
+  std::uint32_t size_ = 0;
+  std::uint32_t local_written_ = 0;  // leading places of local_ that copy() wrote an element to
+  std::uint32_t heap_capacity_;      // set with heap_
   alignas(T) std::byte local_[N * sizeof(T)];
 };
 

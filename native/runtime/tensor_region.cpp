@@ -7,7 +7,7 @@
 
 namespace hp::runtime {
 
-void TensorRegion::assign(const TensorView& view) {
+void TensorRegion::assign_layout(const TensorView& view) {
   TensorRegion& r = *this;
   r.run_bytes_ = 0;
   r.outer_dims_ = 0;
@@ -18,7 +18,7 @@ void TensorRegion::assign(const TensorView& view) {
   r.lo_ = r.hi_ = base;
   // numel() is exact for a view validate() accepts (its product, outermost dim first, fits).
   if (view.numel() == 0) return;  // no elements: no bytes
-  if (view.is_contiguous()) {     // one run (a dense view answers both without a walk)
+  if (view.is_contiguous()) {     // one run
     r.run_bytes_ = view.numel() * element;
     r.hi_ = base + static_cast<std::uintptr_t>(r.run_bytes_);
     r.runs_ = 1;

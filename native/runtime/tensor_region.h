@@ -57,8 +57,17 @@ class HP_API TensorRegion {
     r.runs_ = hi > lo ? 1 : 0;
     return r;
   }
-  // This region becomes the view's (in place: no region is copied).
-  void assign(const TensorView& view);
+  // This region becomes the view's (in place: no region is copied). A dense view's (one run: the
+  // common case, from every submitted tensor argument) inline, without a call.
+  void assign(const TensorView& view) {
+    if (!view.dense()) return assign_layout(view);
+    lo_ = reinterpret_cast<std::uintptr_t>(view.data());
+    run_bytes_ = view.numel() * static_cast<std::int64_t>(view.element_size());
+    hi_ = lo_ + static_cast<std::uintptr_t>(run_bytes_);
+    outer_dims_ = 0;
+    nested_ = true;
+    runs_ = 1;  // a dense view has elements
+  }
 
   bool empty() const noexcept { return lo_ == hi_; }
   std::uintptr_t lo() const noexcept { return lo_; }
@@ -74,6 +83,8 @@ class HP_API TensorRegion {
  private:
   friend bool overlaps_runs(const TensorRegion& a, const TensorRegion& b);
   friend class RunCursor;
+
+  void assign_layout(const TensorView& view);  // assign() of a view that is not dense()
 
   void copy_from(const TensorRegion& other) noexcept {
     lo_ = other.lo_;
