@@ -168,17 +168,11 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Ten
       std::byte* data = nullptr;
       std::uint64_t mark = ring.heap().current_mark();
       if (heap_bytes == 0 || ring.heap().allocate(heap_bytes, &data, &mark)) {
-        TaskSlot* s = ring.take();
+        TaskSlot* s = ring.take(id, mark);
         // The next submit writes the next slot: its lines (last written a ring's length of
         // tasks ago, long out of this core's cache, and some still held by the core that ran
         // that task) load, owned, while this task is submitted.
         prefetch_for_write<sizeof(TaskSlot)>(ring.upcoming(), prefetch_owned_);
-        s->id = id;
-        s->heap_mark = mark;
-        s->state.store(TaskState::kPending, std::memory_order_relaxed);
-        s->fanin.store(kFaninGuard, std::memory_order_relaxed);  // the submission guard
-        s->refs.store(1, std::memory_order_relaxed);  // not completed
-        s->scope_held = true;
         *slot = s;
         *heap = data;
         return Status::ok();
@@ -209,30 +203,39 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Ten
   }
 }
 
-void Scheduler::order_after(TaskSlot* slot, TaskSlot* pred) {
+// Inline in connect() (its only caller): a call's saved registers were a tenth of the stores of
+// a fan-out task's submit, and the submitting thread is bound by its stores.
+[[gnu::always_inline]] inline void Scheduler::order_after(TaskSlot* slot, TaskSlot* pred) {
   // A load first: a predecessor that already completed (most, when the cores keep up with the
   // submitter) then costs a shared read of its line, and no edge, stamp or locked write.
   Edge* head = pred->consumers.load(std::memory_order_acquire);
-  if (head != kClosedEdges) {
-    if (pred->connect_stamp == slot->id) return;  // already ordered after it
-    pred->connect_stamp = slot->id;
-    // The first edge linked is first_wait; connect() reserved room in `waits` for the others:
-    // `waits` does not move while its edges are linked.
-    const bool first = slot->edges_linked == 0;
-    Edge* edge = first ? &slot->first_wait : &slot->waits.emplace_back();
-    edge->consumer = slot;
-    do {
-      edge->next = head;
-      if (pred->consumers.compare_exchange_weak(head, edge, std::memory_order_release,
-                                                std::memory_order_acquire)) {
-        ++slot->edges_linked;
-        return;
-      }
-    } while (head != kClosedEdges);
-    if (!first) slot->waits.pop_back();
-  }
+  if (head != kClosedEdges && link_edge(slot, pred, head)) return;
   // Completed: its status was written before it closed.
-  if (!pred->status.is_ok() && !slot->skip.exchange(true, std::memory_order_acq_rel)) {
+  if (!pred->status.is_ok()) skip_after_failed(slot, pred);
+}
+
+bool Scheduler::link_edge(TaskSlot* slot, TaskSlot* pred, Edge* head) {
+  if (pred->connect_stamp == slot->id) return true;  // already ordered after it
+  pred->connect_stamp = slot->id;
+  // The first edge linked is first_wait; connect() reserved room in `waits` for the others:
+  // `waits` does not move while its edges are linked.
+  const bool first = slot->edges_linked == 0;
+  Edge* edge = first ? &slot->first_wait : &slot->waits.emplace_back();
+  edge->consumer = slot;
+  do {
+    edge->next = head;
+    if (pred->consumers.compare_exchange_weak(head, edge, std::memory_order_release,
+                                              std::memory_order_acquire)) {
+      ++slot->edges_linked;
+      return true;
+    }
+  } while (head != kClosedEdges);
+  if (!first) slot->waits.pop_back();
+  return false;
+}
+
+void Scheduler::skip_after_failed(TaskSlot* slot, TaskSlot* pred) {
+  if (!slot->skip.exchange(true, std::memory_order_acq_rel)) {
     slot->status = Status::error(ErrorCode::kAborted, "{} skipped: its predecessor {} failed",
                                  describe(*slot), describe(*pred));
   }

@@ -184,6 +184,10 @@ class Scheduler {
   void make_ready(TaskSlot* slot, Core* me, Released& released);
   void hand_out(Released& released, Core* me);
   void order_after(TaskSlot* slot, TaskSlot* pred);
+  // order_after()'s edge into a predecessor's `consumers` (whose head was `head`); false when it
+  // closed meanwhile (completed).
+  bool link_edge(TaskSlot* slot, TaskSlot* pred, Edge* head);
+  void skip_after_failed(TaskSlot* slot, TaskSlot* pred);  // its predecessor failed
   void unref(TaskSlot* slot) noexcept;
   void mark_skipped(TaskSlot* slot);
   void fail_run(const Status& status);

@@ -33,14 +33,14 @@ class TaskRing {
   HeapRing& heap() noexcept { return heap_; }
   const HeapRing& heap() const noexcept { return heap_; }
 
-  // The next slot, reset (the ring must not be full). Reset here, not when reclaimed: the core
-  // that ran its last task holds its shared line and has read the others, so the reset's stores
-  // wait for those lines. Here they are the lines the previous submit prefetched owned
-  // (upcoming()); a reclaim comes in bursts (a scope's worth of slots at once) that nothing
-  // prefetches.
-  TaskSlot* take() noexcept {
+  // The next slot, begun for task `id` (TaskSlot::begin; the ring must not be full). Written
+  // here, not when reclaimed: the core that ran its last task holds its shared line and has
+  // read the others, so the stores wait for those lines. Here they are the lines the previous
+  // submit prefetched owned (upcoming()); a reclaim comes in bursts (a scope's worth of slots at
+  // once) that nothing prefetches.
+  TaskSlot* take(TaskId id, std::uint64_t heap_mark) noexcept {
     TaskSlot* s = &slots_[head_slot_];
-    s->reset();
+    s->begin(id, heap_mark);
     ++head_;
     head_slot_ = following(head_slot_);
     return s;
@@ -77,7 +77,7 @@ class TaskRing {
     return lo < head_ && at(lo)->id == id ? at(lo) : nullptr;
   }
   // Reclaims the oldest slot (it must be consumed()): its heap memory too. The slot keeps its
-  // last task's fields (nothing reads a slot outside [tail, head)) until take() resets it.
+  // last task's fields (nothing reads a slot outside [tail, head)) until take() begins the next.
   void reclaim_oldest() {
     TaskSlot* s = oldest();
     heap_.release_to(s->heap_mark);
@@ -86,7 +86,7 @@ class TaskRing {
   }
 
   // For reuse by a later run, once no core touches the ring: every live slot reclaimed (take()
-  // resets each when it is used again) and the heap ring empty. False (and nothing changed) when
+  // begins each when it is used again) and the heap ring empty. False (and nothing changed) when
   // a live task is not consumed().
   bool clear() {
     for (std::uint64_t i = tail_; i < head_; ++i) {

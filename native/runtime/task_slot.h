@@ -111,15 +111,15 @@ struct alignas(kCoreReadBytes) TaskSlot {
     return consumed() ? TaskState::kConsumed : state.load(std::memory_order_acquire);
   }
 
-  // Back to FREE for the next task (orchestration thread, TaskRing::take(): a slot never used or
-  // reclaimed, so consumed()); keeps capacities.
-  void reset() {
-    id = kNoTask;
-    info = {};
-    callable = nullptr;
-    heap_mark = 0;
-    scope_held = false;
-    gang = 1;
+  // Starts the slot's next task (orchestration thread, TaskRing::take(): a slot never used or
+  // reclaimed, so consumed()), keeping capacities: PENDING, the submission's guard on fanin,
+  // refs 1 (not completed), its scope's hold; no edges, waits, kept predecessors or stamp; ok
+  // status. What submit() writes in any case (info, callable, gang, cores_outstanding, args) is
+  // not written here: the submitting thread is bound by its stores.
+  void begin(TaskId task, std::uint64_t mark) {
+    id = task;
+    heap_mark = mark;
+    scope_held = true;
     kept_alive.clear();
     map_entries.clear();
     connect_stamp = kNoTask;
@@ -127,13 +127,12 @@ struct alignas(kCoreReadBytes) TaskSlot {
     edges_linked = 0;
     first_wait = {};
     consumers.store(nullptr, std::memory_order_relaxed);
-    fanin.store(0, std::memory_order_relaxed);
-    refs.store(0, std::memory_order_relaxed);
-    cores_outstanding.store(0, std::memory_order_relaxed);
+    fanin.store(kFaninGuard, std::memory_order_relaxed);
+    refs.store(1, std::memory_order_relaxed);
     skip.store(false, std::memory_order_relaxed);
     status = Status::ok();
     next_ready = nullptr;
-    state.store(TaskState::kFree, std::memory_order_relaxed);
+    state.store(TaskState::kPending, std::memory_order_relaxed);
   }
 };
 

@@ -14,13 +14,7 @@ namespace hp::runtime {
 namespace {
 
 // Takes the next slot for task `id`, as Scheduler::acquire does (the slot is then live).
-TaskSlot* take(TaskRing& ring, TaskId id) {
-  TaskSlot* s = ring.take();
-  s->id = id;
-  s->refs.store(1, std::memory_order_relaxed);
-  s->scope_held = true;
-  return s;
-}
+TaskSlot* take(TaskRing& ring, TaskId id) { return ring.take(id, 0); }
 
 // Reclaims the oldest slot, once its task is consumed (completed, no scope holds it).
 void reclaim(TaskRing& ring) {
@@ -35,11 +29,11 @@ void reclaim(TaskRing& ring) {
 }
 
 // A reclaimed slot keeps its last task's fields until it is taken again, and take() hands it
-// out reset (FREE, no edges, no waits, no stamp, ok status), with its vectors' capacity kept.
-TEST(RuntimeTaskRing, TakeResetsAReclaimedSlot) {
+// out begun for the next task (PENDING, the submission's guard, refs 1, its scope's hold, no
+// edges, no waits, no stamp, ok status), with its vectors' capacity kept.
+TEST(RuntimeTaskRing, TakeBeginsAReclaimedSlotForTheNextTask) {
   TaskRing ring(0, 1, 0);
-  TaskSlot* s = ring.take();
-  s->id = 3;
+  TaskSlot* s = ring.take(3, 0);
   s->state.store(TaskState::kCompleted, std::memory_order_relaxed);
   s->consumers.store(kClosedEdges, std::memory_order_relaxed);
   s->fanin.store(5, std::memory_order_relaxed);
@@ -49,15 +43,21 @@ TEST(RuntimeTaskRing, TakeResetsAReclaimedSlot) {
   s->edges_linked = 2;
   s->waits.resize(4);
   s->map_entries = {1, 2, 3};
+  s->kept_alive = {s};
+  s->refs.store(0, std::memory_order_relaxed);
   s->scope_held = false;
   ring.reclaim_oldest();
   EXPECT_EQ(s->id, 3u) << "reclaim leaves the slot as it was";
-  TaskSlot* again = ring.take();
+  TaskSlot* again = ring.take(4, 17);
   ASSERT_EQ(again, s);
-  EXPECT_EQ(again->id, kNoTask);
-  EXPECT_EQ(again->state.load(), TaskState::kFree);
+  EXPECT_EQ(again->id, 4u);
+  EXPECT_EQ(again->heap_mark, 17u);
+  EXPECT_EQ(again->state.load(), TaskState::kPending);
   EXPECT_EQ(again->consumers.load(), nullptr);
-  EXPECT_EQ(again->fanin.load(), 0);
+  EXPECT_EQ(again->fanin.load(), kFaninGuard);
+  EXPECT_EQ(again->refs.load(), 1);
+  EXPECT_TRUE(again->scope_held);
+  EXPECT_TRUE(again->kept_alive.empty());
   EXPECT_FALSE(again->skip.load());
   EXPECT_TRUE(again->status.is_ok());
   EXPECT_EQ(again->connect_stamp, kNoTask);
