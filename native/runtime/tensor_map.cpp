@@ -241,14 +241,12 @@ constexpr DepKind kKindOf[5][2] = {
       if (may_cover && !e.creator && lo <= near_[index].lo && near_[index].hi <= hi) {
         covered->push_back({ai, index});
       }
-      FoundDependency& f = found->emplace_back();
-      f.pred = e.owner;
-      f.dep.pred = e.task;
-      f.dep.arg_index = a.arg_index;
-      f.dep.source = e.creator ? DepSource::kCreator : DepSource::kTensorMap;
-      f.dep.kind = kind[e.write ? 1 : 0];
-      f.keeps_alive = e.creator;
-      f.orders = !no_dep;
+      // Built in place, each member once (emplace_back() then assignments stored each twice).
+      found->emplace_back(Dependency{.pred = e.task,
+                                     .arg_index = a.arg_index,
+                                     .source = e.creator ? DepSource::kCreator : DepSource::kTensorMap,
+                                     .kind = kind[e.write ? 1 : 0]},
+                          e.owner, !no_dep, e.creator);
     }
   }
 }
