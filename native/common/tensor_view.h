@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "api.h"
 #include "status.h"
@@ -179,6 +180,9 @@ inline void TensorView::classify() noexcept {
 }
 
 inline void TensorView::copy_over(TensorView* out) const noexcept {
+  static_assert(std::is_standard_layout_v<TensorView> && offsetof(TensorView, header_) == 16 &&
+                    offsetof(TensorView, shape_) == kWordsBeforeDims * 8,
+                "data_, numel_ and header_ are the view's first words");
   copy_words<kWordsBeforeDims * 8>(out, this);
   const int n = ndim();
 #pragma GCC unroll 8
