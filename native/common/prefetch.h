@@ -27,22 +27,6 @@ inline void prefetch_line(const char* line) noexcept {
 }
 }  // namespace detail
 
-// Prefetches every 64-byte line of [p, p + Bytes) for writing: owned with PREFETCHW when
-// `prfchw`, shared (PREFETCHT0) otherwise. Unrolled: one instruction per line (the runtime
-// prefetches a whole task slot, about 20 lines, per submit, where a loop cost 7 instructions a
-// line).
-template <std::size_t Bytes>
-inline void prefetch_for_write(const void* p, bool prfchw) noexcept {
-  const auto* c = static_cast<const char*>(p);
-  [&]<std::size_t... L>(std::index_sequence<L...>) {
-    if (prfchw) {
-      (detail::prefetch_line<true>(c + L * 64), ...);
-    } else {
-      (detail::prefetch_line<false>(c + L * 64), ...);
-    }
-  }(std::make_index_sequence<(Bytes + 63) / 64>{});
-}
-
 // Prefetches every 64-byte line of [p, p + Bytes) for reading (PREFETCHT0, shared: the thread
 // that writes those lines keeps them).
 template <std::size_t Bytes>
@@ -50,6 +34,19 @@ inline void prefetch_for_read(const void* p) noexcept {
   const auto* c = static_cast<const char*>(p);
   [&]<std::size_t... L>(std::index_sequence<L...>) {
     (detail::prefetch_line<false>(c + L * 64), ...);
+  }(std::make_index_sequence<(Bytes + 63) / 64>{});
+}
+
+// Prefetches every 64-byte line of [p, p + Bytes) for writing: owned with PREFETCHW when
+// `prfchw`, shared (prefetch_for_read) otherwise. Unrolled: one instruction per line (the runtime
+// prefetches a whole task slot, about 20 lines, per submit, where a loop cost 7 instructions a
+// line).
+template <std::size_t Bytes>
+inline void prefetch_for_write(const void* p, bool prfchw) noexcept {
+  if (!prfchw) return prefetch_for_read<Bytes>(p);
+  const auto* c = static_cast<const char*>(p);
+  [&]<std::size_t... L>(std::index_sequence<L...>) {
+    (detail::prefetch_line<true>(c + L * 64), ...);
   }(std::make_index_sequence<(Bytes + 63) / 64>{});
 }
 

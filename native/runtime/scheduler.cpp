@@ -389,10 +389,7 @@ void Scheduler::complete_one(TaskSlot* t, Status status, bool ran, Core* me, Rel
     // The lines a core reads of a task it runs (task_slot.h), requested before the decrement
     // that may make `c` this core's next task (a continuation): the two misses overlap.
     prefetch_for_read<kCoreReadBytes>(c);
-    if (!ok && !c->skip.exchange(true, std::memory_order_acq_rel)) {
-      c->status = Status::error(ErrorCode::kAborted, "{} skipped: its predecessor {} failed",
-                                describe(*c), describe(*t));
-    }
+    if (!ok) skip_after_failed(c, t);
     if (c->fanin.fetch_sub(1, std::memory_order_acq_rel) == 1) make_ready(c, me, released);
   }
   for (TaskSlot* p : t->kept_alive) unref(p);

@@ -187,7 +187,8 @@ class Scheduler {
   // order_after()'s edge into a predecessor's `consumers` (whose head was `head`); false when it
   // closed meanwhile (completed).
   bool link_edge(TaskSlot* slot, TaskSlot* pred, Edge* head);
-  void skip_after_failed(TaskSlot* slot, TaskSlot* pred);  // its predecessor failed
+  // `slot` is skipped because `pred` failed (its status says so, unless it was skipped already).
+  void skip_after_failed(TaskSlot* slot, TaskSlot* pred);
   void unref(TaskSlot* slot) noexcept;
   void mark_skipped(TaskSlot* slot);
   void fail_run(const Status& status);
