@@ -87,9 +87,12 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
     HP_RETURN_IF_ERROR(routed.w2.expect_shape("w2", {local, config.intermediate, config.hidden}));
     HP_RETURN_IF_ERROR(routed.w1_scale.expect_shape("w1_scale", {local, 2 * config.intermediate}));
     HP_RETURN_IF_ERROR(routed.w2_scale.expect_shape("w2_scale", {local, config.hidden}));
-    HP_RETURN_IF_ERROR(hp::kernels::pack_weights(routed.w1, routed.w1_scale,
-                                                 {.layout = hp::kernels::PackLayout::kSwigluHalves}, &layer->w1_));
-    HP_RETURN_IF_ERROR(hp::kernels::pack_weights(routed.w2, routed.w2_scale, {}, &layer->w2_));
+    const hp::kernels::WeightType type = config.weights;
+    HP_ENSURE(type == hp::kernels::WeightType::kInt8 || type == hp::kernels::WeightType::kInt4,
+              ErrorCode::kInvalidArgument, "MoeLayerConfig weights = {}: expected int8 (0) or int4 (1)", int(type));
+    HP_RETURN_IF_ERROR(hp::kernels::pack_weights(
+        routed.w1, routed.w1_scale, {.type = type, .layout = hp::kernels::PackLayout::kSwigluHalves}, &layer->w1_));
+    HP_RETURN_IF_ERROR(hp::kernels::pack_weights(routed.w2, routed.w2_scale, {.type = type}, &layer->w2_));
     if (config.backward) HP_RETURN_IF_ERROR(layer->prepare_backward(routed, false));
     HP_RETURN_IF_ERROR(copy_smooth(weights.smooth1, "smooth1", {config.hidden}, &layer->smooth1_));
     HP_RETURN_IF_ERROR(copy_smooth(weights.smooth2, "smooth2", {local, config.intermediate}, &layer->smooth2_));
@@ -107,14 +110,14 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
     HP_RETURN_IF_ERROR(weights.shared_w2.expect_shape("shared_w2", {1, si, config.hidden}));
     HP_RETURN_IF_ERROR(weights.shared_w2_scale.expect_shape("shared_w2_scale", {1, config.hidden}));
     HP_RETURN_IF_ERROR(hp::kernels::pack_weights(weights.shared_w1, weights.shared_w1_scale,
-                                                 {.layout = hp::kernels::PackLayout::kSwigluHalves},
+                                                 {.type = type, .layout = hp::kernels::PackLayout::kSwigluHalves},
                                                  &layer->shared_w1_));
     if (config.backward) {
       ExpertWeights shared{.w1 = weights.shared_w1, .w1_scale = weights.shared_w1_scale, .w2 = weights.shared_w2,
                            .w2_scale = weights.shared_w2_scale};
       HP_RETURN_IF_ERROR(layer->prepare_backward(shared, true));
     }
-    return hp::kernels::pack_weights(weights.shared_w2, weights.shared_w2_scale, {}, &layer->shared_w2_);
+    return hp::kernels::pack_weights(weights.shared_w2, weights.shared_w2_scale, {.type = type}, &layer->shared_w2_);
   }();
   // The path (a precondition of this rank's chip; ranks disagreeing fail the buffer's create).
   const std::int64_t local = hp::shmem::initialized() ? config.num_experts / std::max(1, hp::shmem::n_pes()) : 0;

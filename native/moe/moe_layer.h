@@ -73,6 +73,9 @@ struct MoeLayerConfig {
   // false) OUT_OF_MEMORY on every rank before any token moves. The workspace is lossless.
   double capacity_factor = 0.0;
   bool grow_on_overflow = true;
+  // The experts' weights as stored and multiplied: int8, or int4 (W4A8: the int8 tensors hold
+  // values in [-8, 7], OUT_OF_RANGE otherwise, packed two to a byte; the activations stay int8).
+  hp::kernels::WeightType weights = hp::kernels::WeightType::kInt8;
 };
 
 struct ExpertWeights {
@@ -151,6 +154,8 @@ class HP_API MoeLayer {
   // The gradients of forward (the layer made with config.backward). Collective.
   Status backward(const MoeGradArgs& args);
 
+  const MoeLayerConfig& config() const { return config_; }
+  std::int64_t local_experts() const { return buffer_ ? buffer_->local_experts() : 0; }
   std::uint64_t workspace_bytes() const { return std::uint64_t(plan_.total_bytes); }
   const MoeTiling& plan() const { return plan_; }
   bool deep() const { return deep_; }  // the forward runs the deep-fuse path

@@ -26,7 +26,8 @@ float load(const TensorView& t, std::int64_t i) {
 }  // namespace
 
 Status MoeLayer::prepare_backward(const ExpertWeights& w, bool shared) {
-  HP_RETURN_IF_ERROR(hp::kernels::pack_weights(w.w1, w.w1_scale, {}, shared ? &shared_w1_plain_ : &w1_plain_));
+  HP_RETURN_IF_ERROR(
+      hp::kernels::pack_weights(w.w1, w.w1_scale, {.type = config_.weights}, shared ? &shared_w1_plain_ : &w1_plain_));
   // Dequantised, transposed bf16 copies: W^T[e][n][k] = int8[e][k][n] x scale[e][n] (any
   // strides in; contiguous out, so that the GEMMs by W^T read B rows).
   auto dequantize = [](const TensorView& q, const TensorView& scale, std::vector<std::uint16_t>* out) {

@@ -1,6 +1,6 @@
-// The MoE layer tests' expert weights: int8 with per-channel scales of a realistic size (the
-// outputs keep the inputs' magnitude), made from a fixed seed so that every rank makes every
-// expert's; and the relative L2 error the tests compare with.
+// The MoE layer tests' expert weights: int8 (or int4 values, limit 7) with per-channel scales of
+// a realistic size (the outputs keep the inputs' magnitude), made from a fixed seed so that
+// every rank makes every expert's; and the relative L2 error the tests compare with.
 #ifndef HYPER_PARALLEL_TESTS_MOE_LAYER_WEIGHTS_H_
 #define HYPER_PARALLEL_TESTS_MOE_LAYER_WEIGHTS_H_
 
@@ -16,18 +16,19 @@ struct Weights {
   std::vector<float> s1, s2;        // [E, 2I], [E, H]
 };
 
-inline Weights make_weights(std::int64_t hidden, std::int64_t inter, std::int64_t experts, std::uint32_t seed = 77) {
+inline Weights make_weights(std::int64_t hidden, std::int64_t inter, std::int64_t experts, std::uint32_t seed = 77,
+                            int limit = 127) {
   Weights w;
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> q(-127, 127);
+  std::uniform_int_distribution<int> q(-limit - (limit == 7 ? 1 : 0), limit);
   w.w1.resize(std::size_t(experts * hidden * 2 * inter));
   w.w2.resize(std::size_t(experts * inter * hidden));
   for (auto& v : w.w1) v = std::int8_t(q(rng));
   for (auto& v : w.w2) v = std::int8_t(q(rng));
   w.s1.resize(std::size_t(experts * 2 * inter));
   w.s2.resize(std::size_t(experts * hidden));
-  for (auto& v : w.s1) v = (0.5f + float(rng() % 100) / 100.0f) / (127.0f * std::sqrt(float(hidden)));
-  for (auto& v : w.s2) v = (0.5f + float(rng() % 100) / 100.0f) / (127.0f * std::sqrt(float(inter)));
+  for (auto& v : w.s1) v = (0.5f + float(rng() % 100) / 100.0f) / (float(limit) * std::sqrt(float(hidden)));
+  for (auto& v : w.s2) v = (0.5f + float(rng() % 100) / 100.0f) / (float(limit) * std::sqrt(float(inter)));
   return w;
 }
 

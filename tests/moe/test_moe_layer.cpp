@@ -318,6 +318,68 @@ TEST_P(MoeLayerTest, TensorListMatchesStackedWeights) {
   });
 }
 
+// W4A8: int4 weights (int8 tensors of values in [-8, 7], stored packed) give the same y as the
+// same values stored as int8, bit for bit (the integer GEMMs are exact), on the staged and the
+// deep path and with a shared expert; a value out of the int4 range on one rank fails every rank.
+TEST_P(MoeLayerTest, Int4WeightsMatchTheirInt8Storage) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    const std::int64_t local = 2, H = 128, I = 64, SI = 32, T = 12, K = 2;
+    Weights w = make_weights(H, I, local, 5 + std::uint32_t(me), 7);
+    const Weights sw = make_weights(H, SI, 1, 3, 7);
+    std::vector<float> x(std::size_t(T * H));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(int((i * 5 + std::size_t(me)) % 11) - 5) / 4;
+    std::vector<std::int64_t> idx(std::size_t(T * K));
+    for (std::int64_t t = 0; t < T; ++t) {
+      idx[std::size_t(K * t)] = (t + me) % (local * ranks);
+      idx[std::size_t(K * t + 1)] = (t + me + 3) % (local * ranks) == idx[std::size_t(K * t)] ? -1 : (t + me + 3) % (local * ranks);
+    }
+    std::vector<float> wts(std::size_t(T * K), 0.5f);
+    std::unique_ptr<hp::platform::Chip> chip;
+    HP_RETURN_IF_ERROR(hp::platform::Chip::create({.num_cube = 1, .num_vector = 2}, &chip));
+    auto run = [&](hp::kernels::WeightType type, hp::platform::Chip* on, std::int64_t shared, std::vector<float>* y) {
+      std::unique_ptr<MoeLayer> layer;
+      const auto sv = [&](const void* d, DType t, std::initializer_list<std::int64_t> shape) {
+        return shared > 0 ? TensorView(const_cast<void*>(d), t, shape) : TensorView();
+      };
+      HP_RETURN_IF_ERROR(MoeLayer::create(
+          {.hidden = H, .intermediate = I, .num_experts = local * ranks, .topk = K, .max_tokens_per_rank = T,
+           .shared_intermediate = shared, .comm = GetParam(), .chip = on, .weights = type},
+          {.w1 = TensorView(w.w1.data(), DType::kInt8, {local, H, 2 * I}),
+           .w1_scale = TensorView(w.s1.data(), DType::kFP32, {local, 2 * I}),
+           .w2 = TensorView(w.w2.data(), DType::kInt8, {local, I, H}),
+           .w2_scale = TensorView(w.s2.data(), DType::kFP32, {local, H}),
+           .shared_w1 = sv(sw.w1.data(), DType::kInt8, {1, H, 2 * shared}),
+           .shared_w1_scale = sv(sw.s1.data(), DType::kFP32, {1, 2 * shared}),
+           .shared_w2 = sv(sw.w2.data(), DType::kInt8, {1, shared, H}),
+           .shared_w2_scale = sv(sw.s2.data(), DType::kFP32, {1, H})},
+          &layer));
+      y->assign(x.size(), -1.0f);
+      HP_RETURN_IF_ERROR(layer->forward(TensorView(x.data(), DType::kFP32, {T, H}),
+                                        TensorView(idx.data(), DType::kInt64, {T, K}),
+                                        TensorView(wts.data(), DType::kFP32, {T, K}),
+                                        TensorView(y->data(), DType::kFP32, {T, H})));
+      EXPECT_EQ(layer->deep(), on != nullptr);
+      return layer->destroy();
+    };
+    for (hp::platform::Chip* on : {static_cast<hp::platform::Chip*>(nullptr), chip.get()}) {
+      for (std::int64_t shared : {std::int64_t(0), SI}) {
+        std::vector<float> y8, y4;
+        HP_RETURN_IF_ERROR(run(hp::kernels::WeightType::kInt8, on, shared, &y8));
+        HP_RETURN_IF_ERROR(run(hp::kernels::WeightType::kInt4, on, shared, &y4));
+        EXPECT_EQ(y4, y8) << "rank " << me << (on ? " deep" : " staged") << " shared " << shared;
+        EXPECT_GT(relative_error(y8, std::vector<float>(y8.size(), 0.0f)), 0.0);  // not all zero
+      }
+    }
+    if (me == 0) w.w2[5] = 8;  // not an int4 value
+    std::vector<float> y;
+    const Status st = run(hp::kernels::WeightType::kInt4, nullptr, 0, &y);
+    EXPECT_EQ(st.code(), me == 0 ? ErrorCode::kOutOfRange : ErrorCode::kInvalidArgument) << st.to_string();
+    return Status::ok();
+  });
+}
+
 // Weights of the wrong shape on one rank: an error on every rank, at create.
 TEST_P(MoeLayerTest, BadWeightsOnOneRankFailEveryRank) {
   run_scenario([&]() -> Status {
