@@ -30,11 +30,14 @@ elif ((${#cpu_socs[@]} == 0)); then
         "./build.sh --soc-list x86_64_v3,x86_64_v4,x86_64_amx"
 else
     hp_default_cmake_args
-    HP_CMAKE_ARGS+=(-DHyperParallel_DIR="$core_config" -DHP_SHMEM_TARGETS="$shmem_targets"
-        -DHP_SOC_LIST="$(IFS=';'; echo "${cpu_socs[*]}")")
-    key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform native/shmem \
+    HP_CMAKE_ARGS+=(-DHP_SOC_LIST="$(IFS=';'; echo "${cpu_socs[*]}")")
+    # The key covers the sources the installs it links were built from, not the installs' paths
+    # (they differ per build dir).
+    key="$(hp_build_key --exclude native/moe/adapters --exclude native/shmem/adapters VERSION CMakeLists.txt \
+        cmake native/common native/platform native/shmem \
         native/kernels native/moe tests/kernels tests/moe bench/CMakeLists.txt bench/common bench/kernels \
         bench/moe_comm tests/common tests/shmem/scenario.h python/bindings)"
+    HP_CMAKE_ARGS+=(-DHyperParallel_DIR="$core_config" -DHP_SHMEM_TARGETS="$shmem_targets")
     # The per-target results of the configure step, kept in the install so a cache hit has them.
     hp_check_install() {
         cp "$HP_WORK_DIR/soc_status.txt" "$HP_INSTALL_DIR/soc_status.txt"
@@ -60,5 +63,6 @@ for soc in "${HP_SOCS[@]}"; do
     fi
 done
 
-hp_build_adapters native/kernels/adapters "./build.sh --multicore off"
+HP_ADAPTER_SLICES=(symmetric_memory)
+hp_build_adapters native/moe/adapters "./build.sh --multicore off"
 hp_component_end

@@ -16,7 +16,8 @@ elif [[ ! -f "$core_config/HyperParallelConfig.cmake" ]]; then
 else
     hp_default_cmake_args
     # The key covers the core's sources instead of its install path, which differs per build dir.
-    key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform native/shmem \
+    key="$(hp_build_key --exclude native/shmem/adapters VERSION CMakeLists.txt cmake native/common native/platform \
+        native/shmem \
         python/bindings tests/shmem bench/CMakeLists.txt bench/shmem)"
     HP_CMAKE_ARGS+=(-DHyperParallel_DIR="$core_config")
     hp_native_build "$key"

@@ -15,6 +15,7 @@
 #include "moe/buffer.h"
 #include "moe/layout.h"
 #include "moe/moe_layer.h"
+#include "moe/sessions.h"
 #include "raise_status.h"
 #include "shmem/shmem.h"
 
@@ -56,15 +57,17 @@ void copy_out(const std::vector<T>& values, const Spec& out) {
   if (!values.empty()) std::memcpy(v.data(), values.data(), values.size() * sizeof(T));
 }
 
-// A Buffer with the handles of its last normal and low-latency dispatch (what combine uses).
+// A Buffer session (moe/sessions.h: the torch ops reach the same one by its handle).
 struct PyBuffer {
-  std::unique_ptr<hp::moe::Buffer> buffer;
-  hp::moe::Handle handle;
-  hp::moe::LowLatencyResult low_latency;
+  std::shared_ptr<hp::moe::BufferSession> session = std::make_shared<hp::moe::BufferSession>();
+  std::uint64_t handle = 0;
+
+  ~PyBuffer() { hp::moe::buffer_sessions().remove(handle); }  // the table holds no session longer
 
   hp::moe::Buffer& get() {
-    if (!buffer) hp::python::raise(hp::Status::error(hp::ErrorCode::kFailedPrecondition, "the buffer was destroyed"));
-    return *buffer;
+    hp::moe::Buffer* b = nullptr;
+    check(session->get(&b));
+    return *b;
   }
 };
 
@@ -99,16 +102,28 @@ std::vector<hp::TensorView> weight_list(const py::dict& weights, const char* key
   return out;
 }
 
-// A MoE layer (its weights packed at creation) and the chip it runs on, if any.
+// A MoE layer session (its weights packed at creation and the chip it runs on, if any).
 struct PyLayer {
-  std::unique_ptr<hp::platform::Chip> chip;
-  std::unique_ptr<hp::moe::MoeLayer> layer;
+  std::shared_ptr<hp::moe::LayerSession> session = std::make_shared<hp::moe::LayerSession>();
+  std::uint64_t handle = 0;
+
+  ~PyLayer() { hp::moe::layer_sessions().remove(handle); }
 
   hp::moe::MoeLayer& get() {
-    if (!layer) hp::python::raise(hp::Status::error(hp::ErrorCode::kFailedPrecondition, "the layer was destroyed"));
-    return *layer;
+    hp::moe::MoeLayer* l = nullptr;
+    check(session->get(&l));
+    return *l;
   }
 };
+
+hp::kernels::WeightType parse_weight_type(const std::string& name) {
+  if (name == "int4") return hp::kernels::WeightType::kInt4;
+  if (name != "int8") {
+    hp::python::raise(hp::Status::error(hp::ErrorCode::kInvalidArgument,
+                                        "weight_dtype='{}': expected 'int8' or 'int4'", name));
+  }
+  return hp::kernels::WeightType::kInt8;
+}
 
 }  // namespace
 
@@ -143,15 +158,18 @@ PYBIND11_MODULE(_hp_moe, m) {
                                                .grow_on_overflow = grow_on_overflow,
                                                .zero_copy_combine = zero_copy_combine,
                                                .dispatch_path = path},
-                                              &b->buffer);
+                                              &b->session->buffer);
              });
+             b->handle = hp::moe::buffer_sessions().add(b->session);
              return b;
            }))
       .def("destroy", [](PyBuffer& self) {
-        if (!self.buffer) return;
-        blocking([&] { return self.buffer->destroy(); });
-        self.buffer.reset();
+        if (!self.session->buffer) return;
+        hp::moe::buffer_sessions().remove(self.handle);
+        blocking([&] { return self.session->buffer->destroy(); });
+        self.session->buffer.reset();
       })
+      .def_property_readonly("handle", [](PyBuffer& self) { return self.handle; })
       .def_property_readonly("rank", [](PyBuffer& self) { return self.get().rank(); })
       .def_property_readonly("num_ranks", [](PyBuffer& self) { return self.get().num_ranks(); })
       .def_property_readonly("local_experts", [](PyBuffer& self) { return self.get().local_experts(); })
@@ -164,8 +182,8 @@ PYBIND11_MODULE(_hp_moe, m) {
               bool quantize, std::int64_t alignment) {
              hp::moe::Buffer& b = self.get();
              const auto args = dispatch_args(x, idx, w, mask, quantize, alignment);
-             blocking([&] { return b.notify_dispatch(args, &self.handle); });
-             return py::make_tuple(self.handle.rows, self.handle.tokens_per_expert, self.handle.expert_offsets);
+             blocking([&] { return b.notify_dispatch(args, &self.session->handle); });
+             return py::make_tuple(self.session->handle.rows, self.session->handle.tokens_per_expert, self.session->handle.expert_offsets);
            })
       .def("dispatch_data",
            [](PyBuffer& self, const Spec& x, const Spec& idx, const Spec& w, const std::optional<Spec>& mask,
@@ -175,38 +193,38 @@ PYBIND11_MODULE(_hp_moe, m) {
              const auto args = dispatch_args(x, idx, w, mask, quantize, alignment);
              const hp::moe::DispatchOutputs out{
                  .x = view(recv_x), .x_scale = view(recv_scale), .topk_weights = view(recv_weights)};
-             blocking([&] { return b.dispatch_data(args, &self.handle, out); });
-             copy_out(self.handle.row_src_rank, src_rank);
-             copy_out(self.handle.row_src_token, src_token);
+             blocking([&] { return b.dispatch_data(args, &self.session->handle, out); });
+             copy_out(self.session->handle.row_src_rank, src_rank);
+             copy_out(self.session->handle.row_src_token, src_token);
            })
       // (address, dtype name, rows, hidden) of the combine rows of the last dispatch.
       .def("combine_buffer",
            [](PyBuffer& self) {
              hp::moe::Buffer& b = self.get();
              hp::TensorView rows;
-             blocking([&] { return b.combine_buffer(self.handle, &rows); });
+             blocking([&] { return b.combine_buffer(self.session->handle, &rows); });
              return py::make_tuple(reinterpret_cast<std::uintptr_t>(rows.data()), std::string(hp::to_string(rows.dtype())),
                                    rows.dim(0), rows.dim(1));
            })
       .def("combine",
            [](PyBuffer& self, const Spec& expert_out, const std::optional<Spec>& weights, const Spec& y) {
              hp::moe::Buffer& b = self.get();
-             blocking([&] { return b.combine(view(expert_out), self.handle, view(y), view(weights), weights.has_value()); });
+             blocking([&] { return b.combine(view(expert_out), self.session->handle, view(y), view(weights), weights.has_value()); });
            })
       .def("low_latency_dispatch",
            [](PyBuffer& self, const Spec& x, const Spec& idx, const Spec& w, const std::optional<Spec>& mask,
               bool quantize) {
              hp::moe::Buffer& b = self.get();
              const auto args = dispatch_args(x, idx, w, mask, quantize, 1);
-             blocking([&] { return b.low_latency_dispatch(args, &self.low_latency); });
-             const hp::moe::LowLatencyResult& r = self.low_latency;
+             blocking([&] { return b.low_latency_dispatch(args, &self.session->low_latency); });
+             const hp::moe::LowLatencyResult& r = self.session->low_latency;
              return py::make_tuple(std::string(hp::to_string(r.x_dtype)), r.rows_per_expert, r.tokens_per_expert,
                                    r.layout_range);
            })
       .def("low_latency_outputs",
            [](PyBuffer& self, const Spec& recv_x, const std::optional<Spec>& recv_scale, const Spec& src_rank,
               const Spec& src_token) {
-             const hp::moe::LowLatencyResult& r = self.low_latency;
+             const hp::moe::LowLatencyResult& r = self.session->low_latency;
              copy_out(r.x_bytes, recv_x);
              if (recv_scale) copy_out(r.x_scale, *recv_scale);
              copy_out(r.handle.row_src_rank, src_rank);
@@ -214,7 +232,7 @@ PYBIND11_MODULE(_hp_moe, m) {
            })
       .def("low_latency_combine", [](PyBuffer& self, const Spec& expert_out, const Spec& weights, const Spec& y) {
         hp::moe::Buffer& b = self.get();
-        blocking([&] { return b.low_latency_combine(view(expert_out), view(weights), self.low_latency.handle, view(y)); });
+        blocking([&] { return b.low_latency_combine(view(expert_out), view(weights), self.session->low_latency.handle, view(y)); });
       });
   py::class_<PyLayer>(m, "Layer")
       // weights: w1, w1_scale, w2, w2_scale (specs, or lists of per-expert specs: TENSOR_LIST,
@@ -222,9 +240,11 @@ PYBIND11_MODULE(_hp_moe, m) {
       .def(py::init([](std::int64_t hidden, std::int64_t intermediate, std::int64_t experts, std::int64_t topk,
                        std::int64_t max_tokens, const std::string& comm, const py::dict& weights,
                        std::int64_t shared_intermediate, bool backward, const std::string& path, int cube_cores,
-                       int vector_cores, double capacity_factor, bool grow_on_overflow) {
+                       int vector_cores, double capacity_factor, bool grow_on_overflow,
+                       const std::string& weight_dtype) {
         auto l = std::make_unique<PyLayer>();
         const hp::moe::CommKind kind = parse_comm(comm);
+        const hp::kernels::WeightType weight_type = parse_weight_type(weight_dtype);
         hp::moe::LayerPath layer_path = hp::moe::LayerPath::kAuto;
         if (path == "staged") {
           layer_path = hp::moe::LayerPath::kStaged;
@@ -235,7 +255,7 @@ PYBIND11_MODULE(_hp_moe, m) {
                                               "path='{}': expected 'auto', 'staged' or 'deep'", path));
         }
         if (cube_cores > 0 || vector_cores > 0) {
-          check(hp::platform::Chip::create({.num_cube = cube_cores, .num_vector = vector_cores}, &l->chip));
+          check(hp::platform::Chip::create({.num_cube = cube_cores, .num_vector = vector_cores}, &l->session->chip));
         }
         const hp::moe::ExpertWeights w{
             .w1 = weight(weights, "w1"), .w1_scale = weight(weights, "w1_scale"), .w2 = weight(weights, "w2"),
@@ -253,20 +273,24 @@ PYBIND11_MODULE(_hp_moe, m) {
                                             .max_tokens_per_rank = max_tokens,
                                             .shared_intermediate = shared_intermediate,
                                             .comm = kind,
-                                            .chip = l->chip.get(),
+                                            .chip = l->session->chip.get(),
                                             .backward = backward,
                                             .path = layer_path,
                                             .capacity_factor = capacity_factor,
-                                            .grow_on_overflow = grow_on_overflow},
-                                           w, &l->layer);
+                                            .grow_on_overflow = grow_on_overflow,
+                                            .weights = weight_type},
+                                           w, &l->session->layer);
         });
+        l->handle = hp::moe::layer_sessions().add(l->session);
         return l;
       }))
       .def_property_readonly("deep", [](PyLayer& self) { return self.get().deep(); })
+      .def_property_readonly("handle", [](PyLayer& self) { return self.handle; })
       .def("destroy", [](PyLayer& self) {
-        if (!self.layer) return;
-        blocking([&] { return self.layer->destroy(); });
-        self.layer.reset();
+        if (!self.session->layer) return;
+        hp::moe::layer_sessions().remove(self.handle);
+        blocking([&] { return self.session->layer->destroy(); });
+        self.session->layer.reset();
       })
       .def("forward", [](PyLayer& self, const Spec& x, const Spec& idx, const Spec& w, const std::optional<Spec>& mask,
                          const Spec& y) {

@@ -51,3 +51,17 @@ class NativeLoadError(ImportError):
 
     def __reduce__(self):
         return type(self), (self.reason, self.detail, self.recovery)
+
+
+def call_torch_op(op, *args):
+    """Runs a torch.ops.hyper_parallel op; its "[hp CODE (n)] message" RuntimeError (the form
+    the native adapters raise) becomes HpError."""
+    try:
+        return op(*args)
+    except RuntimeError as e:
+        text = str(e).splitlines()[0] if str(e) else ""
+        if text.startswith("[hp "):
+            name, _, rest = text[4:].partition(" (")
+            code, _, message = rest.partition(")] ")
+            raise HpError(int(code), name, message) from None
+        raise

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import native, shmem
-from .errors import HpError
+from .errors import HpError, call_torch_op
 
 _NUMPY_DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.int64): "int64", np.dtype(np.int32): "int32",
                  np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8", np.dtype(np.bool_): "uint8"}
@@ -262,6 +262,16 @@ class Buffer(_Collective):
         self._native.low_latency_combine(_spec(out), _spec(w), _spec(y))
         return y
 
+    def torch(self):
+        """This buffer as torch.classes.hyper_parallel.MoeBuffer, the first argument of the
+        torch.ops.hyper_parallel dispatch and combine ops (the same native buffer: its calls and
+        this object's continue from one another, in one collective order)."""
+        if getattr(self, "_torch_buffer", None) is None:
+            import torch
+            native.torch_ops("multicore")
+            self._torch_buffer = call_torch_op(torch.classes.hyper_parallel.MoeBuffer, self._native.handle)
+        return self._torch_buffer
+
     @staticmethod
     def _check_latest(serial: int, latest: int, call: str) -> None:
         if serial != latest:
@@ -298,13 +308,15 @@ class MegaMoe(_Collective):
     w2 int8 [E_local, I, H], w2_scale float32 [E_local, H].
 
     With backward=True, `backward` gives the gradients (the quantisers pass them straight
-    through; bf16 GEMMs with fp32 accumulation), and hyper_parallel.moe_torch wraps the layer in
-    a torch.autograd.Function.
+    through; bf16 GEMMs with fp32 accumulation), and torch.ops.hyper_parallel.mega_moe(
+    layer.torch(), ...) (hyper_parallel.moe_torch.mega_moe) is the layer as a differentiable
+    torch op.
     """
 
     def __init__(self, w1, w1_scale, w2, w2_scale, *, num_experts: int, topk: int, max_tokens_per_rank: int,
                  comm: str = "shmem", shared=None, backward: bool = False, smooth=None, shared_smooth=None,
-                 path: str = "auto", cores=None, capacity_factor: float = 0.0, grow_on_overflow: bool = True):
+                 path: str = "auto", cores=None, capacity_factor: float = 0.0, grow_on_overflow: bool = True,
+                 weight_dtype: str = "int8"):
         """w1 ... w2_scale: stacked tensors, or lists of one tensor per local expert (TENSOR_LIST:
         w1[e] [H, 2I], w1_scale[e] [2I], w2[e] [I, H], w2_scale[e] [H]).
         shared: optional (w1 [1, H, 2Is], w1_scale [1, 2Is], w2 [1, Is, H], w2_scale [1, H]) of a
@@ -316,7 +328,9 @@ class MegaMoe(_Collective):
         path: "auto", "staged" or "deep" (the deep-fuse forward: GMM1 under the dispatch, the
         combine under GMM2); cores: (cube, vector) cores of a chip the layer runs on (deep needs
         vector = 2 x cube; path="deep" without cores takes (1, 2)); None: the calling thread.
-        capacity_factor, grow_on_overflow: the dispatch's capacity, as Buffer's (0: lossless)."""
+        capacity_factor, grow_on_overflow: the dispatch's capacity, as Buffer's (0: lossless).
+        weight_dtype: "int8", or "int4" (W4A8: the int8 arrays hold values in [-8, 7], stored
+        packed two to a byte; activations stay int8)."""
         listed = isinstance(w1, (list, tuple))
         if listed:
             tensors = [[_contiguous(a) for a in group] for group in (w1, w1_scale, w2, w2_scale)]
@@ -353,7 +367,7 @@ class MegaMoe(_Collective):
         try:
             self._native = _lib().Layer(self.hidden, self.intermediate, num_experts, topk, max_tokens_per_rank, comm,
                                         weights, shared_i, backward, path, int(cores[0]), int(cores[1]),
-                                        float(capacity_factor), bool(grow_on_overflow))
+                                        float(capacity_factor), bool(grow_on_overflow), weight_dtype)
         except BaseException:
             shmem.release()
             raise
@@ -363,6 +377,36 @@ class MegaMoe(_Collective):
     def path(self) -> str:
         """The forward's path: "deep" or "staged"."""
         return "deep" if self._native.deep else "staged"
+
+    def torch(self):
+        """This layer as torch.classes.hyper_parallel.MegaMoeLayer, the first argument of
+        torch.ops.hyper_parallel.mega_moe / mega_moe_grad (the same native layer)."""
+        if getattr(self, "_torch_layer", None) is None:
+            import torch
+            native.torch_ops("multicore")
+            self._torch_layer = call_torch_op(torch.classes.hyper_parallel.MegaMoeLayer, self._native.handle)
+        return self._torch_layer
+
+    def _weight_grad(self, name: str):
+        holder = getattr(self, "_torch_layer", None)
+        return None if holder is None else getattr(holder, name)()
+
+    # The weights' gradients (float32 torch tensors) that torch.ops.hyper_parallel.mega_moe's
+    # backward adds up; None before the first backward. Set one to None to start it again.
+    w1_grad = property(lambda self: self._weight_grad("w1_grad"),
+                       lambda self, v: self._reset_grad("w1_grad", v))
+    w2_grad = property(lambda self: self._weight_grad("w2_grad"),
+                       lambda self, v: self._reset_grad("w2_grad", v))
+    shared_w1_grad = property(lambda self: self._weight_grad("shared_w1_grad"),
+                              lambda self, v: self._reset_grad("shared_w1_grad", v))
+    shared_w2_grad = property(lambda self: self._weight_grad("shared_w2_grad"),
+                              lambda self, v: self._reset_grad("shared_w2_grad", v))
+
+    def _reset_grad(self, name: str, value) -> None:
+        if value is not None:
+            raise HpError(1, "INVALID_ARGUMENT", f"{name} can only be set to None (the backward adds to it)")
+        if getattr(self, "_torch_layer", None) is not None:
+            self._torch_layer.reset_grad(name)
 
     def __call__(self, x, topk_idx, topk_weights, *, x_active_mask=None) -> MegaMoeResult:
         x, idx, w = _contiguous(x), _contiguous(topk_idx), _contiguous(topk_weights)

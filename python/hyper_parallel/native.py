@@ -149,6 +149,16 @@ def framework_adapter(component: str, framework: str) -> Path:
 
 
 _SHORT = {"symmetric_memory": "shmem"}
+_torch_adapters_loaded: set[str] = set()
+
+
+def torch_ops(component: str):
+    """torch.ops.hyper_parallel with `component`'s torch adapter loaded (once per process)."""
+    import torch
+    if component not in _torch_adapters_loaded:
+        torch.ops.load_library(str(framework_adapter(component, "torch")))
+        _torch_adapters_loaded.add(component)
+    return torch.ops.hyper_parallel
 
 
 def load_library(component: str, filename: str):

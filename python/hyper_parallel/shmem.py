@@ -34,7 +34,7 @@ import threading
 import numpy as np
 
 from . import native
-from .errors import HpError
+from .errors import HpError, call_torch_op
 
 _lock = threading.Lock()
 _refs = 0
@@ -43,9 +43,6 @@ _allocations: dict[int, int] = {}  # base address -> bytes
 
 def _lib():
     return native.load_extension("symmetric_memory", "_hp_shmem")
-
-
-_torch_ops_loaded = False
 
 
 def _framework(value) -> str | None:
@@ -60,12 +57,7 @@ def _framework(value) -> str | None:
 
 def _torch_ops():
     """torch.ops.hyper_parallel, loading the payload's torch adapter on first use."""
-    global _torch_ops_loaded
-    import torch
-    if not _torch_ops_loaded:
-        torch.ops.load_library(str(native.framework_adapter("symmetric_memory", "torch")))
-        _torch_ops_loaded = True
-    return torch.ops.hyper_parallel
+    return native.torch_ops("symmetric_memory")
 
 
 def _dispatch(*values):
@@ -77,19 +69,6 @@ def _dispatch(*values):
         if framework is not None:
             native.framework_adapter("symmetric_memory", framework)  # raises: not built here
     return None
-
-
-def _torch_call(op, *args):
-    """Runs a torch op; its "[hp CODE (n)] message" RuntimeError becomes HpError."""
-    try:
-        return op(*args)
-    except RuntimeError as e:
-        text = str(e).splitlines()[0] if str(e) else ""
-        if text.startswith("[hp "):
-            name, _, rest = text[4:].partition(" (")
-            code, _, message = rest.partition(")] ")
-            raise HpError(int(code), name, message) from None
-        raise
 
 
 def acquire() -> None:
@@ -137,7 +116,7 @@ def empty(shape, dtype=np.float32, alignment: int | None = None) -> np.ndarray:
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     ops = _dispatch(dtype)
     if ops is not None:
-        return _torch_call(ops.shmem_empty, list(shape), dtype, alignment or 0)
+        return call_torch_op(ops.shmem_empty, list(shape), dtype, alignment or 0)
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     addr = _lib().malloc(nbytes, alignment or 0)
@@ -150,7 +129,7 @@ def free(array: np.ndarray) -> None:
     """Releases a symmetric array returned by empty() (collective)."""
     ops = _dispatch(array)
     if ops is not None:
-        return _torch_call(ops.shmem_free, array)
+        return call_torch_op(ops.shmem_free, array)
     addr = _address(array)
     if addr not in _allocations:
         raise HpError(21, "NOT_SYMMETRIC",
@@ -185,8 +164,8 @@ def put(dest: np.ndarray, src, pe: int, *, signal: np.ndarray | None = None,
     ops = _dispatch(dest, src, signal)
     if ops is not None:
         if signal is None:
-            return _torch_call(ops.shmem_put, dest, src, pe)
-        return _torch_call(ops.shmem_put_signal, dest, src, signal, signal_value, signal_op, pe)
+            return call_torch_op(ops.shmem_put, dest, src, pe)
+        return call_torch_op(ops.shmem_put_signal, dest, src, signal, signal_value, signal_op, pe)
     dest, src = _contiguous(dest), _contiguous(src)
     _check_fits(dest, src)
     if signal is None:
@@ -199,7 +178,7 @@ def get(dest: np.ndarray, src: np.ndarray, pe: int) -> None:
     """Copies src's copy on `pe` into dest (local)."""
     ops = _dispatch(dest, src)
     if ops is not None:
-        return _torch_call(ops.shmem_get, dest, src, pe)
+        return call_torch_op(ops.shmem_get, dest, src, pe)
     dest, src = _contiguous(dest), _contiguous(src)
     _check_fits(dest, src)
     _lib().get(dest, _address(src), pe)
@@ -209,7 +188,7 @@ def signal(slot: np.ndarray, value: int, pe: int, op: str = "set") -> None:
     """Sets (or adds to) the 64-bit signal `slot` on `pe` (torch: an int64 element)."""
     ops = _dispatch(slot)
     if ops is not None:
-        return _torch_call(ops.shmem_signal, slot, value, pe, op)
+        return call_torch_op(ops.shmem_signal, slot, value, pe, op)
     _lib().signal(_address(_signal_slot(slot)), value, pe, op)
 
 
@@ -217,7 +196,7 @@ def wait_signal(slot: np.ndarray, value: int, cmp: str = "eq") -> int:
     """Waits until this PE's signal `slot` compares `cmp` to value; returns the signal."""
     ops = _dispatch(slot)
     if ops is not None:
-        return _torch_call(ops.shmem_wait_signal, slot, value, cmp)
+        return call_torch_op(ops.shmem_wait_signal, slot, value, cmp)
     return _lib().wait_signal(_address(_signal_slot(slot)), value, cmp)
 
 
@@ -238,7 +217,7 @@ def all_gather(dest: np.ndarray, src: np.ndarray) -> None:
     src's size)."""
     ops = _dispatch(dest, src)
     if ops is not None:
-        return _torch_call(ops.shmem_all_gather, dest, src)
+        return call_torch_op(ops.shmem_all_gather, dest, src)
     dest, src = _contiguous(dest), _contiguous(src)
     if dest.nbytes != src.nbytes * n_pes():
         raise HpError(3, "SHAPE_MISMATCH",

@@ -18,10 +18,15 @@ hp_toolchain_identity() {
     cmake --version | head -n1
 }
 
-# hp_build_key <source paths relative to the repo...>: prints the key.
+# hp_build_key [--exclude <path>]... <source paths relative to the repo...>: prints the key.
+# Excluded paths (e.g. framework adapters, rebuilt clean every time anyway) do not count.
 hp_build_key() {
-    local sources deps python toolchain
-    sources="$(cd "$HP_REPO_ROOT" && find "$@" -type f ! -name '*.pyc' -print0 | sort -z |
+    local sources deps python toolchain prune=()
+    while [[ "${1:-}" == --exclude ]]; do
+        prune+=(-path "$2" -prune -o)
+        shift 2
+    done
+    sources="$(cd "$HP_REPO_ROOT" && find "$@" "${prune[@]}" -type f ! -name '*.pyc' -print0 | sort -z |
         xargs -0 sha256sum)"
     toolchain="$(hp_toolchain_identity)"
     deps="$(awk '!/^#/ && NF {print $1}' "$HP_REPO_ROOT/deps/host-packages.lock" |

@@ -117,7 +117,7 @@ int64_t shmem_n_pes() { return shmem::n_pes(); }
 
 }  // namespace
 
-TORCH_LIBRARY(hyper_parallel, m) {
+TORCH_LIBRARY_FRAGMENT(hyper_parallel, m) {
   m.def("shmem_empty(int[] size, ScalarType dtype, int alignment=0) -> Tensor", &shmem_empty);
   m.def("shmem_free(Tensor t) -> ()", &shmem_free);
   m.def("shmem_put(Tensor dest, Tensor src, int pe) -> ()", &shmem_put);
