@@ -156,7 +156,10 @@ if ((${#multicore_fws[@]})); then
 fi
 if [[ "$custom_ops" == on ]]; then
     components+=(custom_ops)
-    "$HP_REPO_ROOT/scripts/build_custom_ops.sh" "${common_args[@]}" || true
+    # Ops that require SHMEM are built against this run's symmetric memory only.
+    sdk_args=()
+    [[ " ${components[*]} " == *" symmetric_memory "* ]] || sdk_args=(--shmem-sdk none)
+    "$HP_REPO_ROOT/scripts/build_custom_ops.sh" "${common_args[@]}" "${sdk_args[@]}" || true
 fi
 
 # Assemble the payload from this run's successful components only (staged, ELF-checked,

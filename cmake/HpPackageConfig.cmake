@@ -1,7 +1,7 @@
 # The exported CMake package: a C++ user points CMAKE_PREFIX_PATH at
-# <payload>/hyper_parallel/core and calls find_package(HyperParallel [COMPONENTS shmem kernels]),
-# getting HyperParallel::common, ::platform and ::runtime, ::shmem from the symmetric_memory slice and
-# ::kernels from the multicore slice.
+# <payload>/hyper_parallel/core and calls find_package(HyperParallel [COMPONENTS shmem kernels ops]),
+# getting HyperParallel::common, ::platform and ::runtime, ::shmem from the symmetric_memory slice,
+# ::kernels and ::moe from the multicore slice and ::ops (hp::ops::find) from the custom_ops slice.
 include(CMakePackageConfigHelpers)
 set(HP_CMAKE_DIR "${HP_LIB_DIR}/cmake/HyperParallel")
 install(EXPORT ${HP_EXPORT_SET} NAMESPACE HyperParallel::

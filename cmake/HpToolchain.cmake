@@ -53,6 +53,11 @@ elseif(HP_COMPONENT STREQUAL "multicore")
   set(HP_LIB_RUNPATH "$ORIGIN:$ORIGIN/../../core/lib:$ORIGIN/../../symmetric_memory/lib")
   set(HP_TEST_RUNPATH
     "$ORIGIN/../../../payload/hyper_parallel/core/lib:$ORIGIN/../../../payload/hyper_parallel/${HP_COMPONENT}/lib:$ORIGIN/../../../payload/hyper_parallel/symmetric_memory/lib")
+elseif(HP_COMPONENT STREQUAL "custom_ops")
+  # custom_ops (native/ops) links the MoE layer (multicore) and symmetric memory.
+  set(HP_LIB_RUNPATH "$ORIGIN:$ORIGIN/../../core/lib:$ORIGIN/../../symmetric_memory/lib:$ORIGIN/../../multicore/lib")
+  set(HP_TEST_RUNPATH
+    "$ORIGIN/../../../payload/hyper_parallel/core/lib:$ORIGIN/../../../payload/hyper_parallel/${HP_COMPONENT}/lib:$ORIGIN/../../../payload/hyper_parallel/symmetric_memory/lib:$ORIGIN/../../../payload/hyper_parallel/multicore/lib")
 else()
   set(HP_LIB_RUNPATH "$ORIGIN:$ORIGIN/../../core/lib")
   set(HP_TEST_RUNPATH
@@ -60,6 +65,8 @@ else()
 endif()
 if(HP_COMPONENT STREQUAL "multicore")
   set(HP_BIN_RUNPATH "$ORIGIN/../lib:$ORIGIN/../../core/lib:$ORIGIN/../../symmetric_memory/lib")
+elseif(HP_COMPONENT STREQUAL "custom_ops")
+  set(HP_BIN_RUNPATH "$ORIGIN/../lib:$ORIGIN/../../core/lib:$ORIGIN/../../symmetric_memory/lib:$ORIGIN/../../multicore/lib")
 else()
   set(HP_BIN_RUNPATH "$ORIGIN/../lib:$ORIGIN/../../core/lib")
 endif()

@@ -63,6 +63,9 @@ constexpr std::array kSpecs = {
                 "this process's index among the job's PEs on this host (set by hprun)"},
     SettingSpec{"HP_LOCAL_SIZE", T::kInt, S::kRuntime, "", "",
                 "the number of the job's PEs on this host (set by hprun)"},
+    SettingSpec{"HP_VENDOR_PATH", T::kPath, S::kRuntime, "", "",
+                "op package directories (each with an ops.json) hp::ops::find searches after the "
+                "payload's own, colon-separated, read once at the first lookup"},
     SettingSpec{"HP_PAYLOAD_DIR", T::kPath, S::kPython, "", "",
                 "load native components from this payload (a build/native/payload/hyper_parallel "
                 "directory) instead of the installed or development one"},
@@ -70,6 +73,9 @@ constexpr std::array kSpecs = {
                 "where build.sh, the component scripts and the tests put everything they make"},
     SettingSpec{"HP_CACHE_DIR", T::kPath, S::kBuild, "<HP_BUILD_DIR>/native/cache", "",
                 "heavy component caches, keyed by sources, compiler, flags and targets"},
+    SettingSpec{"HP_SHMEM_HOME", T::kPath, S::kBuild, "", "",
+                "the symmetric-memory SDK the custom_ops build compiles ops that require SHMEM against (a "
+                "root laid out as the payload's symmetric_memory slice); default: this build's own"},
     SettingSpec{"HP_SANITIZE", T::kEnum, S::kBuild, "", "|address|undefined|thread",
                 "build the native components with this sanitizer"},
     SettingSpec{"HP_CC", T::kPath, S::kBuild, "cc", "",
@@ -286,6 +292,15 @@ Status Settings::parse(const Lookup& lookup, Settings* out) {
   out->job_id = text_of(*find_setting("HP_JOB_ID"));
   read_int("HP_LOCAL_RANK", 0, 4095, &out->local_rank);
   read_int("HP_LOCAL_SIZE", 1, 4096, &out->local_size);
+  {
+    const std::string text = text_of(*find_setting("HP_VENDOR_PATH"));
+    out->vendor_path.clear();
+    for (std::size_t begin = 0; begin <= text.size();) {
+      const std::size_t end = std::min(text.find(':', begin), text.size());
+      if (end > begin) out->vendor_path.push_back(text.substr(begin, end - begin));
+      begin = end + 1;
+    }
+  }
   return first;
 }
 

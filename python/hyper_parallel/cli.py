@@ -1,14 +1,17 @@
 """`hp`: the command line of HyperParallel.
 
-    hp doctor    where everything is, what the payload holds, whether this host can run it
+    hp doctor    where everything is, what the payload holds (and the op packages it finds), whether
+                 this host can run it
     hp config    every HP_* environment variable: value, default, type, scope, meaning
     hp version
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 
@@ -68,6 +71,7 @@ def cmd_doctor(_args) -> int:
         if p["status"] == "failed" and p.get("recovery", "-") != "-":
             print(f"  {p['part']}: {p['message']}\n    recover: {p['recovery']}")
     print()
+    ok = _doctor_op_packages() and ok
     try:
         core = native.core()
         print(f"native core    {core.version()} loaded")
@@ -89,6 +93,30 @@ def cmd_doctor(_args) -> int:
         print(f"ERROR {e}")
         ok = False
     return 0 if ok else 1
+
+
+def _doctor_op_packages() -> bool:
+    """Prints the op packages on the search path (the payload's hp-ops); False on an error."""
+    try:
+        tool = native.component_dir("custom_ops") / "bin" / "hp-ops"
+    except NativeLoadError as e:
+        print(f"op packages    none: {e.detail}\n")
+        return True
+    result = subprocess.run([str(tool), "list", "--json"], capture_output=True, text=True)
+    if result.returncode != 0:
+        print(f"op packages    ERROR {tool} failed: {result.stderr.strip()}\n")
+        return False
+    ok = True
+    print("op packages    (search order: the payload's, then HP_VENDOR_PATH)")
+    for p in json.loads(result.stdout):
+        print(f"  {p['dir']} ({p['origin']}): {p['status']}")
+        if p["status"] == "ok":
+            print(textwrap.fill(f"targets {', '.join(p['targets']) or 'none'}; ops {', '.join(p['ops'])}",
+                                width=100, initial_indent="    ", subsequent_indent="    "))
+        else:
+            ok = False
+    print()
+    return ok
 
 
 def cmd_moe(args) -> int:

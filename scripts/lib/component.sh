@@ -13,6 +13,7 @@ source "$HP_REPO_ROOT/scripts/lib/python.sh"
 source "$HP_REPO_ROOT/scripts/lib/cache.sh"
 
 HP_ALL_FRAMEWORKS=(torch mindspore)
+HP_ADAPTER_SLICES=()  # other components whose slices a framework adapter links (hp_build_adapter)
 HP_ALL_SOCS=(x86_64_v3 x86_64_v4 x86_64_amx sm_90)
 
 hp_component_usage() {
@@ -26,6 +27,9 @@ usage: $(basename "$0") [--frameworks LIST|none] [--soc-list LIST] [--jobs N] [-
   --clean       remove this component's work and install dirs first (caches stay)
   --no-payload  leave the payload alone (build.sh assembles it)
 EOF
+    if [[ -n "${hp_component_extra_usage-}" ]]; then
+        printf '%s\n' "$hp_component_extra_usage"
+    fi
 }
 
 # Parses the common component arguments into HP_FRAMEWORKS (array), HP_SOCS (array), HP_JOBS,
@@ -152,7 +156,8 @@ hp_build_adapters() {
 
 # hp_build_adapter <framework> <adapters dir>: builds <adapters dir>/<framework> (its own CMake
 # project) clean, into this component's install tree, against the component's install as a
-# C++ user sees it (find_package(HyperParallel COMPONENTS ...) through a merged-payload view).
+# C++ user sees it (find_package(HyperParallel COMPONENTS ...) through a merged-payload view of
+# the core, this component and the components of HP_ADAPTER_SLICES).
 # Framework adapters are never cached: the work dir is keyed by the Python / framework /
 # toolchain identity and rebuilt from scratch every time.
 hp_build_adapter() {
@@ -167,12 +172,17 @@ hp_build_adapter() {
     # which would hide the other slices the package config looks for beside the core.
     cp -al "$HP_NATIVE_DIR/core/install/hyper_parallel/core" "$view/core"
     cp -al "$HP_INSTALL_DIR/hyper_parallel/$HP_COMPONENT" "$view/$HP_COMPONENT"
+    local slice  # the slices of the components this one links (HP_ADAPTER_SLICES)
+    for slice in "${HP_ADAPTER_SLICES[@]}"; do
+        cp -al "$HP_NATIVE_DIR/$slice/install/hyper_parallel/$slice" "$view/$slice"
+    done
     prefix="$view/core"
     [[ "$fw" == torch ]] && prefix+=";$("$HP_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
     if {
         echo "== adapter $fw ($(date -Is)), identity $identity"
         cmake -S "$src" -B "$work" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-            -DCMAKE_CXX_COMPILER="$HP_CXX" -DCMAKE_PREFIX_PATH="$prefix" -DHP_WERROR="${HP_WERROR:-0}" &&
+            -DCMAKE_CXX_COMPILER="$HP_CXX" -DCMAKE_PREFIX_PATH="$prefix" -DHP_WERROR="${HP_WERROR:-0}" \
+            -DHP_PYTHON="$HP_PYTHON" &&
             cmake --build "$work" --parallel "$HP_JOBS" &&
             cmake --install "$work" --prefix "$HP_INSTALL_DIR"
     } >>"$HP_LOG" 2>&1; then

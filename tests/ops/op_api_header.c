@@ -1,7 +1,7 @@
 /* The op ABI's header is C: this file is compiled as C11 into the op API test. */
 #include <stddef.h>
 
-#include "hyper_parallel_moe_op_api.h"
+#include "hyper_parallel_op_api.h"
 
 int hp_op_api_header_is_c(void) {
   hpTensor t = {0};

@@ -1,13 +1,15 @@
-// The C op ABI (hyper_parallel_moe_op_api.h): the two phases of every op, a full round trip
-// through notify -> dispatch -> combine into tensors the caller allocates, checked against the
-// reference, and bad inputs failing on every rank. op_api_header.c compiles the header as C.
+// The C op ABI (hyper_parallel_op_api.h) of the payload's op package: the two phases of every
+// op, full round trips through notify -> dispatch -> combine and the low-latency pair into
+// tensors the caller allocates, checked against the reference, the layer ops against the C++
+// layer, and bad inputs failing on every rank. op_api_header.c compiles the header as C.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <initializer_list>
 #include <vector>
 
-#include "hyper_parallel_moe_op_api.h"
+#include "hyper_parallel_op_api.h"
+#include "ops/op_tensor.h"
 #include "moe/moe_layer.h"
 #include "moe/routing_inputs.h"
 #include "moe/workspace_plan.h"
@@ -22,21 +24,8 @@ using hp::moe::testing::all_mapped;
 using hp::moe::testing::Case;
 using hp::moe::testing::Inputs;
 using hp::moe::testing::make_inputs;
+using hp::ops::testing::tensor;
 using hp::shmem::testing::run_scenario;
-
-hpTensor tensor(const void* data, int32_t dtype, std::initializer_list<std::int64_t> shape) {
-  hpTensor t{};
-  t.data = const_cast<void*>(data);
-  t.dtype = dtype;
-  t.ndim = int32_t(shape.size());
-  std::int64_t stride = 1;
-  for (int i = t.ndim - 1; i >= 0; --i) {
-    t.shape[i] = shape.begin()[i];
-    t.strides[i] = stride;
-    stride *= t.shape[i];
-  }
-  return t;
-}
 
 // Status of an op run through both phases.
 template <typename Get, typename Run>
@@ -171,6 +160,100 @@ TEST_P(OpApiRoundTrip, MatchesTheReference) {
         }
       }
     }
+    EXPECT_EQ(hpMoeBufferDestroy(buffer), HP_STATUS_OK);
+    return Status::ok();
+  });
+}
+
+// The low-latency pair through the ABI: every rank's rows land in their expert's slots with
+// their sources, and combine(expert e's output = (e + 1) x) is exact; twice (the halves
+// alternate). A quantised dispatch needs recvXScale.
+TEST_P(OpApiRoundTrip, LowLatencyMatchesTheReference) {
+  run_scenario([&]() -> Status {
+    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+    if (GetParam() == HP_MOE_COMM_WINDOW && !all_mapped()) return Status::ok();
+    const Case c{.seed = 61};
+    const std::int64_t local = c.experts / ranks, t_max = c.tokens + ranks, rows = ranks * t_max;
+    hpMoeBufferConfig config{.hidden = c.hidden, .max_tokens_per_rank = t_max, .num_experts = c.experts,
+                             .topk = c.topk, .max_element_bytes = 4, .combine_element_bytes = 4, .comm = GetParam(),
+                             .grow_on_overflow = 1, .capacity_factor = 0.0, .low_latency = 1};
+    hpMoeBuffer* buffer = nullptr;
+    EXPECT_EQ(hpMoeBufferCreate(&config, &buffer), HP_STATUS_OK) << hpGetLastErrorMessage();
+    const Inputs in = make_inputs(c, me, ranks);
+    const hpTensor x = tensor(in.x.data(), HP_DTYPE_FP32, {in.tokens, c.hidden}),
+                   idx = tensor(in.idx.data(), HP_DTYPE_INT64, {in.tokens, c.topk}),
+                   w = tensor(in.weights.data(), HP_DTYPE_FP32, {in.tokens, c.topk});
+    std::vector<float> recv_x(std::size_t(local * rows * c.hidden));
+    std::vector<std::int64_t> count(static_cast<std::size_t>(local)), range(static_cast<std::size_t>(local * ranks * 2));
+    std::vector<std::int32_t> src(std::size_t(local * rows * 2));
+    const hpTensor t_x = tensor(recv_x.data(), HP_DTYPE_FP32, {local, rows, c.hidden}),
+                   t_count = tensor(count.data(), HP_DTYPE_INT64, {local}),
+                   t_range = tensor(range.data(), HP_DTYPE_INT64, {local, ranks, 2}),
+                   t_src = tensor(src.data(), HP_DTYPE_INT32, {local, rows, 2});
+    for (int call = 0; call < 2; ++call) {
+      EXPECT_EQ(two_phase([&](uint64_t* ws, hpOpExecutor** e) {
+                  return hpMoeDispatchLowLatencyGetWorkspaceSize(buffer, &x, &idx, &w, nullptr, HP_MOE_QUANT_NONE,
+                                                                 &t_x, nullptr, &t_count, &t_range, &t_src, ws, e);
+                },
+                hpMoeDispatchLowLatency),
+                HP_STATUS_OK)
+          << hpGetLastErrorMessage();
+      std::vector<float> out(recv_x.size(), 0.0f);
+      for (std::int64_t le = 0; le < local; ++le) {
+        std::int64_t from_ranks = 0;
+        for (int s = 0; s < ranks; ++s) from_ranks += range[std::size_t((le * ranks + s) * 2 + 1)];
+        EXPECT_EQ(from_ranks, count[std::size_t(le)]);
+        for (std::int64_t r = 0; r < count[std::size_t(le)]; ++r) {
+          const std::size_t row = std::size_t(le * rows + r);
+          const int s = src[row * 2];
+          const std::int32_t t = src[row * 2 + 1];
+          EXPECT_GE(s, 0);
+          if (s < 0) continue;
+          const Inputs src_in = make_inputs(c, s, ranks);
+          EXPECT_EQ(std::memcmp(recv_x.data() + row * std::size_t(c.hidden), src_in.x.data() + t * c.hidden,
+                                std::size_t(c.hidden) * 4),
+                    0);
+          for (std::int64_t j = 0; j < c.hidden; ++j) {
+            out[row * std::size_t(c.hidden) + std::size_t(j)] =
+                float(me * local + le + 1) * recv_x[row * std::size_t(c.hidden) + std::size_t(j)];
+          }
+        }
+      }
+      std::vector<float> y(std::size_t(in.tokens * c.hidden), -1.0f);
+      const hpTensor t_out = tensor(out.data(), HP_DTYPE_FP32, {local, rows, c.hidden}),
+                     t_y = tensor(y.data(), HP_DTYPE_FP32, {in.tokens, c.hidden});
+      EXPECT_EQ(two_phase([&](uint64_t* ws, hpOpExecutor** e) {
+                  return hpMoeCombineLowLatencyGetWorkspaceSize(buffer, &t_out, &w, &t_y, ws, e);
+                },
+                hpMoeCombineLowLatency),
+                HP_STATUS_OK)
+          << hpGetLastErrorMessage();
+      for (std::int64_t t = 0; t < in.tokens; ++t) {
+        for (std::int64_t j = 0; j < c.hidden; ++j) {
+          float want = 0;  // fp32, in k order, as the combine sums
+          for (std::int64_t k = 0; k < c.topk; ++k) {
+            const std::int64_t e = in.idx[std::size_t(t * c.topk + k)];
+            if (e >= 0) {
+              want += in.weights[std::size_t(t * c.topk + k)] *
+                      (float(e + 1) * in.x[std::size_t(t * c.hidden + j)]);
+            }
+          }
+          if (y[std::size_t(t * c.hidden + j)] != want) {
+            ADD_FAILURE() << "rank " << me << " call " << call << " y[" << t << "][" << j
+                          << "] = " << y[std::size_t(t * c.hidden + j)] << ", expected " << want;
+            return Status::ok();
+          }
+        }
+      }
+    }
+    // Quantised without recvXScale: this rank's error after the collective (every rank here).
+    EXPECT_EQ(two_phase([&](uint64_t* ws, hpOpExecutor** e) {
+                return hpMoeDispatchLowLatencyGetWorkspaceSize(buffer, &x, &idx, &w, nullptr, HP_MOE_QUANT_DYNAMIC_INT8,
+                                                               &t_x, nullptr, &t_count, nullptr, nullptr, ws, e);
+              },
+              hpMoeDispatchLowLatency),
+              HP_STATUS_DTYPE_MISMATCH)
+        << hpGetLastErrorMessage();
     EXPECT_EQ(hpMoeBufferDestroy(buffer), HP_STATUS_OK);
     return Status::ok();
   });

@@ -1,15 +1,21 @@
-/* The MoE communication ops of HyperParallel's multicore component, C ABI
- * (libhyper_parallel_moe_op_api.so). Two phases, as CANN's aclnn: hp<Op>GetWorkspaceSize checks
- * what it can and returns the workspace size and an executor; hp<Op>(workspace, size, executor)
- * runs the op and frees the executor (hpOpExecutorDestroy frees one that is never run).
+/* HyperParallel's MoE ops, C ABI: the op package of the custom_ops component
+ * (libhyper_parallel_op_api.so; which ops a package holds is in its ops.json, docs/ops.md).
+ * Two phases, as CANN's aclnn: hp<Op>GetWorkspaceSize checks what it can and returns the
+ * workspace size and an executor; hp<Op>(workspace, size, executor) runs the op and frees the
+ * executor (hpOpExecutorDestroy frees one that is never run).
  *
  *   hpDispatchLayout         topk_idx -> tokens per rank, tokens per expert, is_token_in_rank
  *   hpNotifyDispatch         the count exchange: each local expert's receive rows and offsets
  *   hpMoeDispatchNormal      the tokens, into outputs sized by hpNotifyDispatch's offsets
  *   hpMoeCombineNormal       the weighted sum of the expert outputs back at each token's rank
- *   hpHyperMegaMoe           the MoE layer's forward (below)
- *   hpHyperMegaMoeGrad       its backward
+ *   hpMoeDispatchLowLatency  the low-latency dispatch (fixed-size outputs, no count exchange)
+ *   hpMoeCombineLowLatency   its combine
+ *   hpHyperMegaMoe           the MoE layer's forward (below): int8 weights
+ *   hpHyperMegaMoeW4A8       the same with int4 weights (a layer of hpHyperMegaMoeW4A8CreateWithWeights)
+ *   hpHyperMegaMoeShmem      the same on the put + signal context (hpHyperMegaMoeShmemCreateWithWeights)
+ *   hpHyperMegaMoeGrad       the layer's backward
  *
+ * The three forwards are variants of one family: a package holds one of them.
  * hpNotifyDispatch, hpMoeDispatchNormal and hpMoeCombineNormal are collective over the ranks of
  * the buffer, in this order, with the same x / topk_idx / topk_weights for the notify and the
  * dispatch; the combine uses the last dispatch. Their GetWorkspaceSize never fails on the
@@ -18,8 +24,8 @@
  * Statuses are hp::ErrorCode numbers (0 = success); hpGetLastErrorMessage() says what failed
  * and what to do, for the calling thread's last failed call.
  */
-#ifndef HYPER_PARALLEL_MOE_OP_API_H_
-#define HYPER_PARALLEL_MOE_OP_API_H_
+#ifndef HYPER_PARALLEL_OP_API_H_
+#define HYPER_PARALLEL_OP_API_H_
 
 #include <stdint.h>
 
@@ -76,6 +82,7 @@ typedef struct hpMoeBufferConfig {
   int32_t comm;                  /* HP_MOE_COMM_* */
   int32_t grow_on_overflow;      /* with capacity_factor > 0: grow (1) or fail (0) on overflow */
   double capacity_factor;        /* 0: lossless */
+  int32_t low_latency;           /* 1: also the regions of the low-latency ops */
 } hpMoeBufferConfig;
 
 typedef struct hpMoeBuffer hpMoeBuffer;
@@ -123,11 +130,35 @@ hpStatus hpMoeCombineNormalGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor*
                                             const hpTensor* y, uint64_t* workspaceSize, hpOpExecutor** executor);
 hpStatus hpMoeCombineNormal(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
 
+/* The low-latency mode (a buffer created with low_latency = 1; T <= max_tokens_per_rank):
+ * x, topkIdx, topkWeights, xActiveMask and quant as the normal dispatch's. Outputs, of fixed
+ * shapes (rows = R x max_tokens_per_rank): recvX int8 (quantised) or x's dtype [E_local, rows,
+ * H] (contiguous; rows past an expert's count unspecified); recvXScale fp32 [E_local, rows]
+ * (quantised; else NULL); recvCount int64 [E_local]: each local expert's rows; layoutRange
+ * int64 [E_local, R, 2] or NULL: the first row and count from each rank; recvSrcInfo int32
+ * [E_local, rows, 2] or NULL: each row's source rank and token (-1 past the count). The
+ * collective runs whatever the outputs are; a bad one is then this rank's error alone. */
+hpStatus hpMoeDispatchLowLatencyGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* x, const hpTensor* topkIdx,
+                                                 const hpTensor* topkWeights, const hpTensor* xActiveMask,
+                                                 int32_t quant, const hpTensor* recvX, const hpTensor* recvXScale,
+                                                 const hpTensor* recvCount, const hpTensor* layoutRange,
+                                                 const hpTensor* recvSrcInfo, uint64_t* workspaceSize,
+                                                 hpOpExecutor** executor);
+hpStatus hpMoeDispatchLowLatency(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
+
+/* expertOut fp32/bf16 [E_local, rows, H] in the last low-latency dispatch's row order;
+ * topkWeights fp32 [T, K]; y fp32/bf16 [T, H] = sum over k of topkWeights[t][k] x the output of
+ * t's k-th expert (tokens that were not sent: zeros). */
+hpStatus hpMoeCombineLowLatencyGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* expertOut,
+                                                const hpTensor* topkWeights, const hpTensor* y,
+                                                uint64_t* workspaceSize, hpOpExecutor** executor);
+hpStatus hpMoeCombineLowLatency(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
+
 /* ---- HyperMegaMoe: the MoE layer's forward (dispatch -> GMM1 + SwiGLU -> GMM2 -> combine) ----
  * hpHyperMegaMoeCreate is collective and packs this rank's experts' weights (copied):
  * w1 int8 [E_local, H, 2I] (gate columns, then up), w1Scale fp32 [E_local, 2I], w2 int8
- * [E_local, I, H], w2Scale fp32 [E_local, H]. The op's workspace is the plan of seed 002 §6
- * (x1/x2 tokens and scales, SwiGLU, swap, ...) for maxTokensPerRank tokens: 64-byte aligned,
+ * [E_local, I, H], w2Scale fp32 [E_local, H]. The op's workspace is the layer's workspace plan
+ * (quantised tokens and scales, SwiGLU output, GEMM output, ...) for maxTokensPerRank tokens: 64-byte aligned,
  * at least the size hpHyperMegaMoeGetWorkspaceSize returns (a smaller one on any rank fails
  * every rank). x fp32/bf16 [T, H], topkIdx int64/int32 [T, K], topkWeights fp32 [T, K],
  * xActiveMask uint8 [T] or NULL, y fp32 [T, H]. With shared_intermediate > 0, a shared expert
@@ -196,6 +227,28 @@ hpStatus hpHyperMegaMoeGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTens
                                         uint64_t* workspaceSize, hpOpExecutor** executor);
 hpStatus hpHyperMegaMoe(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
 
+/* ---- the variants of hpHyperMegaMoe (its config, weights and tensors, unless said) ----------
+ * W4A8: the experts' weights (routed and shared) are int8 tensors of int4 values, in [-8, 7]
+ * (HP_STATUS_OUT_OF_RANGE otherwise), stored packed two to a byte; activations stay int8.
+ * Shmem: the layer's communication is forced onto the put + signal context (config->comm is
+ * not read), which runs on every transport of symmetric memory.
+ * Each variant's GetWorkspaceSize takes only the layers of its own create
+ * (HP_STATUS_FAILED_PRECONDITION otherwise); hpHyperMegaMoeDestroy and hpHyperMegaMoeGrad take
+ * them all. */
+hpStatus hpHyperMegaMoeW4A8CreateWithWeights(const hpHyperMegaMoeConfig* config, const hpHyperMegaMoeWeights* weights,
+                                             hpHyperMegaMoeLayer** layer);
+hpStatus hpHyperMegaMoeW4A8GetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x, const hpTensor* topkIdx,
+                                            const hpTensor* topkWeights, const hpTensor* xActiveMask,
+                                            const hpTensor* y, uint64_t* workspaceSize, hpOpExecutor** executor);
+hpStatus hpHyperMegaMoeW4A8(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
+
+hpStatus hpHyperMegaMoeShmemCreateWithWeights(const hpHyperMegaMoeConfig* config,
+                                              const hpHyperMegaMoeWeights* weights, hpHyperMegaMoeLayer** layer);
+hpStatus hpHyperMegaMoeShmemGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x, const hpTensor* topkIdx,
+                                             const hpTensor* topkWeights, const hpTensor* xActiveMask,
+                                             const hpTensor* y, uint64_t* workspaceSize, hpOpExecutor** executor);
+hpStatus hpHyperMegaMoeShmem(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
+
 /* ---- HyperMegaMoeGrad: the forward's gradients (a layer created with backward = 1) ----------
  * The forward's x, topkIdx, topkWeights and xActiveMask (NULL or as given to it); dy fp32/bf16
  * [T, H]. Outputs (overwritten): dx fp32/bf16 [T, H], dTopkWeights fp32 [T, K], dw1 fp32/bf16
@@ -215,4 +268,4 @@ hpStatus hpHyperMegaMoeGrad(void* workspace, uint64_t workspaceSize, hpOpExecuto
 }
 #endif
 
-#endif /* HYPER_PARALLEL_MOE_OP_API_H_ */
+#endif /* HYPER_PARALLEL_OP_API_H_ */
