@@ -35,6 +35,7 @@
 
 #include "common/bfloat16.h"
 #include "common/compare.h"
+#include "common/dnnl_int8.h"
 #include "common/cpu_features.h"
 #include "kernels/kernel_math.h"
 #include "kernels/kernels.h"
@@ -200,42 +201,21 @@ struct Shape {
   std::int64_t k, n;
 };
 
-// oneDNN: s8 [M, K] x s8 [K, N] -> f32 [M, N], per-N output scales, weights reordered once.
+// oneDNN: one matmul per expert over shared a and out buffers (bench/common/dnnl_int8.h).
 struct DnnlGemm {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  std::vector<dnnl::matmul> prims;
-  std::vector<dnnl::memory> weights;
-  dnnl::memory src, dst;
+  std::vector<hp::bench::DnnlInt8Matmul> prims;
+  const std::int8_t* a;
+  float* out;
   std::string impl;
 
-  DnnlGemm(std::int64_t m, const Shape& s, std::vector<Expert>& experts, std::int8_t* a, float* out) {
-    using tag = dnnl::memory::format_tag;
-    using dt = dnnl::memory::data_type;
-    const dnnl::memory::desc src_md({m, s.k}, dt::s8, tag::ab);
-    const dnnl::memory::desc w_any({s.k, s.n}, dt::s8, tag::any);
-    const dnnl::memory::desc w_plain({s.k, s.n}, dt::s8, tag::ab);
-    const dnnl::memory::desc dst_md({m, s.n}, dt::f32, tag::ab);
-    src = dnnl::memory(src_md, engine, a);
-    dst = dnnl::memory(dst_md, engine, out);
-    for (Expert& e : experts) {
-      dnnl::primitive_attr attr;
-      attr.set_output_scales(1 << 1, e.scale);
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, w_any, dst_md), attr, engine);
-      impl = pd.impl_info_str();
-      dnnl::memory plain(w_plain, engine, e.w.data());
-      dnnl::memory reordered(pd.weights_desc(), engine);
-      dnnl::reorder(plain, reordered).execute(stream, plain, reordered);
-      prims.emplace_back(pd);
-      weights.push_back(reordered);
-    }
-    stream.wait();
+  DnnlGemm(std::int64_t m, const Shape& s, std::vector<Expert>& experts, std::int8_t* a_in, float* out_in)
+      : a(a_in), out(out_in) {
+    for (Expert& e : experts) prims.emplace_back(engine, stream, m, s.k, s.n, e.w.data(), e.scale);
+    impl = prims.front().impl();
   }
-  void run(int expert) {
-    prims[std::size_t(expert)].execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights[std::size_t(expert)]},
-                                                {DNNL_ARG_DST, dst}});
-    stream.wait();
-  }
+  void run(int expert) { prims[std::size_t(expert)].run(stream, a, out); }
 };
 
 struct Result {
@@ -263,27 +243,7 @@ Result interleave(int rounds, double sample_s, A ours, B peer) {
   return {hp::bench::median(a), hp::bench::median(b)};
 }
 
-// oneDNN's GMM1 output [M, 2I] (fp32, per-N scales applied) to what the fused epilogue writes:
-// h = silu(gate * s) * (up * s) per row (s the row's scale), then per-row int8 quantisation.
-void swiglu_quant_pass(const float* gemm, std::int64_t m, std::int64_t inter, const float* a_scale, float* h,
-                       std::int8_t* q, float* q_scale, int threads) {
-#pragma omp parallel for num_threads(threads)
-  for (std::int64_t r = 0; r < m; ++r) {
-    const float* gate = gemm + r * 2 * inter;
-    const float* up = gate + inter;
-    float* hr = h + r * inter;
-    const float s = a_scale[r];
-    float amax = 0.0f;
-    for (std::int64_t c = 0; c < inter; ++c) {
-      hr[c] = hk::silu(gate[c] * s) * (up[c] * s);
-      amax = std::max(amax, std::fabs(hr[c]));
-    }
-    const float mul = hk::quant_multiplier(amax);
-    q_scale[r] = hk::quant_scale(amax);
-    std::int8_t* qr = q + r * inter;
-    for (std::int64_t c = 0; c < inter; ++c) qr[c] = hk::quantize_value(hr[c] * mul);
-  }
-}
+using hp::bench::swiglu_quant_pass;
 
 // Random int8 weights [E, K, N] with per-N scales: oneDNN's copies per expert, and ours packed.
 struct ExpertSet {

@@ -109,6 +109,16 @@ Status AlltoallvPipeline::dispatch(const std::uint16_t* x, const std::int64_t* i
   return Status::ok();
 }
 
+std::vector<std::int64_t> AlltoallvPipeline::expert_offsets() const {
+  const auto R = std::size_t(ranks_), L = std::size_t(local_);
+  std::vector<std::int64_t> off(L + 1, 0);
+  for (std::size_t l = 0; l < L; ++l) {
+    off[l + 1] = off[l];
+    for (std::size_t s = 0; s < R && !recv_pairs_.empty(); ++s) off[l + 1] += recv_pairs_[s * L + l];
+  }
+  return off;
+}
+
 Status AlltoallvPipeline::combine(const std::uint16_t* expert_out, const float* weights, std::uint16_t* y) {
   const auto H = std::size_t(hidden_), R = std::size_t(ranks_), L = std::size_t(local_);
   // Chunks back to source-major order.

@@ -31,6 +31,9 @@ class AlltoallvPipeline {
   std::int64_t rows() const { return std::int64_t(recv_scale_.size()); }
   const std::int8_t* recv_x() const { return grouped_x_.data(); }
   const float* recv_scale() const { return grouped_scale_.data(); }
+  // Where each local expert's rows start in recv_x() [local experts + 1].
+  std::vector<std::int64_t> expert_offsets() const;
+  std::int64_t local_experts() const { return local_; }
 
  private:
   MPI_Comm comm_;

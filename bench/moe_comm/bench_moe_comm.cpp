@@ -32,6 +32,7 @@
 
 #include "common/bfloat16.h"
 #include "common/compare.h"
+#include "common/mpi_timed.h"
 #include "kernels/ops.h"
 #include "kernels/targets.h"
 #include "moe/buffer.h"
@@ -72,17 +73,6 @@ Inputs make_inputs(const Shape& s, int rank) {
     for (std::int64_t k = 0; k < s.topk; ++k) in.weights[std::size_t(t * s.topk + k)] /= sum;
   }
   return in;
-}
-
-// The slowest rank's seconds for fn(), all ranks starting at a barrier.
-template <typename F>
-double timed(F&& fn) {
-  MPI_Barrier(MPI_COMM_WORLD);
-  const double start = MPI_Wtime();
-  fn();
-  double mine = MPI_Wtime() - start, slowest = 0;
-  MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return slowest;
 }
 
 void check(const Status& s, const char* what) {
