@@ -587,7 +587,9 @@ int main(int argc, char** argv) {
     }
   }
   // ---- the backward's bf16 GEMMs ---------------------------------------------------------------
-  // dG = dY . W2^T (K = H, N = I) and dX = dA . W1^T (K = 2I, N = H), W^T stored row-major.
+  // dG = dY . W2^T (K = H, N = I) and dX = dA . W1^T (K = 2I, N = H), W^T stored row-major and,
+  // as the MoE layer keeps it and as oneDNN's weights are reordered once, packed once into the
+  // target's panels where it has them.
   std::printf("\nbf16 GEMM of the backward pass (bf16 x bf16 -> fp32, one expert) vs oneDNN bf16 matmul\n");
   std::printf("%-6s %5s %3s %10s %10s %8s\n", "shape", "M", "thr", "hp GFLOPS", "dnnl GFLOP", "hp/dnnl");
   const Shape bf16_shapes[] = {{"dY.W2T", 2048, 1408}, {"dA.W1T", 2816, 2048}};
@@ -607,6 +609,12 @@ int main(int argc, char** argv) {
       p.offsets = TensorView(offsets.data(), DType::kInt64, {2});
       p.b = TensorView(w.data(), DType::kBF16, {1, s.k, s.n});
       p.out = TensorView(out.data(), DType::kFP32, {m, s.n});
+      hk::Bf16Panels panels;
+      check(hk::pack_bf16_panels(*table, p.b, &panels));
+      if (!panels.empty()) {
+        p.b = TensorView();
+        p.b_panels = &panels;
+      }
       DnnlBf16Gemm dnnl(m, s, a.data(), w.data(), dnnl_out.data());
       dnnl_bf16_impl = dnnl.impl;
       for (int threads = 1; threads <= max_threads; ++threads) {

@@ -616,6 +616,31 @@ class Bf16Gemm {
     bf16_tile_space(a_, grid_).for_each(begin, end, [&](const Tile& t) { run_tile(t); });
   }
 
+  // kInput's B packed once (bf16_pack_panels): for each expert, K chunk of kBf16Kc rows and
+  // block of kBf16Nb columns, the panel run_tile would pack, kChunkPairs pairs long (the pairs
+  // past the chunk's zero). Only targets on bf16 pairs have it (fp32 panels would double B).
+  static constexpr std::int64_t kChunkPairs = kBf16Kc / kPairs;
+  static std::int64_t panel_offset(const Bf16GemmArgs& a, std::int64_t e, std::int64_t chunk, std::int64_t block) {
+    const std::int64_t chunks = ceil_div(a.k, kBf16Kc), blocks = ceil_div(a.n, Isa::kBf16Nb);
+    return ((e * chunks + chunk) * blocks + block) * kChunkPairs * Isa::kBf16Nb;
+  }
+  static std::uint64_t panels_bytes(const Bf16GemmArgs& a) {
+    return Isa::kBf16Pairs ? std::uint64_t(panel_offset(a, a.experts, 0, 0)) * sizeof(Elem) : 0;
+  }
+  void pack_panels(Elem* panels) {
+    for (std::int64_t e = 0; e < a_.experts; ++e) {
+      const Tile t{.expert = e, .row_begin = 0, .row_end = 0, .col_begin = 0, .col_end = a_.n};
+      for (std::int64_t k0 = 0; k0 < a_.k; k0 += kBf16Kc) {
+        const std::int64_t kl = std::min(kBf16Kc, a_.k - k0), kp = ceil_div(kl, kPairs);
+        for (std::int64_t col = 0; col < a_.n; col += Isa::kBf16Nb) {
+          Elem* panel = panels + panel_offset(a_, e, k0 / kBf16Kc, col / Isa::kBf16Nb);
+          pack_b(t, col, std::min<std::int64_t>(Isa::kBf16Nb, a_.n - col), k0, kl, kp, panel);
+          std::memset(panel + kp * Isa::kBf16Nb, 0, std::size_t((kChunkPairs - kp) * Isa::kBf16Nb) * sizeof(Elem));
+        }
+      }
+    }
+  }
+
  private:
   // A(m, k) and B(k, n) of tile t's expert, as bf16 bits.
   const std::uint16_t& a_at(const Tile& t, std::int64_t m, std::int64_t k) const {
@@ -680,20 +705,21 @@ class Bf16Gemm {
   // The B panel [kp][kBf16Nb] of columns [col, col + nb) (zero columns after) and K rows
   // [k0, k0 + kl); fp32 panels of B with contiguous rows or contiguous columns (W^T) are plain
   // conversions.
-  void pack_b(const Tile& t, std::int64_t col, std::int64_t nb, std::int64_t k0, std::int64_t kl, std::int64_t kp) {
+  void pack_b(const Tile& t, std::int64_t col, std::int64_t nb, std::int64_t k0, std::int64_t kl, std::int64_t kp,
+              Elem* b_panel) {
     constexpr std::int64_t kNb = Isa::kBf16Nb;
     if (nb < kNb) {
-      for (std::int64_t i = 0; i < kp; ++i) std::memset(b_panel_ + i * kNb + nb, 0, std::size_t(kNb - nb) * sizeof(Elem));
+      for (std::int64_t i = 0; i < kp; ++i) std::memset(b_panel + i * kNb + nb, 0, std::size_t(kNb - nb) * sizeof(Elem));
     }
     if constexpr (!Isa::kBf16Pairs) {
       if (a_.b_stride_n == 1) {
-        for (std::int64_t i = 0; i < kl; ++i) convert(&b_at(t, k0 + i, col), nb, b_panel_ + i * kNb);
+        for (std::int64_t i = 0; i < kl; ++i) convert(&b_at(t, k0 + i, col), nb, b_panel + i * kNb);
         return;
       }
       if (a_.kind == Bf16GemmKind::kInput && a_.b_stride_k == 1) {
         for (std::int64_t n = 0; n < nb; ++n) {
           const std::uint16_t* src = &b_at(t, k0, col + n);
-          for (std::int64_t i = 0; i < kl; ++i) b_panel_[i * kNb + n] = bf16_to_float(src[i]);
+          for (std::int64_t i = 0; i < kl; ++i) b_panel[i * kNb + n] = bf16_to_float(src[i]);
         }
         return;
       }
@@ -702,7 +728,7 @@ class Bf16Gemm {
         for (std::int64_t i = 0; i < kp; ++i) {
           const std::int64_t k = k0 + 2 * i;
           const std::uint16_t* lo = &b_at(t, k, col);
-          Elem* dst = b_panel_ + i * kNb;
+          Elem* dst = b_panel + i * kNb;
           if (k + 1 < k0 + kl) {
             const std::uint16_t* hi = &b_at(t, k + 1, col);
             for (std::int64_t n = 0; n < nb; ++n) dst[n] = pack(lo[n], hi[n]);
@@ -718,20 +744,27 @@ class Bf16Gemm {
           for (std::int64_t i = 0; i < kl / 2; ++i) {
             Elem pair;
             std::memcpy(&pair, src + 2 * i, sizeof(pair));
-            b_panel_[i * kNb + n] = pair;
+            b_panel[i * kNb + n] = pair;
           }
-          if (kl % 2 != 0) b_panel_[(kp - 1) * kNb + n] = pack(src[kl - 1], 0);
+          if (kl % 2 != 0) b_panel[(kp - 1) * kNb + n] = pack(src[kl - 1], 0);
         }
         return;
       }
     }
     for (std::int64_t i = 0; i < kp; ++i) {
       const std::int64_t k = k0 + i * kPairs;
-      Elem* dst = b_panel_ + i * kNb;
+      Elem* dst = b_panel + i * kNb;
       for (std::int64_t n = 0; n < nb; ++n) {
         dst[n] = pack(b_at(t, k, col + n), kPairs == 2 && k + 1 < k0 + kl ? b_at(t, k + 1, col + n) : 0);
       }
     }
+  }
+
+  // The first `pairs` pair rows of a panel into the cache.
+  static void prefetch_panel(const Elem* panel, std::int64_t pairs) {
+    const auto* p = reinterpret_cast<const char*>(panel);
+    const std::int64_t bytes = pairs * Isa::kBf16Nb * std::int64_t(sizeof(Elem));
+    for (std::int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 3);
   }
 
   static void convert(const std::uint16_t* src, std::int64_t count, float* dst) {
@@ -752,6 +785,7 @@ class Bf16Gemm {
     const bool in_place = a_.out_type == ElementType::kFP32 && rows == mpad && cols % Isa::kBf16Nb == 0 &&
                           rows * a_.out_row_stride * std::int64_t(sizeof(float)) <= kBf16InPlaceSpan;
     float* c = in_place ? static_cast<float*>(a_.out) + first_out_row * a_.out_row_stride + t.col_begin : c_;
+    const Elem* panels = a_.kind == Bf16GemmKind::kInput ? static_cast<const Elem*>(a_.b_panels) : nullptr;
     const std::int64_t ldc = in_place ? a_.out_row_stride : npad_;
     if (k_total == 0) {
       for (std::int64_t r = 0; r < mpad; ++r) std::memset(c + r * ldc, 0, std::size_t(in_place ? cols : npad_) * sizeof(float));
@@ -761,10 +795,18 @@ class Bf16Gemm {
       const std::int64_t kpp = round_up(kp, Isa::kBf16PairAlign);
       pack_a(t, rows, mpad, k0, kl, kp, kpp);
       // B's padding pairs [kp, kpp): pack_b writes only pairs below kp.
-      std::memset(b_panel_ + kp * Isa::kBf16Nb, 0, std::size_t((kpp - kp) * Isa::kBf16Nb) * sizeof(Elem));
+      if (panels == nullptr) std::memset(b_panel_ + kp * Isa::kBf16Nb, 0, std::size_t((kpp - kp) * Isa::kBf16Nb) * sizeof(Elem));
       for (std::int64_t j = 0; j < cols; j += Isa::kBf16Nb) {
-        pack_b(t, t.col_begin + j, std::min<std::int64_t>(Isa::kBf16Nb, cols - j), k0, kl, kp);
-        Isa::bf16_block(a_panel_, kpp, mpad, b_panel_, c + j, ldc, k0 > 0);
+        const Elem* b = b_panel_;
+        if (panels != nullptr) {  // t.col_begin is a multiple of kBf16Nb (the plan's tile_n)
+          b = panels + panel_offset(a_, t.expert, k0 / kBf16Kc, (t.col_begin + j) / Isa::kBf16Nb);
+          // The panels of one expert and K chunk are consecutive: fetch the next one from memory
+          // while this one is multiplied (the tile loads' stride defeats the prefetchers).
+          if (j + Isa::kBf16Nb < cols) prefetch_panel(b + kChunkPairs * Isa::kBf16Nb, kpp);
+        } else {
+          pack_b(t, t.col_begin + j, std::min<std::int64_t>(Isa::kBf16Nb, cols - j), k0, kl, kp, b_panel_);
+        }
+        Isa::bf16_block(a_panel_, kpp, mpad, b, c + j, ldc, k0 > 0);
       }
     }
     if (in_place) return;
@@ -793,10 +835,32 @@ void bf16_gemm(const Bf16GemmArgs* a, const TileGrid* grid, std::int64_t begin, 
   Bf16Gemm<Isa>(*a, *grid, workspace).run(begin, end);
 }
 
+template <typename Isa>
+std::uint64_t bf16_panels_bytes(const Bf16GemmArgs* a) {
+  return Bf16Gemm<Isa>::panels_bytes(*a);
+}
+
+template <typename Isa>
+void bf16_pack_panels(const Bf16GemmArgs* a, void* panels) {
+  const TileGrid grid{1, Isa::kBf16Nb};  // packing needs no workspace
+  Bf16Gemm<Isa>(*a, grid, nullptr).pack_panels(static_cast<typename Bf16Gemm<Isa>::Elem*>(panels));
+}
+
+// The table entries of a target's bf16 GEMM on Isa (make_table's; a target with two bf16
+// GEMMs picks one set at run time).
+template <typename Isa>
+constexpr void set_bf16_entries(KernelTable* t) {
+  t->bf16_gemm_workspace = bf16_gemm_workspace<Isa>;
+  t->bf16_gemm = bf16_gemm<Isa>;
+  t->bf16_panels_bytes = Isa::kBf16Pairs ? bf16_panels_bytes<Isa> : nullptr;
+  t->bf16_panel_cols = Isa::kBf16Pairs ? Isa::kBf16Nb : 0;
+  t->bf16_pack_panels = Isa::kBf16Pairs ? bf16_pack_panels<Isa> : nullptr;
+}
+
 // The table of a target built from this driver.
 template <typename Isa>
 constexpr KernelTable make_table(const char* target) {
-  return KernelTable{
+  KernelTable t{
       .size = sizeof(KernelTable),
       .version = kKernelTableVersion,
       .target = target,
@@ -806,10 +870,10 @@ constexpr KernelTable make_table(const char* target) {
       .grouped_gemm = grouped_gemm<Isa>,
       .preferred_tile_m = Isa::kPreferredTileM,
       .preferred_tile_n = Isa::kPreferredTileN,
-      .bf16_gemm_workspace = bf16_gemm_workspace<Isa>,
-      .bf16_gemm = bf16_gemm<Isa>,
       .row_sum = row_sum,
   };
+  set_bf16_entries<Isa>(&t);
+  return t;
 }
 
 }  // namespace hp::kernels::driver

@@ -17,7 +17,7 @@
 
 namespace hp::kernels {
 
-inline constexpr std::uint32_t kKernelTableVersion = 3;  // 3: RowSumArgs::next
+inline constexpr std::uint32_t kKernelTableVersion = 4;  // 4: bf16 B panels (Bf16GemmArgs::b_panels)
 
 // Element types in the ABI (the numbers are those of hp::DType).
 enum class ElementType : std::int32_t { kInt8 = 0, kBF16 = 4, kFP32 = 6 };
@@ -107,6 +107,9 @@ struct Bf16GemmArgs {
   ElementType out_type;  // kFP32 or kBF16
   void* out;             // kInput: [offsets[E], n]; kWeight: [E, m, n], rows of n
   std::int64_t out_row_stride;
+  // kInput: B packed once by bf16_pack_panels for these experts, k and n (b is then not read,
+  // and the grid's tile_n is a multiple of bf16_panel_cols); null: B is packed from b per call.
+  const void* b_panels;
 };
 
 // A weighted sum of rows (MoE combine: an expert rank sums its experts' outputs of one token,
@@ -147,6 +150,13 @@ struct KernelTable {
                     std::int64_t tile_end, void* workspace);
   // Version 2.
   void (*row_sum)(const RowSumArgs* args);
+  // Version 4. kInput's B in this target's panel layout (a constant B, such as the backward's
+  // W^T, packed once instead of on every call): the bytes for args' experts, k and n (0: the
+  // target has no panel layout, and the other two entries are null), the columns of one panel,
+  // and the packing of args' b (64-byte aligned `panels` of that many bytes).
+  std::uint64_t (*bf16_panels_bytes)(const Bf16GemmArgs* args);
+  std::int64_t bf16_panel_cols;
+  void (*bf16_pack_panels)(const Bf16GemmArgs* args, void* panels);
 };
 
 }  // namespace hp::kernels

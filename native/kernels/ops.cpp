@@ -317,15 +317,32 @@ Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& p, int wo
       .out_type = element_type(p.out.dtype()),
       .out = p.out.data(),
   };
+  if (p.b_panels != nullptr && p.kind != Bf16GemmKind::kInput) {
+    return Status::error(ErrorCode::kInvalidArgument, "b_panels: only for kInput GEMMs");
+  }
   if (p.kind == Bf16GemmKind::kInput) {
     const std::int64_t k = p.a.dim(1);
-    HP_RETURN_IF_ERROR(p.b.expect_dtype("b", DType::kBF16));
-    HP_RETURN_IF_ERROR(p.b.expect_shape("b", {experts, k, -1}));
-    const std::int64_t n = p.b.dim(2);
+    std::int64_t n = 0;
+    if (const Bf16Panels* panels = p.b_panels) {
+      if (panels->empty() || panels->table() != &table) {
+        return Status::error(ErrorCode::kInvalidArgument, "b_panels: {} (pack them with this table: pack_bf16_panels)",
+                             panels->empty() ? "empty" : "packed for another kernel table");
+      }
+      if (panels->experts() != experts || panels->k() != k) {
+        return Status::error(ErrorCode::kShapeMismatch, "b_panels: packed for B [{}, {}, {}], expected [{}, {}, N]",
+                             panels->experts(), panels->k(), panels->n(), experts, k);
+      }
+      n = panels->n();
+      args.b_panels = panels->data();
+    } else {
+      HP_RETURN_IF_ERROR(p.b.expect_dtype("b", DType::kBF16));
+      HP_RETURN_IF_ERROR(p.b.expect_shape("b", {experts, k, -1}));
+      n = p.b.dim(2);
+      args.b_expert_stride = p.b.stride(0);
+      args.b_stride_k = p.b.stride(1);
+      args.b_stride_n = p.b.stride(2);
+    }
     HP_RETURN_IF_ERROR(expect_matrix(p.out, "out", p.out.dtype(), rows, n));
-    args.b_expert_stride = p.b.stride(0);
-    args.b_stride_k = p.b.stride(1);
-    args.b_stride_n = p.b.stride(2);
     args.k = k;
     args.n = n;
     args.out_row_stride = p.out.stride(0);
@@ -348,16 +365,46 @@ Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& p, int wo
     return Status::error(ErrorCode::kInvalidArgument, "bf16 GEMM kind {}: unknown", int(p.kind));
   }
   TileSpace space = bf16_tile_space(args, TileGrid{1, 1});
-  const TileGrid g = grid ? *grid
-                          : shrink_grid({bf16_tile_rows(table, p.kind), table.preferred_tile_n}, space,
-                                        false, workers);
+  TileGrid g = grid ? *grid
+                    : shrink_grid({bf16_tile_rows(table, p.kind), table.preferred_tile_n}, space, false, workers);
   HP_RETURN_IF_ERROR(check_grid(g, false, args.n));
+  // Panels are whole blocks of columns: a tile starts at one.
+  if (args.b_panels != nullptr) g.tile_n = (g.tile_n + table.bf16_panel_cols - 1) / table.bf16_panel_cols * table.bf16_panel_cols;
   space.grid = g;
   plan->table_ = &table;
   plan->args_ = args;
   plan->grid_ = g;
   plan->bounds_ = split_tiles(space, workers);
   plan->workspace_bytes_ = (table.bf16_gemm_workspace(&plan->args_, &g) + 63) & ~std::uint64_t(63);
+  return Status::ok();
+}
+
+Status pack_bf16_panels(const KernelTable& table, const TensorView& b, Bf16Panels* out) {
+  HP_RETURN_IF_ERROR(b.expect_dtype("b", DType::kBF16));
+  HP_RETURN_IF_ERROR(b.expect_shape("b", {-1, -1, -1}));
+  *out = Bf16Panels();
+  if (table.bf16_panels_bytes == nullptr) return Status::ok();
+  const Bf16GemmArgs args{.kind = Bf16GemmKind::kInput,
+                          .experts = b.dim(0),
+                          .b = static_cast<const std::uint16_t*>(b.data()),
+                          .b_expert_stride = b.stride(0),
+                          .b_stride_k = b.stride(1),
+                          .b_stride_n = b.stride(2),
+                          .k = b.dim(1),
+                          .n = b.dim(2)};
+  const std::uint64_t bytes = table.bf16_panels_bytes(&args);
+  if (bytes == 0) return Status::ok();
+  void* buffer = std::aligned_alloc(64, (bytes + 63) & ~std::uint64_t(63));
+  if (buffer == nullptr) {
+    return Status::error(ErrorCode::kOutOfMemory, "the bf16 panels of B {} need {} bytes", b.to_string(), bytes);
+  }
+  out->buffer_.reset(buffer);
+  table.bf16_pack_panels(&args, buffer);
+  out->table_ = &table;
+  out->experts_ = b.dim(0);
+  out->k_ = b.dim(1);
+  out->n_ = b.dim(2);
+  out->bytes_ = bytes;
   return Status::ok();
 }
 

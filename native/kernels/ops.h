@@ -10,6 +10,8 @@
 #define HYPER_PARALLEL_KERNELS_OPS_H_
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -55,6 +57,33 @@ struct GroupedGemmProblem {
   TensorView smooth;     // fp32 [E, N/2] or empty (kDequantSwigluQuant)
 };
 
+// A kInput GEMM's constant B (the backward's W^T) packed once into the table's panel layout,
+// so that every GEMM with it reads the panels as they are instead of packing B per call.
+class HP_API Bf16Panels {
+ public:
+  bool empty() const { return buffer_ == nullptr; }
+  std::uint64_t bytes() const { return bytes_; }
+  const KernelTable* table() const { return table_; }
+  std::int64_t experts() const { return experts_; }
+  std::int64_t k() const { return k_; }
+  std::int64_t n() const { return n_; }
+  const void* data() const { return buffer_.get(); }
+
+ private:
+  friend Status pack_bf16_panels(const KernelTable&, const TensorView&, Bf16Panels*);
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  std::unique_ptr<void, Free> buffer_;
+  const KernelTable* table_ = nullptr;
+  std::int64_t experts_ = 0, k_ = 0, n_ = 0;
+  std::uint64_t bytes_ = 0;
+};
+
+// b bf16 [E, K, N] (any strides) into `out`; `out` stays empty when the table has no panel
+// layout (its GEMMs then pack B per call). OUT_OF_MEMORY when the panels cannot be allocated.
+HP_API Status pack_bf16_panels(const KernelTable& table, const TensorView& b, Bf16Panels* out);
+
 struct Bf16GemmProblem {
   Bf16GemmKind kind = Bf16GemmKind::kInput;
   // kInput:  a bf16 [rows, K], b bf16 [E, K, N] (any strides: pass W transposed for dX = dY W^T),
@@ -64,6 +93,8 @@ struct Bf16GemmProblem {
   TensorView offsets;  // int64 [E + 1]
   TensorView b;
   TensorView out;
+  // kInput: B packed by pack_bf16_panels with this table (non-empty) instead of b (then empty).
+  const Bf16Panels* b_panels = nullptr;
 };
 
 // Contiguous ranges of tiles, one per worker, of about equal work (rows x columns, so that an

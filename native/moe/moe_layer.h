@@ -199,6 +199,8 @@ class HP_API MoeLayer {
     const hp::kernels::PackedWeights* w1_plain = nullptr;
     const float* smooth2 = nullptr;        // [E, I] or null
     const std::uint16_t *w1t_bf16 = nullptr, *w2t_bf16 = nullptr;  // W1^T [E, 2I, H], W2^T [E, H, I]
+    // The same packed for the kernel table (null where it has no panels: the GEMMs read the above).
+    const hp::kernels::Bf16Panels *w1t_panels = nullptr, *w2t_panels = nullptr;
     std::int64_t inter = 0;
     TensorView dw1, dw2, dx_rows;          // dx_rows fp32 [rows, H]
     float* d_row_weight = nullptr;         // [rows] or null
@@ -220,10 +222,12 @@ class HP_API MoeLayer {
   Handle handle_;                     // of the last dispatch
   std::vector<float> recv_weights_;   // each received row's top-k weight (GMM2's row factor)
   std::vector<std::uint8_t> own_workspace_;
-  // backward: GMM1's weights packed plain, the dequantised weights transposed in bf16, the all-to-all's
-  // symmetric blocks (send and receive: R x T_max x K fp32 each) and per-call storage.
+  // backward: GMM1's weights packed plain, the dequantised weights transposed in bf16 (packed
+  // into the kernel table's panels where it has them, the plain copies then freed), the
+  // all-to-all's symmetric blocks (send and receive: R x T_max x K fp32 each) and per-call storage.
   hp::kernels::PackedWeights w1_plain_, shared_w1_plain_;
   std::vector<std::uint16_t> w1t_bf16_, w2t_bf16_, shared_w1t_bf16_, shared_w2t_bf16_;
+  hp::kernels::Bf16Panels w1t_panels_, w2t_panels_, shared_w1t_panels_, shared_w2t_panels_;
   float* topk_grad_send_ = nullptr;
   float* topk_grad_recv_ = nullptr;
   struct GradStorage {

@@ -45,8 +45,19 @@ Status MoeLayer::prepare_backward(const ExpertWeights& w, bool shared) {
       }
     }
   };
+  // W^T in the table's panels (the act-grad GEMMs' B, the same every call), plain copies freed.
+  auto pack = [&](std::vector<std::uint16_t>* plain, std::int64_t k, std::int64_t n, hp::kernels::Bf16Panels* panels) {
+    const std::int64_t experts = std::int64_t(plain->size()) / (k * n);
+    HP_RETURN_IF_ERROR(hp::kernels::pack_bf16_panels(*table_, TensorView(plain->data(), DType::kBF16, {experts, k, n}),
+                                                     panels));
+    if (!panels->empty()) std::vector<std::uint16_t>().swap(*plain);
+    return Status::ok();
+  };
+  const std::int64_t H = config_.hidden, I = shared ? config_.shared_intermediate : config_.intermediate;
   dequantize(w.w1, w.w1_scale, shared ? &shared_w1t_bf16_ : &w1t_bf16_);
+  HP_RETURN_IF_ERROR(pack(shared ? &shared_w1t_bf16_ : &w1t_bf16_, 2 * I, H, shared ? &shared_w1t_panels_ : &w1t_panels_));
   dequantize(w.w2, w.w2_scale, shared ? &shared_w2t_bf16_ : &w2t_bf16_);
+  HP_RETURN_IF_ERROR(pack(shared ? &shared_w2t_bf16_ : &w2t_bf16_, H, I, shared ? &shared_w2t_panels_ : &w2t_panels_));
   return Status::ok();
 }
 
@@ -134,8 +145,9 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
       .kind = hp::kernels::Bf16GemmKind::kInput,
       .a = p.dy,
       .offsets = p.offsets,
-      .b = TensorView(const_cast<std::uint16_t*>(p.w2t_bf16), DType::kBF16, {E, H, I}),
-      .out = TensorView(g.g_dy.data(), DType::kFP32, {rows, I})};
+      .b = p.w2t_panels ? TensorView() : TensorView(const_cast<std::uint16_t*>(p.w2t_bf16), DType::kBF16, {E, H, I}),
+      .out = TensorView(g.g_dy.data(), DType::kFP32, {rows, I}),
+      .b_panels = p.w2t_panels};
   const hp::kernels::Bf16GemmProblem dw2_problem{
       .kind = hp::kernels::Bf16GemmKind::kWeight, .a = h_bf16, .offsets = p.offsets, .b = dz, .out = p.dw2};
   if (config_.chip != nullptr && config_.chip->num_cube() >= 2) {
@@ -167,8 +179,9 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
         .kind = hp::kernels::Bf16GemmKind::kInput,
         .a = da,
         .offsets = p.offsets,
-        .b = TensorView(const_cast<std::uint16_t*>(p.w1t_bf16), DType::kBF16, {E, 2 * I, H}),
-        .out = p.dx_rows}));
+        .b = p.w1t_panels ? TensorView() : TensorView(const_cast<std::uint16_t*>(p.w1t_bf16), DType::kBF16, {E, 2 * I, H}),
+        .out = p.dx_rows,
+        .b_panels = p.w1t_panels}));
   }
   grad_times_.act_grad += seconds_since(start);
   add_span(-1, CorePhase::kGradActivation, start);
@@ -261,6 +274,8 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                                         .smooth2 = shared_smooth2_.empty() ? nullptr : shared_smooth2_.data(),
                                         .w1t_bf16 = shared_w1t_bf16_.data(),
                                         .w2t_bf16 = shared_w2t_bf16_.data(),
+                                        .w1t_panels = shared_w1t_panels_.empty() ? nullptr : &shared_w1t_panels_,
+                                        .w2t_panels = shared_w2t_panels_.empty() ? nullptr : &shared_w2t_panels_,
                                         .inter = config_.shared_intermediate,
                                         .dw1 = a.shared_dw1,
                                         .dw2 = a.shared_dw2,
@@ -280,6 +295,8 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                                       .smooth2 = smooth2_.empty() ? nullptr : smooth2_.data(),
                                       .w1t_bf16 = w1t_bf16_.data(),
                                       .w2t_bf16 = w2t_bf16_.data(),
+                                      .w1t_panels = w1t_panels_.empty() ? nullptr : &w1t_panels_,
+                                      .w2t_panels = w2t_panels_.empty() ? nullptr : &w2t_panels_,
                                       .inter = config_.intermediate,
                                       .dw1 = a.dw1,
                                       .dw2 = a.dw2,

@@ -84,10 +84,55 @@ class Bf16Gemm : public TargetTest {
       }
     }
     const auto want = run(reference(), p, 1, abs_sum.size());
-    compare(want, run(target(), p, 1, abs_sum.size()), abs_sum);
+    const auto got = run(target(), p, 1, abs_sum.size());
+    compare(want, got, abs_sum);
     compare(want, run(target(), p, 3, abs_sum.size()), abs_sum);
+    // B packed once into the target's panels: the same sums in the same order, bit for bit,
+    // without b; on 3 workers too (tiles of whole panels).
+    Bf16Panels panels;
+    const Status packed = pack_bf16_panels(target(), p.b, &panels);
+    ASSERT_TRUE(packed.is_ok()) << packed.to_string();
+    EXPECT_EQ(panels.empty(), target().bf16_panels_bytes == nullptr);
+    if (panels.empty()) return;
+    Bf16GemmProblem q = p;
+    q.b = TensorView();
+    q.b_panels = &panels;
+    EXPECT_EQ(run(target(), q, 1, abs_sum.size()), got);
+    compare(want, run(target(), q, 3, abs_sum.size()), abs_sum);
   }
 };
+
+TEST_P(Bf16Gemm, PanelsAreRefusedWhereTheyDoNotFit) {
+  Rng rng(5);
+  auto w = bf16s(rng, 2 * 40 * 70);
+  auto dy = bf16s(rng, 6 * 40);
+  const std::int64_t offsets[] = {0, 2, 6};
+  std::vector<float> out(6 * 70);
+  Bf16Panels panels;
+  ASSERT_TRUE(pack_bf16_panels(target(), TensorView(w.data(), DType::kBF16, {2, 40, 70}), &panels).is_ok());
+  if (panels.empty()) GTEST_SKIP() << target().target << " has no bf16 panels";
+  Bf16GemmProblem p{.kind = Bf16GemmKind::kInput,
+                    .a = TensorView(dy.data(), DType::kBF16, {6, 40}),
+                    .offsets = TensorView(const_cast<std::int64_t*>(offsets), DType::kInt64, {3}),
+                    .b = TensorView(w.data(), DType::kBF16, {2, 40, 70}),
+                    .out = TensorView(out.data(), DType::kFP32, {6, 70}),
+                    .b_panels = &panels};
+  Bf16GemmPlan plan;
+  EXPECT_TRUE(plan_bf16_gemm(target(), p, 1, &plan).is_ok());
+  // Another output width, another B, another table, another kind.
+  Bf16GemmProblem other = p;
+  other.out = TensorView(out.data(), DType::kFP32, {6, 64});
+  EXPECT_EQ(plan_bf16_gemm(target(), other, 1, &plan).code(), ErrorCode::kShapeMismatch);
+  Bf16Panels three;
+  ASSERT_TRUE(pack_bf16_panels(target(), TensorView(w.data(), DType::kBF16, {3, 40, 40}), &three).is_ok());
+  other = p;
+  other.b_panels = &three;
+  EXPECT_EQ(plan_bf16_gemm(target(), other, 1, &plan).code(), ErrorCode::kShapeMismatch);
+  EXPECT_EQ(plan_bf16_gemm(reference(), p, 1, &plan).code(), ErrorCode::kInvalidArgument);
+  other = p;
+  other.kind = Bf16GemmKind::kWeight;
+  EXPECT_EQ(plan_bf16_gemm(target(), other, 1, &plan).code(), ErrorCode::kInvalidArgument);
+}
 
 TEST_P(Bf16Gemm, InputGradientMatchesReference) { input_gradient(true); }
 

@@ -127,8 +127,7 @@ struct IsaV4Bf16Dot : IsaV4 {
 constexpr KernelTable kTable = driver::make_table<IsaV4>(HP_V4_TARGET_NAME);
 constexpr KernelTable kTableBf16Dot = [] {
   KernelTable t = kTable;
-  t.bf16_gemm_workspace = driver::bf16_gemm_workspace<IsaV4Bf16Dot>;
-  t.bf16_gemm = driver::bf16_gemm<IsaV4Bf16Dot>;
+  driver::set_bf16_entries<IsaV4Bf16Dot>(&t);
   return t;
 }();
 
