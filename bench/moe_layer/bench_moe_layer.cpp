@@ -108,8 +108,13 @@ class Worker {
       unfused_ = std::make_unique<UnfusedLayer>(MPI_COMM_WORLD, s, experts_, o.threads);
       y_unfused_.resize(std::size_t(T * H));
     }
-    // The layer packed its own copy of the weights; the unfused peer reads these.
-    if (unfused_ == nullptr) experts_ = Experts{};
+    // The layer packed its own copy of the weights; the unfused peer's oneDNN primitives
+    // (made for the fixed routing by one forward) theirs.
+    if (unfused_ != nullptr) {
+      forward_unfused();
+      unfused_->freeze();
+    }
+    experts_ = Experts{};
   }
 
   ~Worker() {

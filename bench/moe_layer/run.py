@@ -89,8 +89,13 @@ class Worker:
             return msg
 
     def command(self, **cmd):
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(json.dumps(cmd) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            rc = self.proc.wait()
+            raise WorkerError(f"{self.name}: exited with status {rc} (killed for memory? see dmesg); its stderr: "
+                              f"{self.log}") from None
         return self.reply()
 
     def close(self, kill=False):

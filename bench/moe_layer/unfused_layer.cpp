@@ -34,6 +34,9 @@ Status UnfusedLayer::forward(const std::uint16_t* x, const std::int64_t* topk_id
   for (std::int64_t l = 0; l < pipeline_.local_experts(); ++l) {
     const std::int64_t first = off[std::size_t(l)], m = off[std::size_t(l) + 1] - first;
     if (m == 0) continue;
+    const bool known = gemms_.contains({l, m});
+    HP_ENSURE(known || !frozen_, ErrorCode::kInternal,
+              "unfused: expert {} has {} rows, a routing the frozen layer has no primitive for", l, m);
     ExpertGemms& g = gemms(l, m);
     gmm1_out_.resize(std::size_t(m * 2 * I));
     h_.resize(std::size_t(m * I));

@@ -34,6 +34,10 @@ class UnfusedLayer {
   Status forward(const std::uint16_t* x, const std::int64_t* topk_idx, const float* topk_weights, std::int64_t tokens,
                  std::uint16_t* y);
 
+  // From now on only the primitives made so far run (a routing that needs another one fails):
+  // the caller may free `experts` (oneDNN keeps its own reordered copies).
+  void freeze() { frozen_ = true; }
+
  private:
   struct ExpertGemms {
     std::unique_ptr<DnnlInt8Matmul> gmm1, gmm2;
@@ -43,6 +47,7 @@ class UnfusedLayer {
   LayerShape shape_;
   const Experts& experts_;
   int threads_;
+  bool frozen_ = false;
   AlltoallvPipeline pipeline_;
   dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream_{engine_};
