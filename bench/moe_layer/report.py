@@ -60,10 +60,11 @@ def markdown(rows):
             cells += [f"{fbms * 1e3:.1f}" if fbms else "", f"{(fbms - fms) / fms:.1f}" if fbms and fms else ""]
             cells += [ratio(rows, p, i, "fused+bwd") for i in BACKWARD_PEERS]
             out.append("| " + " | ".join(cells) + " |")
-    notes = sorted({(r["impl"], r["note"]) for r in rows.values() if r["note"]})
+    notes = sorted((k[0], k[1], k[2], k[3], k[4], r["note"]) for k, r in rows.items() if r["note"])
     if notes:
-        out.append("\nNotes (n/a and * cells):")
-        out.extend(f"- {impl}: {note}" for impl, note in notes)
+        out.append("\nNotes (the n/a and * cells: fewer than 3 samples):")
+        out.extend(f"- {shape} {ranks}x{threads} {tokens} tokens, {impl}: {note}"
+                   for shape, ranks, threads, tokens, impl, note in notes)
     return "\n".join(out) + "\n"
 
 

@@ -241,9 +241,14 @@ def run_point(args, shape, tokens, ranks, threads, previous):
             impls = [i for i in hosted if i in live]
             if not impls:
                 continue
-            peer, missing = start_peer(args, worker, shape, tokens, ranks, threads, impls)
+            # A peer that fails (most often: killed for memory, as the largest shapes need
+            # ours and the peer at once) fails its own rows, not the point.
+            try:
+                peer, missing = start_peer(args, worker, shape, tokens, ranks, threads, impls)
+            except WorkerError as e:
+                peer, missing = None, {impl: f"failed: {e}" for impl in impls}
             for impl, why in missing.items():
-                point.notes[impl] = f"unavailable: {why}"
+                point.notes[impl] = why if why.startswith("failed") else f"unavailable: {why}"
             impls = [i for i in impls if i not in missing]
             if peer is None or not impls:
                 if peer is not None:
@@ -252,6 +257,12 @@ def run_point(args, shape, tokens, ranks, threads, previous):
             point.info[worker] = peer.ready.get("info", "")
             try:
                 interleave(point, ours, sorted({OURS_FOR[i] for i in impls}), peer, impls, args)
+            except WorkerError as e:
+                if ours.proc.poll() is not None:
+                    raise
+                for impl in impls:
+                    point.samples.pop(impl, None)
+                    point.notes[impl] = f"failed: {str(e).splitlines()[0]}"
             finally:
                 peer.close()
     finally:
