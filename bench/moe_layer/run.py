@@ -230,9 +230,8 @@ def run_point(args, shape, tokens, ranks, threads, previous):
     ours = start_cpp(args, shape, tokens, ranks, threads, cpp_impls)
     point.info["bench_moe_layer"] = ours.ready.get("info", "")
     try:
-        for impl in ["fused"] + [i for i in cpp_impls if i != "fused"]:
-            if impl in cpp_impls:
-                warm_up_and_check(ours, impl, point)
+        for impl in cpp_impls:  # fused first (CPP_IMPLS' order): the others are checked against it
+            warm_up_and_check(ours, impl, point)
         # Ours among themselves: fused, fused+bwd, unfused, fused, ...
         for _ in range(args.rounds):
             for impl in cpp_impls:

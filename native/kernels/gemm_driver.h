@@ -760,13 +760,6 @@ class Bf16Gemm {
     }
   }
 
-  // The first `pairs` pair rows of a panel into the cache.
-  static void prefetch_panel(const Elem* panel, std::int64_t pairs) {
-    const auto* p = reinterpret_cast<const char*>(panel);
-    const std::int64_t bytes = pairs * Isa::kBf16Nb * std::int64_t(sizeof(Elem));
-    for (std::int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 3);
-  }
-
   static void convert(const std::uint16_t* src, std::int64_t count, float* dst) {
     for (std::int64_t i = 0; i < count; ++i) dst[i] = bf16_to_float(src[i]);
   }
@@ -800,9 +793,6 @@ class Bf16Gemm {
         const Elem* b = b_panel_;
         if (panels != nullptr) {  // t.col_begin is a multiple of kBf16Nb (the plan's tile_n)
           b = panels + panel_offset(a_, t.expert, k0 / kBf16Kc, (t.col_begin + j) / Isa::kBf16Nb);
-          // The panels of one expert and K chunk are consecutive: fetch the next one from memory
-          // while this one is multiplied (the tile loads' stride defeats the prefetchers).
-          if (j + Isa::kBf16Nb < cols) prefetch_panel(b + kChunkPairs * Isa::kBf16Nb, kpp);
         } else {
           pack_b(t, t.col_begin + j, std::min<std::int64_t>(Isa::kBf16Nb, cols - j), k0, kl, kp, b_panel_);
         }

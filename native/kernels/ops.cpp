@@ -323,10 +323,10 @@ Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& p, int wo
   if (p.kind == Bf16GemmKind::kInput) {
     const std::int64_t k = p.a.dim(1);
     std::int64_t n = 0;
-    if (const Bf16Panels* panels = p.b_panels) {
-      if (panels->empty() || panels->table() != &table) {
-        return Status::error(ErrorCode::kInvalidArgument, "b_panels: {} (pack them with this table: pack_bf16_panels)",
-                             panels->empty() ? "empty" : "packed for another kernel table");
+    if (const Bf16Panels* panels = p.b_panels; panels != nullptr && !panels->empty()) {
+      if (panels->table() != &table) {
+        return Status::error(ErrorCode::kInvalidArgument,
+                             "b_panels: packed for another kernel table (pack them with this one: pack_bf16_panels)");
       }
       if (panels->experts() != experts || panels->k() != k) {
         return Status::error(ErrorCode::kShapeMismatch, "b_panels: packed for B [{}, {}, {}], expected [{}, {}, N]",
@@ -369,7 +369,7 @@ Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& p, int wo
                     : shrink_grid({bf16_tile_rows(table, p.kind), table.preferred_tile_n}, space, false, workers);
   HP_RETURN_IF_ERROR(check_grid(g, false, args.n));
   // Panels are whole blocks of columns: a tile starts at one.
-  if (args.b_panels != nullptr) g.tile_n = (g.tile_n + table.bf16_panel_cols - 1) / table.bf16_panel_cols * table.bf16_panel_cols;
+  if (args.b_panels != nullptr) g.tile_n = round_up(g.tile_n, table.bf16_panel_cols);
   space.grid = g;
   plan->table_ = &table;
   plan->args_ = args;

@@ -93,7 +93,8 @@ struct Bf16GemmProblem {
   TensorView offsets;  // int64 [E + 1]
   TensorView b;
   TensorView out;
-  // kInput: B packed by pack_bf16_panels with this table (non-empty) instead of b (then empty).
+  // kInput: B packed by pack_bf16_panels with this table, read instead of b (whose data may then
+  // be null). Null or empty panels (the table has none): B is b.
   const Bf16Panels* b_panels = nullptr;
 };
 

@@ -199,7 +199,7 @@ class HP_API MoeLayer {
     const hp::kernels::PackedWeights* w1_plain = nullptr;
     const float* smooth2 = nullptr;        // [E, I] or null
     const std::uint16_t *w1t_bf16 = nullptr, *w2t_bf16 = nullptr;  // W1^T [E, 2I, H], W2^T [E, H, I]
-    // The same packed for the kernel table (null where it has no panels: the GEMMs read the above).
+    // The same in the kernel table's panels (empty where it has none: the GEMMs read the above).
     const hp::kernels::Bf16Panels *w1t_panels = nullptr, *w2t_panels = nullptr;
     std::int64_t inter = 0;
     TensorView dw1, dw2, dx_rows;          // dx_rows fp32 [rows, H]

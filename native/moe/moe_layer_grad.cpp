@@ -145,7 +145,7 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
       .kind = hp::kernels::Bf16GemmKind::kInput,
       .a = p.dy,
       .offsets = p.offsets,
-      .b = p.w2t_panels ? TensorView() : TensorView(const_cast<std::uint16_t*>(p.w2t_bf16), DType::kBF16, {E, H, I}),
+      .b = TensorView(const_cast<std::uint16_t*>(p.w2t_bf16), DType::kBF16, {E, H, I}),
       .out = TensorView(g.g_dy.data(), DType::kFP32, {rows, I}),
       .b_panels = p.w2t_panels};
   const hp::kernels::Bf16GemmProblem dw2_problem{
@@ -179,7 +179,7 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
         .kind = hp::kernels::Bf16GemmKind::kInput,
         .a = da,
         .offsets = p.offsets,
-        .b = p.w1t_panels ? TensorView() : TensorView(const_cast<std::uint16_t*>(p.w1t_bf16), DType::kBF16, {E, 2 * I, H}),
+        .b = TensorView(const_cast<std::uint16_t*>(p.w1t_bf16), DType::kBF16, {E, 2 * I, H}),
         .out = p.dx_rows,
         .b_panels = p.w1t_panels}));
   }
@@ -274,8 +274,8 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                                         .smooth2 = shared_smooth2_.empty() ? nullptr : shared_smooth2_.data(),
                                         .w1t_bf16 = shared_w1t_bf16_.data(),
                                         .w2t_bf16 = shared_w2t_bf16_.data(),
-                                        .w1t_panels = shared_w1t_panels_.empty() ? nullptr : &shared_w1t_panels_,
-                                        .w2t_panels = shared_w2t_panels_.empty() ? nullptr : &shared_w2t_panels_,
+                                        .w1t_panels = &shared_w1t_panels_,
+                                        .w2t_panels = &shared_w2t_panels_,
                                         .inter = config_.shared_intermediate,
                                         .dw1 = a.shared_dw1,
                                         .dw2 = a.shared_dw2,
@@ -295,8 +295,8 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                                       .smooth2 = smooth2_.empty() ? nullptr : smooth2_.data(),
                                       .w1t_bf16 = w1t_bf16_.data(),
                                       .w2t_bf16 = w2t_bf16_.data(),
-                                      .w1t_panels = w1t_panels_.empty() ? nullptr : &w1t_panels_,
-                                      .w2t_panels = w2t_panels_.empty() ? nullptr : &w2t_panels_,
+                                      .w1t_panels = &w1t_panels_,
+                                      .w2t_panels = &w2t_panels_,
                                       .inter = config_.intermediate,
                                       .dw1 = a.dw1,
                                       .dw2 = a.dw2,
