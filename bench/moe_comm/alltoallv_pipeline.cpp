@@ -4,7 +4,6 @@
 #include <cstring>
 #include <numeric>
 
-#include "common/bfloat16.h"
 #include "common/tensor_view.h"
 #include "kernels/ops.h"
 #include "kernels/targets.h"
@@ -17,138 +16,189 @@ Status mpi_ok(int rc, const char* what) {
   return Status::ok();
 }
 
-// Exclusive prefix sums of n counts.
-void prefix(const std::vector<int>& n, std::vector<int>* off) {
+// Exclusive prefix sums of n counts; returns the total.
+int prefix(const std::vector<int>& n, std::vector<int>* off) {
   off->resize(n.size());
   std::exclusive_scan(n.begin(), n.end(), off->begin(), 0);
+  return n.empty() ? 0 : off->back() + n.back();
 }
 
 }  // namespace
 
-AlltoallvPipeline::AlltoallvPipeline(MPI_Comm comm, std::int64_t hidden, std::int64_t experts, std::int64_t topk)
-    : comm_(comm), hidden_(hidden), experts_(experts), topk_(topk) {
+AlltoallvPipeline::AlltoallvPipeline(MPI_Comm comm, std::int64_t hidden, std::int64_t experts, std::int64_t topk,
+                                     int threads)
+    : comm_(comm), threads_(std::max(threads, 1)), hidden_(hidden), experts_(experts), topk_(topk) {
   MPI_Comm_rank(comm, &rank_);
   MPI_Comm_size(comm, &ranks_);
   local_ = experts / ranks_;
+  stride_ = (hidden + std::int64_t(sizeof(float)) * (1 + topk) + topk + 15) / 16 * 16;
 }
 
-Status AlltoallvPipeline::dispatch(const std::uint16_t* x, const std::int64_t* idx, std::int64_t tokens) {
-  if (table_ == nullptr) HP_RETURN_IF_ERROR(hp::kernels::selected_target(&table_));
-  const auto H = std::size_t(hidden_), R = std::size_t(ranks_), L = std::size_t(local_);
+AlltoallvPipeline::~AlltoallvPipeline() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized != 0) return;
+  if (row_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&row_type_);
+  if (back_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&back_type_);
+}
+
+Status AlltoallvPipeline::ensure_types() {
+  if (row_type_ != MPI_DATATYPE_NULL) return Status::ok();
+  HP_ENSURE(local_ > 0 && local_ < kNone && ranks_ <= kNone && experts_ % ranks_ == 0, ErrorCode::kInvalidArgument,
+            "alltoallv: {} experts over {} ranks: want a multiple of the ranks, under {} per rank and ranks",
+            experts_, ranks_, int(kNone));
+  HP_ENSURE(topk_ > 0 && topk_ <= kMaxTopk, ErrorCode::kInvalidArgument, "alltoallv: topk {} outside [1, {}]", topk_,
+            kMaxTopk);
+  HP_RETURN_IF_ERROR(hp::kernels::selected_target(&table_));
+  HP_RETURN_IF_ERROR(mpi_ok(MPI_Type_contiguous(int(stride_), MPI_BYTE, &row_type_), "MPI_Type_contiguous"));
+  HP_RETURN_IF_ERROR(mpi_ok(MPI_Type_commit(&row_type_), "MPI_Type_commit"));
+  HP_RETURN_IF_ERROR(mpi_ok(MPI_Type_contiguous(int(2 * hidden_), MPI_BYTE, &back_type_), "MPI_Type_contiguous"));
+  return mpi_ok(MPI_Type_commit(&back_type_), "MPI_Type_commit");
+}
+
+Status AlltoallvPipeline::dispatch(const std::uint16_t* x, const std::int64_t* idx, const float* weights,
+                                   std::int64_t tokens) {
+  HP_RETURN_IF_ERROR(ensure_types());
+  const auto H = std::size_t(hidden_), K = std::size_t(topk_), R = std::size_t(ranks_), L = std::size_t(local_),
+             S = std::size_t(stride_);
   tokens_ = tokens;
-  idx_ = idx;
-  q_.resize(std::size_t(tokens) * H);
-  q_scale_.resize(std::size_t(tokens));
+  const auto T = std::size_t(tokens);
+  q_.resize(T * H);
+  q_scale_.resize(T);
   HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, TensorView(const_cast<std::uint16_t*>(x), DType::kBF16, {tokens, hidden_}),
                                            TensorView(q_.data(), DType::kInt8, {tokens, hidden_}),
                                            TensorView(q_scale_.data(), DType::kFP32, {tokens})));
-  // Count exchange: pairs per expert, L per destination.
-  send_pairs_.assign(std::size_t(experts_), 0);
-  for (std::int64_t p = 0; p < tokens * topk_; ++p) {
-    if (idx[p] >= 0) ++send_pairs_[std::size_t(idx[p])];
-  }
-  recv_pairs_.assign(R * L, 0);
-  HP_RETURN_IF_ERROR(mpi_ok(MPI_Alltoall(send_pairs_.data(), int(L), MPI_INT, recv_pairs_.data(), int(L), MPI_INT, comm_),
-                            "MPI_Alltoall"));
-  // Permute: pairs in expert order (destination-major, since experts are), tokens in order.
-  std::vector<int> expert_start;
-  prefix(send_pairs_, &expert_start);
+  // Plan: each token's destination ranks, in rank order; rows per rank.
+  token_off_.assign(T + 1, 0);
+  std::vector<std::uint8_t> token_ranks(T * K);  // [t][i]: t's i-th destination rank
   send_rows_.assign(R, 0);
-  for (std::size_t e = 0; e < std::size_t(experts_); ++e) send_rows_[e / L] += send_pairs_[e];
-  prefix(send_rows_, &send_off_);
-  const std::size_t pairs = std::size_t(send_off_.back() + send_rows_.back());
-  send_x_.resize(pairs * H);
-  send_scale_.resize(pairs);
-  pair_slot_.assign(std::size_t(tokens * topk_), -1);
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    for (std::int64_t k = 0; k < topk_; ++k) {
-      const std::int64_t e = idx[t * topk_ + k];
+  for (std::size_t t = 0; t < T; ++t) {
+    std::uint8_t* ranks = token_ranks.data() + t * K;
+    int n = 0;
+    for (std::size_t k = 0; k < K; ++k) {
+      const std::int64_t e = idx[t * K + k];
       if (e < 0) continue;
-      const auto slot = std::size_t(expert_start[std::size_t(e)]++);
-      pair_slot_[std::size_t(t * topk_ + k)] = std::int64_t(slot);
-      std::memcpy(send_x_.data() + slot * H, q_.data() + std::size_t(t) * H, H);
-      send_scale_[slot] = q_scale_[std::size_t(t)];
+      HP_ENSURE(e < experts_, ErrorCode::kInvalidArgument, "alltoallv: token {} expert {} of {}", t, e, experts_);
+      const auto r = std::uint8_t(std::size_t(e) / L);
+      if (std::find(ranks, ranks + n, r) != ranks + n) continue;
+      ranks[n++] = r;
+      ++send_rows_[r];
+    }
+    std::sort(ranks, ranks + n);
+    token_off_[t + 1] = token_off_[t] + n;
+  }
+  const int sent = prefix(send_rows_, &send_off_);
+  token_slot_.resize(std::size_t(sent));
+  std::vector<int> cursor = send_off_;
+  for (std::size_t t = 0; t < T; ++t) {
+    for (int j = token_off_[t]; j < token_off_[t + 1]; ++j) {
+      token_slot_[std::size_t(j)] = cursor[token_ranks[t * K + std::size_t(j - token_off_[t])]]++;
+    }
+  }
+  // Permute: one row per (token, destination rank).
+  send_.resize(std::size_t(sent) * S);
+#pragma omp parallel for num_threads(threads_) schedule(static)
+  for (std::size_t t = 0; t < T; ++t) {
+    for (int j = token_off_[t]; j < token_off_[t + 1]; ++j) {
+      const std::size_t r = token_ranks[t * K + std::size_t(j - token_off_[t])];
+      std::uint8_t* row = send_.data() + std::size_t(token_slot_[std::size_t(j)]) * S;
+      std::memcpy(row, q_.data() + t * H, H);
+      float* scale_weights = reinterpret_cast<float*>(meta(row));  // scale, then K weights
+      std::uint8_t* local = meta(row) + sizeof(float) * (1 + K);
+      scale_weights[0] = q_scale_[t];
+      for (std::size_t k = 0; k < K; ++k) {
+        const std::int64_t e = idx[t * K + k];
+        const bool here = e >= 0 && std::size_t(e) / L == r;
+        scale_weights[1 + k] = here ? weights[t * K + k] : 0.0f;
+        local[k] = here ? std::uint8_t(std::size_t(e) % L) : kNone;
+      }
     }
   }
   recv_rows_.assign(R, 0);
-  for (std::size_t s = 0; s < R; ++s) {
-    for (std::size_t l = 0; l < L; ++l) recv_rows_[s] += recv_pairs_[s * L + l];
-  }
-  prefix(recv_rows_, &recv_off_);
-  const std::size_t rows = std::size_t(recv_off_.back() + recv_rows_.back());
-  recv_x_.resize(rows * H);
-  recv_scale_.resize(rows);
-  auto scaled = [&](const std::vector<int>& v, int by, std::vector<int>* out) {
-    out->resize(v.size());
-    for (std::size_t i = 0; i < v.size(); ++i) (*out)[i] = v[i] * by;
-  };
-  scaled(send_rows_, int(H), &counts_);
-  scaled(send_off_, int(H), &displs_);
-  scaled(recv_rows_, int(H), &rcounts_);
-  scaled(recv_off_, int(H), &rdispls_);
-  HP_RETURN_IF_ERROR(mpi_ok(MPI_Alltoallv(send_x_.data(), counts_.data(), displs_.data(), MPI_BYTE, recv_x_.data(),
-                                          rcounts_.data(), rdispls_.data(), MPI_BYTE, comm_),
+  HP_RETURN_IF_ERROR(mpi_ok(MPI_Alltoall(send_rows_.data(), 1, MPI_INT, recv_rows_.data(), 1, MPI_INT, comm_),
+                            "MPI_Alltoall (counts)"));
+  const int received = prefix(recv_rows_, &recv_off_);
+  recv_.resize(std::size_t(received) * S);
+  HP_RETURN_IF_ERROR(mpi_ok(MPI_Alltoallv(send_.data(), send_rows_.data(), send_off_.data(), row_type_, recv_.data(),
+                                          recv_rows_.data(), recv_off_.data(), row_type_, comm_),
                             "MPI_Alltoallv (rows)"));
-  HP_RETURN_IF_ERROR(mpi_ok(MPI_Alltoallv(send_scale_.data(), send_rows_.data(), send_off_.data(), MPI_FLOAT,
-                                          recv_scale_.data(), recv_rows_.data(), recv_off_.data(), MPI_FLOAT, comm_),
-                            "MPI_Alltoallv (scales)"));
-  // Sort chunks: received source-major (then local expert), wanted expert-major (then source).
-  grouped_x_.resize(rows * H);
-  grouped_scale_.resize(rows);
-  std::size_t at = 0;
-  for (std::size_t l = 0; l < L; ++l) {
-    for (std::size_t s = 0; s < R; ++s) {
-      std::size_t from = std::size_t(recv_off_[s]);
-      for (std::size_t j = 0; j < l; ++j) from += std::size_t(recv_pairs_[s * L + j]);
-      const auto n = std::size_t(recv_pairs_[s * L + l]);
-      std::memcpy(grouped_x_.data() + at * H, recv_x_.data() + from * H, n * H);
-      std::memcpy(grouped_scale_.data() + at, recv_scale_.data() + from, n * sizeof(float));
-      at += n;
+  // Unpermute: received rows (source-major, then token order) into per-expert groups, each in
+  // the same order; every pair of a row remembers where its copy went.
+  std::vector<std::int64_t> per_expert(L, 0);
+  pair_off_.assign(std::size_t(received) + 1, 0);
+  for (std::size_t i = 0; i < std::size_t(received); ++i) {
+    const std::uint8_t* local = meta(recv_.data() + i * S) + sizeof(float) * (1 + K);
+    int n = 0;
+    for (std::size_t k = 0; k < K; ++k) {
+      if (local[k] == kNone) continue;
+      ++per_expert[local[k]];
+      ++n;
+    }
+    pair_off_[i + 1] = pair_off_[i] + n;
+  }
+  expert_off_.assign(L + 1, 0);
+  std::inclusive_scan(per_expert.begin(), per_expert.end(), expert_off_.begin() + 1);
+  const auto pairs = std::size_t(pair_off_.back());
+  pair_pos_.resize(pairs);
+  pair_weight_.resize(pairs);
+  std::vector<std::int64_t> at(expert_off_.begin(), expert_off_.end() - 1);
+  for (std::size_t i = 0, p = 0; i < std::size_t(received); ++i) {
+    const auto* scale_weights = reinterpret_cast<const float*>(meta(recv_.data() + i * S));
+    const std::uint8_t* local = meta(recv_.data() + i * S) + sizeof(float) * (1 + K);
+    for (std::size_t k = 0; k < K; ++k) {
+      if (local[k] == kNone) continue;
+      pair_pos_[p] = int(at[local[k]]++);
+      pair_weight_[p++] = scale_weights[1 + k];
+    }
+  }
+  grouped_x_.resize(pairs * H);
+  grouped_scale_.resize(pairs);
+#pragma omp parallel for num_threads(threads_) schedule(static)
+  for (std::size_t i = 0; i < std::size_t(received); ++i) {
+    const std::uint8_t* row = recv_.data() + i * S;
+    const float scale = reinterpret_cast<const float*>(meta(row))[0];
+    for (int p = pair_off_[i]; p < pair_off_[i + 1]; ++p) {
+      const auto pos = std::size_t(pair_pos_[std::size_t(p)]);
+      std::memcpy(grouped_x_.data() + pos * H, row, H);
+      grouped_scale_[pos] = scale;
     }
   }
   return Status::ok();
 }
 
-std::vector<std::int64_t> AlltoallvPipeline::expert_offsets() const {
-  const auto R = std::size_t(ranks_), L = std::size_t(local_);
-  std::vector<std::int64_t> off(L + 1, 0);
-  for (std::size_t l = 0; l < L; ++l) {
-    off[l + 1] = off[l];
-    for (std::size_t s = 0; s < R && !recv_pairs_.empty(); ++s) off[l + 1] += recv_pairs_[s * L + l];
+Status AlltoallvPipeline::combine(const std::uint16_t* expert_out, std::uint16_t* y) {
+  HP_ENSURE(table_ != nullptr, ErrorCode::kFailedPrecondition, "alltoallv: combine before a dispatch");
+  const auto H = std::size_t(hidden_), received = pair_off_.size() - 1;
+  // Each received row's pairs summed with their weights into the row going home.
+  back_send_.resize(received * H);
+#pragma omp parallel for num_threads(threads_) schedule(static)
+  for (std::size_t i = 0; i < received; ++i) {
+    const void* rows[kMaxTopk];  // a row's pairs: at most K
+    const int first = pair_off_[i], n = pair_off_[i + 1] - first;
+    for (int p = 0; p < n; ++p) rows[p] = expert_out + std::size_t(pair_pos_[std::size_t(first + p)]) * H;
+    const hp::kernels::RowSumArgs args{rows, hp::kernels::ElementType::kBF16, pair_weight_.data() + first, n,
+                                       std::int64_t(H), hp::kernels::ElementType::kBF16, back_send_.data() + i * H,
+                                       nullptr, 0};
+    table_->row_sum(&args);
   }
-  return off;
-}
-
-Status AlltoallvPipeline::combine(const std::uint16_t* expert_out, const float* weights, std::uint16_t* y) {
-  const auto H = std::size_t(hidden_), R = std::size_t(ranks_), L = std::size_t(local_);
-  // Chunks back to source-major order.
-  back_send_.resize(recv_x_.size());
-  std::size_t at = 0;
-  for (std::size_t l = 0; l < L; ++l) {
-    for (std::size_t s = 0; s < R; ++s) {
-      std::size_t to = std::size_t(recv_off_[s]);
-      for (std::size_t j = 0; j < l; ++j) to += std::size_t(recv_pairs_[s * L + j]);
-      const auto n = std::size_t(recv_pairs_[s * L + l]);
-      std::memcpy(back_send_.data() + to * H, expert_out + at * H, n * H * 2);
-      at += n;
-    }
-  }
-  back_recv_.resize(send_x_.size());
-  HP_RETURN_IF_ERROR(mpi_ok(MPI_Alltoallv(back_send_.data(), rcounts_.data(), rdispls_.data(), MPI_UINT16_T,
-                                          back_recv_.data(), counts_.data(), displs_.data(), MPI_UINT16_T, comm_),
+  back_recv_.resize(token_slot_.size() * H);
+  HP_RETURN_IF_ERROR(mpi_ok(MPI_Alltoallv(back_send_.data(), recv_rows_.data(), recv_off_.data(), back_type_,
+                                          back_recv_.data(), send_rows_.data(), send_off_.data(), back_type_, comm_),
                             "MPI_Alltoallv (combine)"));
-  // Unpermute and reduce.
-  std::vector<float> acc(H);
-  for (std::int64_t t = 0; t < tokens_; ++t) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (std::int64_t k = 0; k < topk_; ++k) {
-      const std::int64_t slot = pair_slot_[std::size_t(t * topk_ + k)];
-      if (slot < 0) continue;
-      const float w = weights[t * topk_ + k];
-      const std::uint16_t* row = back_recv_.data() + std::size_t(slot) * H;
-      for (std::size_t c = 0; c < H; ++c) acc[c] += w * bf16_to_float(row[c]);
+  // Each token's rows from its ranks, summed in rank order.
+#pragma omp parallel for num_threads(threads_) schedule(static)
+  for (std::size_t t = 0; t < std::size_t(tokens_); ++t) {
+    const void* rows[kMaxTopk];  // a token's ranks: at most K
+    const int first = token_off_[t], n = token_off_[t + 1] - first;
+    std::uint16_t* out = y + t * H;
+    if (n == 0) {
+      std::memset(out, 0, H * sizeof(std::uint16_t));
+      continue;
     }
-    for (std::size_t c = 0; c < H; ++c) y[std::size_t(t) * H + c] = float_to_bf16(acc[c]);
+    for (int j = 0; j < n; ++j) rows[j] = back_recv_.data() + std::size_t(token_slot_[std::size_t(first + j)]) * H;
+    const hp::kernels::RowSumArgs args{rows, hp::kernels::ElementType::kBF16, nullptr, n, std::int64_t(H),
+                                       hp::kernels::ElementType::kBF16, out, nullptr, 0};
+    table_->row_sum(&args);
   }
   return Status::ok();
 }

@@ -1,9 +1,10 @@
 // MoE communication benchmark: dispatch + combine of hp::moe::Buffer (window and shmem comm
-// contexts) against the MPI_Alltoallv pipeline frameworks use (alltoallv_pipeline.h) and against
-// memcpy of the same bytes, in the same run, on every rank of an mpirun job:
+// contexts, zero-copy combine, and the low-latency mode at T <= 512) against a careful user's
+// MPI_Alltoallv pipeline (alltoallv_pipeline.h) and against memcpy of the same bytes, in the
+// same run, on every rank of an mpirun job:
 //
-//   mpirun -np 4 bench_moe_comm [--tokens 128,512,4096] [--hidden 2048,7168] [--experts 32]
-//                               [--topk 8] [--rounds 7] [--impls window,shmem,zero-copy,alltoallv,memcpy]
+//   mpirun -np 4 bench_moe_comm [--tokens 128,512,4096] [--hidden 2048,7168] [--experts 32] [--topk 8]
+//                               [--rounds 7] [--impls window,shmem,zero-copy,low-latency,alltoallv,memcpy]
 //                               [--vector-cores N] [--quick] [--json]
 //
 // Per shape every rank routes T tokens of bf16 x to K of E experts (uniform, seeded by rank);
@@ -42,6 +43,9 @@
 
 namespace hp::bench {
 namespace {
+
+// The largest batch the low-latency rows run at (its regions grow with R x T_max per expert).
+constexpr std::int64_t kLowLatencyMaxTokens = 512;
 
 struct Shape {
   std::int64_t tokens, hidden, experts, topk;
@@ -174,6 +178,40 @@ Status ours_combine(Ours& o, const Shape& s) {
                            TensorView(o.result.topk_weights.data(), DType::kFP32, {o.result.rows}));
 }
 
+// Ours in the low-latency mode (the decode path): expert rows in its [E_local, R x T_max, H]
+// layout, made from its own dispatch.
+struct LowLatency {
+  std::unique_ptr<hp::moe::Buffer> buffer;
+  hp::moe::LowLatencyResult result;
+  std::vector<std::uint16_t> expert_out, y;
+};
+
+Status make_low_latency(const Shape& s, const hp::moe::DispatchArgs& args, hp::platform::Chip* chip, LowLatency* o) {
+  hp::moe::BufferConfig config{.hidden = s.hidden, .max_tokens_per_rank = s.tokens, .num_experts = s.experts,
+                               .topk = s.topk, .max_element_bytes = 1, .combine_element_bytes = 2,
+                               .comm = hp::moe::CommKind::kShmem, .low_latency = true, .chip = chip};
+  HP_RETURN_IF_ERROR(hp::moe::Buffer::create(config, &o->buffer));
+  HP_RETURN_IF_ERROR(o->buffer->low_latency_dispatch(args, &o->result));
+  const auto& r = o->result;
+  o->expert_out.assign(std::size_t(std::int64_t(r.tokens_per_expert.size()) * r.rows_per_expert * s.hidden), 0);
+  for (std::size_t le = 0; le < r.tokens_per_expert.size(); ++le) {
+    const auto first = std::int64_t(le) * r.rows_per_expert;
+    const std::vector<std::uint16_t> rows =
+        expert_rows(reinterpret_cast<const std::int8_t*>(r.x_bytes.data()) + first * s.hidden, r.x_scale.data() + first,
+                    r.tokens_per_expert[le], s.hidden);
+    std::copy(rows.begin(), rows.end(), o->expert_out.begin() + first * s.hidden);
+  }
+  o->y.assign(std::size_t(s.tokens * s.hidden), 0);
+  return Status::ok();
+}
+
+Status low_latency_combine(LowLatency& o, const Shape& s, const hp::moe::DispatchArgs& args) {
+  const auto& r = o.result;
+  return o.buffer->low_latency_combine(
+      TensorView(o.expert_out.data(), DType::kBF16, {std::int64_t(r.tokens_per_expert.size()), r.rows_per_expert, s.hidden}),
+      args.topk_weights, r.handle, TensorView(o.y.data(), DType::kBF16, {s.tokens, s.hidden}));
+}
+
 struct Row {
   Shape shape;
   double bytes;  // summed over ranks: dispatch + combine
@@ -213,6 +251,16 @@ Row run_shape(const Shape& s, int rounds, bool window_ok, const std::set<std::st
                      [o, &args] { check(o->buffer->dispatch(args, &o->result), "dispatch"); },
                      [o, shape] { check(ours_combine(*o, shape), "combine"); }, {}});
   }
+  // The low-latency mode's regions hold R x T_max rows per expert: decode batches only.
+  LowLatency low_latency;
+  if (selected.contains("low-latency") && s.tokens <= kLowLatencyMaxTokens) {
+    check(make_low_latency(s, args, chip, &low_latency), "low-latency dispatch");
+    check(low_latency_combine(low_latency, s, args), "low-latency combine");
+    if (!close_to_x(low_latency.y, in, s)) check(Status::error(ErrorCode::kInternal, "low-latency: y is not x"), "check");
+    impls.push_back({"low-latency",
+                     [&] { check(low_latency.buffer->low_latency_dispatch(args, &low_latency.result), "low-latency dispatch"); },
+                     [&, shape] { check(low_latency_combine(low_latency, shape, args), "low-latency combine"); }, {}});
+  }
   // With the zero-copy context, every context reads the expert rows where it keeps them (the
   // private copy is freed: four ranks of the largest shape fit in this machine's memory).
   if (zero_copy.buffer != nullptr) {
@@ -221,15 +269,15 @@ Row run_shape(const Shape& s, int rounds, bool window_ok, const std::set<std::st
       o->expert_out.reset();
     }
   }
-  AlltoallvPipeline pipeline(MPI_COMM_WORLD, s.hidden, s.experts, s.topk);
-  check(pipeline.dispatch(in.x.data(), in.idx.data(), s.tokens), "alltoallv dispatch");
+  AlltoallvPipeline pipeline(MPI_COMM_WORLD, s.hidden, s.experts, s.topk, chip ? chip->num_vector() : 1);
+  check(pipeline.dispatch(in.x.data(), in.idx.data(), in.weights.data(), s.tokens), "alltoallv dispatch");
   const std::vector<std::uint16_t> pipe_out = expert_rows(pipeline.recv_x(), pipeline.recv_scale(), pipeline.rows(), s.hidden);
   std::vector<std::uint16_t> pipe_y(in.x.size());
-  check(pipeline.combine(pipe_out.data(), in.weights.data(), pipe_y.data()), "alltoallv combine");
+  check(pipeline.combine(pipe_out.data(), pipe_y.data()), "alltoallv combine");
   if (!close_to_x(pipe_y, in, s)) check(Status::error(ErrorCode::kInternal, "alltoallv: y is not x"), "check");
   impls.push_back({"alltoallv",
-                   [&] { check(pipeline.dispatch(in.x.data(), in.idx.data(), s.tokens), "alltoallv dispatch"); },
-                   [&] { check(pipeline.combine(pipe_out.data(), in.weights.data(), pipe_y.data()), "alltoallv combine"); },
+                   [&] { check(pipeline.dispatch(in.x.data(), in.idx.data(), in.weights.data(), s.tokens), "alltoallv dispatch"); },
+                   [&] { check(pipeline.combine(pipe_out.data(), pipe_y.data()), "alltoallv combine"); },
                    {}});
   // memcpy of this rank's data products: int8 recv_x rows (dispatch), bf16 expert rows (combine).
   const std::size_t d_bytes = std::size_t(pipeline.rows() * s.hidden), c_bytes = 2 * d_bytes;
@@ -252,6 +300,7 @@ Row run_shape(const Shape& s, int rounds, bool window_ok, const std::set<std::st
   for (Ours* o : {&window, &shmem, &zero_copy}) {
     if (o->buffer) check(o->buffer->destroy(), "destroy");
   }
+  if (low_latency.buffer) check(low_latency.buffer->destroy(), "destroy");
   return row;
 }
 
@@ -272,7 +321,7 @@ int run(int argc, char** argv) {
   std::int64_t experts = 32, topk = 8;
   int rounds = 7, vector_cores = 0;
   bool quick = false, json = false;
-  std::vector<std::string> impl_names = {"window", "shmem", "zero-copy", "alltoallv", "memcpy"};
+  std::vector<std::string> impl_names = {"window", "shmem", "zero-copy", "low-latency", "alltoallv", "memcpy"};
   app.add_option("--tokens", tokens, "tokens per rank, comma-separated");
   app.add_option("--hidden", hidden, "hidden sizes, comma-separated");
   app.add_option("--experts", experts, "experts (a multiple of the ranks)");
@@ -280,7 +329,7 @@ int run(int argc, char** argv) {
   app.add_option("--rounds", rounds, "interleaved rounds (the table shows medians)")->check(CLI::PositiveNumber);
   app.add_option("--impls", impl_names, "the implementations to time (profiling one)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"window", "shmem", "zero-copy", "alltoallv", "memcpy"}));
+      ->check(CLI::IsMember({"window", "shmem", "zero-copy", "low-latency", "alltoallv", "memcpy"}));
   app.add_option("--vector-cores", vector_cores, "split ours over a chip of this many vector cores per rank")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--quick", quick, "one small shape, 2 rounds (the smoke test)");

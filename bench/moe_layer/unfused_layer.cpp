@@ -5,7 +5,7 @@
 namespace hp::bench::moe_layer {
 
 UnfusedLayer::UnfusedLayer(MPI_Comm comm, const LayerShape& shape, const Experts& experts, int threads)
-    : shape_(shape), experts_(experts), threads_(threads), pipeline_(comm, shape.hidden, shape.experts, shape.topk) {}
+    : shape_(shape), experts_(experts), threads_(threads), pipeline_(comm, shape.hidden, shape.experts, shape.topk, threads) {}
 
 UnfusedLayer::ExpertGemms& UnfusedLayer::gemms(std::int64_t expert, std::int64_t rows) {
   ExpertGemms& g = gemms_[{expert, rows}];
@@ -27,8 +27,8 @@ UnfusedLayer::ExpertGemms& UnfusedLayer::gemms(std::int64_t expert, std::int64_t
 Status UnfusedLayer::forward(const std::uint16_t* x, const std::int64_t* topk_idx, const float* topk_weights,
                              std::int64_t tokens, std::uint16_t* y) {
   const std::int64_t H = shape_.hidden, I = shape_.intermediate;
-  HP_RETURN_IF_ERROR(pipeline_.dispatch(x, topk_idx, tokens));
-  const std::vector<std::int64_t> off = pipeline_.expert_offsets();
+  HP_RETURN_IF_ERROR(pipeline_.dispatch(x, topk_idx, topk_weights, tokens));
+  const std::vector<std::int64_t>& off = pipeline_.expert_offsets();
   const auto rows = std::size_t(pipeline_.rows());
   expert_out_.resize(rows * std::size_t(H));
   for (std::int64_t l = 0; l < pipeline_.local_experts(); ++l) {
@@ -54,7 +54,7 @@ Status UnfusedLayer::forward(const std::uint16_t* x, const std::int64_t* topk_id
       for (std::int64_t c = 0; c < H; ++c) out[r * H + c] = float_to_bf16(gmm2_out_[std::size_t(r * H + c)] * s);
     }
   }
-  return pipeline_.combine(expert_out_.data(), topk_weights, y);
+  return pipeline_.combine(expert_out_.data(), y);
 }
 
 }  // namespace hp::bench::moe_layer

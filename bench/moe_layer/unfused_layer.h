@@ -2,7 +2,8 @@
 // standard parts. The MPI_Alltoallv dispatch (moe_comm/alltoallv_pipeline.h: int8 rows grouped
 // by local expert), then per local expert oneDNN's int8 GMM1, a separate SwiGLU +
 // requantisation pass, oneDNN's int8 GMM2, a pass applying the rows' scales into bf16, and the
-// pipeline's combine (bf16 rows home, the weighted sum in fp32 at the source). oneDNN's
+// pipeline's combine (each rank's weighted sum of its experts' rows, one bf16 row per token
+// and rank home, summed in fp32 at the source). oneDNN's
 // primitives are made per (expert, rows) on first use and kept: a fixed routing pays for
 // them once, as a framework's primitive cache would.
 #ifndef HYPER_PARALLEL_BENCH_MOE_LAYER_UNFUSED_LAYER_H_
