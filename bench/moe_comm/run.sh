@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The MoE communication benchmark in one command: builds what is needed (incrementally: core,
 # symmetric_memory, multicore with bench_moe_comm), then runs it under mpirun with 4 ranks on
-# the shm transport (both comm contexts, zero-copy, the MPI_Alltoallv pipeline, memcpy) and on the mpi
-# transport (the shmem context over MPI-3 RMA, copying and zero-copy, against the same pipeline).
+# the shm transport (both comm contexts, zero-copy, low-latency, the MPI_Alltoallv pipeline,
+# memcpy) and on the mpi transport (the shmem context over MPI-3 RMA: copying, zero-copy and
+# low-latency, against the same pipeline).
 #   bench/moe_comm/run.sh [--ranks 4] [bench_moe_comm options: --tokens --hidden --rounds --quick ...]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -26,4 +27,4 @@ bench="$HP_TESTS_DIR/multicore/bin/bench_moe_comm"
 HP_SHMEM_HEAP_SIZE="${HP_SHMEM_HEAP_SIZE:-2000M}" mpirun -np "$ranks" "$bench" "$@"
 echo
 HP_SHMEM_HEAP_SIZE="${HP_SHMEM_HEAP_SIZE:-1400M}" HP_SHMEM_TRANSPORT=mpi \
-    mpirun -np "$ranks" -x HP_SHMEM_TRANSPORT "$bench" --impls shmem,zero-copy,alltoallv "$@"
+    mpirun -np "$ranks" -x HP_SHMEM_TRANSPORT "$bench" --impls shmem,zero-copy,low-latency,alltoallv "$@"
