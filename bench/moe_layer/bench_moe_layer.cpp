@@ -276,9 +276,10 @@ int run(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks_);
   if (o.shape.experts % ranks_ != 0) fail(fmt::format("--experts {} is not a multiple of {} ranks", o.shape.experts, ranks_));
   // The heap: the dispatch's records (bf16 rows for the backward's dY) from every rank and
-  // the combine's rows, twice over.
+  // the zero-copy combine's fp32 rows (T x K to start with, room to grow to twice that), twice
+  // over.
   if (std::getenv("HP_SHMEM_HEAP_SIZE") == nullptr) {
-    const std::int64_t T = o.tokens, H = o.shape.hidden, K = std::min<std::int64_t>(o.shape.topk, ranks_);
+    const std::int64_t T = o.tokens, H = o.shape.hidden, K = o.shape.topk;
     const std::int64_t mb = 2 * (ranks_ * T * (2 * H + 256) + 2 * T * K * H * 4) / (1 << 20) + 64;
     setenv("HP_SHMEM_HEAP_SIZE", fmt::format("{}M", mb).c_str(), 1);
   }
