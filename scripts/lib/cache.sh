@@ -26,13 +26,17 @@ hp_build_key() {
         prune+=(-path "$2" -prune -o)
         shift 2
     done
-    sources="$(cd "$HP_REPO_ROOT" && find "$@" "${prune[@]}" -type f ! -name '*.pyc' -print0 | sort -z |
+    # Documents and recorded results (README, RESULTS.md, plots, JSON lines) build nothing.
+    sources="$(cd "$HP_REPO_ROOT" && find "$@" "${prune[@]}" -type f ! -name '*.pyc' ! -name '*.md' \
+        ! -name '*.png' ! -name '*.jsonl' -print0 | sort -z |
         xargs -0 sha256sum)"
     toolchain="$(hp_toolchain_identity)"
     deps="$(awk '!/^#/ && NF {print $1}' "$HP_REPO_ROOT/deps/host-packages.lock" |
         xargs dpkg-query -W -f='${Package} ${Version}\n')"
     python="$("$HP_PYTHON" -c 'import sys, sysconfig; print(sys.executable, sys.version, sysconfig.get_config_var("SOABI"))')"
-    printf '%s\n' "$sources" "$toolchain" "$deps" "$python" "${HP_CMAKE_ARGS[@]}" |
+    # The install is stripped by split_debug.py: its version is part of every key.
+    printf '%s\n' "$sources" "$toolchain" "$deps" "$python" "${HP_CMAKE_ARGS[@]}" \
+        "$(sha256sum <"$HP_REPO_ROOT/scripts/split_debug.py")" |
         sha256sum | cut -c1-32
 }
 
