@@ -1,5 +1,6 @@
 #include "ops/op_lookup.h"
 
+#include <algorithm>
 #include <dlfcn.h>
 
 #include <filesystem>
@@ -116,7 +117,17 @@ const SearchPath& search() {
     std::vector<std::pair<fs::path, std::string>> dirs;
     const fs::path own = own_package_dir();
     if (!own.empty() && fs::exists(own / "ops.json")) dirs.emplace_back(own, "payload");
-    for (const std::string& d : hp::settings().vendor_path) dirs.emplace_back(fs::absolute(d), "HP_VENDOR_PATH");
+    for (const std::string& d : hp::settings().vendor_path) {
+      // A directory already on the path (the activation puts the payload's package first in
+      // HP_VENDOR_PATH too) is searched once, where it first appears.
+      std::error_code ec;
+      const fs::path canonical = fs::weakly_canonical(fs::absolute(d), ec);
+      const bool seen = std::any_of(dirs.begin(), dirs.end(), [&](const auto& entry) {
+        std::error_code e;
+        return !ec && fs::weakly_canonical(entry.first, e) == canonical && !e;
+      });
+      if (!seen) dirs.emplace_back(fs::absolute(d), "HP_VENDOR_PATH");
+    }
     for (auto& [dir, origin] : dirs) {
       auto pkg = std::make_unique<Package>();
       pkg->info.status = read_package(dir, origin, pkg.get());

@@ -3,6 +3,7 @@ the installed payload outside the checkout, `hp` works, and uninstalling removes
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,79 @@ def test_installed_hp_moe_runs_the_layer(installed):
     assert json.loads(result.stdout.strip().splitlines()[-1])["check"] == "passed", describe(result)
 
 
+LOCATOR = "hyper_parallel_multicore_set_env.bash"
+
+
+def activated(venv: Path, command: str, *args: str) -> str:
+    """A bash command line: the installed locator sourced (found on PATH, as a user finds it),
+    then `command`."""
+    quoted = " ".join(f"'{a}'" for a in args)
+    return f'export PATH="{venv / "bin"}:$PATH"; source "$(command -v {LOCATOR})" {quoted} && {command}'
+
+
+def test_the_wheel_installs_the_locator_and_it_only_runs_sourced(installed):
+    venv, site, outside = installed
+    locator = venv / "bin" / LOCATOR
+    assert locator.is_file(), sorted(p.name for p in (venv / "bin").iterdir())
+    assert locator.read_text().splitlines()[0] == f"#!{venv / 'bin' / 'python'}"
+    result = run(["bash", locator], cwd=outside, env=venv_env())
+    assert result.returncode == 2, describe(result)
+    assert f'source "$(command -v {LOCATOR})"' in result.stderr, describe(result)
+
+
+def test_sourcing_the_locator_activates_the_installed_payload(installed, tmp_path):
+    venv, site, outside = installed
+    vendor = tmp_path / "vendor"
+    vendor.mkdir()
+    env = {k: v for k, v in venv_env().items()
+           if k not in ("HP_VENDOR_PATH", "HP_CHIP_CPUS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "HP_ACTIVATED")}
+    show = "env | grep -E '^(HP_VENDOR_PATH|HP_CHIP_CPUS|OMP_NUM_THREADS|OPENBLAS_NUM_THREADS|HP_ACTIVATED)=' | sort"
+    result = run(["taskset", "-c", "0,1", "bash", "-c", activated(venv, show, "--verbose", str(vendor))],
+                 cwd=outside, env=env)
+    assert result.returncode == 0, describe(result)
+    got = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line and " " not in line.split("=")[0])
+    assert got["HP_VENDOR_PATH"] == f"{site / 'hyper_parallel' / 'custom_ops'}:{vendor}", got
+    assert (got["HP_CHIP_CPUS"], got["OMP_NUM_THREADS"], got["OPENBLAS_NUM_THREADS"]) == ("1", "1", "1"), got
+    assert got["HP_ACTIVATED"].startswith(f"{VERSION}:"), got
+    assert f"activated from {site / 'hyper_parallel'}" in result.stdout, describe(result)
+    # Idempotent: sourced again, nothing changes.
+    twice = run(["taskset", "-c", "0,1", "bash", "-c",
+                 activated(venv, f'source "$(command -v {LOCATOR})" "{vendor}" && {show}', str(vendor))],
+                cwd=outside, env=env)
+    assert twice.returncode == 0, describe(twice)
+    assert sorted(l for l in twice.stdout.splitlines() if "=" in l) == \
+        sorted(f"{k}={v}" for k, v in got.items()), describe(twice)
+    bad = run(["bash", "-c", activated(venv, "true", "--chip-cpus", "x")], cwd=outside, env=env)
+    assert bad.returncode == 2 and "not a CPU list" in bad.stderr, describe(bad)
+
+
+def test_activated_installed_wheel_runs_the_layer_and_a_torch_op(installed):
+    """Tested == shipped, end to end: only the installed package, activated as a user does."""
+    pytest.importorskip("torch")
+    venv, _, outside = installed
+    env = venv_env()
+    for name in [n for n in env if n.startswith(("HP_SHMEM_", "HP_JOB_", "HP_RANK", "OMPI_", "PMIX_"))]:
+        env.pop(name)
+    moe = ("hp moe --ranks 2 --tokens 16 --hidden 64 --intermediate 32 --experts 4 --topk 2 "
+           "--iterations 1 --json | tail -n1")
+    result = run(["bash", "-c", activated(venv, moe)], cwd=outside, env=env, timeout=180)
+    assert result.returncode == 0, describe(result)
+    assert json.loads(result.stdout.strip().splitlines()[-1])["check"] == "passed", describe(result)
+    script = outside / "torch_op.py"
+    script.write_text(textwrap.dedent(f"""
+        import torch, hyper_parallel
+        from hyper_parallel import native
+        assert hyper_parallel.__file__.startswith("{venv}"), hyper_parallel.__file__
+        native.torch_ops("multicore")
+        idx = torch.tensor([[0, 3], [1, 2], [2, 3]])
+        per_rank, per_expert, _ = torch.ops.hyper_parallel.dispatch_layout(idx, 4, 2)
+        print(per_rank.tolist(), per_expert.tolist())
+    """))
+    result = run(["bash", "-c", activated(venv, f"python '{script}'")], cwd=outside, env=env, timeout=120)
+    assert result.returncode == 0, describe(result)
+    assert result.stdout.strip() == "[2, 3] [1, 1, 2, 2]", describe(result)
+
+
 def test_installed_hp_version(installed):
     venv, _, outside = installed
     result = run([venv / "bin" / "hp", "version"], cwd=outside, env=venv_env())
@@ -109,3 +183,4 @@ def test_uninstall_removes_every_recorded_file(installed):
         f"left behind: {sorted(str(p) for p in (site / 'hyper_parallel').rglob('*'))}"
     assert not dist_info.exists()
     assert not (venv / "bin" / "hp").exists()
+    assert not (venv / "bin" / LOCATOR).exists(), "pip uninstall left the locator"
