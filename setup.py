@@ -3,8 +3,11 @@ that ./build.sh assembled (build/native/payload/hyper_parallel, or $HP_PAYLOAD_D
 
 It only packages. It never compiles and never downloads: `build_ext` refuses, and without a
 payload the wheel is core-only (the Python package alone). The wheel is tagged for the
-running CPython ABI and host arch, because the payload holds a CPython extension module.
+running CPython ABI, because the payload holds a CPython extension module, and with the
+payload's platform tag (manifest.json "abi": manylinux_<x>_<y> when its binaries allow it,
+else linux_<arch>).
 """
+import json
 import os
 import shutil
 import sys
@@ -66,7 +69,18 @@ class PlatformWheel(bdist_wheel):
 
     def get_tag(self):
         abi = f"cp{sys.version_info.major}{sys.version_info.minor}"
-        return abi, abi, sysconfig.get_platform().replace("-", "_").replace(".", "_")
+        return abi, abi, platform_tag()
+
+
+def platform_tag() -> str:
+    """The payload's own (manifest.json "abi", read from its binaries by scripts/abi_floor.py),
+    else, for a core-only wheel, the host's."""
+    manifest = PAYLOAD / "manifest.json"
+    if manifest.is_file():
+        tag = json.loads(manifest.read_text()).get("abi", {}).get("platform_tag")
+        if tag:
+            return tag
+    return sysconfig.get_platform().replace("-", "_").replace(".", "_")
 
 
 setup(
@@ -79,6 +93,8 @@ setup(
     python_requires=">=3.10",
     install_requires=["numpy>=1.24"],
     entry_points={"console_scripts": ["hp = hyper_parallel.cli:main"]},
+    # The activation's locator, sourced (never run) from the environment's bin/.
+    scripts=["native/moe/activation/hyper_parallel_multicore_set_env.bash"],
     cmdclass={"build_ext": RefuseToCompile, "build_py": BuildPyWithPayload,
               "install": InstallPlatlib, "bdist_wheel": PlatformWheel},
     zip_safe=False,

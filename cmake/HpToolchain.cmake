@@ -14,6 +14,10 @@ add_compile_options(-Wall -Wextra -Wno-missing-field-initializers)
 # Calls between a library's own exported functions bind inside it (direct calls, inlining), not
 # through its PLT: nothing interposes single symbols of these libraries.
 add_compile_options(-fno-semantic-interposition)
+# __FILE__ and std::source_location name files relative to the checkout, so that no shipped
+# file carries the build machine's path (the debug info, split out of the shipped files by
+# scripts/split_debug.py, keeps absolute paths for gdb).
+add_compile_options(-fmacro-prefix-map=${PROJECT_SOURCE_DIR}/=)
 if(HP_WERROR)
   add_compile_options(-Werror)
 endif()

@@ -26,9 +26,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import abi_floor  # noqa: E402
 import check_elf  # noqa: E402
 
 FIELDS = ("part", "status", "reason", "log", "message", "recovery")
+REPO_ROOT = Path(__file__).resolve().parents[1]
 REQUIRED = "core"
 COMPONENT_ORDER = ["core", "symmetric_memory", "multicore", "custom_ops"]
 
@@ -74,11 +76,21 @@ def python_identity(python: str) -> dict:
                                      check=True).stdout)
 
 
+def shipped_text(text: str, build_dir: Path) -> str:
+    """`text` with the paths it names made relative: to the build directory, else to the
+    checkout (a shipped manifest carries no build machine path: build/native/core/log/... in
+    the default layout, native/core/log/... for a build directory outside the checkout)."""
+    if not build_dir.is_relative_to(REPO_ROOT):
+        text = text.replace(f"{build_dir}/", "")
+    return text.replace(f"{REPO_ROOT}/", "")
+
+
 def write_manifest(payload: Path, parts: list[dict], python: str, soc_list: str,
-                   selection: str) -> None:
+                   selection: str, build_dir: Path) -> None:
+    parts = [{k: shipped_text(v, build_dir) for k, v in p.items()} for p in parts]
     manifest = {
         "format": 1,
-        "version": (Path(__file__).resolve().parents[1] / "VERSION").read_text().strip(),
+        "version": (REPO_ROOT / "VERSION").read_text().strip(),
         "built": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "selection": selection,
         "soc_list": [s for s in soc_list.split(",") if s],
@@ -86,8 +98,14 @@ def write_manifest(payload: Path, parts: list[dict], python: str, soc_list: str,
         "python": python_identity(python),
         "components": sorted({component_of(p["part"]) for p in parts
                               if p["status"] == "ok" and (payload / component_of(p["part"])).is_dir()}),
+        "abi": abi_floor.floor(payload),
         "parts": parts,
     }
+    abi = manifest["abi"]
+    why = f" (not manylinux: it needs {', '.join(abi['manylinux_blockers'])} from the system)" \
+        if abi["manylinux_blockers"] else ""
+    print(f"[hp] payload needs glibc >= {abi.get('glibc', '-')}, GLIBCXX {abi.get('glibcxx', '-')}, "
+          f"CXXABI {abi.get('cxxabi', '-')}; wheel platform tag {abi['platform_tag']}{why}")
     tmp = payload / ".manifest.json.tmp"
     tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     tmp.replace(payload / "manifest.json")  # readers see the old or the new manifest, whole
@@ -137,6 +155,8 @@ def assemble(args: argparse.Namespace) -> int:
             shutil.copytree(install / "tests" / component, tests / component, symlinks=True)
 
     problems = check_elf.check_trees([staging / "payload", tests])
+    # Shipped files only (tests stay in the build tree): none names where it was built.
+    problems += check_elf.embedded_build_paths([staging / "payload"], [str(REPO_ROOT), str(native.resolve())])
     for problem in problems:
         print(f"[hp] {problem}", file=sys.stderr)
     bad = {problem.path.relative_to(payload).parts[0] for problem in problems
@@ -154,10 +174,10 @@ def assemble(args: argparse.Namespace) -> int:
         for p in parts:
             if component_of(p["part"]) == component and p["status"] == "ok":
                 p.update(status="failed", reason="HP-BUILD-ELF-CHECK-FAILED",
-                         message="an ELF file breaks the payload rules (see the lines above)",
+                         message="a shipped file breaks the payload rules (see the lines above)",
                          recovery=f"scripts/build_{component}.sh --clean")
 
-    write_manifest(payload, parts, args.python, args.soc_list, args.selection)
+    write_manifest(payload, parts, args.python, args.soc_list, args.selection, native.resolve().parent)
     write_ctest_root(tests)
     (native / "payload").mkdir(parents=True, exist_ok=True)
     swap_in(payload, native / "payload" / "hyper_parallel")
@@ -179,7 +199,8 @@ def update_manifest(args: argparse.Namespace) -> int:
                if component_of(p["part"]) in COMPONENT_ORDER else len(COMPONENT_ORDER))
     # Only a component with kernels passes --soc-list; the others keep the payload's list.
     soc_list = args.soc_list or ",".join(old.get("soc_list", []))
-    write_manifest(payload, parts, args.python, soc_list, old.get("selection", "component scripts"))
+    write_manifest(payload, parts, args.python, soc_list, old.get("selection", "component scripts"),
+                   native.resolve().parent)
     tests = native / "tests"
     if tests.is_dir():
         write_ctest_root(tests)

@@ -80,7 +80,8 @@ package_link() {
             -Wl,--whole-archive "$objects" -Wl,--no-whole-archive -Wl,--version-script="$version_script" \
             -Wl,--gc-sections -Wl,--no-undefined -Wl,--enable-new-dtags -Wl,-rpath,"$runpath" \
             -L"$HP_NATIVE_DIR/core/install/hyper_parallel/core/lib" -L"$shmem_install/lib" -L"$multicore_install/lib" \
-            "${needed[@]/#/-l:}" ${HP_SANITIZE:+-fsanitize=$HP_SANITIZE}
+            "${needed[@]/#/-l:}" ${HP_SANITIZE:+-fsanitize=$HP_SANITIZE} &&
+        hp_split_debug "$package_dir"
 }
 
 # The SHMEM SDK root: HP_SHMEM_HOME (select_ops.py reads it), else this build's symmetric memory.
@@ -139,7 +140,7 @@ else
             "scripts/build_$HP_COMPONENT.sh --jobs $HP_JOBS"
         tail -n 30 "$HP_LOG" >&2
     elif ! "${verify[@]}" --library "$package_dir/lib/libhyper_parallel_op_api.so" --ops-json "$package_dir/ops.json" \
-            --kernels "$multicore_install/lib/kernels" --version "$(cat "$HP_REPO_ROOT/VERSION")" \
+            --kernels "$multicore_install/lib/kernels" --version "$(cat "$HP_REPO_ROOT/VERSION")" --build-dir "$HP_BUILD_DIR" \
             2>"$HP_WORK_DIR/verify.err"; then
         select_failed "$(cat "$HP_WORK_DIR/verify.err")"
     else

@@ -2,9 +2,11 @@
 """ELF hygiene of a payload: every shared library has a private SONAME (libhyper_parallel_*),
 every ELF file's RUNPATH is relative ($ORIGIN-based, no DT_RPATH), and every NEEDED resolves
 either inside the checked tree (through that RUNPATH) or on the system, never elsewhere.
-Our own libraries (libhyper_parallel_*) must resolve inside the tree.
+Our own libraries (libhyper_parallel_*) must resolve inside the tree. With --build-path P, no
+file of the trees (ELF or not) may contain the absolute path P (the checkout or the build
+directory): a shipped file must not depend on, or reveal, where it was built.
 
-    check_elf.py ROOT [ROOT ...]     exit 0 clean, 1 with one line per problem
+    check_elf.py [--build-path P]... ROOT [ROOT ...]   exit 0 clean, 1 with one line per problem
 """
 from __future__ import annotations
 
@@ -90,14 +92,40 @@ def check_file(path: Path, roots: list[Path], system_names: set[str]) -> list[Pr
     return problems
 
 
+def files_of(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
 def check_trees(roots: list[Path]) -> list[Problem]:
     roots = [r.resolve() for r in roots]
     system_names = system_library_names()
     problems: list[Problem] = []
     for root in roots:
-        for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+        for path in files_of(root):
             if is_elf(path):
                 problems.extend(check_file(path, roots, system_names))
+    return problems
+
+
+def embedded_build_paths(roots: list[Path], build_paths: list[str]) -> list[Problem]:
+    """Every file of `roots` that contains one of `build_paths` (absolute directories)."""
+    needles = [p.rstrip("/").encode() + b"/" for p in build_paths]
+    problems: list[Problem] = []
+    for root in roots:
+        for path in files_of(root.resolve()):
+            data = path.read_bytes()
+            for needle in needles:
+                at = data.find(needle)
+                if at < 0:
+                    continue
+                end = at + len(needle)
+                while end < len(data) and end - at < 200 and 0x20 < data[end] < 0x7f:
+                    end += 1
+                problems.append(Problem(path, "BUILD-PATH", f"contains the build path "
+                                        f"'{data[at:end].decode(errors='replace')}' (debug info "
+                                        "not split out, __FILE__ without -fmacro-prefix-map, or "
+                                        "an absolute path written into a data file)"))
+                break
     return problems
 
 
@@ -105,7 +133,12 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
-    problems = check_trees([Path(a) for a in argv])
+    build_paths = []
+    while len(argv) >= 2 and argv[0] == "--build-path":
+        build_paths.append(argv[1])
+        argv = argv[2:]
+    roots = [Path(a) for a in argv]
+    problems = check_trees(roots) + (embedded_build_paths(roots, build_paths) if build_paths else [])
     for p in problems:
         print(p)
     return 1 if problems else 0

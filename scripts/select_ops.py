@@ -7,7 +7,7 @@ custom_ops component (docs/ops.md).
                            [--shmem-variant] [--shmem-sdk DIR|none] [--out selection.json]
                            [--version-script ops.map]
     select_ops.py verify   --selection S --objects ARCHIVE [--library LIB] [--ops-json OUT]
-                           [--kernels DIR] [--version V]
+                           [--kernels DIR] [--version V] [--build-dir DIR]
     select_ops.py torch-schemas [--registry R] --out HEADER
 
 check: the registry against its JSON schema (operator_registry.schema.json beside it), then the
@@ -369,6 +369,18 @@ def check_symbols(reg: Registry, objects: set[str], skip: set[str], where: str) 
                                      "a misspelt name, or the op's source is not built", op.name, field_name)
 
 
+def shipped_path(path: str | None, build_dir: str | None) -> str | None:
+    """A path as the shipped ops.json names it: relative to the build directory when inside it,
+    else relative to the checkout when inside that (a shipped file carries no build machine
+    path, scripts/check_elf.py --build-path), else as it is (an SDK installed elsewhere)."""
+    if path is None:
+        return None
+    for root in ([Path(build_dir).resolve()] if build_dir else []) + [Path(__file__).resolve().parents[1]]:
+        if Path(path).resolve().is_relative_to(root):
+            return os.path.relpath(Path(path).resolve(), root)
+    return path
+
+
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -464,7 +476,7 @@ def cmd_verify(args) -> int:
         "targets": [s for s in selection["soc_list"] if s in kernels] if args.kernels else selection["soc_list"],
         "kernels": kernels,
         "selection": {"request": selection["request"], "dropped": selection["dropped"],
-                      "shmem_sdk": selection["shmem_sdk"]},
+                      "shmem_sdk": shipped_path(selection["shmem_sdk"], args.build_dir)},
         "ops": ops,
         "exported_symbols": selection["symbols"],
         "library_sha256": sha256_file(library),
@@ -518,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ops-json", help="where to write ops.json")
     p.add_argument("--kernels", help="the directory of the kernel libraries per SoC target")
     p.add_argument("--version", default="")
+    p.add_argument("--build-dir", help="the build directory: ops.json names paths inside it relative to it")
     p.set_defaults(func=cmd_verify)
     p = sub.add_parser("torch-schemas", help="write the torch adapter's schema header")
     p.add_argument("--registry", default=str(DEFAULT_REGISTRY))

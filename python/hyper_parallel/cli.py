@@ -64,6 +64,16 @@ def cmd_doctor(_args) -> int:
     print(f"built          {info.get('built')} for {info.get('python', {}).get('soabi')}, "
           f"selection: {info.get('selection')}")
     print(f"soc targets    {', '.join(info.get('soc_list', [])) or 'none'}")
+    abi = info.get("abi", {})
+    if abi:
+        shortfall = native.glibc_shortfall(info)
+        print(f"system floor   glibc >= {abi.get('glibc')}, GLIBCXX {abi.get('glibcxx')}, CXXABI "
+              f"{abi.get('cxxabi')} (this system: glibc {os.confstr('CS_GNU_LIBC_VERSION').split()[-1]}); "
+              f"wheel tag {abi.get('platform_tag')}")
+        if shortfall:
+            print(f"  ERROR HP-NATIVE-SYSTEM-TOO-OLD: {shortfall}\n    recover: build on this system "
+                  "(./build.sh), or run on a distribution with that glibc or newer")
+            ok = False
     print("\ncomponents")
     rows = [(p["part"], p["status"], p["reason"]) for p in info.get("parts", [])]
     _print_table(rows, ("part", "status", "reason"))

@@ -5,7 +5,7 @@ NativeLoadError carries an HP-NATIVE-* reason code and the exact command that re
 """
 from __future__ import annotations
 
-# Reason codes of the native loader (DESIGN.md §3). Stable: never renamed or reused.
+# Reason codes of the native loader (docs/build.md). Stable: never renamed or reused.
 REASONS = {
     "HP-NATIVE-PAYLOAD-MISSING":
         "the native payload, or the component asked for, is not where the loader looks",
@@ -22,6 +22,8 @@ REASONS = {
         "a CPython extension module of the payload failed to import",
     "HP-NATIVE-ISA-UNSUPPORTED":
         "none of the payload's kernel targets runs on this CPU",
+    "HP-NATIVE-SYSTEM-TOO-OLD":
+        "this system's glibc is older than the payload's binaries need",
 }
 
 

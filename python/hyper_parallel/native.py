@@ -103,12 +103,36 @@ def _check_python_abi() -> None:
                               f"PYTHON={sys.executable} ./build.sh")
 
 
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(".") if x.isdigit())
+
+
+def glibc_shortfall(info: dict, running: str | None = None) -> str | None:
+    """Why this system's glibc cannot run the payload (manifest "abi", read from its binaries
+    at build time), or None. `running`: the system's version ("2.36"; default: this one's)."""
+    needed = info.get("abi", {}).get("glibc")
+    if running is None:
+        running = os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
+    if not needed or _version(running) >= _version(needed):
+        return None
+    return (f"the payload needs glibc >= {needed} ({info['abi'].get('needed_by', {}).get('glibc', '?')} "
+            f"asks for GLIBC_{needed}); this system has {running}")
+
+
+def _check_system() -> None:
+    why = glibc_shortfall(manifest())
+    if why:
+        raise NativeLoadError("HP-NATIVE-SYSTEM-TOO-OLD", why,
+                              "build on this system (./build.sh), or run on a distribution with that glibc or newer")
+
+
 def load_extension(component: str, name: str):
     """Imports the CPython extension hyper_parallel.<name> from the component's python/ dir."""
     full_name = f"hyper_parallel.{name}"
     if full_name in sys.modules:
         return sys.modules[full_name]
     directory = component_dir(component) / "python"
+    _check_system()
     _check_python_abi()
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     path = directory / f"{name}{suffix}"

@@ -184,7 +184,8 @@ hp_build_adapter() {
             -DCMAKE_CXX_COMPILER="$HP_CXX" -DCMAKE_PREFIX_PATH="$prefix" -DHP_WERROR="${HP_WERROR:-0}" \
             -DHP_PYTHON="$HP_PYTHON" &&
             cmake --build "$work" --parallel "$HP_JOBS" &&
-            cmake --install "$work" --prefix "$HP_INSTALL_DIR"
+            cmake --install "$work" --prefix "$HP_INSTALL_DIR" &&
+            hp_split_debug "$HP_INSTALL_DIR/hyper_parallel"
     } >>"$HP_LOG" 2>&1; then
         hp_status "$part" ok - "built for $fw (identity $identity)"
         hp_info "$part: built"
@@ -193,6 +194,14 @@ hp_build_adapter() {
             "scripts/build_$HP_COMPONENT.sh --frameworks $fw"
         tail -n 20 "$HP_LOG" >&2
     fi
+}
+
+# hp_split_debug <tree>: the shipped ELF files under <tree> lose their debug info to
+# $HP_NATIVE_DIR/debug/.build-id (scripts/split_debug.py), before anything records their
+# digests or caches them. Sanitizer builds, never shipped, keep theirs (their reports need it).
+hp_split_debug() {
+    [[ -n "${HP_SANITIZE:-}" ]] && return 0
+    "$HP_PYTHON" "$HP_REPO_ROOT/scripts/split_debug.py" "$1" "$HP_NATIVE_DIR/debug"
 }
 
 # hp_cmake_build_cached <key> : configure/build/install $HP_COMPONENT, or restore it from the
@@ -216,6 +225,7 @@ hp_cmake_build_cached() {
         echo "== install"
         rm -rf "$HP_INSTALL_DIR" || return 12
         cmake --install "$HP_WORK_DIR" --prefix "$HP_INSTALL_DIR" || return 12
+        hp_split_debug "$HP_INSTALL_DIR/hyper_parallel" || return 12
         if declare -F hp_check_install >/dev/null; then
             echo "== check the install"
             hp_check_install || return 13
