@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import stat
 import subprocess
 import sys
@@ -44,6 +45,15 @@ def base_env(**overrides: str | None) -> dict[str, str]:
         else:
             env[key] = value
     return env
+
+
+def activated(cmd, *vendors) -> list[str]:
+    """`cmd` in a shell that sourced the payload's activation first (multicore/lib/set_env.bash,
+    with these vendor directories), as a user starts a process that uses another vendor."""
+    script = PAYLOAD_DIR / "multicore" / "lib" / "set_env.bash"
+    # No positional parameters in the shell: `source` without arguments would pass them on.
+    line = shlex.join(["source", str(script), *map(str, vendors)]) + " && exec " + shlex.join(map(str, cmd))
+    return ["bash", "-c", line]
 
 
 def run(cmd, *, env: dict | None = None, cwd: Path | str = REPO, timeout: float = 120,

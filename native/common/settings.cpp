@@ -66,6 +66,10 @@ constexpr std::array kSpecs = {
     SettingSpec{"HP_VENDOR_PATH", T::kPath, S::kRuntime, "", "",
                 "op package directories (each with an ops.json) hp::ops::find searches after the "
                 "payload's own, colon-separated, read once at the first lookup"},
+    SettingSpec{"HP_ACTIVATED", T::kString, S::kRuntime, "", "",
+                "set by the activation (multicore/lib/set_env.bash, or the wheel's "
+                "hyper_parallel_multicore_set_env.bash): the payload's identity; an op found in an "
+                "HP_VENDOR_PATH package needs it"},
     SettingSpec{"HP_PAYLOAD_DIR", T::kPath, S::kPython, "", "",
                 "load native components from this payload (a build/native/payload/hyper_parallel "
                 "directory) instead of the installed or development one"},
@@ -292,6 +296,7 @@ Status Settings::parse(const Lookup& lookup, Settings* out) {
   out->job_id = text_of(*find_setting("HP_JOB_ID"));
   read_int("HP_LOCAL_RANK", 0, 4095, &out->local_rank);
   read_int("HP_LOCAL_SIZE", 1, 4096, &out->local_size);
+  out->activated = text_of(*find_setting("HP_ACTIVATED"));
   {
     const std::string text = text_of(*find_setting("HP_VENDOR_PATH"));
     out->vendor_path.clear();

@@ -62,6 +62,7 @@ struct HP_API Settings {
   int local_rank = -1;                        // HP_LOCAL_RANK (-1: unset)
   int local_size = -1;                        // HP_LOCAL_SIZE (-1: unset)
   std::vector<std::string> vendor_path;       // HP_VENDOR_PATH, split at ':' (empty parts dropped)
+  std::string activated;                      // HP_ACTIVATED (empty: this process was not activated)
 
   using Lookup = std::function<std::optional<std::string>(std::string_view name)>;
   // Parses every runtime setting through `lookup`; unset names take their defaults. On error

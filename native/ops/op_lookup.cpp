@@ -198,6 +198,23 @@ Status resolve(const Package& p, const std::string& symbol, void** out) {
   return Status::ok();
 }
 
+// A vendor other than the payload's own is used only by an activated process: the activation
+// sets HP_VENDOR_PATH and the CPU split before the framework starts, which is when they count.
+Status require_activation(const Package& p, std::string_view op) {
+  if (p.info.origin != "HP_VENDOR_PATH" || !hp::settings().activated.empty()) return Status::ok();
+  const fs::path own = own_package_dir();
+  const fs::path payload = own.empty() ? fs::path() : own.parent_path();
+  const std::string activate =
+      !payload.empty() && fs::exists(payload / "__init__.py")
+          ? std::string("source \"$(command -v hyper_parallel_multicore_set_env.bash)\"")
+          : fmt::format("source {}", payload.empty() ? std::string("<payload>/multicore/lib/set_env.bash")
+                                                      : (payload / "multicore" / "lib" / "set_env.bash").string());
+  return Status::error(ErrorCode::kFailedPrecondition,
+                       "HP-NATIVE-NOT-ACTIVATED: op '{}' is in {} (from HP_VENDOR_PATH), a vendor other than the "
+                       "payload's own, and this process was not activated; before starting it, run: {} {}",
+                       op, p.info.dir, activate, p.info.dir);
+}
+
 }  // namespace
 
 Status find(std::string_view op, OpEntry* out) {
@@ -212,6 +229,7 @@ Status find(std::string_view op, OpEntry* out) {
                             p.info.ops.empty() ? std::string("no ops") : fmt::format("{}", fmt::join(p.info.ops, ", ")));
     for (const PackageOp& o : p.ops) {
       if (o.name != op) continue;
+      HP_RETURN_IF_ERROR(require_activation(p, op));
       HP_RETURN_IF_ERROR(load(p));
       OpEntry e;
       e.name = o.name;

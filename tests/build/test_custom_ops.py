@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, CACHE_DIR, PAYLOAD_DIR, REPO, SYSTEM_PYTHON, base_env, describe, run
+from conftest import BUILD_DIR, CACHE_DIR, PAYLOAD_DIR, REPO, SYSTEM_PYTHON, activated, base_env, describe, run
 
 SELECT = REPO / "scripts" / "select_ops.py"
 REGISTRY = REPO / "native" / "ops" / "operator_registry.json"
@@ -219,8 +219,9 @@ def keep_package(scratch, tmp_path: Path, name: str) -> Path:
 def run_variants(*vendors: Path, ranks: int = 2) -> subprocess.CompletedProcess:
     """The payload's op-variant test under hprun, with these packages on HP_VENDOR_PATH."""
     test = BUILD_DIR / "native" / "tests" / "custom_ops" / "bin" / "test_ops_variants"
-    return run([PAYLOAD_DIR / "symmetric_memory" / "bin" / "hprun", "-n", str(ranks), "--heap-size", "64M", test],
-               env=base_env(HP_VENDOR_PATH=":".join(map(str, vendors)), HP_SHMEM_HOME=None), timeout=300)
+    return run(activated([PAYLOAD_DIR / "symmetric_memory" / "bin" / "hprun", "-n", str(ranks), "--heap-size", "64M",
+                          test], *vendors),
+               env=base_env(HP_VENDOR_PATH=None, HP_ACTIVATED=None, HP_SHMEM_HOME=None), timeout=300)
 
 
 def assert_package(result, package: Path, has: list[str], lacks: list[str]):

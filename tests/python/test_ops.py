@@ -10,14 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PAYLOAD_DIR, REPO, SYSTEM_PYTHON, base_env, describe, run
+from conftest import PAYLOAD_DIR, REPO, SYSTEM_PYTHON, activated, base_env, describe, run
 
 HP_OPS = PAYLOAD_DIR / "custom_ops" / "bin" / "hp-ops"
 PACKAGE = PAYLOAD_DIR / "custom_ops"
 
 
-def hp_ops(*args: str, vendor: str | None = None):
-    return run([HP_OPS, *args], env=base_env(HP_VENDOR_PATH=vendor))
+def hp_ops(*args: str, vendor: str | None = None, activate: bool = True):
+    """hp-ops with HP_VENDOR_PATH = vendor, in an activated shell unless activate is False."""
+    env = base_env(HP_VENDOR_PATH=vendor, HP_ACTIVATED=None)
+    return run(activated([HP_OPS, *args]) if activate else [HP_OPS, *args], env=env)
 
 
 def test_the_payloads_package_is_listed_first_with_its_ops():
@@ -69,6 +71,25 @@ def test_a_vendor_package_is_searched_after_the_payloads(tmp_path):
     lying = hp_ops("find", "fused_deep_moe_w4a8", vendor=str(vendor))
     assert lying.returncode == 1, describe(lying)
     assert "NOT_FOUND (15)" in lying.stderr and "hpHyperMegaMoeW4A8GetWorkspaceSize is not exported" in lying.stderr
+
+
+def test_a_vendor_op_needs_an_activated_process_and_says_how(tmp_path):
+    vendor = vendor_copy(tmp_path)
+    # The payload's own ops need no activation, nor does listing the vendors.
+    assert hp_ops("find", "dispatch_layout", vendor=str(vendor), activate=False).returncode == 0
+    listed = hp_ops("list", "--json", vendor=str(vendor), activate=False)
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 2, describe(listed)
+    # An op only the vendor has is refused, with the exact command.
+    result = hp_ops("find", "fused_deep_moe_w4a8", vendor=str(vendor), activate=False)
+    assert result.returncode == 1, describe(result)
+    assert "HP-NATIVE-NOT-ACTIVATED" in result.stderr and str(vendor) in result.stderr, describe(result)
+    command = f"source {PAYLOAD_DIR / 'multicore' / 'lib' / 'set_env.bash'} {vendor}"
+    assert command in result.stderr, describe(result)
+    # Activated with that command, the lookup reaches the vendor (whose library lacks the op).
+    env = base_env(HP_VENDOR_PATH=None, HP_ACTIVATED=None)
+    again = run(["bash", "-c", f'{command} && exec "$0" find fused_deep_moe_w4a8', HP_OPS], env=env)
+    assert "HP-NATIVE-NOT-ACTIVATED" not in again.stderr, describe(again)
+    assert "hpHyperMegaMoeW4A8GetWorkspaceSize is not exported" in again.stderr, describe(again)
 
 
 @pytest.mark.parametrize("kind", ["no_ops_json", "bad_json", "wrong_format", "other_library"])
