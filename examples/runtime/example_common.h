@@ -1,4 +1,4 @@
-// What the runtime examples share: the command line (the diagnostics flags of seed 003 and the
+// What the runtime examples share: the command line (the diagnostics flags and the
 // chip's shape), the worker, the example kernel library's callables, and reporting.
 //
 //   --dump-args 0|1|2  --enable-scope-stats  --enable-dep-gen  --enable-swimlane

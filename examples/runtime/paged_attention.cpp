@@ -1,4 +1,4 @@
-// hp-example-paged-attention: the SPMD paged attention of seed 003 on the task runtime. The KV
+// hp-example-paged-attention: the SPMD paged attention on the task runtime. The KV
 // cache lives in fixed-size pages of a shared pool, in shuffled order, addressed by a block
 // table; sequences have different lengths. ONE mixed task (LaunchMode::kMix) over block_num
 // groups computes every (sequence, head): each group's cube block the scores q.k, its vector

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SPMD paged attention (seed 003) on the task runtime, orchestrated from Python.
+"""SPMD paged attention on the task runtime, orchestrated from Python.
 
 The KV cache lives in fixed-size pages of a pool, in shuffled order, addressed by a block table;
 sequences have different lengths. ONE mixed task (mode "mix") over block_num groups computes

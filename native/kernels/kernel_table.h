@@ -7,7 +7,8 @@
 //
 // Versioning: `size` is sizeof(KernelTable) of the library's build and `version` is
 // kKernelTableVersion; the front end refuses a table with another version or a smaller size.
-// New entries are appended (and the version bumped) so that an old front end keeps working.
+// New entries are appended and the version bumped: a front end and its target libraries come
+// from one build, and a library of another build is refused rather than half-used.
 #ifndef HYPER_PARALLEL_KERNELS_KERNEL_TABLE_H_
 #define HYPER_PARALLEL_KERNELS_KERNEL_TABLE_H_
 

@@ -251,7 +251,7 @@ class HP_API Buffer {
   // The tensor is valid until the next dispatch.
   Status combine_buffer(const Handle& handle, TensorView* out);
 
-  // The streamed combine (a buffer made with streamed_combine; seed 002's deep fuse, where the
+  // The streamed combine (a buffer made with streamed_combine; the deep fuse, where the
   // combine runs as GMM2's tiles complete): combine_stream_begin with the last dispatch's handle,
   // combine_stream_rows for every row of expert_out once, in any order and batches, as they are
   // ready, then combine_stream_end. Each row goes back unsummed to its source's pair slot
@@ -265,7 +265,7 @@ class HP_API Buffer {
   // caller_check: an error the caller met while streaming (e.g. its GEMM failed): this rank
   // then rejects the call like a bad input, so that no rank waits for rows that never come.
   // add: optional fp32 [T, H] rows summed into y's rows of active tokens after the pair rows
-  // (a shared expert's output: seed 002's ProcessCombine).
+  // (a shared expert's output: ProcessCombine, docs/design.md).
   Status combine_stream_end(const Status& caller_check = Status::ok(), const TensorView& add = {});
 
   // The chip dispatch and combine split their work over from now on (null: the calling thread,

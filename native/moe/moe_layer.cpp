@@ -149,7 +149,7 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
   HP_RETURN_IF_ERROR(packed);
   HP_RETURN_IF_ERROR(path_ok);
   HP_RETURN_IF_ERROR(made);
-  // The workspace: the seed's regions for this problem (lossless receive rows), reuse mode.
+  // The workspace: the planned regions for this problem (lossless receive rows), reuse mode.
   HP_RETURN_IF_ERROR(plan_moe({.tokens = config.max_tokens_per_rank,
                                .hidden = config.hidden,
                                .intermediate = config.intermediate,

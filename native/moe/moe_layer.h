@@ -1,12 +1,12 @@
-// HyperMegaMoe forward, staged (seed 002 §5: the non-deep-fuse path's stages, run for any number
+// HyperMegaMoe forward, staged (docs/moe.md: the non-deep-fuse path's stages, run for any number
 // of experts per rank): dispatch with int8 quantisation -> GMM1 with the fused
 // dequant + SwiGLU + requant epilogue -> GMM2 with dequant x top-k weight -> combine (the plain
 // sum: the weights are already applied). Collective like the Buffer it owns.
 //
 // The intermediates follow the workspace plan (workspace_plan.h, reuse mode): received rows and
 // scales in x1Token/x1Scale, GMM1's requantised SwiGLU rows in the SwiGLU region, moved to
-// x2Token/x2Scale once GMM1 is done, GMM2's fp32 rows in swapSpace. A shared expert (seed 002
-// §5: an extra GMM1 + GMM2 on the rank's own tokens) uses the shared regions the same way; its
+// x2Token/x2Scale once GMM1 is done, GMM2's fp32 rows in swapSpace. A shared expert (an
+// extra GMM1 + GMM2 on the rank's own tokens) uses the shared regions the same way; its
 // output is added to y after the combine.
 // Weights are this rank's local experts (expert e = rank x E_local + local index), int8 with
 // per-output-channel fp32 scales, packed once at create:
@@ -49,7 +49,7 @@
 
 namespace hp::moe {
 
-// Which forward runs (seed 002 §5): kStaged runs dispatch, GMM1, GMM2 and combine one after
+// Which forward runs: kStaged runs dispatch, GMM1, GMM2 and combine one after
 // another; kDeep (the deep-fuse path, a chip with 2 vector cores per cube core) overlaps them
 // in two mixed launches: one vector core dispatches and hands each local expert to the cube
 // cores as soon as its rows are in (GMM1 starts expert by expert), and, as GMM2's tiles
@@ -80,12 +80,12 @@ struct MoeLayerConfig {
 
 struct ExpertWeights {
   TensorView w1, w1_scale, w2, w2_scale;
-  // TENSOR_LIST (seed 002 §5): one tensor per local expert instead of the stacked ones above
+  // TENSOR_LIST: one tensor per local expert instead of the stacked ones above
   // (w1 [H, 2I], w1_scale [2I], w2 [I, H], w2_scale [H] each; leave the stacked ones empty).
   std::vector<TensorView> w1_list, w1_scale_list, w2_list, w2_scale_list;
   // The shared expert's (with shared_intermediate > 0): [1, H, 2Is], [1, 2Is], [1, Is, H], [1, H].
   TensorView shared_w1, shared_w1_scale, shared_w2, shared_w2_scale;
-  // SMOOTH_QUANT (seed 002 §5), optional fp32 scales (copied at create): x x smooth1 [H] per
+  // SMOOTH_QUANT, optional fp32 scales (copied at create): x x smooth1 [H] per
   // channel before the tokens' quantisation, h x smooth2 [E_local, I] (shared_smooth2 [1, Is]
   // for the shared expert) before the requantisation. The caller folds their inverses into w1's
   // rows and w2's rows; the layer only applies them.

@@ -10,7 +10,7 @@
 // each (flag owner >= its place in the owner's share), and streams the rows of a row block
 // back to their tokens' ranks once its last column tile is done. Then, on the calling thread,
 // the streamed combine ends: every rank's rows are in, and y is reduced on the vector cores.
-// The other vector blocks have no work (the chip's ratio is the seed's 1:2). The calling
+// The other vector blocks have no work (the deep path's chip ratio is 1:2). The calling
 // thread (the PE) waits in the launch meanwhile, so the sender's shmem calls never overlap
 // the PE's.
 #include <algorithm>

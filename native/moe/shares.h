@@ -1,5 +1,5 @@
-// Splitting dispatch and combine work over the chip's vector cores (seed 002: the AIV cores do
-// the communication): [0, n) is cut into one contiguous share per worker, a worker being a
+// Splitting dispatch and combine work over the chip's vector cores (they do the
+// communication): [0, n) is cut into one contiguous share per worker, a worker being a
 // vector core of the chip (a kVector launch) or, without a chip, the calling thread alone.
 #ifndef HYPER_PARALLEL_MOE_SHARES_H_
 #define HYPER_PARALLEL_MOE_SHARES_H_

@@ -1,6 +1,6 @@
-// The fused MoE layer's tiling and workspace plan (seed 002 §5.1-5.2 and §6.1-6.3): a pure
-// function from the problem to the execution path and the workspace regions, in the upstream
-// layout and with its reuse mode.
+// The fused MoE layer's tiling and workspace plan (docs/moe.md; the region names:
+// docs/design.md): a pure function from the problem to the execution path and the workspace
+// regions, in the upstream layout and with its reuse mode.
 //
 // Regions, in order (sizes in bytes; bs = this rank's tokens, m = max_recv_rows, the rows a
 // rank's experts can receive; sbs = shared-expert tokens, 0 without one; gmm1 = 2 x I):
@@ -33,7 +33,7 @@
 
 namespace hp::moe {
 
-// ExecFlags bits (seed 002 §5.1).
+// ExecFlags bits: what a plan runs.
 inline constexpr std::uint32_t kExecDeepFuse = 1u << 0;
 inline constexpr std::uint32_t kExecTensorList = 1u << 1;
 inline constexpr std::uint32_t kExecXActiveMask = 1u << 2;

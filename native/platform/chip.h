@@ -1,7 +1,7 @@
 // The chip: a set of worker threads ("cores") with roles, running SPMD kernels.
 //
 // A chip has num_cube cube cores (GEMM tiles) and num_vector vector cores (quantisation,
-// epilogues, communication), in the ratio 1:1 or 1:2 (seed 002 §5.2). Each core is one
+// epilogues, communication), in the ratio 1:1 or 1:2 (docs/platform.md). Each core is one
 // thread, created once and reused by every launch.
 //
 // launch(config, kernel) runs `kernel` once per block:

@@ -1,7 +1,7 @@
 // Cross-core synchronization of one launch: flag counters and an all-block barrier.
 //
-// Flags have the seed's soft-sync semantics: each flag is a monotonically increasing 32-bit
-// counter; set_flag adds to it with release ordering, wait_flag(target) returns once the
+// Flags have soft-sync semantics (docs/design.md, glossary): each flag is a monotonically
+// increasing 32-bit counter; set_flag adds to it with release ordering, wait_flag(target) returns once the
 // counter reaches `target` with acquire ordering (it does not consume). Everything a block
 // wrote before set_flag is visible to a block whose wait_flag saw that set. Counters start at
 // 0 for every launch; they must not wrap within a launch (2^32 sets).

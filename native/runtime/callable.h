@@ -1,7 +1,7 @@
 // Callable: what a task runs. Either a C++ function registered in-process or an entry point
 // found by name in a shared library, plus the identity bytes that say what it computes.
 //
-// The handle is content-addressed (DESIGN §2.5): SHA-256 over, in order,
+// The handle is content-addressed: SHA-256 over, in order,
 //   "hp.runtime.callable.v1" NUL, the kind name ("function" | "library_symbol") NUL,
 //   u64 little-endian length of the namespace, the namespace,
 //   u64 little-endian length of the identity bytes, the identity bytes.

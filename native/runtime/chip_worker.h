@@ -1,4 +1,4 @@
-// ChipWorker: the runtime on one chip (L2 in DESIGN §2.5). Callables are registered into
+// ChipWorker: the runtime on one chip (docs/runtime.md). Callables are registered into
 // integer slots (content-deduplicated, reference counted; see callable.h) and run SPMD on the
 // chip, either one at a time with run(), or as tasks of an orchestration (orchestrator.h).
 #ifndef HYPER_PARALLEL_RUNTIME_CHIP_WORKER_H_

@@ -1,4 +1,4 @@
-// DiagnosticsConfig: the diagnostics (DFX, DESIGN §2.5) an orchestration run records, chosen in
+// DiagnosticsConfig: the diagnostics (DFX) an orchestration run records, chosen in
 // OrchestratorConfig::diagnostics before any task is dispatched, and the files they write into
 // the directory `output_prefix` (created when missing; files of an earlier run are replaced):
 //

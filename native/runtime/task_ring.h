@@ -5,7 +5,7 @@
 // head_slot_ and tail_slot_ keep head % capacity and tail % capacity: the submit path divides
 // by nothing (a 64-bit division takes tens of cycles, and it took several per submit).
 // Only the oldest live task can be reclaimed, so a long-lived task holds back the ring behind
-// it. That is why each scope depth (0, 1, 2, >= 3) has its own ring (seed 003): an inner scope's
+// it. That is why each scope depth (0, 1, 2, >= 3) has its own ring: an inner scope's
 // short-lived tasks recycle their ring while an outer scope still holds its tasks.
 // Orchestration thread only: other threads drop their holds on slots, the orchestration thread
 // reclaims them once consumed() (Scheduler::sweep).

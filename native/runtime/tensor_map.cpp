@@ -335,7 +335,7 @@ void TensorMap::record(TaskId task, TaskSlot* owner, std::span<const TensorAcces
 }
 
 // Flattened (every call inside inlined): the submit path's one call into the map. Inlining
-// bucket_to_insert alone does not give what this does (docs/runtime.md has the counts).
+// bucket_to_insert alone does not give what this does (bench/runtime/RESULTS.md has the counts).
 [[gnu::flatten]] void TensorMap::find_and_record(TaskId task, TaskSlot* owner,
                                                  std::span<const TensorAccess> accesses,
                                                  std::vector<FoundDependency>* found,

@@ -369,7 +369,7 @@ class CallConfig:
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
-        """The diagnostics flags of seed 003 (--dump-args, --enable-scope-stats,
+        """The diagnostics flags (--dump-args, --enable-scope-stats,
         --enable-dep-gen, --enable-swimlane, --output-prefix) on an argparse parser."""
         group = parser.add_argument_group("diagnostics")
         group.add_argument("--dump-args", type=int, choices=(0, 1, 2), default=0,

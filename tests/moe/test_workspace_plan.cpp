@@ -1,4 +1,4 @@
-// The fused MoE layer's workspace plan: the seed's region sizes, the execution path from the
+// The fused MoE layer's workspace plan: the region sizes, the execution path from the
 // problem, no two regions live at once overlapping (with and without reuse), and reuse saving
 // exactly what it reports.
 #include <gtest/gtest.h>
@@ -48,7 +48,7 @@ TEST(WorkspacePlan, SeedFormulasForQwenLikeShapes) {
   EXPECT_EQ(t.total_bytes, t.user_bytes);
 }
 
-TEST(WorkspacePlan, PathsFollowTheSeedsTriggers) {
+TEST(WorkspacePlan, PathsFollowTheirTriggers) {
   MoeProblem p{.tokens = 16, .hidden = 64, .intermediate = 32, .topk = 2, .experts = 4, .ranks = 4};
   MoeTiling t = plan(p);  // one expert per rank
   EXPECT_EQ(t.path, MoePath::kNonDeep);

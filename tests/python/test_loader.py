@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, VERSION, base_env, describe, python_code, run
+from conftest import REPO, SYSTEM_PYTHON, VERSION, base_env, describe, python_code, run
 
 # Runs `expr` in a fresh interpreter; prints the outcome as one JSON object.
 SCENARIO = """
@@ -124,6 +124,18 @@ def test_fake_payload_with_the_real_abi_loads(tmp_path, main_payload):
     payload = fake_payload(tmp_path, main_payload)
     out = scenario("n.core().version()", HP_PAYLOAD_DIR=str(payload))
     assert out == {"ok": True, "value": VERSION}
+
+
+def test_payload_needing_a_newer_glibc_raises_system_too_old_before_loading(tmp_path, main_payload):
+    payload = fake_payload(tmp_path, main_payload,
+                           abi={"glibc": "99.1", "needed_by": {"glibc": "core/lib/libhyper_parallel_common.so"}})
+    out = scenario("n.core()", HP_PAYLOAD_DIR=str(payload))
+    assert out["ok"] is False and out["reason"] == "HP-NATIVE-SYSTEM-TOO-OLD", out
+    assert "99.1" in out["detail"] and "core/lib/libhyper_parallel_common.so" in out["detail"], out
+    assert "./build.sh" in out["recovery"], out
+    doctor = run([SYSTEM_PYTHON, "-m", "hyper_parallel", "doctor"],
+                 env=base_env(HP_PAYLOAD_DIR=str(payload), PYTHONPATH=str(REPO / "python")))
+    assert doctor.returncode != 0 and "HP-NATIVE-SYSTEM-TOO-OLD" in doctor.stdout, describe(doctor)
 
 
 def test_payload_with_only_unrunnable_targets_raises_isa_unsupported(tmp_path, main_payload):

@@ -12,7 +12,7 @@
 //                             scalar accumulate (int32): c = a b, or c += a b when non-zero
 //   hp_example_bias_act_f32   tensors c (INOUT) [m, n], bias (INPUT) [n]; scalar activation
 //                             (int32, Activation): c = act(c + bias)
-//   hp_example_paged_attention  the SPMD paged attention of seed 003 (paged_attention.h)
+//   hp_example_paged_attention  the SPMD paged attention (paged_attention.h)
 #ifndef HYPER_PARALLEL_EXAMPLES_RUNTIME_EXAMPLE_KERNELS_H_
 #define HYPER_PARALLEL_EXAMPLES_RUNTIME_EXAMPLE_KERNELS_H_
 

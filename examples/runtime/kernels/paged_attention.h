@@ -1,4 +1,4 @@
-// SPMD paged attention (seed 003): decode attention of one query token per sequence over a KV
+// SPMD paged attention: decode attention of one query token per sequence over a KV
 // cache kept in fixed-size pages, run as ONE mixed task (LaunchMode::kMix) over block_num
 // groups of one cube and `ratio` vector blocks.
 //

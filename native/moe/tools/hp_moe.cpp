@@ -342,7 +342,7 @@ Status run_rank(const Options& o) {
   if (!o.trace.empty()) HP_RETURN_IF_ERROR(gather(spans, &all_spans));
   HP_RETURN_IF_ERROR(gather(errors, &all_errors));
   const bool deep = layer->deep();
-  // The seed's three paths: the deep-fuse one with a shared expert is the shared path.
+  // The layer's three paths: the deep-fuse one with a shared expert is the shared path.
   const std::string layer_path = !deep ? "staged" : si > 0 ? "shared" : "deep";
   HP_RETURN_IF_ERROR(layer->destroy());
   // Quantising the activations twice costs about a percent against the float reference; the
