@@ -13,7 +13,8 @@ REASONS = {
         "a custom kernel vendor is needed but hyper_parallel_multicore_set_env.bash was not "
         "sourced before the framework started",
     "HP-NATIVE-ACTIVATION-TOO-LATE":
-        "the activation script ran after the framework (torch) was imported",
+        "an activation variable changed after the process started (the native libraries and the "
+        "framework read them at start)",
     "HP-NATIVE-FRAMEWORK-TARGET-UNAVAILABLE":
         "the payload has no adapter for this framework",
     "HP-NATIVE-VENDOR-LOAD-FAILED":

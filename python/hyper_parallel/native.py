@@ -119,6 +119,42 @@ def glibc_shortfall(info: dict, running: str | None = None) -> str | None:
             f"asks for GLIBC_{needed}); this system has {running}")
 
 
+# What the activation sets (multicore/lib/set_env.bash): the native libraries read them when they
+# load and the framework's thread pools when they start, so they count only from the process's
+# start (its initial environment, /proc/self/environ).
+ACTIVATION_VARIABLES = ("HP_ACTIVATED", "HP_VENDOR_PATH", "HP_CHIP_CPUS")
+
+
+@functools.lru_cache(maxsize=None)
+def _initial_environ() -> dict[str, str]:
+    try:
+        raw = Path("/proc/self/environ").read_bytes()
+    except OSError:  # no procfs: nothing to compare with
+        return {k: os.environ[k] for k in ACTIVATION_VARIABLES if k in os.environ}
+    pairs = (os.fsdecode(entry).partition("=") for entry in raw.split(b"\0") if entry)
+    return {key: value for key, _, value in pairs}
+
+
+def activation_command() -> str:
+    """The line that activates a shell for this payload (before Python starts)."""
+    payload, how = locate_payload()
+    if how == "installed":
+        return 'source "$(command -v hyper_parallel_multicore_set_env.bash)"'
+    return f"source {payload / 'multicore' / 'lib' / 'set_env.bash'}"
+
+
+def _check_activation_timing() -> None:
+    initial = _initial_environ()
+    late = [v for v in ACTIVATION_VARIABLES if os.environ.get(v) != initial.get(v)]
+    if late:
+        what = "; ".join(f"{v}: {initial.get(v, 'unset')!r} at start, {os.environ.get(v, 'unset')!r} now"
+                         for v in late)
+        raise NativeLoadError("HP-NATIVE-ACTIVATION-TOO-LATE",
+                              f"{', '.join(late)} changed after this process started ({what}): the native "
+                              "libraries and the framework read them when they start",
+                              f"{activation_command()} in the shell, then start Python")
+
+
 def _check_system() -> None:
     why = glibc_shortfall(manifest())
     if why:
@@ -133,6 +169,7 @@ def load_extension(component: str, name: str):
         return sys.modules[full_name]
     directory = component_dir(component) / "python"
     _check_system()
+    _check_activation_timing()
     _check_python_abi()
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     path = directory / f"{name}{suffix}"
@@ -180,6 +217,7 @@ def torch_ops(component: str):
     """torch.ops.hyper_parallel with `component`'s torch adapter loaded (once per process)."""
     import torch
     if component not in _torch_adapters_loaded:
+        _check_activation_timing()
         torch.ops.load_library(str(framework_adapter(component, "torch")))
         _torch_adapters_loaded.add(component)
     return torch.ops.hyper_parallel

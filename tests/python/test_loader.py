@@ -138,6 +138,23 @@ def test_payload_needing_a_newer_glibc_raises_system_too_old_before_loading(tmp_
     assert doctor.returncode != 0 and "HP-NATIVE-SYSTEM-TOO-OLD" in doctor.stdout, describe(doctor)
 
 
+# --- HP-NATIVE-ACTIVATION-TOO-LATE ------------------------------------------------------------
+
+@pytest.mark.parametrize("variable", ["HP_VENDOR_PATH", "HP_CHIP_CPUS", "HP_ACTIVATED"])
+def test_an_activation_variable_set_inside_the_process_is_too_late(variable):
+    out = scenario(f'(__import__("os").environ.__setitem__("{variable}", "0"), n.core())[1]',
+                   HP_VENDOR_PATH=None, HP_CHIP_CPUS=None, HP_ACTIVATED=None)
+    assert out["ok"] is False and out["reason"] == "HP-NATIVE-ACTIVATION-TOO-LATE", out
+    assert variable in out["detail"] and "'unset' at start, '0' now" in out["detail"], out
+    assert out["recovery"].startswith("source ") and "set_env.bash" in out["recovery"], out
+
+
+def test_activation_variables_from_the_start_load_and_so_does_an_unchanged_one():
+    out = scenario('(__import__("os").environ.__setitem__("HP_CHIP_CPUS", "0"), n.core().version())[1]',
+                   HP_CHIP_CPUS="0", HP_VENDOR_PATH=None, HP_ACTIVATED="x:y")
+    assert out == {"ok": True, "value": VERSION}, out
+
+
 def test_payload_with_only_unrunnable_targets_raises_isa_unsupported(tmp_path, main_payload):
     payload = fake_payload(tmp_path, main_payload, soc_list=["sm_90"])
     out = scenario("n.require_runnable_soc()", HP_PAYLOAD_DIR=str(payload))
