@@ -16,6 +16,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import struct
 import sys
 import sysconfig
 from pathlib import Path
@@ -155,6 +156,42 @@ def _check_activation_timing() -> None:
                               f"{activation_command()} in the shell, then start Python")
 
 
+def _elf_shortfall(path: Path) -> str | None:
+    """Why the ELF file at `path` is cut short (its headers name bytes past its end), or None.
+    dlopen maps such a file and the process dies of SIGBUS when it touches the missing pages,
+    so the loader looks first."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(64)
+            size = os.fstat(f.fileno()).st_size
+            if len(head) < 64 or head[:4] != b"\x7fELF":
+                return f"{size} bytes, not an ELF file"
+            if head[4] != 2:  # the payload is ELF64; anything else is dlopen's to refuse
+                return None
+            phoff, shoff = struct.unpack_from("<QQ", head, 0x20)
+            phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", head, 0x36)
+            need = shoff + shentsize * shnum
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+            for i in range(len(table) // max(phentsize, 1)):
+                p_type, _, p_offset, _, _, p_filesz = struct.unpack_from("<IIQQQQ", table, i * phentsize)
+                if p_type == 1:  # PT_LOAD
+                    need = max(need, p_offset + p_filesz)
+    except OSError as e:
+        return str(e)
+    return f"{size} bytes, its headers need {need}" if size < need else None
+
+
+@functools.lru_cache(maxsize=None)
+def _check_payload_files(payload: Path) -> None:
+    for path in sorted(payload.rglob("*.so*")):
+        if path.is_file():
+            why = _elf_shortfall(path)
+            if why:
+                raise NativeLoadError("HP-NATIVE-VENDOR-LOAD-FAILED", f"{path} is damaged ({why})",
+                                      _rebuild_command())
+
+
 def _check_system() -> None:
     why = glibc_shortfall(manifest())
     if why:
@@ -170,6 +207,7 @@ def load_extension(component: str, name: str):
     directory = component_dir(component) / "python"
     _check_system()
     _check_activation_timing()
+    _check_payload_files(payload_dir())
     _check_python_abi()
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     path = directory / f"{name}{suffix}"
@@ -218,7 +256,13 @@ def torch_ops(component: str):
     import torch
     if component not in _torch_adapters_loaded:
         _check_activation_timing()
-        torch.ops.load_library(str(framework_adapter(component, "torch")))
+        _check_payload_files(payload_dir())
+        library = framework_adapter(component, "torch")
+        try:
+            torch.ops.load_library(str(library))
+        except (OSError, RuntimeError) as e:  # dlopen's error, or torch's on a bad registration
+            raise NativeLoadError("HP-NATIVE-VENDOR-LOAD-FAILED", f"loading {library} failed: {e}",
+                                  _rebuild_command()) from e
         _torch_adapters_loaded.add(component)
     return torch.ops.hyper_parallel
 

@@ -138,6 +138,21 @@ def test_payload_needing_a_newer_glibc_raises_system_too_old_before_loading(tmp_
     assert doctor.returncode != 0 and "HP-NATIVE-SYSTEM-TOO-OLD" in doctor.stdout, describe(doctor)
 
 
+def test_a_truncated_adapter_library_is_vendor_load_failed(tmp_path, main_payload):
+    """A damaged library of the payload (here the multicore torch adapter, cut short) is named
+    before dlopen maps it (the process would die of SIGBUS touching the missing pages)."""
+    pytest.importorskip("torch")
+    payload = fake_payload(tmp_path, main_payload)
+    lib = payload / "multicore" / "lib"
+    lib.mkdir(parents=True)
+    real = main_payload / "multicore" / "lib" / "libhyper_parallel_multicore_torch.so"
+    (lib / real.name).write_bytes(real.read_bytes()[:4096])
+    out = scenario('n.torch_ops("multicore")', HP_PAYLOAD_DIR=str(payload))
+    assert out["ok"] is False and out["reason"] == "HP-NATIVE-VENDOR-LOAD-FAILED", out
+    assert str(lib / real.name) in out["detail"] and "its headers need" in out["detail"], out
+    assert "./build.sh" in out["recovery"], out
+
+
 # --- HP-NATIVE-ACTIVATION-TOO-LATE ------------------------------------------------------------
 
 @pytest.mark.parametrize("variable", ["HP_VENDOR_PATH", "HP_CHIP_CPUS", "HP_ACTIVATED"])
