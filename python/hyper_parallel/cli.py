@@ -56,6 +56,10 @@ def cmd_doctor(_args) -> int:
     print(f"python         {sys.executable} ({sys.version.split()[0]})")
     payload, how = native.locate_payload()
     print(f"payload        {payload} ({how})")
+    shadowed = native.shadowed_install()
+    if shadowed:
+        print(f"  note: this checkout's package hides the installed hyper_parallel at {shadowed} "
+              "(PYTHONPATH): unset PYTHONPATH to use that one")
     try:
         info = native.manifest()
     except NativeLoadError as e:

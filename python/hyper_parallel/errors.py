@@ -23,6 +23,8 @@ REASONS = {
         "a CPython extension module of the payload failed to import",
     "HP-NATIVE-ISA-UNSUPPORTED":
         "none of the payload's kernel targets runs on this CPU",
+    "HP-NATIVE-PAYLOAD-STALE":
+        "the payload and the Python package come from different builds (their versions differ)",
     "HP-NATIVE-SYSTEM-TOO-OLD":
         "this system's glibc is older than the payload's binaries need",
 }

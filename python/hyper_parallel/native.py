@@ -56,13 +56,33 @@ def locate_payload() -> tuple[Path | None, str]:
     return None, "installed"
 
 
+def shadowed_install() -> Path | None:
+    """The installed hyper_parallel that this checkout's package, first on sys.path (PYTHONPATH),
+    hides, or None."""
+    if REPO_ROOT is None:
+        return None
+    try:
+        from importlib.metadata import PackageNotFoundError, distribution
+        where = Path(distribution("hyper_parallel").locate_file("hyper_parallel")).resolve()
+    except (PackageNotFoundError, OSError, TypeError):
+        return None
+    return where if where != PACKAGE_DIR and (where / "__init__.py").is_file() else None
+
+
+def _shadow_note() -> str:
+    where = shadowed_install()
+    return (f"; this checkout's package ({PACKAGE_DIR}, on PYTHONPATH) hides the installed hyper_parallel at "
+            f"{where}: unset PYTHONPATH to use that one" if where else "")
+
+
 @functools.lru_cache(maxsize=None)
 def manifest() -> dict:
     payload, how = locate_payload()
     if payload is None or not (payload / "manifest.json").is_file():
         where = payload if payload is not None else PACKAGE_DIR
         raise NativeLoadError("HP-NATIVE-PAYLOAD-MISSING",
-                              f"no native payload at {where} (found by: {how})", _rebuild_command())
+                              f"no native payload at {where} (found by: {how}){_shadow_note()}",
+                              _rebuild_command())
     try:
         return json.loads((payload / "manifest.json").read_text())
     except (OSError, ValueError) as e:
@@ -192,6 +212,17 @@ def _check_payload_files(payload: Path) -> None:
                                       _rebuild_command())
 
 
+def _check_payload_version() -> None:
+    from . import __version__
+    built = manifest().get("version")
+    if built and built != __version__:
+        payload, how = locate_payload()
+        raise NativeLoadError("HP-NATIVE-PAYLOAD-STALE",
+                              f"the payload at {payload} (found by: {how}) is version {built} and the Python "
+                              f"package at {PACKAGE_DIR} is {__version__}: they come from different builds"
+                              f"{_shadow_note()}", _rebuild_command())
+
+
 def _check_system() -> None:
     why = glibc_shortfall(manifest())
     if why:
@@ -205,6 +236,7 @@ def load_extension(component: str, name: str):
     if full_name in sys.modules:
         return sys.modules[full_name]
     directory = component_dir(component) / "python"
+    _check_payload_version()
     _check_system()
     _check_activation_timing()
     _check_payload_files(payload_dir())

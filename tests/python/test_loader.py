@@ -153,6 +153,14 @@ def test_a_truncated_adapter_library_is_vendor_load_failed(tmp_path, main_payloa
     assert "./build.sh" in out["recovery"], out
 
 
+def test_a_payload_of_another_version_is_stale(tmp_path, main_payload):
+    payload = fake_payload(tmp_path, main_payload, version="0.0.1")
+    out = scenario("n.core()", HP_PAYLOAD_DIR=str(payload))
+    assert out["ok"] is False and out["reason"] == "HP-NATIVE-PAYLOAD-STALE", out
+    assert "version 0.0.1" in out["detail"] and VERSION in out["detail"], out
+    assert "./build.sh" in out["recovery"], out
+
+
 # --- HP-NATIVE-ACTIVATION-TOO-LATE ------------------------------------------------------------
 
 @pytest.mark.parametrize("variable", ["HP_VENDOR_PATH", "HP_CHIP_CPUS", "HP_ACTIVATED"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SYSTEM_PYTHON, VERSION, base_env, describe, run
+from conftest import REPO, SYSTEM_PYTHON, VERSION, base_env, describe, run
 
 pytestmark = pytest.mark.slow
 
@@ -156,6 +156,22 @@ def test_activated_installed_wheel_runs_the_layer_and_a_torch_op(installed):
     result = run(["bash", "-c", activated(venv, f"python '{script}'")], cwd=outside, env=env, timeout=120)
     assert result.returncode == 0, describe(result)
     assert result.stdout.strip() == "[2, 3] [1, 1, 2, 2]", describe(result)
+
+
+def test_a_checkout_on_pythonpath_that_hides_the_installed_wheel_says_so(installed, tmp_path):
+    venv, site, outside = installed
+    env = {**venv_env(), "PYTHONPATH": str(REPO / "python"), "HP_BUILD_DIR": str(tmp_path / "no-build")}
+    code = ("import json, hyper_parallel.native as n\n"
+            "try:\n    n.core(); print(json.dumps({'ok': True}))\n"
+            "except n.NativeLoadError as e:\n    print(json.dumps({'reason': e.reason, 'detail': e.detail}))")
+    result = run([venv / "bin" / "python", "-c", code], cwd=outside, env=env)
+    assert result.returncode == 0, describe(result)
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out.get("reason") == "HP-NATIVE-PAYLOAD-MISSING", out
+    assert f"hides the installed hyper_parallel at {site / 'hyper_parallel'}" in out["detail"], out
+    assert "unset PYTHONPATH" in out["detail"], out
+    doctor = run([venv / "bin" / "python", "-m", "hyper_parallel", "doctor"], cwd=outside, env=env)
+    assert f"hides the installed hyper_parallel at {site / 'hyper_parallel'}" in doctor.stdout, describe(doctor)
 
 
 def test_installed_hp_version(installed):
