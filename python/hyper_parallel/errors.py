@@ -5,6 +5,8 @@ NativeLoadError carries an HP-NATIVE-* reason code and the exact command that re
 """
 from __future__ import annotations
 
+import functools
+
 # Reason codes of the native loader (docs/build.md). Stable: never renamed or reused.
 REASONS = {
     "HP-NATIVE-PAYLOAD-MISSING":
@@ -41,6 +43,18 @@ class HpError(RuntimeError):
 
     def __reduce__(self):  # picklable: errors cross process pools
         return type(self), (self.code, self.name, self.message)
+
+
+def hp_error(name: str, message: str) -> HpError:
+    """An HpError of the stable code `name`, numbered as the native core numbers it
+    (`_hp_core.error_codes()`, the one table; the Python side writes no code numbers)."""
+    return HpError(_error_numbers()[name], name, message)
+
+
+@functools.lru_cache(maxsize=None)
+def _error_numbers() -> dict[str, int]:
+    from . import native  # the native core loads on first use; native imports this module
+    return {name: number for number, name in native.core().error_codes()}
 
 
 class NativeLoadError(ImportError):

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from . import native, shmem
-from .errors import HpError, call_torch_op
+from .errors import call_torch_op, hp_error
 
 _NUMPY_DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.int64): "int64", np.dtype(np.int32): "int32",
                  np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8", np.dtype(np.bool_): "uint8"}
@@ -47,12 +47,12 @@ def _spec(a) -> tuple:
         names = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.int64: "int64", torch.int32: "int32",
                  torch.int8: "int8", torch.uint8: "uint8", torch.bool: "uint8"}
         if a.device.type != "cpu" or a.dtype not in names:
-            raise HpError(4, "DTYPE_MISMATCH", f"tensor {a.dtype} on {a.device}: expected a CPU tensor of "
+            raise hp_error("DTYPE_MISMATCH", f"tensor {a.dtype} on {a.device}: expected a CPU tensor of "
                           "float32, bfloat16, int64, int32, int8, uint8 or bool")
         return a.data_ptr(), names[a.dtype], list(a.shape), list(a.stride())
     a = np.asarray(a)
     if a.dtype not in _NUMPY_DTYPES:
-        raise HpError(4, "DTYPE_MISMATCH", f"array of {a.dtype}: expected float32, int64, int32, int8, uint8 or "
+        raise hp_error("DTYPE_MISMATCH", f"array of {a.dtype}: expected float32, int64, int32, int8, uint8 or "
                       "bool (bf16 x: pass a torch tensor)")
     return a.ctypes.data, _NUMPY_DTYPES[a.dtype], list(a.shape), [s // a.itemsize for s in a.strides]
 
@@ -275,7 +275,7 @@ class Buffer(_Collective):
     @staticmethod
     def _check_latest(serial: int, latest: int, call: str) -> None:
         if serial != latest:
-            raise HpError(18, "FAILED_PRECONDITION",
+            raise hp_error("FAILED_PRECONDITION",
                           f"this handle is of an earlier {call}: combine the latest one (the buffer keeps "
                           "only its handle)")
 
@@ -336,7 +336,7 @@ class MegaMoe(_Collective):
             tensors = [[_contiguous(a) for a in group] for group in (w1, w1_scale, w2, w2_scale)]
             first = _spec(tensors[0][0])[2] if tensors[0] else []
             if len(first) != 2 or first[1] % 2:
-                raise HpError(3, "SHAPE_MISMATCH", f"w1[0] of shape {first}: expected [H, 2I]")
+                raise hp_error("SHAPE_MISMATCH", f"w1[0] of shape {first}: expected [H, 2I]")
             local, self.hidden, self.intermediate = len(tensors[0]), first[0], first[1] // 2
             weights = {name: [_spec(a) for a in group]
                        for name, group in zip(("w1_list", "w1_scale_list", "w2_list", "w2_scale_list"), tensors)}
@@ -345,7 +345,7 @@ class MegaMoe(_Collective):
             w1, w1_scale, w2, w2_scale = (_contiguous(a) for a in (w1, w1_scale, w2, w2_scale))
             shape = _spec(w1)[2]
             if len(shape) != 3 or shape[2] % 2:
-                raise HpError(3, "SHAPE_MISMATCH", f"w1 of shape {shape}: expected [E_local, H, 2I]")
+                raise hp_error("SHAPE_MISMATCH", f"w1 of shape {shape}: expected [E_local, H, 2I]")
             local, self.hidden, self.intermediate = shape[0], shape[1], shape[2] // 2
             weights = {"w1": _spec(w1), "w1_scale": _spec(w1_scale), "w2": _spec(w2), "w2_scale": _spec(w2_scale)}
             keep = [w1, w1_scale, w2, w2_scale]
@@ -404,7 +404,7 @@ class MegaMoe(_Collective):
 
     def _reset_grad(self, name: str, value) -> None:
         if value is not None:
-            raise HpError(1, "INVALID_ARGUMENT", f"{name} can only be set to None (the backward adds to it)")
+            raise hp_error("INVALID_ARGUMENT", f"{name} can only be set to None (the backward adds to it)")
         if getattr(self, "_torch_layer", None) is not None:
             self._torch_layer.reset_grad(name)
 

@@ -34,7 +34,7 @@ import threading
 import numpy as np
 
 from . import native
-from .errors import HpError, call_torch_op
+from .errors import call_torch_op, hp_error
 
 _lock = threading.Lock()
 _refs = 0
@@ -86,7 +86,7 @@ def release() -> None:
     global _refs
     with _lock:
         if _refs == 0:
-            raise HpError(18, "FAILED_PRECONDITION", "shmem.release() without acquire()")
+            raise hp_error("FAILED_PRECONDITION", "shmem.release() without acquire()")
         _refs -= 1
         if _refs == 0:
             _lib().finalize()
@@ -132,7 +132,7 @@ def free(array: np.ndarray) -> None:
         return call_torch_op(ops.shmem_free, array)
     addr = _address(array)
     if addr not in _allocations:
-        raise HpError(21, "NOT_SYMMETRIC",
+        raise hp_error("NOT_SYMMETRIC",
                       "shmem.free() needs an array returned by shmem.empty(), not a view of one")
     _lib().free(addr)
     del _allocations[addr]
@@ -147,13 +147,13 @@ def _address(array) -> int:
 def _contiguous(array) -> np.ndarray:
     array = np.asarray(array)
     if not array.flags["C_CONTIGUOUS"]:
-        raise HpError(1, "INVALID_ARGUMENT", "the array must be C-contiguous")
+        raise hp_error("INVALID_ARGUMENT", "the array must be C-contiguous")
     return array
 
 
 def _check_fits(dest: np.ndarray, src: np.ndarray) -> None:
     if dest.nbytes != src.nbytes:
-        raise HpError(3, "SHAPE_MISMATCH",
+        raise hp_error("SHAPE_MISMATCH",
                       f"dest has {dest.nbytes} bytes, src {src.nbytes}: they must be equal")
 
 
@@ -203,7 +203,7 @@ def wait_signal(slot: np.ndarray, value: int, cmp: str = "eq") -> int:
 def _signal_slot(slot) -> np.ndarray:
     slot = np.asarray(slot)
     if slot.dtype != np.uint64 or slot.size < 1:
-        raise HpError(4, "DTYPE_MISMATCH", "a signal slot is a uint64 array element")
+        raise hp_error("DTYPE_MISMATCH", "a signal slot is a uint64 array element")
     return slot
 
 
@@ -220,6 +220,6 @@ def all_gather(dest: np.ndarray, src: np.ndarray) -> None:
         return call_torch_op(ops.shmem_all_gather, dest, src)
     dest, src = _contiguous(dest), _contiguous(src)
     if dest.nbytes != src.nbytes * n_pes():
-        raise HpError(3, "SHAPE_MISMATCH",
+        raise hp_error("SHAPE_MISMATCH",
                       f"all_gather: dest has {dest.nbytes} bytes, needs n_pes x {src.nbytes}")
     _lib().fcollect(_address(dest), _address(src), src.nbytes)

@@ -261,6 +261,19 @@ def test_error_codes_are_numbered_densely_from_zero(core):
     assert all(re.fullmatch(r"[A-Z][A-Z_]*", n) for n in names), names
 
 
+def test_the_python_side_numbers_no_error_code_itself(core):
+    """Python raises native codes by name (errors.hp_error, numbered from the core's table)."""
+    names = {name for _, name in core.error_codes()}
+    for source in sorted((REPO / "python" / "hyper_parallel").glob("*.py")):
+        text = source.read_text()
+        assert not re.search(r"HpError\(\s*\d", text), f"{source.name} numbers an error code itself"
+        for name in re.findall(r'hp_error\("([A-Z_]+)"', text):
+            assert name in names, f"{source.name}: {name} is not a native error code"
+    from hyper_parallel.errors import hp_error
+    e = hp_error("DTYPE_MISMATCH", "x")
+    assert (e.code, e.name) == (dict((n, c) for c, n in core.error_codes())["DTYPE_MISMATCH"], "DTYPE_MISMATCH")
+
+
 def test_platform_selftest_rejects_zero_cores_with_an_hp_error(core):
     import hyper_parallel
     with pytest.raises(hyper_parallel.HpError) as info:
