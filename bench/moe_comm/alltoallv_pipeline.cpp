@@ -70,10 +70,10 @@ Status AlltoallvPipeline::dispatch(const std::uint16_t* x, const std::int64_t* i
                                            TensorView(q_scale_.data(), DType::kFP32, {tokens})));
   // Plan: each token's destination ranks, in rank order; rows per rank.
   token_off_.assign(T + 1, 0);
-  std::vector<std::uint8_t> token_ranks(T * K);  // [t][i]: t's i-th destination rank
+  token_ranks_.resize(T * K);
   send_rows_.assign(R, 0);
   for (std::size_t t = 0; t < T; ++t) {
-    std::uint8_t* ranks = token_ranks.data() + t * K;
+    std::uint8_t* ranks = token_ranks_.data() + t * K;
     int n = 0;
     for (std::size_t k = 0; k < K; ++k) {
       const std::int64_t e = idx[t * K + k];
@@ -92,7 +92,7 @@ Status AlltoallvPipeline::dispatch(const std::uint16_t* x, const std::int64_t* i
   std::vector<int> cursor = send_off_;
   for (std::size_t t = 0; t < T; ++t) {
     for (int j = token_off_[t]; j < token_off_[t + 1]; ++j) {
-      token_slot_[std::size_t(j)] = cursor[token_ranks[t * K + std::size_t(j - token_off_[t])]]++;
+      token_slot_[std::size_t(j)] = cursor[token_ranks_[t * K + std::size_t(j - token_off_[t])]]++;
     }
   }
   // Permute: one row per (token, destination rank).
@@ -100,7 +100,7 @@ Status AlltoallvPipeline::dispatch(const std::uint16_t* x, const std::int64_t* i
 #pragma omp parallel for num_threads(threads_) schedule(static)
   for (std::size_t t = 0; t < T; ++t) {
     for (int j = token_off_[t]; j < token_off_[t + 1]; ++j) {
-      const std::size_t r = token_ranks[t * K + std::size_t(j - token_off_[t])];
+      const std::size_t r = token_ranks_[t * K + std::size_t(j - token_off_[t])];
       std::uint8_t* row = send_.data() + std::size_t(token_slot_[std::size_t(j)]) * S;
       std::memcpy(row, q_.data() + t * H, H);
       float* scale_weights = reinterpret_cast<float*>(meta(row));  // scale, then K weights

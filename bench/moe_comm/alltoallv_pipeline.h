@@ -60,6 +60,7 @@ class AlltoallvPipeline {
   std::vector<float> q_scale_;
   std::vector<int> token_off_;   // [T + 1]: token t's send rows are token_slot_[token_off_[t], token_off_[t+1])
   std::vector<int> token_slot_;  // send rows, per token in rank order
+  std::vector<std::uint8_t> token_ranks_;  // [T x K]: token t's i-th destination rank at [t][i]
   std::vector<int> send_rows_, send_off_, recv_rows_, recv_off_;  // per rank, in rows
   std::vector<std::uint8_t> send_, recv_;                         // rows of stride_ bytes
   std::vector<std::int64_t> expert_off_;

@@ -1,12 +1,12 @@
 #include "ops/op_lookup.h"
 
-#include <algorithm>
 #include <dlfcn.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <set>
 
 #include <fmt/ranges.h>
 
@@ -106,6 +106,13 @@ Status read_package(const fs::path& dir, const std::string& origin, Package* out
   return Status::ok();
 }
 
+// The path with symlinks and dot entries resolved where it exists; the path itself otherwise.
+fs::path canonical_or_self(const fs::path& p) {
+  std::error_code ec;
+  fs::path c = fs::weakly_canonical(p, ec);
+  return ec ? p : c;
+}
+
 struct SearchPath {
   std::vector<std::string> dirs;
   std::vector<std::unique_ptr<Package>> packages;
@@ -117,16 +124,12 @@ const SearchPath& search() {
     std::vector<std::pair<fs::path, std::string>> dirs;
     const fs::path own = own_package_dir();
     if (!own.empty() && fs::exists(own / "ops.json")) dirs.emplace_back(own, "payload");
+    // A directory already on the path (the activation puts the payload's package first in
+    // HP_VENDOR_PATH too) is searched once, where it first appears.
+    std::set<fs::path> seen;
+    for (const auto& [dir, origin] : dirs) seen.insert(canonical_or_self(dir));
     for (const std::string& d : hp::settings().vendor_path) {
-      // A directory already on the path (the activation puts the payload's package first in
-      // HP_VENDOR_PATH too) is searched once, where it first appears.
-      std::error_code ec;
-      const fs::path canonical = fs::weakly_canonical(fs::absolute(d), ec);
-      const bool seen = std::any_of(dirs.begin(), dirs.end(), [&](const auto& entry) {
-        std::error_code e;
-        return !ec && fs::weakly_canonical(entry.first, e) == canonical && !e;
-      });
-      if (!seen) dirs.emplace_back(fs::absolute(d), "HP_VENDOR_PATH");
+      if (seen.insert(canonical_or_self(fs::absolute(d))).second) dirs.emplace_back(fs::absolute(d), "HP_VENDOR_PATH");
     }
     for (auto& [dir, origin] : dirs) {
       auto pkg = std::make_unique<Package>();

@@ -88,7 +88,7 @@ def test_installed_hp_moe_runs_the_layer(installed):
 LOCATOR = "hyper_parallel_multicore_set_env.bash"
 
 
-def activated(venv: Path, command: str, *args: str) -> str:
+def locator_activated(venv: Path, command: str, *args: str) -> str:
     """A bash command line: the installed locator sourced (found on PATH, as a user finds it),
     then `command`."""
     quoted = " ".join(f"'{a}'" for a in args)
@@ -112,7 +112,7 @@ def test_sourcing_the_locator_activates_the_installed_payload(installed, tmp_pat
     env = {k: v for k, v in venv_env().items()
            if k not in ("HP_VENDOR_PATH", "HP_CHIP_CPUS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "HP_ACTIVATED")}
     show = "env | grep -E '^(HP_VENDOR_PATH|HP_CHIP_CPUS|OMP_NUM_THREADS|OPENBLAS_NUM_THREADS|HP_ACTIVATED)=' | sort"
-    result = run(["taskset", "-c", "0,1", "bash", "-c", activated(venv, show, "--verbose", str(vendor))],
+    result = run(["taskset", "-c", "0,1", "bash", "-c", locator_activated(venv, show, "--verbose", str(vendor))],
                  cwd=outside, env=env)
     assert result.returncode == 0, describe(result)
     got = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line and " " not in line.split("=")[0])
@@ -122,12 +122,12 @@ def test_sourcing_the_locator_activates_the_installed_payload(installed, tmp_pat
     assert f"activated from {site / 'hyper_parallel'}" in result.stdout, describe(result)
     # Idempotent: sourced again, nothing changes.
     twice = run(["taskset", "-c", "0,1", "bash", "-c",
-                 activated(venv, f'source "$(command -v {LOCATOR})" "{vendor}" && {show}', str(vendor))],
+                 locator_activated(venv, f'source "$(command -v {LOCATOR})" "{vendor}" && {show}', str(vendor))],
                 cwd=outside, env=env)
     assert twice.returncode == 0, describe(twice)
     assert sorted(l for l in twice.stdout.splitlines() if "=" in l) == \
         sorted(f"{k}={v}" for k, v in got.items()), describe(twice)
-    bad = run(["bash", "-c", activated(venv, "true", "--chip-cpus", "x")], cwd=outside, env=env)
+    bad = run(["bash", "-c", locator_activated(venv, "true", "--chip-cpus", "x")], cwd=outside, env=env)
     assert bad.returncode == 2 and "not a CPU list" in bad.stderr, describe(bad)
 
 
@@ -140,7 +140,7 @@ def test_activated_installed_wheel_runs_the_layer_and_a_torch_op(installed):
         env.pop(name)
     moe = ("hp moe --ranks 2 --tokens 16 --hidden 64 --intermediate 32 --experts 4 --topk 2 "
            "--iterations 1 --json | tail -n1")
-    result = run(["bash", "-c", activated(venv, moe)], cwd=outside, env=env, timeout=180)
+    result = run(["bash", "-c", locator_activated(venv, moe)], cwd=outside, env=env, timeout=180)
     assert result.returncode == 0, describe(result)
     assert json.loads(result.stdout.strip().splitlines()[-1])["check"] == "passed", describe(result)
     script = outside / "torch_op.py"
@@ -153,7 +153,7 @@ def test_activated_installed_wheel_runs_the_layer_and_a_torch_op(installed):
         per_rank, per_expert, _ = torch.ops.hyper_parallel.dispatch_layout(idx, 4, 2)
         print(per_rank.tolist(), per_expert.tolist())
     """))
-    result = run(["bash", "-c", activated(venv, f"python '{script}'")], cwd=outside, env=env, timeout=120)
+    result = run(["bash", "-c", locator_activated(venv, f"python '{script}'")], cwd=outside, env=env, timeout=120)
     assert result.returncode == 0, describe(result)
     assert result.stdout.strip() == "[2, 3] [1, 1, 2, 2]", describe(result)
 
