@@ -53,18 +53,6 @@ built_ok() {
         "$HP_NATIVE_DIR/$1/status.tsv" 2>/dev/null
 }
 
-# A select_ops.py failure as this component's status: its "[hp] ERROR <reason>: <text>" line.
-select_failed() {
-    local err="$1" line reason message recovery
-    line="$(grep -m1 '^\[hp\] ERROR ' <<<"$err" || true)"
-    reason="$(sed -E 's/^\[hp\] ERROR ([A-Z0-9-]+): .*/\1/' <<<"$line")"
-    message="$(sed -E 's/^\[hp\] ERROR [A-Z0-9-]+: //' <<<"$line")"
-    recovery="$(grep -m1 '^\[hp\]   recover: ' <<<"$err" | sed -E 's/^\[hp\]   recover: //' || true)"
-    [[ -n "$line" ]] || { reason=HP-BUILD-COMPILE-FAILED message="scripts/select_ops.py failed: $(tail -n1 <<<"$err")"; }
-    printf '%s\n' "$err" >>"$HP_LOG"
-    hp_status "$HP_COMPONENT" failed "$reason" "$message" "${recovery:-$0}"
-}
-
 # package_link: the op package's library, from the op objects: exactly the selected ops
 # exported (the version script), every other op local and dropped (--gc-sections). A link, not a
 # compile. The libraries it needs and its RUNPATH are those of the all-ops library CMake linked
@@ -84,6 +72,19 @@ package_link() {
         hp_split_debug "$package_dir"
 }
 
+# merge_vendor: the unified vendor (scripts/vendor_merge.py): the kernel targets built and the op
+# package's library as the host of each (one build links one host), into vendor.json.
+merge_vendor() {
+    local kernels="$multicore_install/lib/kernels" built=() hosts=() soc
+    for soc in "${HP_SOCS[@]}"; do
+        [[ -f "$kernels/libhyper_parallel_kernels_$soc.so" ]] || continue
+        built+=("$soc")
+        hosts+=(--host "$soc=$package_dir/lib/libhyper_parallel_op_api.so")
+    done
+    "$HP_PYTHON" "$HP_REPO_ROOT/scripts/vendor_merge.py" merge --kernels "$kernels" \
+        --targets "$(IFS=,; echo "${built[*]}")" "${hosts[@]}" --out "$package_dir/vendor.json"
+}
+
 # The SHMEM SDK root: HP_SHMEM_HOME (select_ops.py reads it), else this build's symmetric memory.
 sdk="$sdk_arg"
 if [[ -z "$sdk" ]]; then
@@ -101,7 +102,7 @@ if ops="$("${select_cmd[@]}" 2>"$HP_WORK_DIR/select.err")"; then
     tee -a "$HP_LOG" <"$HP_WORK_DIR/select.err" >&2  # the SHMEM filter's NOTE lines
     hp_info "custom_ops: selected $(tr '\n' ' ' <<<"$ops")"
 else
-    select_failed "$(cat "$HP_WORK_DIR/select.err")"
+    hp_status_from_error "$(cat "$HP_WORK_DIR/select.err")"
 fi
 if ((!selected)); then
     :
@@ -134,7 +135,7 @@ else
             "scripts/build_$HP_COMPONENT.sh --jobs $HP_JOBS"
         tail -n 30 "$HP_LOG" >&2
     elif ! "${verify[@]}" 2>"$HP_WORK_DIR/verify.err"; then
-        select_failed "$(cat "$HP_WORK_DIR/verify.err")"
+        hp_status_from_error "$(cat "$HP_WORK_DIR/verify.err")"
     elif ! package_link >>"$HP_LOG" 2>&1; then
         hp_status "$HP_COMPONENT" failed HP-BUILD-COMPILE-FAILED "linking the op package failed" \
             "scripts/build_$HP_COMPONENT.sh --jobs $HP_JOBS"
@@ -142,7 +143,9 @@ else
     elif ! "${verify[@]}" --library "$package_dir/lib/libhyper_parallel_op_api.so" --ops-json "$package_dir/ops.json" \
             --kernels "$multicore_install/lib/kernels" --version "$(cat "$HP_REPO_ROOT/VERSION")" --build-dir "$HP_BUILD_DIR" \
             2>"$HP_WORK_DIR/verify.err"; then
-        select_failed "$(cat "$HP_WORK_DIR/verify.err")"
+        hp_status_from_error "$(cat "$HP_WORK_DIR/verify.err")"
+    elif ! merge_vendor >>"$HP_LOG" 2>"$HP_WORK_DIR/merge.err"; then
+        hp_status_from_error "$(cat "$HP_WORK_DIR/merge.err")"
     else
         how="built"
         ((HP_CACHE_HIT)) && how="objects restored from cache $HP_CACHE_DIR/$HP_COMPONENT/$key"

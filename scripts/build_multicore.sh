@@ -42,6 +42,15 @@ else
     hp_check_install() {
         cp "$HP_WORK_DIR/soc_status.txt" "$HP_INSTALL_DIR/soc_status.txt"
     }
+    # The targets built are one vendor (scripts/vendor_merge.py): checked on every install, built
+    # or restored. The custom_ops build merges them with its host op-API library into vendor.json.
+    hp_verify_install() {
+        local built
+        built="$(awk '$2 == "ok" {print $1}' "$HP_INSTALL_DIR/soc_status.txt" | paste -sd,)"
+        [[ -z "$built" ]] && return 0
+        "$HP_PYTHON" "$HP_REPO_ROOT/scripts/vendor_merge.py" merge --targets "$built" \
+            --kernels "$HP_INSTALL_DIR/hyper_parallel/multicore/lib/kernels"
+    }
     hp_native_build "$key"
 fi
 
@@ -53,7 +62,7 @@ for soc in "${HP_SOCS[@]}"; do
             "sm_90 (CUDA Hopper) is a reserved target: its kernels are not implemented yet" \
             "./build.sh --soc-list x86_64_v3,x86_64_v4,x86_64_amx"
     elif [[ "$native_state" != ok ]]; then
-        hp_status "$part" failed HP-BUILD-DEPENDENCY-MISSING "the kernels front end did not build" "$0"
+        hp_status "$part" failed HP-BUILD-DEPENDENCY-MISSING "the multicore component failed (its own line says why)" "$0"
     elif grep -qx "$soc ok" "$HP_INSTALL_DIR/soc_status.txt" 2>/dev/null; then
         hp_status "$part" ok - "built libhyper_parallel_kernels_$soc.so"
     else

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -136,6 +137,30 @@ class BuildRunner:
                 "HP_WERROR/HP_SANITIZE) so the cache matches the current sources.\n"
                 + describe(result))
         return result
+
+
+def ops_builder(build: Path, compile_guard_dir: Path):
+    """A build dir `build` holding (hard links of) the main build's core, symmetric_memory and
+    multicore installs, and a function running scripts/build_custom_ops.sh --no-payload in it
+    with the main cache and the compile guard. Its .package is the op package, .build the dir."""
+    for c in ("core", "symmetric_memory", "multicore"):
+        src = BUILD_DIR / "native" / c
+        if not (src / "install").is_dir():
+            pytest.fail(f"no {c} install at {src}: run ./build.sh first")
+        (build / "native" / c).mkdir(parents=True)
+        subprocess.run(["cp", "-al", str(src / "install"), str(build / "native" / c / "install")], check=True)
+        shutil.copy(src / "status.tsv", build / "native" / c / "status.tsv")
+    env = base_env(HP_BUILD_DIR=str(build), HP_CACHE_DIR=str(CACHE_DIR), HP_PAYLOAD_DIR=None, HP_SHMEM_HOME=None,
+                   HP_VENDOR_PATH=None, PATH=f"{compile_guard_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+    def build_ops(*args: str, **env_overrides) -> subprocess.CompletedProcess:
+        e = dict(env)
+        e.update({k: v for k, v in env_overrides.items() if v is not None})
+        return run([REPO / "scripts" / "build_custom_ops.sh", "--no-payload", *args], env=e, timeout=300)
+
+    build_ops.package = build / "native" / "custom_ops" / "install" / "hyper_parallel" / "custom_ops"
+    build_ops.build = build
+    return build_ops
 
 
 @pytest.fixture(scope="session")

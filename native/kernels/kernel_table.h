@@ -12,13 +12,20 @@
 #ifndef HYPER_PARALLEL_KERNELS_KERNEL_TABLE_H_
 #define HYPER_PARALLEL_KERNELS_KERNEL_TABLE_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 
 #include "kernels/packed_weights.h"
 
 namespace hp::kernels {
 
-inline constexpr std::uint32_t kKernelTableVersion = 4;  // 4: bf16 B panels (Bf16GemmArgs::b_panels)
+// 4: bf16 B panels (Bf16GemmArgs::b_panels). The tests build one target with another version
+// (-DHP_KERNEL_TABLE_VERSION=...) to show that the vendor merge refuses it.
+#ifndef HP_KERNEL_TABLE_VERSION
+#define HP_KERNEL_TABLE_VERSION 4
+#endif
+inline constexpr std::uint32_t kKernelTableVersion = HP_KERNEL_TABLE_VERSION;
 
 // Element types in the ABI (the numbers are those of hp::DType).
 enum class ElementType : std::int32_t { kInt8 = 0, kBF16 = 4, kFP32 = 6 };
@@ -159,6 +166,43 @@ struct KernelTable {
   std::int64_t bf16_panel_cols;
   void (*bf16_pack_panels)(const Bf16GemmArgs* args, void* panels);
 };
+
+// The table's layout as this compilation sees it, for the vendor merge (vendor_note.h): an
+// FNV-1a digest over each entry's offset and size in declaration order, then the table's size.
+// An entry appended to the table is appended here; the static_assert fails until it is.
+#define HP_KERNEL_TABLE_FIELD(f) offsetof(KernelTable, f), sizeof(KernelTable::f)
+inline constexpr std::uint64_t kKernelTableFields[] = {
+    HP_KERNEL_TABLE_FIELD(size),
+    HP_KERNEL_TABLE_FIELD(version),
+    HP_KERNEL_TABLE_FIELD(target),
+    HP_KERNEL_TABLE_FIELD(quantize),
+    HP_KERNEL_TABLE_FIELD(dequantize),
+    HP_KERNEL_TABLE_FIELD(grouped_gemm_workspace),
+    HP_KERNEL_TABLE_FIELD(grouped_gemm),
+    HP_KERNEL_TABLE_FIELD(preferred_tile_m),
+    HP_KERNEL_TABLE_FIELD(preferred_tile_n),
+    HP_KERNEL_TABLE_FIELD(bf16_gemm_workspace),
+    HP_KERNEL_TABLE_FIELD(bf16_gemm),
+    HP_KERNEL_TABLE_FIELD(row_sum),
+    HP_KERNEL_TABLE_FIELD(bf16_panels_bytes),
+    HP_KERNEL_TABLE_FIELD(bf16_panel_cols),
+    HP_KERNEL_TABLE_FIELD(bf16_pack_panels),
+    sizeof(KernelTable)};
+#undef HP_KERNEL_TABLE_FIELD
+inline constexpr std::size_t kKernelTableLast = std::size(kKernelTableFields) - 3;  // the last entry's offset
+static_assert(kKernelTableFields[kKernelTableLast] + kKernelTableFields[kKernelTableLast + 1] == sizeof(KernelTable),
+              "an entry was appended to KernelTable but not to kKernelTableFields");
+
+inline constexpr std::uint64_t kernel_table_layout_digest() {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::uint64_t v : kKernelTableFields) {
+    for (int byte = 0; byte < 8; ++byte) {
+      h ^= (v >> (8 * byte)) & 0xffu;
+      h *= 0x100000001b3ull;
+    }
+  }
+  return h;
+}
 
 }  // namespace hp::kernels
 

@@ -234,11 +234,28 @@ hp_cmake_build_cached() {
     } >>"$HP_LOG" 2>&1 || return $?
 }
 
+# hp_status_from_error <stderr of a check script>: that failure as this component's status: its
+# "[hp] ERROR <reason>: <message>" and "[hp]   recover: <command>" lines.
+hp_status_from_error() {
+    local err="$1" line reason message recovery
+    line="$(grep -m1 '^\[hp\] ERROR ' <<<"$err" || true)"
+    reason="$(sed -E 's/^\[hp\] ERROR ([A-Z0-9-]+): .*/\1/' <<<"$line")"
+    message="$(sed -E 's/^\[hp\] ERROR [A-Z0-9-]+: //' <<<"$line")"
+    recovery="$(grep -m1 '^\[hp\]   recover: ' <<<"$err" | sed -E 's/^\[hp\]   recover: //' || true)"
+    [[ -n "$line" ]] || { reason=HP-BUILD-COMPILE-FAILED message="a check of the install failed: $(tail -n1 <<<"$err")"; }
+    printf '%s\n' "$err" >>"$HP_LOG"
+    hp_status "$HP_COMPONENT" failed "$reason" "$message" "${recovery:-$0}"
+}
+
 # hp_native_build <key>: the component's native part, built or restored, recorded in its status.
+# A component script may define hp_verify_install, run on the install whether built or restored:
+# its failure (reported on stderr as hp_status_from_error reads it) fails the component.
 hp_native_build() {
-    local key="$1" rc=0 how
+    local key="$1" rc=0 how err
     hp_cmake_build_cached "$key" || rc=$?
-    if ((rc == 0)); then
+    if ((rc == 0)) && declare -F hp_verify_install >/dev/null && ! err="$(hp_verify_install 2>&1 >>"$HP_LOG")"; then
+        hp_status_from_error "$err"
+    elif ((rc == 0)); then
         how="built"
         ((HP_CACHE_HIT)) && how="restored from cache $HP_CACHE_DIR/$HP_COMPONENT/$key"
         hp_status "$HP_COMPONENT" ok - "$how"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, CACHE_DIR, PAYLOAD_DIR, REPO, SYSTEM_PYTHON, activated, base_env, describe, run
+from conftest import BUILD_DIR, CACHE_DIR, PAYLOAD_DIR, REPO, SYSTEM_PYTHON, activated, base_env, describe, ops_builder, run
 
 SELECT = REPO / "scripts" / "select_ops.py"
 REGISTRY = REPO / "native" / "ops" / "operator_registry.json"
@@ -182,27 +182,7 @@ def test_a_wrong_sdk_root_is_a_named_failure_naming_the_directory(tmp_path):
 
 @pytest.fixture(scope="module")
 def scratch(tmp_path_factory, compile_guard_dir):
-    """A build dir holding (hard links of) the main build's core, symmetric_memory and multicore
-    installs; custom_ops runs in it with the main cache and the compile guard."""
-    build = tmp_path_factory.mktemp("ops") / "b"
-    for c in ("core", "symmetric_memory", "multicore"):
-        src = BUILD_DIR / "native" / c
-        if not (src / "install").is_dir():
-            pytest.fail(f"no {c} install at {src}: run ./build.sh first")
-        (build / "native" / c).mkdir(parents=True)
-        subprocess.run(["cp", "-al", str(src / "install"), str(build / "native" / c / "install")], check=True)
-        shutil.copy(src / "status.tsv", build / "native" / c / "status.tsv")
-    env = base_env(HP_BUILD_DIR=str(build), HP_CACHE_DIR=str(CACHE_DIR), HP_PAYLOAD_DIR=None, HP_SHMEM_HOME=None,
-                   HP_VENDOR_PATH=None, PATH=f"{compile_guard_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-
-    def build_ops(*args: str, **env_overrides) -> subprocess.CompletedProcess:
-        e = dict(env)
-        e.update({k: v for k, v in env_overrides.items() if v is not None})
-        return run([REPO / "scripts" / "build_custom_ops.sh", "--no-payload", *args], env=e, timeout=300)
-
-    build_ops.package = build / "native" / "custom_ops" / "install" / "hyper_parallel" / "custom_ops"
-    build_ops.build = build
-    return build_ops
+    return ops_builder(tmp_path_factory.mktemp("ops") / "b", compile_guard_dir)
 
 
 def exported(library: Path) -> set[str]:

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include "kernels/gemm_driver.h"
+#include "kernels/vendor_note.h"
 #include "kernels/x86_64_amx/amx_ops.h"
 
 #ifndef HP_AMX_TARGET_NAME
@@ -195,6 +196,8 @@ constexpr KernelTable kTable = driver::make_table<IsaAmx>(HP_AMX_TARGET_NAME);
 
 }  // namespace
 }  // namespace hp::kernels
+
+HP_KERNEL_VENDOR_NOTE(HP_AMX_TARGET_NAME);
 
 extern "C" __attribute__((visibility("default"))) const hp::kernels::KernelTable* hp_kernel_table() {
   return &hp::kernels::kTable;

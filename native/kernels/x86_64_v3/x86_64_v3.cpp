@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "kernels/gemm_driver.h"
+#include "kernels/vendor_note.h"
 
 namespace hp::kernels {
 namespace {
@@ -100,6 +101,8 @@ constexpr KernelTable kTable = driver::make_table<IsaV3>("x86_64_v3");
 
 }  // namespace
 }  // namespace hp::kernels
+
+HP_KERNEL_VENDOR_NOTE("x86_64_v3");
 
 extern "C" __attribute__((visibility("default"))) const hp::kernels::KernelTable* hp_kernel_table() {
   return &hp::kernels::kTable;

@@ -6,6 +6,7 @@
 
 #include "kernels/bf16_dot_block.h"
 #include "kernels/gemm_driver.h"
+#include "kernels/vendor_note.h"
 
 namespace hp::kernels {
 namespace {
@@ -133,6 +134,8 @@ constexpr KernelTable kTableBf16Dot = [] {
 
 }  // namespace
 }  // namespace hp::kernels
+
+HP_KERNEL_VENDOR_NOTE(HP_V4_TARGET_NAME);
 
 extern "C" __attribute__((visibility("default"))) const hp::kernels::KernelTable* hp_kernel_table() {
 #if defined(HP_V4_FMA_ONLY)  // the tests' build of the FMA form, for CPUs with AVX512_BF16
