@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 namespace hp {
 namespace {
@@ -34,8 +35,13 @@ constexpr std::array kSpecs = {
                 "back; a new task (or a gang's share, or the run's end) reaches an idle core up "
                 "to this late"},
     SettingSpec{"HP_CHIP_CPUS", T::kCpuList, S::kRuntime, "", "",
-                "CPUs this rank's chip may use, as a cpulist (\"0-3,8\"); set per rank by "
-                "`hprun --bind`; empty: the process's affinity mask"},
+                "CPUs this rank's chip may use, as a cpulist (\"0-3,8\"), in the order its cores "
+                "are pinned to them; set per rank by `hprun --bind` and by the activation; empty: "
+                "the process's affinity mask"},
+    SettingSpec{"HP_MEM_NODES", T::kCpuList, S::kRuntime, "", "",
+                "NUMA nodes (a list like \"0-1\") this rank's symmetric heap is bound to (mbind); "
+                "set per rank by `hprun --bind` on a machine with more than one node; empty: "
+                "the kernel's default policy"},
     SettingSpec{"HP_PIN_THREADS", T::kEnum, S::kRuntime, "auto", "auto|on|off",
                 "pin each chip core to one CPU of HP_CHIP_CPUS; auto: only when every core "
                 "gets a CPU of its own"},
@@ -200,9 +206,25 @@ Status parse_cpu_list(std::string_view text, std::vector<int>* cpus) {
     if (comma == std::string_view::npos) break;
     text = text.substr(comma + 1);  // an empty item after a trailing comma is an error
   }
-  std::sort(cpus->begin(), cpus->end());
-  cpus->erase(std::unique(cpus->begin(), cpus->end()), cpus->end());
+  // Duplicates dropped, the first occurrence kept: the order is the chip's pinning order.
+  std::vector<int> seen;
+  std::erase_if(*cpus, [&](int c) {
+    if (std::size_t(c) >= seen.size()) seen.resize(std::size_t(c) + 1, 0);
+    return std::exchange(seen[std::size_t(c)], 1) != 0;
+  });
   return Status::ok();
+}
+
+std::string format_cpu_list(std::span<const int> cpus) {
+  std::string out;
+  for (std::size_t i = 0; i < cpus.size();) {
+    std::size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += j == i ? fmt::format("{}", cpus[i]) : fmt::format("{}-{}", cpus[i], cpus[j]);
+    i = j + 1;
+  }
+  return out;
 }
 
 // "256M", "1G", "65536", "64K" (binary multiples) -> bytes, at least 1.
@@ -271,21 +293,25 @@ Status Settings::parse(const Lookup& lookup, Settings* out) {
     note(std::move(s));
   };
 
+  // A list in parse_cpu_list's grammar; `what` names it in the error.
+  auto read_list = [&](std::string_view name, std::string_view what, std::vector<int>* field) {
+    const SettingSpec& spec = *find_setting(name);
+    const std::string text = text_of(spec);
+    Status s = parse_cpu_list(text, field);
+    if (!s.is_ok()) {
+      field->clear();
+      s = bad(spec, text, fmt::format("{} ({})", what, s.message()));
+    }
+    note(std::move(s));
+  };
+
   read_choice("HP_LOG_LEVEL", &out->log_level);
   read_seconds("HP_WAIT_TIMEOUT_S", &out->wait_timeout_s);
   read_int("HP_SPIN_BEFORE_BLOCK", 0, 1'000'000, &out->spin_before_block);
   read_int("HP_YIELD_BEFORE_SLEEP_US", 0, 10'000'000, &out->yield_before_sleep_us);
   read_int("HP_IDLE_POLL_US", 0, 1'000'000, &out->idle_poll_us);
-  {
-    const SettingSpec& spec = *find_setting("HP_CHIP_CPUS");
-    const std::string text = text_of(spec);
-    Status s = parse_cpu_list(text, &out->chip_cpus);
-    if (!s.is_ok()) {
-      out->chip_cpus.clear();
-      s = bad(spec, text, fmt::format("a cpulist ({})", s.message()));
-    }
-    note(std::move(s));
-  }
+  read_list("HP_CHIP_CPUS", "a cpulist", &out->chip_cpus);
+  read_list("HP_MEM_NODES", "a list of NUMA nodes", &out->mem_nodes);
   read_choice("HP_PIN_THREADS", &out->pin_threads);
   read_seconds("HP_SHMEM_TIMEOUT_S", &out->shmem_timeout_s);
   read_size("HP_SHMEM_HEAP_SIZE", &out->shmem_heap_bytes);

@@ -50,7 +50,8 @@ struct HP_API Settings {
   std::int64_t spin_before_block = 2000;      // HP_SPIN_BEFORE_BLOCK
   std::int64_t yield_before_sleep_us = 200;   // HP_YIELD_BEFORE_SLEEP_US
   std::int64_t idle_poll_us = 5;              // HP_IDLE_POLL_US
-  std::vector<int> chip_cpus;                 // HP_CHIP_CPUS (empty: the process's CPUs)
+  std::vector<int> chip_cpus;                 // HP_CHIP_CPUS, in order (empty: the process's CPUs)
+  std::vector<int> mem_nodes;                 // HP_MEM_NODES (empty: the default memory policy)
   PinMode pin_threads = PinMode::kAuto;       // HP_PIN_THREADS
   double shmem_timeout_s = 120.0;             // HP_SHMEM_TIMEOUT_S
   std::size_t shmem_heap_bytes = 256u << 20;  // HP_SHMEM_HEAP_SIZE
@@ -74,8 +75,11 @@ struct HP_API Settings {
 HP_API const Settings& settings();
 HP_API const Status& settings_status();
 
-// "0-3,8,10-11" -> {0,1,2,3,8,10,11} (sorted, unique). Empty text -> empty list.
+// "0-3,8,10-11" -> {0,1,2,3,8,10,11}, in the order written, a repeated number dropped
+// ("4-5,0,4" -> {4,5,0}). Empty text -> empty list.
 HP_API Status parse_cpu_list(std::string_view text, std::vector<int>* cpus);
+// The inverse: runs of consecutive increasing numbers as "N-M", in the order given.
+HP_API std::string format_cpu_list(std::span<const int> cpus);
 
 }  // namespace hp
 

@@ -311,9 +311,11 @@ Status Chip::create(const ChipConfig& config, std::unique_ptr<Chip>* chip) {
 
   std::vector<int> allowed;
   HP_RETURN_IF_ERROR(allowed_cpus(&allowed));
-  impl->cpus = !config.cpus.empty() ? config.cpus : !env.chip_cpus.empty() ? env.chip_cpus : allowed;
-  std::sort(impl->cpus.begin(), impl->cpus.end());
-  impl->cpus.erase(std::unique(impl->cpus.begin(), impl->cpus.end()), impl->cpus.end());
+  // In the order given, a repeated CPU dropped: core i is pinned to the i-th CPU, so a list in
+  // cores-first order (hprun --bind, the activation) gives cores distinct physical cores first.
+  for (int c : !config.cpus.empty() ? config.cpus : !env.chip_cpus.empty() ? env.chip_cpus : allowed) {
+    if (std::find(impl->cpus.begin(), impl->cpus.end(), c) == impl->cpus.end()) impl->cpus.push_back(c);
+  }
   for (int c : impl->cpus) {
     HP_ENSURE(std::binary_search(allowed.begin(), allowed.end(), c), ErrorCode::kInvalidArgument,
               "the chip's CPUs [{}] include CPU {}, which this process may not use (allowed: "

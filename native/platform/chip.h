@@ -46,7 +46,7 @@ HP_API std::string_view to_string(LaunchMode mode) noexcept;
 struct ChipConfig {
   int num_cube = 1;
   int num_vector = 2;                     // num_cube (1:1) or 2 * num_cube (1:2)
-  std::vector<int> cpus;                  // empty: HP_CHIP_CPUS, else the process's CPUs
+  std::vector<int> cpus;                  // in pinning order; empty: HP_CHIP_CPUS, else the process's CPUs
   std::optional<PinMode> pin;             // empty: HP_PIN_THREADS
   std::optional<double> wait_timeout_s;   // empty: HP_WAIT_TIMEOUT_S
   std::optional<std::int64_t> spin_before_block;  // empty: HP_SPIN_BEFORE_BLOCK

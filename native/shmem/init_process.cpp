@@ -2,7 +2,7 @@
 // mpirun (HP_SHMEM_TRANSPORT=mpi forces every PE through RMA), or a one-PE job.
 //
 // shm bootstrap: open the job segment hprun created; create this PE's segment
-// "/hp.<job>.heap.<rank>" (zero-filled, pre-faulted); mark the slot kReady and count it in
+// "/hp.<job>.heap.<rank>" (zero-filled, bound to HP_MEM_NODES when set, pre-faulted); mark the slot kReady and count it in
 // ready_count; wait until every PE is ready; map every other PE's segment; barrier; unlink this
 // PE's name (everyone has it mapped, so no name outlives the job even if it crashes later).
 #include <dlfcn.h>
@@ -41,7 +41,9 @@ Status errno_error(std::string_view what, const std::string& name) {
                        "{} '{}': {}", what, name, std::strerror(errno));
 }
 
-Status map_segment(const std::string& name, bool create, std::size_t bytes, std::byte** out) {
+// Creates (or opens) and maps a PE's heap segment; a created one is bound to `mem_nodes`.
+Status map_segment(const std::string& name, bool create, std::size_t bytes, std::byte** out,
+                   std::span<const int> mem_nodes = {}) {
   const int fd = shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
   if (fd < 0) return errno_error(create ? "cannot create heap segment" : "cannot open heap segment", name);
   if (create && ftruncate(fd, off_t(bytes)) != 0) {
@@ -58,7 +60,7 @@ Status map_segment(const std::string& name, bool create, std::size_t bytes, std:
                          "job must use the same HP_SHMEM_HEAP_SIZE (hprun --heap-size sets it)",
                          name, std::int64_t(st.st_size), bytes);
   }
-  Status mapped = map_segment_aligned(fd, bytes, kControlBytes, /*populate=*/true, out);
+  Status mapped = map_segment_aligned(fd, bytes, kControlBytes, /*populate=*/true, out, mem_nodes);
   close(fd);
   return mapped.with_context("heap segment '" + name + "'");
 }
@@ -91,7 +93,8 @@ Status init_single(std::unique_ptr<Context>* out) {
   fill_common(*ctx, 0, 1, settings(), false);
   ctx->transport_kind = "self";
   HP_RETURN_IF_ERROR(
-      map_segment_aligned(-1, ctx->segment_bytes, kControlBytes, /*populate=*/false, &ctx->segments[0]));
+      map_segment_aligned(-1, ctx->segment_bytes, kControlBytes, /*populate=*/false, &ctx->segments[0],
+                          settings().mem_nodes));
   ctx->mapped_bytes[0] = ctx->segment_bytes;
   ctx->job->pe(0).state.store(std::uint32_t(PeState::kReady));
   *out = std::move(ctx);
@@ -165,7 +168,7 @@ Status init_shm(const Settings& env, std::unique_ptr<Context>* out) {
   slot.pid.store(::getpid(), std::memory_order_relaxed);
 
   const std::string my_name = JobSegment::heap_name(env.job_id, ctx->pe);
-  Status s = map_segment(my_name, true, ctx->segment_bytes, &ctx->segments[ctx->pe]);
+  Status s = map_segment(my_name, true, ctx->segment_bytes, &ctx->segments[ctx->pe], env.mem_nodes);
   if (!s.is_ok()) {
     job.abort(ctx->pe, s.to_string());
     return s;

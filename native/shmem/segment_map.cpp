@@ -5,10 +5,13 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/settings.h"
+#include "platform/memory_binding.h"
+
 namespace hp::shmem {
 
 Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, bool populate,
-                           std::byte** out) {
+                           std::byte** out, std::span<const int> mem_nodes) {
   const std::size_t reserved = bytes + kHeapAlignment;
   void* reservation = mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (reservation == MAP_FAILED) {
@@ -16,7 +19,8 @@ Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, b
                          reserved, std::strerror(errno));
   }
   auto* start = static_cast<std::byte*>(reservation) + alignment_skip(reservation, heap_offset);
-  const int flags = MAP_FIXED | (populate ? MAP_POPULATE : 0) |
+  const bool bind = !mem_nodes.empty();
+  const int flags = MAP_FIXED | (populate && !bind ? MAP_POPULATE : 0) |
                     (fd >= 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
   void* mapped = mmap(start, bytes, PROT_READ | PROT_WRITE, flags, fd, 0);
   if (mapped == MAP_FAILED) {
@@ -24,6 +28,19 @@ Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, b
     munmap(reservation, reserved);
     return Status::error(err == ENOMEM ? ErrorCode::kOutOfMemory : ErrorCode::kSystemError,
                          "cannot map a {}-byte segment: {}", bytes, std::strerror(err));
+  }
+  if (bind) {
+    Status s = platform::bind_memory(start, bytes, mem_nodes).with_context("HP_MEM_NODES");
+    // Faulted only now, so every page comes from the nodes (MADV_POPULATE_WRITE, Linux 5.14).
+    if (s.is_ok() && populate && madvise(start, bytes, MADV_POPULATE_WRITE) != 0) {
+      s = Status::error(errno == ENOMEM ? ErrorCode::kOutOfMemory : ErrorCode::kSystemError,
+                        "cannot fault in a {}-byte segment on NUMA node(s) {}: {}", bytes,
+                        format_cpu_list(mem_nodes), std::strerror(errno));
+    }
+    if (!s.is_ok()) {
+      munmap(reservation, reserved);
+      return s;
+    }
   }
   // Release the reservation around the segment.
   auto* reservation_end = static_cast<std::byte*>(reservation) + reserved;

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "common/status.h"
 
@@ -18,9 +19,11 @@ namespace hp::shmem {
 inline constexpr std::size_t kHeapAlignment = std::size_t(2) << 20;
 
 // Maps `bytes` of `fd` (MAP_SHARED) or, with fd < 0, anonymous private memory; `populate`
-// pre-faults it. The heap start (result + heap_offset) is kHeapAlignment-aligned.
+// pre-faults it. The heap start (result + heap_offset) is kHeapAlignment-aligned. With
+// `mem_nodes` the mapping is bound to those NUMA nodes before any page is faulted (for a
+// shared segment the policy is the object's: its pages stay there whoever touches them).
 Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, bool populate,
-                           std::byte** out);
+                           std::byte** out, std::span<const int> mem_nodes = {});
 
 // The bytes to skip from `base` so that base + skip + heap_offset is kHeapAlignment-aligned.
 inline std::size_t alignment_skip(const void* base, std::size_t heap_offset) {

@@ -1,7 +1,8 @@
 """`hp`: the command line of HyperParallel.
 
     hp doctor    where everything is, what the payload holds (and the op packages it finds), whether
-                 this host can run it
+                 this host can run it, its CPU topology and where `hprun --bind` puts N ranks
+                 (--ranks N, default 2)
     hp config    every HP_* environment variable: value, default, type, scope, meaning
     hp version
 """
@@ -50,7 +51,7 @@ def cmd_config(_args) -> int:
     return 0
 
 
-def cmd_doctor(_args) -> int:
+def cmd_doctor(args) -> int:
     ok = True
     print(f"hyper_parallel {__version__} at {native.PACKAGE_DIR}")
     print(f"python         {sys.executable} ({sys.version.split()[0]})")
@@ -85,6 +86,7 @@ def cmd_doctor(_args) -> int:
         if p["status"] == "failed" and p.get("recovery", "-") != "-":
             print(f"  {p['part']}: {p['message']}\n    recover: {p['recovery']}")
     print()
+    ok = _doctor_topology(args.ranks) and ok
     ok = _doctor_op_packages() and ok
     try:
         core = native.core()
@@ -107,6 +109,38 @@ def cmd_doctor(_args) -> int:
         print(f"ERROR {e}")
         ok = False
     return 0 if ok else 1
+
+
+def _rank_count(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 4096:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of ranks in 1..4096")
+    return int(text)
+
+
+def _doctor_topology(ranks: int) -> bool:
+    """Prints the CPU topology, the activation's partition and the placement of `ranks` ranks
+    (`hprun --bind`), all from the payload's hp-topology; False on an error."""
+    tool = native.component_dir("core") / "bin" / "hp-topology"
+    result = subprocess.run([str(tool), "--ranks", str(ranks)], capture_output=True, text=True)
+    if result.returncode != 0:
+        print(f"topology       ERROR {tool} failed: {result.stderr.strip()}\n")
+        return False
+    t = json.loads(result.stdout)
+    print(f"topology       {t['source']}: {t['packages']} package(s), {t['numa_nodes']} NUMA node(s), "
+          f"{t['cores']} cores, {t['cpus']} CPUs (this process's)")
+    for node in t["nodes"]:
+        cores = " ".join(",".join(map(str, c)) for c in node["cores"])
+        print(textwrap.fill(f"node {node['os_index']}: cores {cores}", width=100, initial_indent="  ",
+                            subsequent_indent="    "))
+    part = t["partition"]
+    print(f"partition      framework CPUs {part['framework']}, chip CPUs {part['chip']} (the activation's default)")
+    print(f"hprun --bind   -n {ranks}:")
+    for r in t["ranks"]:
+        memory = f"memory on node(s) {','.join(map(str, r['mem_nodes']))}" if r["mem_nodes"] else \
+            "memory unbound (one NUMA node)"
+        print(f"  rank {r['rank']}: CPUs {r['cpus']}; {memory}")
+    print()
+    return True
 
 
 def _doctor_op_packages() -> bool:
@@ -151,8 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         pass  # not the main thread (main() called from a program): leave signals alone
     parser = argparse.ArgumentParser(prog="hp", description="HyperParallel command line")
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
-    sub.add_parser("doctor", help="check the installation, the payload and this host").set_defaults(
-        func=cmd_doctor)
+    doctor = sub.add_parser("doctor", help="check the installation, the payload and this host")
+    doctor.add_argument("--ranks", type=_rank_count, default=2, metavar="N",
+                        help="show the placement of N ranks (hprun --bind -n N; default 2)")
+    doctor.set_defaults(func=cmd_doctor)
     sub.add_parser("config", help="list every HP_* environment variable").set_defaults(func=cmd_config)
     sub.add_parser("version", help="print the version").set_defaults(func=cmd_version)
     sub.add_parser("moe", add_help=False,

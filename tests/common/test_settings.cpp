@@ -223,6 +223,13 @@ TEST(SettingsParse, ChipCpus) {
   EXPECT_THAT(p.settings.chip_cpus, ElementsAre(0, 1, 2, 3, 8));
 }
 
+TEST(SettingsParse, MemNodes) {
+  EXPECT_TRUE(parse({}).settings.mem_nodes.empty());
+  const Parsed p = parse({{"HP_MEM_NODES", "2,0-1"}});
+  ASSERT_TRUE(p.status.is_ok()) << p.status.to_string();
+  EXPECT_THAT(p.settings.mem_nodes, ElementsAre(2, 0, 1));
+}
+
 TEST(SettingsParse, AllAtOnce) {
   const Parsed p = parse({{"HP_LOG_LEVEL", "debug"},
                           {"HP_WAIT_TIMEOUT_S", "2.5"},
@@ -276,7 +283,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"HP_IDLE_POLL_US", "0.5"}, BadValue{"HP_IDLE_POLL_US", "rarely"},
                       BadValue{"HP_LOG_LEVEL", "loud"}, BadValue{"HP_LOG_LEVEL", "WARN"},
                       BadValue{"HP_PIN_THREADS", "maybe"}, BadValue{"HP_CHIP_CPUS", "3-1"},
-                      BadValue{"HP_CHIP_CPUS", "x"}, BadValue{"HP_CHIP_CPUS", "0-3,,8"}),
+                      BadValue{"HP_CHIP_CPUS", "x"}, BadValue{"HP_CHIP_CPUS", "0-3,,8"},
+                      BadValue{"HP_MEM_NODES", "node0"}, BadValue{"HP_MEM_NODES", "1-0"}),
     [](const ::testing::TestParamInfo<BadValue>& info) {
       return std::string(info.param.name) + "_" + std::to_string(info.index);
     });
@@ -337,13 +345,13 @@ TEST(ParseCpuList, RangesAndSingles) {
 TEST(ParseCpuList, WhitespaceAndOrder) {
   std::vector<int> cpus;
   ASSERT_TRUE(parse_cpu_list(" 2, 0-1 ", &cpus).is_ok());
-  EXPECT_THAT(cpus, ElementsAre(0, 1, 2));
+  EXPECT_THAT(cpus, ElementsAre(2, 0, 1));  // the order written: the chip's pinning order
 }
 
-TEST(ParseCpuList, DuplicatesAreMerged) {
+TEST(ParseCpuList, ARepeatedCpuKeepsItsFirstPlace) {
   std::vector<int> cpus;
   ASSERT_TRUE(parse_cpu_list("3,1,3,0-2,2", &cpus).is_ok());
-  EXPECT_THAT(cpus, ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(cpus, ElementsAre(3, 1, 0, 2));
 }
 
 TEST(ParseCpuList, LargestCpu) {

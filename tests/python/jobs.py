@@ -2,6 +2,7 @@
 check that nothing of a job is left (its /dev/shm objects, its processes)."""
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -13,16 +14,34 @@ from conftest import BUILD_DIR, PAYLOAD_DIR, base_env, describe
 
 HPRUN = PAYLOAD_DIR / "symmetric_memory" / "bin" / "hprun"
 PROBE = BUILD_DIR / "native" / "tests" / "symmetric_memory" / "bin" / "job_probe"
+TOPOLOGY = PAYLOAD_DIR / "core" / "bin" / "hp-topology"
 JOB_TIMEOUT = 30  # seconds: no scenario needs more than a few
 
 
 def job_env(**overrides: str | None) -> dict[str, str]:
     """The test's environment without the HP_* variables a job sets or reads."""
-    cleared = {name: None for name in os.environ if name.startswith(("HP_SHMEM_", "HP_CHIP_"))}
+    cleared = {name: None for name in os.environ if name.startswith(("HP_SHMEM_", "HP_CHIP_", "HP_MEM_", "HWLOC_"))}
     cleared.update({name: None for name in ("HP_JOB_ID", "HP_RANK", "HP_WORLD_SIZE",
                                             "HP_LOCAL_RANK", "HP_LOCAL_SIZE")})
     cleared.update(overrides)
     return base_env(**cleared)
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """A cpulist in its order ("4-5,0" -> [4, 5, 0]), as HP_CHIP_CPUS and hp-topology write it."""
+    cpus = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.extend(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def topology(*args: str, env: dict | None = None) -> dict:
+    """The payload's hp-topology as JSON (this machine's, or HWLOC_SYNTHETIC's in `env`)."""
+    result = subprocess.run([str(TOPOLOGY), *args], capture_output=True, text=True, timeout=JOB_TIMEOUT,
+                            env=env if env is not None else job_env())
+    assert result.returncode == 0, describe(result)
+    return json.loads(result.stdout)
 
 
 def start(*args, env: dict | None = None, cpus: set[int] | None = None) -> subprocess.Popen:

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import describe
 from jobs import (HPRUN, JOB_TIMEOUT, PROBE, assert_nothing_left, finish, hprun, job_env,
-                  job_processes, start, summary)
+                  job_processes, parse_cpu_list, start, summary, topology)
 
 PROBE_SAW_ABORT = 7
 SLEEPING = re.compile(rb"^rank (\d+) pid (\d+) sleeping$", re.M)
@@ -68,14 +68,6 @@ def env_by_rank(stdout: str) -> dict[int, dict[str, str]]:
             _, rank, *pairs = line.split(" ")
             ranks[int(rank)] = dict(pair.split("=", 1) for pair in pairs)
     return ranks
-
-
-def parse_cpu_list(text: str) -> list[int]:
-    cpus = []
-    for part in text.split(","):
-        first, _, last = part.partition("-")
-        cpus.extend(range(int(first), int(last or first) + 1))
-    return cpus
 
 
 def others(n: int, rank: int) -> list[int]:
@@ -129,20 +121,27 @@ def test_the_program_gets_every_argument_after_it_untouched():
 
 
 @pytest.mark.parametrize("n", [2, 4])
-def test_bind_gives_each_rank_a_share_of_the_cpus(n):
+def test_bind_gives_each_rank_its_share_of_the_topology(n):
+    """The ranks get the shares hp-topology plans (docs/platform.md, "Topology and placement"):
+    disjoint, covering every CPU when they do not outnumber them; no memory binding on a
+    machine with one NUMA node."""
     cpus = sorted(os.sched_getaffinity(0))
+    plan = topology("--ranks", str(n))
     result = hprun("--bind", "-n", n, PROBE, "env")
     assert result.returncode == 0, describe(result)
-    shares = {rank: parse_cpu_list(env["HP_CHIP_CPUS"]) for rank, env in
-              env_by_rank(result.stdout).items()}
-    assert sorted(shares) == list(range(n)), describe(result)
-    assert all(shares[r] for r in range(n)), shares
-    if n <= len(cpus):  # disjoint contiguous shares covering every CPU, in rank order
-        assert [c for r in range(n) for c in shares[r]] == cpus, shares
-        sizes = [len(shares[r]) for r in range(n)]
-        assert max(sizes) - min(sizes) <= 1, shares
-    else:  # at least one each, round-robin
-        assert [shares[r] for r in range(n)] == [[cpus[r % len(cpus)]] for r in range(n)], shares
+    envs = env_by_rank(result.stdout)
+    assert sorted(envs) == list(range(n)), describe(result)
+    assert [envs[r]["HP_CHIP_CPUS"] for r in range(n)] == [r["cpus"] for r in plan["ranks"]], describe(result)
+    shares = [parse_cpu_list(envs[r]["HP_CHIP_CPUS"]) for r in range(n)]
+    if n <= len(cpus):
+        assert sorted(c for share in shares for c in share) == cpus, shares
+    else:
+        assert all(len(share) == 1 for share in shares), shares
+    if plan["numa_nodes"] == 1:
+        assert all("HP_MEM_NODES" not in envs[r] for r in range(n)), envs
+    else:
+        assert [envs[r]["HP_MEM_NODES"] for r in range(n)] == \
+            [",".join(map(str, r["mem_nodes"])) for r in plan["ranks"]], envs
 
 
 @pytest.mark.parametrize("n", [2, 4])

@@ -11,9 +11,11 @@
 #                    the framework's: a partition of this shell's CPUs (below)
 #   HP_ACTIVATED     the payload's identity (<version>:<digest of its manifest>)
 # The partition: --chip-cpus LIST gives the chip its CPUs and the framework the others (all of
-# them when none are left). Otherwise, of the N CPUs this shell may run on (taskset order), the
-# framework gets the first floor(N/2), the chip the rest; with N = 1 both get that CPU. A
-# variable already set (by the user, or by an earlier activation) is kept, so sourcing twice
+# them when none are left). Otherwise the cores this shell may run on (hwloc's topology, NUMA
+# node by node, as `<payload>/core/bin/hp-topology --partition` prints it) are halved: the
+# framework gets the first floor(C/2) cores, the chip the others, each core with its SMT
+# siblings, the chip's list cores first; one core: its threads are halved; one CPU: both get
+# it. A variable already set (by the user, or by an earlier activation) is kept, so sourcing twice
 # changes nothing. It never writes a file and changes nothing outside this shell.
 if ! (return 0 2>/dev/null); then
     echo "set_env.bash must be sourced, not executed: source \"${BASH_SOURCE[0]}\"" >&2
@@ -35,13 +37,13 @@ __hp_cpulist() {
 }
 
 __hp_activate() {
-    local verbose=0 chip="" dirs=() payload cpus n i framework=() chip_list=() d seen
+    local verbose=0 chip="" dirs=() payload cpus i framework=() chip_list=() d seen
     while (($#)); do
         case "$1" in
             --verbose) verbose=1 ;;
             --chip-cpus) chip="${2:-}"; shift ;;
             --chip-cpus=*) chip="${1#--chip-cpus=}" ;;
-            -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; return 0 ;;
+            -h|--help) sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; return 0 ;;
             -*) echo "set_env.bash: unknown option $1 (--verbose, --chip-cpus LIST, VENDOR_DIR ...)" >&2; return 2 ;;
             *) [[ -d "$1" ]] || { echo "set_env.bash: vendor directory $1 does not exist" >&2; return 2; }
                dirs+=("$(cd "$1" && pwd)") ;;
@@ -64,19 +66,26 @@ __hp_activate() {
     done
     export HP_VENDOR_PATH="$joined"
     # The CPU partition.
-    cpus=($(__hp_cpulist "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$$/status)"))
-    n=${#cpus[@]}
     if [[ -n "$chip" ]]; then
+        cpus=($(__hp_cpulist "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$$/status)"))
         chip_list=($(__hp_cpulist "$chip")) ||
             { echo "set_env.bash: --chip-cpus '$chip' is not a CPU list (e.g. 2-7 or 0,2,4)" >&2; return 2; }
         local -A in_chip=()
         for i in "${chip_list[@]}"; do in_chip[$i]=1; done
         for i in "${cpus[@]}"; do [[ -n "${in_chip[$i]:-}" ]] || framework+=("$i"); done
         ((${#framework[@]})) || framework=("${cpus[@]}")
-    elif ((n == 1)); then
-        framework=("${cpus[0]}") chip_list=("${cpus[0]}")
     else
-        framework=("${cpus[@]:0:n/2}") chip_list=("${cpus[@]:n/2}")
+        local plan key list
+        plan="$("$payload/core/bin/hp-topology" --partition)" ||
+            { echo "set_env.bash: cannot read the CPU topology (above); give the chip its CPUs with --chip-cpus LIST" >&2; return 2; }
+        while read -r key list; do
+            case "$key" in
+                framework) framework=($(__hp_cpulist "$list")) ;;
+                chip) chip_list=($(__hp_cpulist "$list")) ;;
+            esac
+        done <<<"$plan"
+        ((${#framework[@]} && ${#chip_list[@]})) ||
+            { echo "set_env.bash: hp-topology printed no partition: '$plan'" >&2; return 2; }
     fi
     [[ -n "${HP_CHIP_CPUS:-}" ]] || export HP_CHIP_CPUS="$(IFS=,; echo "${chip_list[*]}")"
     [[ -n "${OMP_NUM_THREADS:-}" ]] || export OMP_NUM_THREADS="${#framework[@]}"

@@ -14,7 +14,9 @@
 #include <fmt/core.h>
 
 #include "hprun_report.h"
-#include "platform/cpu_affinity.h"
+#include "common/settings.h"
+#include "platform/cpu_placement.h"
+#include "platform/cpu_topology.h"
 
 extern char** environ;
 
@@ -29,12 +31,15 @@ bool has_variable(std::string_view name) { return std::getenv(std::string(name).
 
 std::vector<std::string> JobPlan::environment_for(int rank) const {
   std::vector<std::string> env;
-  env.reserve(inherited_env.size() + job_env.size() + 3);
+  env.reserve(inherited_env.size() + job_env.size() + 4);
   env.insert(env.end(), inherited_env.begin(), inherited_env.end());
   env.insert(env.end(), job_env.begin(), job_env.end());
   env.push_back(fmt::format("HP_RANK={}", rank));
   env.push_back(fmt::format("HP_LOCAL_RANK={}", rank));
   if (!rank_cpus.empty()) env.push_back("HP_CHIP_CPUS=" + rank_cpus[std::size_t(rank)]);
+  if (!rank_mem_nodes.empty() && !rank_mem_nodes[std::size_t(rank)].empty()) {
+    env.push_back("HP_MEM_NODES=" + rank_mem_nodes[std::size_t(rank)]);
+  }
   return env;
 }
 
@@ -58,12 +63,20 @@ Status make_job_plan(const Options& options, const std::string& program_path,
     plan->job_env.push_back("HP_SHMEM_HEAP_SIZE=" + *options.heap_size);
   }
   plan->rank_cpus.clear();
+  plan->rank_mem_nodes.clear();
   if (options.bind) {
     replaced.push_back("HP_CHIP_CPUS");
-    std::vector<int> cpus;
-    HP_RETURN_IF_ERROR(platform::allowed_cpus(&cpus).with_context("hprun --bind"));
-    for (const auto& share : split_cpus(cpus, options.n_ranks)) {
-      plan->rank_cpus.push_back(format_ranges(share));
+    replaced.push_back("HP_MEM_NODES");
+    platform::CpuTopology topology;
+    HP_RETURN_IF_ERROR(platform::load_cpu_topology(&topology).with_context("hprun --bind"));
+    HP_ENSURE(!topology.is_synthetic(), ErrorCode::kInvalidSetting,
+              "hprun --bind places real processes, but the topology is {}: unset HWLOC_SYNTHETIC "
+              "(and HWLOC_XMLFILE, HWLOC_FSROOT), or print that topology's plan with "
+              "hp-topology --ranks {}",
+              topology.source, options.n_ranks);
+    for (const platform::RankPlacement& p : platform::place_ranks(topology, options.n_ranks)) {
+      plan->rank_cpus.push_back(format_cpu_list(p.cpus));
+      plan->rank_mem_nodes.push_back(format_cpu_list(p.mem_nodes));
     }
   }
   plan->inherited_env.clear();
@@ -110,22 +123,6 @@ std::string new_job_id() {
     random = std::uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
   }
   return fmt::format("{}-{:08x}", ::getpid(), random);
-}
-
-std::vector<std::vector<int>> split_cpus(std::span<const int> cpus, int n) {
-  std::vector<std::vector<int>> shares(static_cast<std::size_t>(n));
-  const std::size_t count = cpus.size();
-  if (count == 0) return shares;
-  for (std::size_t r = 0; r < shares.size(); ++r) {
-    if (shares.size() <= count) {
-      const std::size_t begin = r * count / shares.size();
-      const std::size_t end = (r + 1) * count / shares.size();
-      shares[r].assign(cpus.begin() + std::ptrdiff_t(begin), cpus.begin() + std::ptrdiff_t(end));
-    } else {
-      shares[r] = {cpus[r % count]};
-    }
-  }
-  return shares;
 }
 
 }  // namespace hp::shmem::hprun

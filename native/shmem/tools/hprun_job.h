@@ -2,7 +2,6 @@
 #ifndef HYPER_PARALLEL_SHMEM_TOOLS_HPRUN_JOB_H_
 #define HYPER_PARALLEL_SHMEM_TOOLS_HPRUN_JOB_H_
 
-#include <span>
 #include <string>
 #include <vector>
 
@@ -19,13 +18,14 @@ struct JobPlan {
   std::vector<std::string> inherited_env; // hprun's environment minus what the job sets
   std::vector<std::string> job_env;       // the same for every rank (HP_JOB_ID, ...)
   std::vector<std::string> rank_cpus;     // --bind: HP_CHIP_CPUS per rank; else empty
+  std::vector<std::string> rank_mem_nodes;  // --bind: HP_MEM_NODES per rank ("": unbound)
 
   // The complete environment of one rank ("NAME=value" entries).
   std::vector<std::string> environment_for(int rank) const;
 };
 
-// Builds the plan of `options` for the job `job_id`. The CPU shares come from this process's
-// affinity mask.
+// Builds the plan of `options` for the job `job_id`. With --bind the ranks' CPUs and memory
+// nodes come from place_ranks over this machine's topology (platform/cpu_placement.h).
 Status make_job_plan(const Options& options, const std::string& program_path,
                      const std::string& job_id, JobPlan* plan);
 
@@ -35,10 +35,6 @@ int resolve_program(const std::string& name, std::string* path);
 
 // "<pid>-<8 random hex digits>"; JobSegment::create (O_EXCL) catches the unlikely clash.
 std::string new_job_id();
-
-// `cpus` cut into n contiguous shares whose sizes differ by at most one when n <= cpus;
-// otherwise one CPU per rank, round-robin.
-std::vector<std::vector<int>> split_cpus(std::span<const int> cpus, int n);
 
 }  // namespace hp::shmem::hprun
 

@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "common/settings.h"
 #include "hprun_output.h"
 #include "hprun_report.h"
 #include "hprun_spawn.h"
@@ -391,7 +392,7 @@ JobResult Supervisor::result() const {
       return {kExitTimedOut,
               line(fmt::format("hprun: the job ran past --timeout {} s; rank(s) {} were still "
                                "running",
-                               *settings_.timeout_s, format_ranges(running_at_timeout_)),
+                               *settings_.timeout_s, format_cpu_list(running_at_timeout_)),
                    -1)};
   }
   return {};

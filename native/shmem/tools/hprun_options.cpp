@@ -80,8 +80,10 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
       ->check(validator([](const std::string& t) { return parse_rank_count(t).has_value(); },
                         fmt::format("a number of ranks in 1..{}", kMaxPes)));
   app.add_flag("--bind", out->bind,
-               "split this process's CPUs into N contiguous shares, one per rank "
-               "(HP_CHIP_CPUS); ranks share CPUs round-robin when N exceeds them");
+               "place the ranks on this process's CPUs NUMA node by node (hwloc): each rank "
+               "a share of a node's cores, SMT siblings last (HP_CHIP_CPUS), its heap bound "
+               "to its node when there are several (HP_MEM_NODES); hp-topology --ranks N "
+               "prints the plan");
   app.add_flag("--tag-output", out->tag_output,
                "prefix every line of each rank's stdout and stderr with \"[rank] \"");
   app.add_option("--timeout", timeout_text,

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "common/settings.h"
+
 namespace hp::shmem::hprun {
 
 bool rank_succeeded(const RankEnd& end) noexcept {
@@ -42,19 +44,6 @@ std::string describe_end(const RankEnd& end) {
                      end.finalized ? "after" : "before");
 }
 
-std::string format_ranges(std::span<const int> sorted_values) {
-  std::string out;
-  for (std::size_t i = 0; i < sorted_values.size();) {
-    std::size_t j = i;
-    while (j + 1 < sorted_values.size() && sorted_values[j + 1] == sorted_values[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += j == i ? fmt::format("{}", sorted_values[i])
-                  : fmt::format("{}-{}", sorted_values[i], sorted_values[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 std::string summarize_ranks(std::span<const RankEnd> ends, int except_rank) {
   std::vector<std::pair<std::string, std::vector<int>>> groups;  // in order of first appearance
   int total = 0;
@@ -76,7 +65,7 @@ std::string summarize_ranks(std::span<const RankEnd> ends, int except_rank) {
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const auto& [phrase, ranks] = groups[i];
     out += fmt::format("{}{} {} (rank{} {})", i == 0 ? "" : ", ", ranks.size(), phrase,
-                       ranks.size() == 1 ? "" : "s", format_ranges(ranks));
+                       ranks.size() == 1 ? "" : "s", format_cpu_list(ranks));
   }
   return out;
 }

@@ -42,9 +42,6 @@ std::string describe_end(const RankEnd& end);
 
 // "SIGSEGV"; "SIG<n>" for a number without a name.
 std::string signal_name(int signo);
-// Sorted values as ranges: {0,1,2,3,8} -> "0-3,8".
-std::string format_ranges(std::span<const int> sorted_values);
-
 // The ranks of `ends` other than `except_rank` (-1: none left out) grouped by how they ended,
 // e.g. "3 other rank(s): 2 exited with status 7 before shmem_finalize (ranks 0,2), 1 killed by
 // signal 9 (SIGKILL) from hprun (rank 3)"; without "other" when none is left out. Empty when
