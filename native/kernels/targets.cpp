@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -155,10 +156,16 @@ Status request_amx_permission() {
     constexpr long kArchReqXcompPerm = 0x1023;
     constexpr long kXFeatureXtileData = 18;
     if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXFeatureXtileData) != 0) {
+      const int err = errno;
+      struct utsname host {};
+      uname(&host);
       return Status::error(ErrorCode::kIsaUnsupported,
-                           "Linux refused the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM: {}); a kernel "
-                           "older than 5.16 cannot run AMX: use HP_KERNEL_TARGET=x86_64_v4",
-                           std::strerror(errno));
+                           "CPUID reports AMX, but Linux refused the AMX tile state (arch_prctl "
+                           "ARCH_REQ_XCOMP_PERM: {}). Check that the kernel is 5.16 or newer (this "
+                           "one is {}), that no seccomp profile (a container runtime's) blocks "
+                           "arch_prctl, and (for ENOSPC) that no thread's sigaltstack is too small "
+                           "for the tile state; or run without AMX: HP_KERNEL_TARGET=x86_64_v4",
+                           std::strerror(err), host.release);
     }
     return Status::ok();
   }();
