@@ -29,6 +29,8 @@ REASONS = {
         "the payload and the Python package come from different builds (their versions differ)",
     "HP-NATIVE-SYSTEM-TOO-OLD":
         "this system's glibc is older than the payload's binaries need",
+    "HP-NATIVE-PYTHON-ABI-MISMATCH":
+        "the payload was built for another CPython ABI than this interpreter's",
 }
 
 

@@ -118,7 +118,7 @@ def _check_python_abi() -> None:
     built = manifest().get("python", {}).get("soabi")
     running = sysconfig.get_config_var("SOABI")
     if built and built != running:
-        raise NativeLoadError("HP-NATIVE-ADAPTER-LOAD-FAILED",
+        raise NativeLoadError("HP-NATIVE-PYTHON-ABI-MISMATCH",
                               f"the payload was built for {built} ({manifest()['python'].get('executable')}), "
                               f"this interpreter is {running} ({sys.executable})",
                               f"PYTHON={sys.executable} ./build.sh")

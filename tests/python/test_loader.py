@@ -105,14 +105,14 @@ def test_corrupt_manifest_raises_payload_missing_unreadable(tmp_path):
     assert str(payload / "manifest.json") in out["detail"]
 
 
-# --- HP-NATIVE-ADAPTER-LOAD-FAILED and HP-NATIVE-ISA-UNSUPPORTED ------------------------------
+# --- HP-NATIVE-PYTHON-ABI-MISMATCH and HP-NATIVE-ISA-UNSUPPORTED ------------------------------
 
-def test_payload_for_another_python_abi_raises_adapter_load_failed(tmp_path, main_payload):
+def test_payload_for_another_python_abi_is_named_before_any_import(tmp_path, main_payload):
     payload = fake_payload(tmp_path, main_payload,
                            python={"soabi": "cpython-399-x86_64-linux-gnu",
                                    "executable": "/opt/other/python3.99"})
     out = scenario("n.core()", HP_PAYLOAD_DIR=str(payload))
-    assert out["ok"] is False and out["reason"] == "HP-NATIVE-ADAPTER-LOAD-FAILED", out
+    assert out["ok"] is False and out["reason"] == "HP-NATIVE-PYTHON-ABI-MISMATCH", out
     running = sysconfig.get_config_var("SOABI")
     assert "cpython-399-x86_64-linux-gnu" in out["detail"] and running in out["detail"], out
     assert re.fullmatch(r"PYTHON=\S+ \./build\.sh", out["recovery"]), out
