@@ -4,6 +4,19 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/lib/common.sh"
 
+# The --soc-list row of --help, from the SoC target table.
+soc_help() {
+    local first=1 line
+    while IFS= read -r line; do
+        if ((first)); then
+            printf '%-15s%-32s%s\n' --soc-list "$(hp_soc_names default)" "$line"
+            first=0
+        else
+            printf '%47s%s\n' "" "$line"
+        fi
+    done < <(fold -s -w 50 <<<"comma list of $(hp_soc_summary)" | sed 's/ *$//')
+}
+
 usage() {
     cat <<'EOF'
 usage: ./build.sh [options]
@@ -22,9 +35,9 @@ option         default                         values
                                                the final set is the union of this and what
                                                --multicore needs
 --custom-ops   on                              on, off (no framework names)
---soc-list     x86_64_v3,x86_64_v4,x86_64_amx  comma list of x86_64_v3 (AVX2/FMA), x86_64_v4
-                                               (AVX-512 + VNNI), x86_64_amx (AMX), sm_90 (CUDA
-                                               Hopper: reserved, fails as an optional component)
+EOF
+    soc_help
+    cat <<'EOF'
 --strict       off                             off: a failed optional component is left out of
                                                the payload and the wheel is still built
                                                on: any selected component failing stops the
@@ -77,7 +90,7 @@ frameworks_of() {
 
 host_arch="$(uname -m)"
 multicore="all" shmem="all" custom_ops="on" strict="off" jobs="$(hp_nproc)" clean=0
-soc_list="x86_64_v3,x86_64_v4,x86_64_amx"
+soc_list="$(hp_soc_names default)"
 while (($#)); do
     opt="$1"
     case "$opt" in
@@ -104,14 +117,15 @@ done
 # SoC targets: known, for this host's architecture, no duplicates, not empty.
 declare -a socs=()
 IFS=, read -ra requested_socs <<<"$soc_list"
-((${#requested_socs[@]})) || bad_value --soc-list "$soc_list" "a comma list of x86_64_v3, x86_64_v4, x86_64_amx, sm_90"
+all_socs="$(hp_soc_names all | sed 's/,/, /g')"
+((${#requested_socs[@]})) || bad_value --soc-list "$soc_list" "a comma list of $all_socs"
 for soc in "${requested_socs[@]}"; do
-    case "$soc" in
-        x86_64_v3|x86_64_v4|x86_64_amx)
+    case "$(hp_soc_kind "$soc")" in
+        cpu)
             [[ "$host_arch" == x86_64 ]] || hp_die 2 HP-BUILD-USAGE \
                 "--soc-list: $soc is a target for x86_64, not this $host_arch host (no mixed-arch wheels)" ;;
-        sm_90) ;;
-        *) bad_value --soc-list "$soc" "x86_64_v3, x86_64_v4, x86_64_amx, sm_90 (comma-separated)" ;;
+        reserved) ;;
+        *) bad_value --soc-list "$soc" "$all_socs (comma-separated)" ;;
     esac
     [[ " ${socs[*]} " == *" $soc "* ]] || socs+=("$soc")
 done

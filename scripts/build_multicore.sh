@@ -14,7 +14,8 @@ core_config="$HP_NATIVE_DIR/core/install/hyper_parallel/core/lib/cmake/HyperPara
 shmem_install="$HP_NATIVE_DIR/symmetric_memory/install/hyper_parallel/symmetric_memory"
 shmem_targets="$shmem_install/lib/cmake/HyperParallel/HyperParallelSymmetricMemoryTargets.cmake"
 cpu_socs=()
-for soc in "${HP_SOCS[@]}"; do [[ "$soc" == sm_90 ]] || cpu_socs+=("$soc"); done
+for soc in "${HP_SOCS[@]}"; do [[ "$(hp_soc_kind "$soc")" != cpu ]] || cpu_socs+=("$soc"); done
+all_cpu_socs="$(hp_soc_names cpu)"
 if [[ ! -f "$HP_REPO_ROOT/native/kernels/CMakeLists.txt" ]]; then
     hp_sources_missing native/kernels "--multicore off"
 elif [[ ! -f "$core_config/HyperParallelConfig.cmake" ]]; then
@@ -27,7 +28,7 @@ elif [[ ! -f "$shmem_targets" ]]; then
 elif ((${#cpu_socs[@]} == 0)); then
     hp_status "$HP_COMPONENT" failed HP-BUILD-SOC-UNSUPPORTED \
         "--soc-list $(IFS=,; echo "${HP_SOCS[*]}") names no CPU target: the kernels have nothing to build" \
-        "./build.sh --soc-list x86_64_v3,x86_64_v4,x86_64_amx"
+        "./build.sh --soc-list $all_cpu_socs"
 else
     hp_default_cmake_args
     HP_CMAKE_ARGS+=(-DHP_SOC_LIST="$(IFS=';'; echo "${cpu_socs[*]}")")
@@ -57,10 +58,10 @@ fi
 native_state="$(hp_component_state)"
 for soc in "${HP_SOCS[@]}"; do
     part="$HP_COMPONENT.vendor.$soc"
-    if [[ "$soc" == sm_90 ]]; then
+    if [[ "$(hp_soc_kind "$soc")" == reserved ]]; then
         hp_status "$part" failed HP-BUILD-SOC-UNSUPPORTED \
-            "sm_90 (CUDA Hopper) is a reserved target: its kernels are not implemented yet" \
-            "./build.sh --soc-list x86_64_v3,x86_64_v4,x86_64_amx"
+            "$soc is a reserved target (native/common/soc_targets.tsv): its kernels are not implemented yet" \
+            "./build.sh --soc-list $all_cpu_socs"
     elif [[ "$native_state" != ok ]]; then
         hp_status "$part" failed HP-BUILD-DEPENDENCY-MISSING "the multicore component failed (its own line says why)" "$0"
     elif grep -qx "$soc ok" "$HP_INSTALL_DIR/soc_status.txt" 2>/dev/null; then

@@ -32,6 +32,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import soc_targets
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_REGISTRY = REPO_ROOT / "native" / "ops" / "operator_registry.json"
 SCHEMA_NAME = "operator_registry.schema.json"
@@ -515,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("select", help="check the registry and select the ops")
     registry_args(p)
-    p.add_argument("--soc-list", default="x86_64_v3,x86_64_v4,x86_64_amx")
+    p.add_argument("--soc-list", default=",".join(soc_targets.names("default")))
     p.add_argument("--ops", help="comma list of ops (default: every op for the SoC targets)")
     p.add_argument("--w4a8", action="store_true", help="the w4a8 variant of each family instead of base")
     p.add_argument("--shmem-variant", action="store_true", help="the shmem variant of each family instead of base")

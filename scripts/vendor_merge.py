@@ -13,7 +13,7 @@ export, never the machine code of separately linked ELF files:
   - every target's identity, table version, table size and table layout equal the canonical
     target's, and so does the set of dynamic symbols each library exports (name, version, type);
   - the canonical host is the widest target's host (the targets' order of
-    native/kernels/soc_targets.json, narrowest first: the one statement of that rule); every
+    native/common/soc_targets.tsv, narrowest first: the one statement of that rule); every
     other host must export the same symbols and need the same libraries, and is dropped (with
     --drop-hosts its file is removed).
 vendor.json records the targets, the canonical target and host, the identity, each library's
@@ -34,8 +34,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import soc_targets
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SOC_TARGETS = REPO_ROOT / "native" / "kernels" / "soc_targets.json"
 NOTE_SECTION = b".hp_vendor"
 NOTE_FORMAT = "<8sIIQ32s72s"  # vendor_note.h's VendorNote
 NOTE_MAGIC = b"HPVNDR1\0"
@@ -51,7 +52,7 @@ class MergeError(Exception):
 
 def soc_order() -> list[str]:
     """The SoC targets, narrowest first."""
-    return [t["name"] for t in json.loads(SOC_TARGETS.read_text())["targets"]]
+    return soc_targets.names("cpu")
 
 
 def read_section(path: Path, name: bytes) -> bytes | None:
@@ -143,7 +144,7 @@ def merge(kernels: Path, socs: list[str], hosts: dict[str, Path]) -> tuple[dict,
     order = soc_order()
     unknown = [s for s in socs + list(hosts) if s not in order]
     if unknown:
-        raise MergeError(f"{', '.join(unknown)} is not a SoC target of {SOC_TARGETS.name} ({', '.join(order)})")
+        raise MergeError(f"{', '.join(unknown)} is not a SoC target of {soc_targets.TABLE.name} ({', '.join(order)})")
     if not socs:
         raise MergeError("no target to merge")
     missing_host_target = [s for s in hosts if s not in socs]

@@ -30,6 +30,9 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 # The package under test, from the checkout (the documented command also sets PYTHONPATH).
 if str(REPO / "python") not in sys.path:
     sys.path.insert(0, str(REPO / "python"))
+# The build scripts' Python modules (soc_targets: the SoC target table's reader).
+if str(REPO / "scripts") not in sys.path:
+    sys.path.append(str(REPO / "scripts"))
 
 # One summary row of assemble_payload.py: "[hp] <part> <status> <reason> <log>".
 SUMMARY_ROW = re.compile(r"^\[hp\] (\S+)\s+(ok|failed|skipped)\s+(\S+)\s+(\S+)\s*$", re.M)

@@ -1,4 +1,4 @@
-#include "settings.h"
+#include "common/settings.h"
 
 #include <algorithm>
 #include <array>
@@ -8,6 +8,8 @@
 #include <cstring>
 #include <mutex>
 #include <utility>
+
+#include "soc_target_table.inc"
 
 namespace hp {
 namespace {
@@ -56,7 +58,7 @@ constexpr std::array kSpecs = {
                 "PEs mapped, the others through MPI-3 RMA), one PE alone otherwise; mpi: every "
                 "PE through MPI-3 RMA"},
     SettingSpec{"HP_KERNEL_TARGET", T::kEnum, S::kRuntime, "auto",
-                "auto|reference|x86_64_v3|x86_64_v4|x86_64_amx",
+                "auto|reference|" HP_SOC_TARGET_NAMES,
                 "the kernel target (SoC library) to use; auto: the best one this CPU supports "
                 "among those in the payload; a target the CPU or the payload lacks is an error"},
     SettingSpec{"HP_RANK", T::kInt, S::kRuntime, "", "",
@@ -269,6 +271,14 @@ Status Settings::parse(const Lookup& lookup, Settings* out) {
     if (s.is_ok()) *field = static_cast<std::remove_pointer_t<decltype(field)>>(index);
     note(std::move(s));
   };
+  auto read_choice_name = [&](std::string_view name, std::string* field) {
+    const SettingSpec& spec = *find_setting(name);
+    const std::string text = text_of(spec);
+    int index = 0;
+    Status s = parse_choice(spec, text, &index);
+    if (s.is_ok()) *field = text;
+    note(std::move(s));
+  };
   auto read_seconds = [&](std::string_view name, double* field) {
     const SettingSpec& spec = *find_setting(name);
     double v = 0;
@@ -316,7 +326,7 @@ Status Settings::parse(const Lookup& lookup, Settings* out) {
   read_seconds("HP_SHMEM_TIMEOUT_S", &out->shmem_timeout_s);
   read_size("HP_SHMEM_HEAP_SIZE", &out->shmem_heap_bytes);
   read_choice("HP_SHMEM_TRANSPORT", &out->shmem_transport);
-  read_choice("HP_KERNEL_TARGET", &out->kernel_target);
+  read_choice_name("HP_KERNEL_TARGET", &out->kernel_target);
   read_int("HP_RANK", 0, 4095, &out->rank);
   read_int("HP_WORLD_SIZE", 1, 4096, &out->world_size);
   out->job_id = text_of(*find_setting("HP_JOB_ID"));

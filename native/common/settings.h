@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "api.h"
-#include "status.h"
+#include "common/api.h"
+#include "common/status.h"
 
 namespace hp {
 
@@ -41,7 +41,6 @@ HP_API std::string_view to_string(SettingScope scope) noexcept;
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
 enum class PinMode { kAuto, kOn, kOff };
 enum class ShmemTransport { kAuto, kThreads, kShm, kMpi };
-enum class KernelTargetChoice { kAuto, kReference, kX86_64_v3, kX86_64_v4, kX86_64_amx };
 
 // Typed values of the runtime-scope settings.
 struct HP_API Settings {
@@ -56,7 +55,7 @@ struct HP_API Settings {
   double shmem_timeout_s = 120.0;             // HP_SHMEM_TIMEOUT_S
   std::size_t shmem_heap_bytes = 256u << 20;  // HP_SHMEM_HEAP_SIZE
   ShmemTransport shmem_transport = ShmemTransport::kAuto;  // HP_SHMEM_TRANSPORT
-  KernelTargetChoice kernel_target = KernelTargetChoice::kAuto;  // HP_KERNEL_TARGET
+  std::string kernel_target = "auto";       // HP_KERNEL_TARGET: auto, reference or a SoC target
   int rank = -1;                              // HP_RANK (-1: unset)
   int world_size = -1;                        // HP_WORLD_SIZE (-1: unset)
   std::string job_id;                         // HP_JOB_ID

@@ -20,30 +20,18 @@
 namespace hp::kernels {
 namespace {
 
-constexpr std::string_view kV3[] = {"avx2", "fma", "f16c"};
-constexpr std::string_view kV4[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
-                                    "avx512_vnni"};
-constexpr std::string_view kAmx[] = {"avx2",        "fma",         "f16c",     "avx512f",  "avx512bw",
-                                     "avx512vl",    "avx512dq",    "avx512_vnni", "avx512_bf16",
-                                     "amx_tile",    "amx_int8",    "amx_bf16"};
-constexpr TargetInfo kTargets[] = {
-    {"x86_64_amx", kAmx},
-    {"x86_64_v4", kV4},
-    {"x86_64_v3", kV3},
-};
-
-const TargetInfo* find_target(std::string_view name) {
-  for (const TargetInfo& t : kTargets) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
+// "a,b,c": every SoC target, as --soc-list takes them.
+std::string soc_target_names() {
+  std::string out;
+  for (const SocTarget& t : soc_targets()) out += (out.empty() ? "" : ",") + std::string(t.name);
+  return out;
 }
 
-bool has_feature(const CpuFeatures& cpu, std::string_view name) {
-  for (const CpuFeatureField& f : cpu_feature_fields()) {
-    if (f.name == name) return cpu.*f.member;
-  }
-  return false;
+// The SoC targets, best first (the table lists them narrowest first).
+std::vector<const SocTarget*> best_first() {
+  std::vector<const SocTarget*> out;
+  for (const SocTarget& t : soc_targets()) out.insert(out.begin(), &t);
+  return out;
 }
 
 // The directory of this library (the payload's multicore/lib).
@@ -70,18 +58,6 @@ Status check_table(const KernelTable* t, const std::string& path, std::string_vi
                          t->target ? t->target : "(null)", expected_name);
   }
   return Status::ok();
-}
-
-std::string missing_features(std::string_view target, const CpuFeatures& cpu) {
-  std::string out;
-  const TargetInfo* info = find_target(target);
-  if (!info) return out;
-  for (std::string_view f : info->requires_features) {
-    if (has_feature(cpu, f)) continue;
-    if (!out.empty()) out += ',';
-    out += f;
-  }
-  return out;
 }
 
 struct Loaded {
@@ -121,8 +97,9 @@ Status open_library(const std::string& path, std::string_view expected_name, con
 }
 
 Status check_cpu(std::string_view target) {
-  if (!find_target(target)) return Status::ok();
-  const std::string missing = missing_features(target, cpu_features());
+  const SocTarget* info = find_soc_target(target);
+  if (!info) return Status::ok();
+  const std::string missing = missing_cpu_features(*info, cpu_features());
   if (!missing.empty()) {
     return Status::error(ErrorCode::kIsaUnsupported,
                          "kernel target {} needs CPU features this CPU lacks ({}); it has: {}. Pick another "
@@ -135,18 +112,17 @@ Status check_cpu(std::string_view target) {
 
 }  // namespace
 
-std::span<const TargetInfo> soc_targets() noexcept { return kTargets; }
-
 bool cpu_supports(std::string_view target, const CpuFeatures& cpu) {
   if (target == "reference") return true;
-  return find_target(target) != nullptr && missing_features(target, cpu).empty();
+  const SocTarget* info = find_soc_target(target);
+  return info != nullptr && missing_cpu_features(*info, cpu).empty();
 }
 
 std::vector<std::string> installed_targets() {
   std::vector<std::string> out;
-  for (const TargetInfo& t : kTargets) {
+  for (const SocTarget* t : best_first()) {
     std::error_code ec;
-    if (std::filesystem::exists(target_library_path(t.name), ec)) out.emplace_back(t.name);
+    if (std::filesystem::exists(target_library_path(t->name), ec)) out.emplace_back(t->name);
   }
   return out;
 }
@@ -177,9 +153,9 @@ Status load_target(std::string_view name, const KernelTable** table) {
     *table = reference_kernel_table();
     return Status::ok();
   }
-  if (!find_target(name)) {
-    return Status::error(ErrorCode::kUnsupported, "unknown kernel target '{}': expected reference, x86_64_v3, "
-                         "x86_64_v4 or x86_64_amx", name);
+  if (!find_soc_target(name)) {
+    return Status::error(ErrorCode::kUnsupported, "unknown kernel target '{}': expected reference or one of {}",
+                         name, soc_target_names());
   }
   HP_RETURN_IF_ERROR(check_cpu(name));
   const std::filesystem::path path = target_library_path(name);
@@ -209,10 +185,9 @@ Status selected_target(const KernelTable** table) {
       c.status = settings_status();
       return c;
     }
-    const KernelTargetChoice want = settings().kernel_target;
-    if (want != KernelTargetChoice::kAuto) {
-      constexpr std::string_view kNames[] = {"auto", "reference", "x86_64_v3", "x86_64_v4", "x86_64_amx"};
-      c.status = load_target(kNames[int(want)], &c.table);
+    const std::string& want = settings().kernel_target;
+    if (want != "auto") {
+      c.status = load_target(want, &c.table);
       c.status.with_context("HP_KERNEL_TARGET");
       return c;
     }
@@ -230,9 +205,8 @@ Status selected_target(const KernelTable** table) {
     for (const std::string& name : present) list += (list.empty() ? "" : ",") + name;
     c.status = Status::error(ErrorCode::kIsaUnsupported,
                              "none of this payload's kernel targets ({}) runs on this CPU (it has: {}); "
-                             "rebuild with a target it supports: ./build.sh --soc-list "
-                             "x86_64_v3,x86_64_v4,x86_64_amx",
-                             list.empty() ? "none" : list, cpu_features().to_string());
+                             "rebuild with a target it supports: ./build.sh --soc-list {}",
+                             list.empty() ? "none" : list, cpu_features().to_string(), soc_target_names());
     return c;
   }();
   *table = choice.table;

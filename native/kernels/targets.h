@@ -1,4 +1,5 @@
-// Kernel targets: which exist, what each needs from the CPU, which this process uses.
+// Kernel targets: which are installed, whether the CPU runs them, which this process uses. The
+// targets and what each needs from the CPU are the SoC target table (common/soc_targets.h).
 //
 // A target's library is <kernels lib dir>/kernels/libhyper_parallel_kernels_<target>.so (the
 // payload's vendor); "reference" is built into the front end. The selected target is chosen
@@ -15,18 +16,11 @@
 
 #include "common/api.h"
 #include "common/cpu_features.h"
+#include "common/soc_targets.h"
 #include "common/status.h"
 #include "kernels/kernel_table.h"
 
 namespace hp::kernels {
-
-struct TargetInfo {
-  std::string_view name;
-  std::span<const std::string_view> requires_features;  // names as in cpu_feature_fields()
-};
-
-// The SoC targets, best first (the reference is not among them).
-HP_API std::span<const TargetInfo> soc_targets() noexcept;
 
 // True when the CPU has every feature the target needs ("reference": always).
 HP_API bool cpu_supports(std::string_view target, const CpuFeatures& cpu);

@@ -10,7 +10,9 @@
 #include "common/cpu_features.h"
 #include "common/settings.h"
 #include "common/sha256.h"
+#include "common/soc_targets.h"
 #include "common/status.h"
+#include "common/tensor_view.h"
 #include "common/version.h"
 #include "platform/chip.h"
 #include "raise_status.h"
@@ -51,6 +53,27 @@ py::dict cpu_features() {
     d[py::str(std::string(field.name))] = hp::cpu_features().*field.member;
   }
   return d;
+}
+
+// [(name, bytes per element)] of every hp::DType, in its numbering.
+py::list dtypes() {
+  py::list out;
+  for (int d = 0; d < static_cast<int>(hp::DType::kCount); ++d) {
+    const auto dtype = static_cast<hp::DType>(d);
+    out.append(py::make_tuple(std::string(hp::to_string(dtype)), hp::dtype_size(dtype)));
+  }
+  return out;
+}
+
+// [(name, [feature, ...])] of the SoC target table, narrowest first.
+py::list soc_targets() {
+  py::list out;
+  for (const hp::SocTarget& t : hp::soc_targets()) {
+    py::list features;
+    for (std::string_view f : t.requires_features) features.append(std::string(f));
+    out.append(py::make_tuple(std::string(t.name), features));
+  }
+  return out;
 }
 
 // Creates a chip and runs one mix launch in which every cube block hands a value to its
@@ -117,6 +140,8 @@ PYBIND11_MODULE(_hp_core, m) {
     return hp::to_hex(hp::sha256(view));
   });
   m.def("cpu_features", &cpu_features);
+  m.def("dtypes", &dtypes, "[(name, bytes per element)] of every native dtype, in its numbering");
+  m.def("soc_targets", &soc_targets, "[(name, [cpu feature, ...])] of every SoC target, narrowest first");
   m.def("platform_selftest", &platform_selftest, py::arg("num_cube") = 1,
         py::arg("num_vector") = 2, py::arg("groups") = py::none(),
         "one mix launch of `groups` (default num_cube) groups on a fresh chip");

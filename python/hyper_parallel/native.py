@@ -27,15 +27,6 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 _SOURCE_CHECKOUT = PACKAGE_DIR.parent.name == "python" and (PACKAGE_DIR.parents[1] / "build.sh").is_file()
 REPO_ROOT = PACKAGE_DIR.parents[1] if _SOURCE_CHECKOUT else None
 
-# CPU features each kernel target needs (names as in hp::CpuFeatures).
-SOC_REQUIREMENTS = {
-    "x86_64_v3": ("avx2", "fma"),
-    "x86_64_v4": ("avx512f", "avx512bw", "avx512vl", "avx512_vnni"),
-    "x86_64_amx": ("amx_tile", "amx_int8", "amx_bf16"),
-    "sm_90": ("cuda_sm_90",),  # never a CPU feature: always unsupported here
-}
-
-
 def _rebuild_command() -> str:
     if REPO_ROOT is not None:
         return f"cd {REPO_ROOT} && ./build.sh"
@@ -317,10 +308,9 @@ def core():
 
 def runnable_socs(features: dict[str, bool]) -> list[str]:
     """The payload's kernel targets that this CPU can run, best first."""
-    socs = manifest().get("soc_list", [])
-    ok = [s for s in socs if all(features.get(f, False) for f in SOC_REQUIREMENTS.get(s, ("?",)))]
-    order = ["x86_64_amx", "x86_64_v4", "x86_64_v3"]
-    return sorted(ok, key=lambda s: order.index(s) if s in order else len(order))
+    best_first = list(reversed(core().soc_targets()))  # the SoC target table, narrowest first
+    socs = set(manifest().get("soc_list", []))
+    return [name for name, needs in best_first if name in socs and all(features.get(f, False) for f in needs)]
 
 
 def require_runnable_soc() -> str:
@@ -332,5 +322,5 @@ def require_runnable_soc() -> str:
         raise NativeLoadError("HP-NATIVE-ISA-UNSUPPORTED",
                               f"the payload's kernel targets {manifest().get('soc_list')} all need "
                               f"features this CPU lacks (it has: {have})",
-                              "./build.sh --soc-list x86_64_v3,x86_64_v4,x86_64_amx")
+                              "./build.sh --soc-list " + ",".join(n for n, _ in core().soc_targets()))
     return ok[0]

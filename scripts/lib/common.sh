@@ -15,6 +15,7 @@ HP_CACHE_DIR="${HP_CACHE_DIR:-$HP_NATIVE_DIR/cache}"
 # (HP_PAYLOAD_DIR is the loader's override: never set it here.)
 HP_BUILD_PAYLOAD="$HP_NATIVE_DIR/payload/hyper_parallel"
 HP_TESTS_DIR="$HP_NATIVE_DIR/tests"
+source "$HP_REPO_ROOT/scripts/lib/soc_targets.sh"
 
 hp_info() { printf '[hp] %s\n' "$*"; }
 hp_warn() { printf '[hp] WARNING: %s\n' "$*" >&2; }

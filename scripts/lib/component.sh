@@ -14,7 +14,7 @@ source "$HP_REPO_ROOT/scripts/lib/cache.sh"
 
 HP_ALL_FRAMEWORKS=(torch mindspore)
 HP_ADAPTER_SLICES=()  # other components whose slices a framework adapter links (hp_build_adapter)
-HP_ALL_SOCS=(x86_64_v3 x86_64_v4 x86_64_amx sm_90)
+IFS=, read -ra HP_ALL_SOCS <<<"$(hp_soc_names all)"  # the SoC target table
 
 hp_component_usage() {
     cat <<EOF
@@ -22,7 +22,7 @@ usage: $(basename "$0") [--frameworks LIST|none] [--soc-list LIST] [--jobs N] [-
   Builds the $HP_COMPONENT component into $HP_NATIVE_DIR/$HP_COMPONENT/{work,install,log}
   and refreshes its slice of the payload ($HP_BUILD_PAYLOAD/$HP_COMPONENT).
   --frameworks  framework adapters to build: comma list of torch, mindspore; or none (default none)
-  --soc-list    kernel targets (default: x86_64_v3,x86_64_v4,x86_64_amx)
+  --soc-list    kernel targets (default: $(hp_soc_names default))
   --jobs N      parallel compile jobs (default: nproc)
   --clean       remove this component's work and install dirs first (caches stay)
   --no-payload  leave the payload alone (build.sh assembles it)
@@ -35,7 +35,8 @@ EOF
 # Parses the common component arguments into HP_FRAMEWORKS (array), HP_SOCS (array), HP_JOBS,
 # HP_CLEAN, HP_NO_PAYLOAD.
 hp_component_parse_args() {
-    HP_FRAMEWORKS=() HP_SOCS=(x86_64_v3 x86_64_v4 x86_64_amx) HP_JOBS="$(hp_nproc)"
+    HP_FRAMEWORKS=() HP_JOBS="$(hp_nproc)"
+    IFS=, read -ra HP_SOCS <<<"$(hp_soc_names default)"
     HP_CLEAN=0 HP_NO_PAYLOAD=0
     local value
     while (($#)); do

@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD_DIR, CACHE_DIR, PAYLOAD_DIR, REPO, SYSTEM_PYTHON, activated, base_env, describe, ops_builder, run
+import soc_targets  # scripts/soc_targets.py
+
 
 SELECT = REPO / "scripts" / "select_ops.py"
 REGISTRY = REPO / "native" / "ops" / "operator_registry.json"
-SOCS = "x86_64_v3,x86_64_v4,x86_64_amx,sm_90"
+SOCS = ",".join(soc_targets.names("all"))
 ALL_OPS = ["dispatch_layout", "notify_dispatch", "moe_dispatch_normal", "moe_combine_normal",
            "moe_dispatch_low_latency", "moe_combine_low_latency", "fused_deep_moe", "fused_deep_moe_w4a8",
            "fused_deep_moe_shmem", "fused_deep_moe_grad"]

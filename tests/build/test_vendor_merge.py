@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from hyper_parallel import native
+
 from conftest import BUILD_DIR, PAYLOAD_DIR, REPO, SYSTEM_PYTHON, describe, ops_builder, run
 
 MERGE = REPO / "scripts" / "vendor_merge.py"
 KERNELS = PAYLOAD_DIR / "multicore" / "lib" / "kernels"
 HOST = PAYLOAD_DIR / "custom_ops" / "lib" / "libhyper_parallel_op_api.so"
 TEST_LIBS = BUILD_DIR / "native" / "tests" / "multicore" / "lib"
-ORDER = [t["name"] for t in json.loads((REPO / "native" / "kernels" / "soc_targets.json").read_text())["targets"]]
+ORDER = [name for name, _ in native.core().soc_targets()]  # the SoC target table, narrowest first
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/soc_targets.h"
 #include "printers.h"
 
 namespace hp {
@@ -133,6 +134,7 @@ TEST(SettingsParse, TableDefaultsMatchStructDefaults) {
   EXPECT_EQ(p.settings.idle_poll_us, defaults.idle_poll_us);
   EXPECT_EQ(p.settings.chip_cpus, defaults.chip_cpus);
   EXPECT_EQ(p.settings.pin_threads, defaults.pin_threads);
+  EXPECT_EQ(p.settings.kernel_target, defaults.kernel_target);
 }
 
 TEST(SettingsParse, ReadsExactlyTheRuntimeSettings) {
@@ -185,6 +187,21 @@ TEST(SettingsParse, PinModes) {
     EXPECT_TRUE(p.status.is_ok()) << text << ": " << p.status.to_string();
     EXPECT_EQ(p.settings.pin_threads, mode) << text;
   }
+}
+
+TEST(SettingsParse, KernelTargetsAreTheSocTargetTable) {
+  // The choices are auto, reference and the SoC target table's names, narrowest first.
+  std::string expected = "auto|reference";
+  for (const SocTarget& t : soc_targets()) expected += "|" + std::string(t.name);
+  EXPECT_EQ(find_setting("HP_KERNEL_TARGET")->choices, expected);
+  for (const SocTarget& t : soc_targets()) {
+    const Parsed p = parse({{"HP_KERNEL_TARGET", std::string(t.name)}});
+    EXPECT_TRUE(p.status.is_ok()) << t.name << ": " << p.status.to_string();
+    EXPECT_EQ(p.settings.kernel_target, t.name);
+  }
+  const Parsed bad = parse({{"HP_KERNEL_TARGET", "sm_90"}});  // reserved: no kernels to pick
+  EXPECT_EQ(bad.status.code(), ErrorCode::kInvalidSetting) << bad.status.to_string();
+  EXPECT_EQ(bad.settings.kernel_target, "auto");
 }
 
 TEST(SettingsParse, WaitTimeout) {

@@ -68,7 +68,7 @@ TEST(Targets, SelectsTheBestTargetThisCpuSupports) {
 
 TEST(Targets, RequirementsFollowCpuid) {
   CpuFeatures none;
-  for (const TargetInfo& t : soc_targets()) EXPECT_FALSE(cpu_supports(t.name, none)) << t.name;
+  for (const SocTarget& t : soc_targets()) EXPECT_FALSE(cpu_supports(t.name, none)) << t.name;
   EXPECT_TRUE(cpu_supports("reference", none));
   CpuFeatures v3;
   v3.avx2 = v3.fma = v3.f16c = true;
