@@ -25,11 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from . import native, shmem
+from . import dtypes, native, shmem
 from .errors import call_torch_op, hp_error
-
-_NUMPY_DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.int64): "int64", np.dtype(np.int32): "int32",
-                 np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8", np.dtype(np.bool_): "uint8"}
 
 
 def _lib():
@@ -43,18 +40,17 @@ def _is_torch(t) -> bool:
 def _spec(a) -> tuple:
     """(address, dtype name, shape, strides in elements) of a numpy array or CPU torch tensor."""
     if _is_torch(a):
-        import torch
-        names = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.int64: "int64", torch.int32: "int32",
-                 torch.int8: "int8", torch.uint8: "uint8", torch.bool: "uint8"}
-        if a.device.type != "cpu" or a.dtype not in names:
+        name = dtypes.torch_names().get(a.dtype)
+        if a.device.type != "cpu" or name is None:
             raise hp_error("DTYPE_MISMATCH", f"tensor {a.dtype} on {a.device}: expected a CPU tensor of "
                           "float32, bfloat16, int64, int32, int8, uint8 or bool")
-        return a.data_ptr(), names[a.dtype], list(a.shape), list(a.stride())
+        return a.data_ptr(), name, list(a.shape), list(a.stride())
     a = np.asarray(a)
-    if a.dtype not in _NUMPY_DTYPES:
+    name = dtypes.NUMPY_NAMES.get(a.dtype)
+    if name is None:
         raise hp_error("DTYPE_MISMATCH", f"array of {a.dtype}: expected float32, int64, int32, int8, uint8 or "
                       "bool (bf16 x: pass a torch tensor)")
-    return a.ctypes.data, _NUMPY_DTYPES[a.dtype], list(a.shape), [s // a.itemsize for s in a.strides]
+    return a.ctypes.data, name, list(a.shape), [s // a.itemsize for s in a.strides]
 
 
 def _contiguous(a):
@@ -67,11 +63,8 @@ def _empty(like, shape, dtype: str):
     """An output of `dtype` ("int8", "fp32", "bf16", "int32", "int64", "uint8") in like's library."""
     if _is_torch(like):
         import torch
-        names = {"int8": torch.int8, "fp32": torch.float32, "bf16": torch.bfloat16, "int32": torch.int32,
-                 "int64": torch.int64, "uint8": torch.uint8}
-        return torch.empty(shape, dtype=names[dtype])
-    names = {"int8": np.int8, "fp32": np.float32, "int32": np.int32, "int64": np.int64, "uint8": np.uint8}
-    return np.empty(shape, dtype=names[dtype])
+        return torch.empty(shape, dtype=dtypes.torch_dtype(dtype))
+    return np.empty(shape, dtype=dtypes.numpy_dtype(dtype))
 
 
 @dataclass

@@ -56,16 +56,12 @@ from typing import Any, Callable as PyCallable, Iterator, Sequence
 import numpy as np
 
 from . import native
-from .errors import HpError
-
-# Stable hp::ErrorCode numbers (native/common/status.h) of errors raised on the Python side.
-_INVALID_ARGUMENT = 1
-_DTYPE_MISMATCH = 4
-_FAILED_PRECONDITION = 18
+from . import dtypes
+from .errors import HpError, hp_error
 
 
 def _invalid(message: str) -> HpError:
-    return HpError(_INVALID_ARGUMENT, "INVALID_ARGUMENT", message)
+    return hp_error("INVALID_ARGUMENT", message)
 
 
 def _lib():
@@ -81,16 +77,9 @@ class Tag(enum.IntEnum):
     NO_DEP = 4           # passed to the task, never a dependency (the caller orders it)
 
 
-# numpy dtype -> native dtype name (hp::to_string(DType))
-_NUMPY_DTYPES = {np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8",
-                 np.dtype(np.int32): "int32", np.dtype(np.int64): "int64",
-                 np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32",
-                 np.dtype(np.float64): "fp64"}
-_NATIVE_NAMES = {"int8", "uint8", "int32", "int64", "bf16", "fp16", "fp32", "fp64"}
 # scalar dtypes the dumps name; other integer types travel as opaque 64-bit patterns
-_SCALAR_DTYPES = {np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8",
-                  np.dtype(np.int32): "int32", np.dtype(np.int64): "int64",
-                  np.dtype(np.float32): "fp32", np.dtype(np.float64): "fp64"}
+_SCALAR_NAMES = ("int8", "uint8", "int32", "int64", "fp32", "fp64")
+_SCALAR_DTYPES = {d: n for d, n in dtypes.NUMPY_NAMES.items() if n in _SCALAR_NAMES and d != np.bool_}
 
 
 def _is_torch(value) -> bool:
@@ -99,25 +88,12 @@ def _is_torch(value) -> bool:
 
 def _dtype_name(dtype) -> str:
     """The native name of a numpy dtype, a torch dtype or a native name ("bf16")."""
-    if isinstance(dtype, str) and dtype in _NATIVE_NAMES:
-        return dtype
-    if type(dtype).__module__.split(".")[0] == "torch":
-        import torch
-        names = {torch.int8: "int8", torch.uint8: "uint8", torch.int32: "int32",
-                 torch.int64: "int64", torch.bfloat16: "bf16", torch.float16: "fp16",
-                 torch.float32: "fp32", torch.float64: "fp64"}
-        if dtype in names:
-            return names[dtype]
-    else:
-        try:
-            np_dtype = np.dtype(dtype)
-        except TypeError:
-            np_dtype = None
-        if np_dtype in _NUMPY_DTYPES:
-            return _NUMPY_DTYPES[np_dtype]
-    raise HpError(_DTYPE_MISMATCH, "DTYPE_MISMATCH",
-                  f"dtype {dtype!r}: expected int8, uint8, int32, int64, float16, float32, "
-                  "float64 (numpy or torch), torch.bfloat16 or the name 'bf16'")
+    name = dtypes.native_name(dtype)
+    if name is not None:
+        return name
+    raise hp_error("DTYPE_MISMATCH",
+                   f"dtype {dtype!r}: expected bool, int8, uint8, int32, int64, float16, float32, "
+                   "float64 (numpy or torch), torch.bfloat16 or the name 'bf16'")
 
 
 def _tensor_spec(tensor, tag: Tag, what: str) -> tuple:
@@ -212,8 +188,8 @@ def _scalar_spec(value) -> tuple:
     if isinstance(value, Scalar):
         if value.dtype == "bits64":
             return ("bits64", int(value.value) & (2**64 - 1))
-        dtype = value.dtype if value.dtype in _NATIVE_NAMES else _SCALAR_DTYPES.get(np.dtype(value.dtype))
-        if dtype is None or dtype not in _SCALAR_DTYPES.values():
+        dtype = value.dtype if value.dtype in dtypes.NATIVE_NAMES else _SCALAR_DTYPES.get(np.dtype(value.dtype))
+        if dtype is None or dtype not in _SCALAR_NAMES:
             raise _invalid(f"Scalar dtype {value.dtype!r}: expected int8, uint8, int32, int64, "
                            "fp32, fp64 or bits64")
         return (dtype, value.value)
@@ -458,9 +434,9 @@ def current() -> "Orchestrator":
     """The orchestrator of the orchestration function running on this thread."""
     o = getattr(_current, "orchestrator", None)
     if o is None:
-        raise HpError(_FAILED_PRECONDITION, "FAILED_PRECONDITION",
-                      "no orchestration is running on this thread: call submit()/scope() inside "
-                      "the function passed to ChipWorker.run()")
+        raise hp_error("FAILED_PRECONDITION",
+                       "no orchestration is running on this thread: call submit()/scope() inside "
+                       "the function passed to ChipWorker.run()")
     return o
 
 
