@@ -165,7 +165,7 @@ TensorView view_of(Dag& dag, const Access& a) {
 // Records what the first run inferred and the order tasks ran in.
 struct OrderCheck : Observer {
   explicit OrderCheck(std::size_t tasks) : started(tasks, -1), completed(tasks, -1), inferred(tasks) {}
-  void on_task_submit(const TaskInfo& t, std::span<const Dependency> deps) override {
+  void on_task_submit(const TaskInfo& t, std::span<const Dependency> deps, const Occupancy&) override {
     for (const Dependency& d : deps) inferred[t.id].push_back(static_cast<int>(d.pred));
   }
   void on_task_start(const TaskInfo& t, int) override { started[t.id] = clock.fetch_add(1); }

@@ -1,10 +1,10 @@
-#include "dep_graph_observer.h"
+#include "runtime/dep_graph_observer.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "diagnostic_output.h"
+#include "runtime/diagnostic_output.h"
 
 namespace hp::runtime {
 namespace {
@@ -29,7 +29,7 @@ Status DepGraphObserver::create(const std::string& prefix, std::unique_ptr<DepGr
   return Status::ok();
 }
 
-void DepGraphObserver::on_scope_opened(const ScopeInfo& scope) {
+void DepGraphObserver::on_scope_begin(const ScopeInfo& scope) {
   std::lock_guard lock(mu_);
   const std::uint64_t id = next_scope_++;
   scopes_.push_back({{"id", id_string(id)},
@@ -40,7 +40,7 @@ void DepGraphObserver::on_scope_opened(const ScopeInfo& scope) {
   open_scopes_.push_back(id);
 }
 
-void DepGraphObserver::on_scope_closed(const ScopeInfo&) {
+void DepGraphObserver::on_scope_end(const ScopeInfo&) {
   std::lock_guard lock(mu_);
   if (!open_scopes_.empty()) open_scopes_.pop_back();
 }
@@ -81,7 +81,8 @@ Json DepGraphObserver::overlap(TaskId pred, const TensorRegion& succ_region,
   return nullptr;
 }
 
-void DepGraphObserver::on_task_submit(const TaskInfo& task, std::span<const Dependency> deps) {
+void DepGraphObserver::on_task_submit(const TaskInfo& task, std::span<const Dependency> deps,
+                                      const Occupancy&) {
   std::lock_guard lock(mu_);
   Json args = Json::array();
   std::vector<Access> accesses;

@@ -14,7 +14,8 @@
 //                    "kind": "RAW" | "WAW" | "WAR" | "ORDER" (explicit edges),
 //                    "overlap": { "pred_arg": <pred's tensor argument index>,
 //                                 "lo": "0x...", "hi": "0x...", "exact": <bool> } | null } ],
-//     "scopes":  [ { "id", "parent": "<id>" | null, "depth", "site": "<file>:<line>" | "<root>" } ] }
+//     "scopes":  [ { "id", "parent": "<id>" | null, "depth",
+//                    "site": "<file>:<line>" | "<root>" } ] }
 // A tensor is one distinct view (data pointer, dtype, shape, strides); tasks passing the same
 // view share its id. An edge's overlap names the predecessor argument whose region overlaps the
 // successor's argument (a writer for RAW / WAW, a reader for WAR, the OUTPUT for creator edges)
@@ -33,9 +34,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../common/json_file.h"
-#include "diagnostics.h"
-#include "tensor_region.h"
+#include "common/json_file.h"
+#include "runtime/diagnostics.h"
+#include "runtime/tensor_region.h"
 
 namespace hp::runtime {
 
@@ -46,9 +47,10 @@ class DepGraphObserver final : public DiagnosticObserver {
   // Checks deps.json under `prefix` can be written (IO_ERROR when it cannot).
   static Status create(const std::string& prefix, std::unique_ptr<DepGraphObserver>* out);
 
-  void on_scope_opened(const ScopeInfo& scope) override;
-  void on_scope_closed(const ScopeInfo& scope) override;
-  void on_task_submit(const TaskInfo& task, std::span<const Dependency> deps) override;
+  void on_scope_begin(const ScopeInfo& scope) override;
+  void on_scope_end(const ScopeInfo& scope) override;
+  void on_task_submit(const TaskInfo& task, std::span<const Dependency> deps,
+                      const Occupancy& occupancy) override;
   Status finish() override;
 
  private:

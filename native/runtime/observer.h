@@ -29,9 +29,9 @@
 #include <span>
 #include <string_view>
 
-#include "../common/status.h"
-#include "task_args.h"
-#include "task_types.h"
+#include "common/status.h"
+#include "runtime/task_args.h"
+#include "runtime/task_types.h"
 
 namespace hp::runtime {
 
@@ -104,20 +104,17 @@ class Observer {
   // Every task completed (or was skipped); `status` is what Orchestrator::run returns, before
   // the diagnostics write their files.
   virtual void on_run_end(const Status& /*status*/) {}
-  virtual void on_scope_begin(int /*depth*/) {}
-  virtual void on_scope_end(int /*depth*/) {}
-  // The same moments with the scope's site and occupancy (after on_scope_begin, after
-  // on_scope_end).
-  virtual void on_scope_opened(const ScopeInfo& /*scope*/) {}
-  virtual void on_scope_closed(const ScopeInfo& /*scope*/) {}
-  // After the task's dependencies are known, before it can become ready.
-  virtual void on_task_submit(const TaskInfo& /*task*/, std::span<const Dependency> /*deps*/) {}
-  // Right after on_task_submit: the occupancy of the task's ring with its slot (and heap) taken
-  // and its accesses recorded in the tensor map. Only the orchestration thread takes and
-  // reclaims slots (a consumed task's slot is reclaimed when a submit of its ring needs room, or
-  // before a sample), so occupancy rises only at submits and the maximum over these samples is
-  // exactly the high-water mark.
-  virtual void on_occupancy(const Occupancy& /*occupancy*/) {}
+  // A scope opened (its depth, ring, site and its ring's occupancy) / ends, before it releases
+  // its tasks.
+  virtual void on_scope_begin(const ScopeInfo& /*scope*/) {}
+  virtual void on_scope_end(const ScopeInfo& /*scope*/) {}
+  // After the task's dependencies are known, before it can become ready. `occupancy` is its
+  // ring's with the task's slot (and heap) taken and its accesses recorded in the tensor map.
+  // Only the orchestration thread takes and reclaims slots (a consumed task's slot is reclaimed
+  // when a submit of its ring needs room, or before a sample), so occupancy rises only at
+  // submits and the maximum over these samples is exactly the high-water mark.
+  virtual void on_task_submit(const TaskInfo& /*task*/, std::span<const Dependency> /*deps*/,
+                              const Occupancy& /*occupancy*/) {}
   virtual void on_task_ready(const TaskInfo& /*task*/) {}
   // One core begins / ends its share of the task's blocks.
   virtual void on_task_start(const TaskInfo& /*task*/, int /*core_idx*/) {}

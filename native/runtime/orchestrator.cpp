@@ -1,4 +1,4 @@
-#include "orchestrator.h"
+#include "runtime/orchestrator.h"
 
 #include <cxxabi.h>
 
@@ -10,11 +10,11 @@
 
 #include <fmt/format.h>
 
-#include "../common/settings.h"
-#include "diagnostics.h"
-#include "heap_ring.h"
-#include "scheduler.h"
-#include "tensor_map.h"
+#include "common/settings.h"
+#include "runtime/diagnostics.h"
+#include "runtime/heap_ring.h"
+#include "runtime/scheduler.h"
+#include "runtime/tensor_map.h"
 
 namespace hp::runtime {
 
@@ -143,8 +143,7 @@ int Orchestrator::begin_scope(ScopeSite site) {
     const ScopeInfo info{.depth = depth, .ring = ring, .site = site,
                          .occupancy = impl_->occupancy(ring, false)};
     for (Observer* o : impl_->scheduler.observers()) {
-      o->on_scope_begin(depth);
-      o->on_scope_opened(info);
+      o->on_scope_begin(info);
     }
   }
   return depth;
@@ -165,8 +164,7 @@ void Orchestrator::end_scope() noexcept {
   impl_->scopes.pop_back();
   impl_->scope_sites.pop_back();
   for (Observer* o : impl_->scheduler.observers()) {
-    o->on_scope_end(depth);
-    o->on_scope_closed(info);
+    o->on_scope_end(info);
   }
 }
 
@@ -285,9 +283,8 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
   impl.scheduler.connect(slot, impl.tensor_map, impl.accesses, impl.observed() ? &impl.deps : nullptr);
   impl.scopes.back().push_back(slot);
   if (impl.observed()) {
-    for (Observer* o : impl.scheduler.observers()) o->on_task_submit(slot->info, impl.deps);
     const Occupancy occupancy = impl.occupancy(ring, true);
-    for (Observer* o : impl.scheduler.observers()) o->on_occupancy(occupancy);
+    for (Observer* o : impl.scheduler.observers()) o->on_task_submit(slot->info, impl.deps, occupancy);
   }
   if (result != nullptr) {
     result->task = id;

@@ -45,14 +45,14 @@
 #include <source_location>
 #include <vector>
 
-#include "../common/api.h"
-#include "../common/status.h"
-#include "../common/tensor_view.h"
-#include "chip_worker.h"
-#include "diagnostics_config.h"
-#include "observer.h"
-#include "task_args.h"
-#include "task_types.h"
+#include "common/api.h"
+#include "common/status.h"
+#include "common/tensor_view.h"
+#include "runtime/chip_worker.h"
+#include "runtime/diagnostics_config.h"
+#include "runtime/observer.h"
+#include "runtime/task_args.h"
+#include "runtime/task_types.h"
 
 namespace hp::runtime {
 

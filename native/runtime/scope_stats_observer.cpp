@@ -1,8 +1,8 @@
-#include "scope_stats_observer.h"
+#include "runtime/scope_stats_observer.h"
 
 #include <algorithm>
 
-#include "../common/json_file.h"
+#include "common/json_file.h"
 
 namespace hp::runtime {
 
@@ -51,7 +51,7 @@ void ScopeStatsObserver::write_line(const char* type, const Frame& frame) {
   file_.write(line.dump() + "\n");
 }
 
-void ScopeStatsObserver::on_scope_opened(const ScopeInfo& scope) {
+void ScopeStatsObserver::on_scope_begin(const ScopeInfo& scope) {
   std::lock_guard lock(mu_);
   Frame frame{.id = next_id_++,
               .parent = open_.empty() ? -1 : static_cast<std::int64_t>(open_.back().id),
@@ -63,7 +63,7 @@ void ScopeStatsObserver::on_scope_opened(const ScopeInfo& scope) {
   open_.push_back(std::move(frame));
 }
 
-void ScopeStatsObserver::on_scope_closed(const ScopeInfo& scope) {
+void ScopeStatsObserver::on_scope_end(const ScopeInfo& scope) {
   std::lock_guard lock(mu_);
   if (open_.empty()) return;
   Frame frame = std::move(open_.back());
@@ -72,13 +72,10 @@ void ScopeStatsObserver::on_scope_closed(const ScopeInfo& scope) {
   write_line("scope_end", frame);
 }
 
-void ScopeStatsObserver::on_task_submit(const TaskInfo&, std::span<const Dependency>) {
+void ScopeStatsObserver::on_task_submit(const TaskInfo&, std::span<const Dependency>,
+                                        const Occupancy& occupancy) {
   std::lock_guard lock(mu_);
   if (!open_.empty()) ++open_.back().tasks;
-}
-
-void ScopeStatsObserver::on_occupancy(const Occupancy& occupancy) {
-  std::lock_guard lock(mu_);
   for (Frame& frame : open_) absorb(frame, occupancy);
 }
 

@@ -17,7 +17,7 @@
 // is the occupancy when the scope began; in an end line it is the high-water mark over the
 // scope's life (its own submits and its nested scopes'), of the scope's ring for the task
 // window and heap, and of the whole tensor map for its entries. Sampled after each submit
-// (observer.h, on_occupancy) and whenever a submit waits for ring space (the full ring's
+// (observer.h, on_task_submit) and whenever a submit waits for ring space (the full ring's
 // state), so a ring that filled up reports its capacity even when slots were reclaimed before
 // the waiting submit took one.
 #ifndef HYPER_PARALLEL_RUNTIME_SCOPE_STATS_OBSERVER_H_
@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "diagnostic_output.h"
-#include "diagnostics.h"
+#include "runtime/diagnostic_output.h"
+#include "runtime/diagnostics.h"
 
 namespace hp::runtime {
 
@@ -42,10 +42,10 @@ class ScopeStatsObserver final : public DiagnosticObserver {
   static Status create(const std::string& prefix, std::unique_ptr<ScopeStatsObserver>* out);
 
   void on_run_begin(const RunInfo& run) override;
-  void on_scope_opened(const ScopeInfo& scope) override;
-  void on_scope_closed(const ScopeInfo& scope) override;
-  void on_task_submit(const TaskInfo& task, std::span<const Dependency> deps) override;
-  void on_occupancy(const Occupancy& occupancy) override;
+  void on_scope_begin(const ScopeInfo& scope) override;
+  void on_scope_end(const ScopeInfo& scope) override;
+  void on_task_submit(const TaskInfo& task, std::span<const Dependency> deps,
+                      const Occupancy& occupancy) override;
   void on_submit_blocked(const RingState& ring) override;
   Status finish() override;
 

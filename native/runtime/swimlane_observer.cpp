@@ -1,11 +1,11 @@
-#include "swimlane_observer.h"
+#include "runtime/swimlane_observer.h"
 
 #include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
 
-#include "diagnostic_output.h"
+#include "runtime/diagnostic_output.h"
 
 namespace hp::runtime {
 namespace {
@@ -53,7 +53,7 @@ void SwimlaneObserver::on_run_end(const Status&) {
   }
 }
 
-void SwimlaneObserver::on_scope_opened(const ScopeInfo& scope) {
+void SwimlaneObserver::on_scope_begin(const ScopeInfo& scope) {
   const std::int64_t t = now();
   std::lock_guard lock(mu_);
   end_blocked(t);
@@ -61,7 +61,7 @@ void SwimlaneObserver::on_scope_opened(const ScopeInfo& scope) {
       {.name = fmt::format("scope {} @ {}", scope.depth, site_string(scope.site)), .start = t});
 }
 
-void SwimlaneObserver::on_scope_closed(const ScopeInfo&) {
+void SwimlaneObserver::on_scope_end(const ScopeInfo&) {
   const std::int64_t t = now();
   std::lock_guard lock(mu_);
   end_blocked(t);
@@ -79,7 +79,8 @@ void SwimlaneObserver::on_submit_blocked(const RingState& ring) {
   blocked_open_ = true;
 }
 
-void SwimlaneObserver::on_task_submit(const TaskInfo& task, std::span<const Dependency> deps) {
+void SwimlaneObserver::on_task_submit(const TaskInfo& task, std::span<const Dependency> deps,
+                                      const Occupancy&) {
   const std::int64_t t = now();
   std::lock_guard lock(mu_);
   end_blocked(t);

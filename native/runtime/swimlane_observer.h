@@ -34,8 +34,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../common/json_file.h"
-#include "diagnostics.h"
+#include "common/json_file.h"
+#include "runtime/diagnostics.h"
 
 namespace hp::runtime {
 
@@ -50,9 +50,10 @@ class SwimlaneObserver final : public DiagnosticObserver {
 
   void on_run_begin(const RunInfo& run) override;
   void on_run_end(const Status& status) override;
-  void on_scope_opened(const ScopeInfo& scope) override;
-  void on_scope_closed(const ScopeInfo& scope) override;
-  void on_task_submit(const TaskInfo& task, std::span<const Dependency> deps) override;
+  void on_scope_begin(const ScopeInfo& scope) override;
+  void on_scope_end(const ScopeInfo& scope) override;
+  void on_task_submit(const TaskInfo& task, std::span<const Dependency> deps,
+                      const Occupancy& occupancy) override;
   void on_task_ready(const TaskInfo& task) override;
   void on_task_start(const TaskInfo& task, int core_idx) override;
   void on_task_end(const TaskInfo& task, int core_idx) override;

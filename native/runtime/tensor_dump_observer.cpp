@@ -1,9 +1,9 @@
-#include "tensor_dump_observer.h"
+#include "runtime/tensor_dump_observer.h"
 
 #include <array>
 #include <cstring>
 
-#include "../common/json_file.h"
+#include "common/json_file.h"
 
 namespace hp::runtime {
 namespace {

@@ -41,8 +41,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "diagnostic_output.h"
-#include "diagnostics.h"
+#include "runtime/diagnostic_output.h"
+#include "runtime/diagnostics.h"
 
 namespace hp::runtime {
 

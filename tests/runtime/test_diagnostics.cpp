@@ -106,15 +106,15 @@ struct RunWatcher : Observer {
     ++runs_ended;
     end_status = s;
   }
-  void on_scope_opened(const ScopeInfo& s) override {
+  void on_scope_begin(const ScopeInfo& s) override {
     std::lock_guard lock(mu);
     opened.push_back(std::to_string(s.site.line));
   }
-  void on_scope_closed(const ScopeInfo& s) override {
+  void on_scope_end(const ScopeInfo& s) override {
     std::lock_guard lock(mu);
     closed.push_back(std::to_string(s.site.line));
   }
-  void on_occupancy(const Occupancy& o) override {
+  void on_task_submit(const TaskInfo&, std::span<const Dependency>, const Occupancy& o) override {
     std::lock_guard lock(mu);
     max_live = std::max(max_live, o.live_slots);
     max_entries = std::max(max_entries, o.tensor_map_entries);

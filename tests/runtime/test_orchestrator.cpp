@@ -64,16 +64,16 @@ struct Recorder : Observer {
   std::function<void(TaskId)> after_submit;  // orchestration thread
   std::function<void()> when_blocked;        // orchestration thread
 
-  void on_scope_begin(int depth) override {
+  void on_scope_begin(const ScopeInfo& s) override {
     std::lock_guard lock(mu);
     ++scope_begins;
-    max_depth = std::max(max_depth, depth);
+    max_depth = std::max(max_depth, s.depth);
   }
-  void on_scope_end(int) override {
+  void on_scope_end(const ScopeInfo&) override {
     std::lock_guard lock(mu);
     ++scope_ends;
   }
-  void on_task_submit(const TaskInfo& t, std::span<const Dependency> d) override {
+  void on_task_submit(const TaskInfo& t, std::span<const Dependency> d, const Occupancy&) override {
     {
       std::lock_guard lock(mu);
       deps[t.id].assign(d.begin(), d.end());
