@@ -24,8 +24,9 @@ function(hp_add_library name)
     COMPONENT ${HP_COMPONENT})
 endfunction()
 
-# Open MPI as the tests run it (ENVIRONMENT.md): as root, with the btl and osc components that
-# work here (libfabric's ofi btl is slow and crashes; osc/rdma breaks OSHMEM's finalize).
+# Open MPI as the tests run it (docs/shmem.md, "Open MPI"): as root, with the btl and osc
+# components that work on these hosts (libfabric's ofi btl is slow and crashes; osc/rdma breaks
+# OSHMEM's finalize).
 set(HP_MPIRUN_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   "OMPI_MCA_btl=^openib,ofi" "OMPI_MCA_osc=^rdma" OMPI_MCA_rmaps_base_oversubscribe=1)
 

@@ -3,8 +3,9 @@
 // MPI_Alltoallv pipeline (alltoallv_pipeline.h) and against memcpy of the same bytes, in the
 // same run, on every rank of an mpirun job:
 //
-//   mpirun -np 4 bench_moe_comm [--tokens 128,512,4096] [--hidden 2048,7168] [--experts 32] [--topk 8]
-//                               [--rounds 7] [--impls window,shmem,zero-copy,low-latency,alltoallv,memcpy]
+//   mpirun -np 4 bench_moe_comm [--tokens 128,512,4096] [--hidden 2048,7168] [--experts 32]
+//                               [--topk 8] [--rounds 7]
+//                               [--impls window,shmem,zero-copy,low-latency,alltoallv,memcpy]
 //                               [--vector-cores N] [--quick] [--json]
 //
 // Per shape every rank routes T tokens of bf16 x to K of E experts (uniform, seeded by rank);

@@ -17,7 +17,7 @@ fi
 "$root/scripts/build_core.sh" >/dev/null
 "$root/scripts/build_symmetric_memory.sh" >/dev/null
 "$root/scripts/build_multicore.sh" >/dev/null
-# Open MPI as root, with the components that work here (ENVIRONMENT.md); 4 ranks may exceed
+# Open MPI as root, with the components that work here (docs/shmem.md, "Open MPI"); 4 ranks may exceed
 # the CPUs. The heap holds the buffers of the largest shape: three on shm (both contexts and
 # zero-copy), two on mpi. Each rank's heap is resident, so a job needs ranks x the heap size
 # of memory: no more than that (24 GiB machines).

@@ -30,7 +30,7 @@ METRICS = [  # (key, label, higher is better)
 ]
 OMPI_ENV = {
     "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-    # ENVIRONMENT.md: libfabric's ofi btl is slow and crashed; osc/rdma segfaults OSHMEM finalize.
+    # docs/shmem.md, "Open MPI": libfabric's ofi btl is slow and crashes; osc/rdma breaks OSHMEM's finalize.
     "OMPI_MCA_btl": "^openib,ofi", "OMPI_MCA_osc": "^rdma",
     "SHMEM_SYMMETRIC_HEAP_SIZE": "512M",
 }

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "api.h"
+#include "common/api.h"
 
 namespace hp {
 

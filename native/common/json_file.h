@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api.h"
-#include "status.h"
+#include "common/api.h"
+#include "common/status.h"
 
 namespace hp {
 

@@ -9,8 +9,8 @@
 
 #include <fmt/core.h>
 
-#include "api.h"
-#include "settings.h"
+#include "common/api.h"
+#include "common/settings.h"
 
 namespace hp {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "api.h"
-#include "status.h"
+#include "common/api.h"
+#include "common/status.h"
 
 namespace hp {
 

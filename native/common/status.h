@@ -13,7 +13,7 @@
 
 #include <fmt/core.h>
 
-#include "api.h"
+#include "common/api.h"
 
 namespace hp {
 

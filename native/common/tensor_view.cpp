@@ -1,4 +1,4 @@
-#include "tensor_view.h"
+#include "common/tensor_view.h"
 
 #include <algorithm>
 #include <limits>

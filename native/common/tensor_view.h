@@ -15,9 +15,9 @@
 #include <string_view>
 #include <type_traits>
 
-#include "api.h"
-#include "status.h"
-#include "word_copy.h"
+#include "common/api.h"
+#include "common/status.h"
+#include "common/word_copy.h"
 
 namespace hp {
 

@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-#include "api.h"
+#include "common/api.h"
 
 namespace hp {
 

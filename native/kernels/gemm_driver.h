@@ -12,7 +12,8 @@
 //                              (a tile load with a 64-byte stride: no L1 set conflicts, one
 //                              sequential stream per 16 rows)
 //   kNb                        packed columns per column block (a multiple of 16, <= 64)
-//   int8_block(panel, k_pad, rows, b, b_block_stride, blocks, k_len, acc, acc_stride, next, next_bytes)
+//   int8_block(panel, k_pad, rows, b, b_block_stride, blocks, k_len, acc, acc_stride, next,
+//              next_bytes)
 //       acc[r][c] = sum_{k < k_len} panel(r, k) * b_u8(k, c) for r < rows (a multiple of
 //       kRowAlign), c < 16 * blocks, b in the packed int8 layout (biased, u8); `panel` points
 //       at K column k0 of row 0 (panel_ + k0, or panel_ + 16 * k0 when tiled); next: the
@@ -773,8 +774,8 @@ class Bf16Gemm {
     const std::int64_t first_out_row = a_.kind == Bf16GemmKind::kInput ? t.row_begin : t.expert * a_.m + t.row_begin;
     // An fp32 output tile of whole blocks (no padding rows or columns) spanning at most
     // kBf16InPlaceSpan bytes of the output is accumulated in place; any other goes through c_
-    // and is stored after. (A taller tile touches a page per row in every K chunk: on AMX,
-    // 1024-row tiles of the backward's shapes ran 20-40 % slower in place.)
+    // and is stored after. (A taller tile touches a page per row in every K chunk, which costs
+    // more than the copy through c_: bench/kernels/RESULTS.md.)
     const bool in_place = a_.out_type == ElementType::kFP32 && rows == mpad && cols % Isa::kBf16Nb == 0 &&
                           rows * a_.out_row_stride * std::int64_t(sizeof(float)) <= kBf16InPlaceSpan;
     float* c = in_place ? static_cast<float*>(a_.out) + first_out_row * a_.out_row_stride + t.col_begin : c_;

@@ -215,12 +215,12 @@ TileGrid shrink_grid(TileGrid g, const TileSpace& space_in, bool full_width, int
   return g;
 }
 
-// The bf16 GEMMs convert their B panels from bf16 for every tile: kInput tiles of this many
-// times the table's rows amortise that over more rows (kWeight's tiles are rows of dW, whose
-// A panels are transposed per tile: taller ones measured slower).
+// The bf16 GEMMs convert their B panels from bf16 for every tile: kInput tiles of this many times
+// the table's rows amortise that over more rows (kWeight's tiles are rows of dW, whose A panels
+// are transposed per tile, which costs more the taller the tile: bench/kernels/RESULTS.md).
 constexpr std::int64_t kBf16InputRowFactor = 4;
-// kWeight tiles stay at most this tall on every target (the int8 tiles of x86_64_amx are 256
-// rows; its dW tiles keep the 64 they had).
+// kWeight tiles are at most this tall on every target (x86_64_amx's int8 tiles are 256 rows; its
+// dW tiles are capped like the others, for the transposed A panels above).
 constexpr std::int64_t kBf16WeightMaxRows = 64;
 std::int64_t bf16_tile_rows(const KernelTable& table, Bf16GemmKind kind) {
   if (kind == Bf16GemmKind::kInput) return kBf16InputRowFactor * table.preferred_tile_m;

@@ -21,10 +21,10 @@
 //           each: payload [T_max, H x max_element_bytes] (this call's rows, contiguous), scale
 //           [T_max] fp32, expert [T_max, K] int32, weight [T_max, K] fp32, then list [R][T_max]
 //           int32: the tokens this rank sends to rank d, in order (each array 64-byte aligned)
-//   back    2 x T_max x min(K, R) combine rows of H x combine_element_bytes (rank d's rows start after those of
-//           d' < d, in the order of the tokens this rank sent to d); combine n uses half n % 2,
-//           so a rank may run the next combine while a slower one still sums this one (not
-//           with zero_copy_combine, whose combine copies no rows)
+//   back    2 x T_max x min(K, R) combine rows of H x combine_element_bytes (rank d's rows
+//           start after those of d' < d, in the order of the tokens this rank sent to d);
+//           combine n uses half n % 2, so a rank may run the next combine while a slower one
+//           still sums this one (not with zero_copy_combine, whose combine copies no rows)
 // and, with low_latency (each region in two halves, call n using half n % 2; a rank can be
 // at most one call ahead of another, since a call returns only when every rank has entered it):
 //   ll counts  2 x R x (2 + E_local) int64: slot s = rank s's status code, its rows kind, its

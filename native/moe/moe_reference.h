@@ -21,7 +21,8 @@ namespace hp::moe {
 // [E, I] (shared_smooth2 [1, Is]) per channel before the second GEMM, in both references.
 struct MoeReferenceArgs {
   TensorView w1, w1_scale, w2, w2_scale;
-  // Optional shared expert (every active token, weight 1): [1, H, 2Is], [1, 2Is], [1, Is, H], [1, H].
+  // Optional shared expert (every active token, weight 1): [1, H, 2Is], [1, 2Is], [1, Is, H],
+  // [1, H].
   TensorView shared_w1, shared_w1_scale, shared_w2, shared_w2_scale;
   TensorView x, topk_idx, topk_weights, x_active_mask;
   TensorView y;

@@ -1,4 +1,4 @@
-#include "chip.h"
+#include "platform/chip.h"
 
 #include <algorithm>
 #include <atomic>
@@ -12,10 +12,10 @@
 
 #include <fmt/ranges.h>
 
-#include "../common/logging.h"
-#include "cpu_affinity.h"
-#include "cross_core_sync.h"
-#include "wait.h"
+#include "common/logging.h"
+#include "platform/cpu_affinity.h"
+#include "platform/cross_core_sync.h"
+#include "platform/wait.h"
 
 namespace hp::platform {
 
@@ -332,8 +332,8 @@ Status Chip::create(const ChipConfig& config, std::unique_ptr<Chip>* chip) {
   const bool oversubscribed = impl->num_cores() > int(impl->cpus.size());
   // A spinning waiter burns the time slice of the thread it waits for when they share a CPU.
   // The host thread that calls launch() shares the chip's CPUs too, so spinning pays only when
-  // every core and the host have a CPU of their own (bench/platform/bench_chip.cpp: on 2 CPUs,
-  // 1 cube + 1 vector, spinning 2000 pauses made an empty launch 18x slower than yielding).
+  // every core and the host have a CPU of their own (bench/platform/bench_chip.cpp compares
+  // spinning with yielding on an oversubscribed chip).
   const bool host_shares_cpus = impl->num_cores() + 1 > int(impl->cpus.size());
   impl->policy.spin = host_shares_cpus ? 0 : spin;
   impl->policy.yield_for = std::chrono::microseconds(env.yield_before_sleep_us);

@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
-#include "../common/api.h"
-#include "../common/settings.h"
-#include "../common/status.h"
+#include "common/api.h"
+#include "common/settings.h"
+#include "common/status.h"
 
 namespace hp::platform {
 

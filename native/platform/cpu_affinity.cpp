@@ -1,4 +1,4 @@
-#include "cpu_affinity.h"
+#include "platform/cpu_affinity.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -1,4 +1,4 @@
-#include "cpu_placement.h"
+#include "platform/cpu_placement.h"
 
 namespace hp::platform {
 namespace {

@@ -20,8 +20,8 @@
 #include <span>
 #include <vector>
 
-#include "../common/api.h"
-#include "cpu_topology.h"
+#include "common/api.h"
+#include "platform/cpu_topology.h"
 
 namespace hp::platform {
 

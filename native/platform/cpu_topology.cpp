@@ -1,4 +1,4 @@
-#include "cpu_topology.h"
+#include "platform/cpu_topology.h"
 
 #include <hwloc.h>
 
@@ -11,7 +11,7 @@ static_assert(HWLOC_API_VERSION >= 0x00020000, "hwloc 2.x: NUMA nodes are memory
 #include <memory>
 #include <set>
 
-#include "cpu_affinity.h"
+#include "platform/cpu_affinity.h"
 
 namespace hp::platform {
 namespace {

@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "../common/api.h"
-#include "../common/status.h"
+#include "common/api.h"
+#include "common/status.h"
 
 namespace hp::platform {
 

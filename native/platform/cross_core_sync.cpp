@@ -1,4 +1,4 @@
-#include "cross_core_sync.h"
+#include "platform/cross_core_sync.h"
 
 namespace hp::platform {
 

@@ -1,8 +1,8 @@
 // Cross-core synchronization of one launch: flag counters and an all-block barrier.
 //
 // Flags have soft-sync semantics (docs/design.md, glossary): each flag is a monotonically
-// increasing 32-bit counter; set_flag adds to it with release ordering, wait_flag(target) returns once the
-// counter reaches `target` with acquire ordering (it does not consume). Everything a block
+// increasing 32-bit counter; set_flag adds to it with release ordering, wait_flag(target) returns
+// once the counter reaches `target` with acquire ordering (it does not consume). Everything a block
 // wrote before set_flag is visible to a block whose wait_flag saw that set. Counters start at
 // 0 for every launch; they must not wrap within a launch (2^32 sets).
 #ifndef HYPER_PARALLEL_PLATFORM_CROSS_CORE_SYNC_H_
@@ -13,7 +13,7 @@
 #include <functional>
 #include <memory>
 
-#include "wait.h"
+#include "platform/wait.h"
 
 namespace hp::platform {
 

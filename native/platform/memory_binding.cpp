@@ -1,4 +1,4 @@
-#include "memory_binding.h"
+#include "platform/memory_binding.h"
 
 #include <linux/mempolicy.h>
 #include <sys/syscall.h>

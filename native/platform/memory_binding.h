@@ -6,8 +6,8 @@
 #include <span>
 #include <vector>
 
-#include "../common/api.h"
-#include "../common/status.h"
+#include "common/api.h"
+#include "common/status.h"
 
 namespace hp::platform {
 

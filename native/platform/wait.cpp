@@ -1,4 +1,4 @@
-#include "wait.h"
+#include "platform/wait.h"
 
 #include <linux/futex.h>
 #include <linux/membarrier.h>

@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <functional>
 
-#include "../common/api.h"
-#include "../common/status.h"
+#include "common/api.h"
+#include "common/status.h"
 
 namespace hp::platform {
 

@@ -1,4 +1,4 @@
-#include "callable.h"
+#include "runtime/callable.h"
 
 #include <dlfcn.h>
 

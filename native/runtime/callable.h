@@ -21,11 +21,11 @@
 #include <string_view>
 #include <vector>
 
-#include "../common/api.h"
-#include "../common/sha256.h"
-#include "../common/status.h"
-#include "../platform/chip.h"
-#include "task_args.h"
+#include "common/api.h"
+#include "common/sha256.h"
+#include "common/status.h"
+#include "platform/chip.h"
+#include "runtime/task_args.h"
 
 namespace hp::runtime {
 

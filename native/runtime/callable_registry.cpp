@@ -1,4 +1,4 @@
-#include "callable_registry.h"
+#include "runtime/callable_registry.h"
 
 namespace hp::runtime {
 

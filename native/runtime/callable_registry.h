@@ -16,8 +16,8 @@
 #include <mutex>
 #include <vector>
 
-#include "../common/status.h"
-#include "callable.h"
+#include "common/status.h"
+#include "runtime/callable.h"
 
 namespace hp::runtime {
 

@@ -1,9 +1,9 @@
-#include "chip_worker.h"
+#include "runtime/chip_worker.h"
 
 #include <utility>
 
-#include "callable_registry.h"
-#include "task_ring.h"
+#include "runtime/callable_registry.h"
+#include "runtime/task_ring.h"
 
 namespace hp::runtime {
 

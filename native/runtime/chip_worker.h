@@ -9,12 +9,12 @@
 #include <mutex>
 #include <vector>
 
-#include "../common/api.h"
-#include "../common/status.h"
-#include "../platform/chip.h"
-#include "callable.h"
-#include "task_args.h"
-#include "task_types.h"
+#include "common/api.h"
+#include "common/status.h"
+#include "platform/chip.h"
+#include "runtime/callable.h"
+#include "runtime/task_args.h"
+#include "runtime/task_types.h"
 
 namespace hp::runtime {
 

@@ -1,4 +1,4 @@
-#include "diagnostic_output.h"
+#include "runtime/diagnostic_output.h"
 
 #include <cerrno>
 #include <cstring>

@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "../common/status.h"
-#include "observer.h"
+#include "common/status.h"
+#include "runtime/observer.h"
 
 namespace hp::runtime {
 

@@ -1,12 +1,12 @@
-#include "diagnostics.h"
+#include "runtime/diagnostics.h"
 
 #include <string>
 
-#include "dep_graph_observer.h"
-#include "diagnostic_output.h"
-#include "scope_stats_observer.h"
-#include "swimlane_observer.h"
-#include "tensor_dump_observer.h"
+#include "runtime/dep_graph_observer.h"
+#include "runtime/diagnostic_output.h"
+#include "runtime/scope_stats_observer.h"
+#include "runtime/swimlane_observer.h"
+#include "runtime/tensor_dump_observer.h"
 
 namespace hp::runtime {
 

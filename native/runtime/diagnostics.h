@@ -9,9 +9,9 @@
 #include <memory>
 #include <vector>
 
-#include "../common/status.h"
-#include "diagnostics_config.h"
-#include "observer.h"
+#include "common/status.h"
+#include "runtime/diagnostics_config.h"
+#include "runtime/observer.h"
 
 namespace hp::runtime {
 

@@ -1,4 +1,4 @@
-#include "heap_ring.h"
+#include "runtime/heap_ring.h"
 
 #include <new>
 

@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "../common/api.h"
+#include "common/api.h"
 
 namespace hp::runtime {
 

@@ -2,15 +2,15 @@
 // at submit (internal to the runtime). A bounded ring with one producer (the orchestration
 // thread) and any number of consumers (that type's cores, and after a failure whoever drains).
 //
-// Why beside the ReadyQueue: a push there takes its spin lock, a locked instruction on a line
-// the popping core wrote last, which waits for that line and for every store the submit made
-// before it (x86 stores commit in order) — on a host where a line takes 200 ns between CPUs,
-// most of a submit's cost. A lane push is two plain stores (the cell, then `tail`, release) and
+// Why beside the ReadyQueue: a push there takes its spin lock, a locked instruction on a line the
+// popping core wrote last, which waits for that line and for every store the submit made before it
+// (x86 stores commit in order): where lines move slowly between CPUs, most of a submit's cost
+// (bench/runtime/RESULTS.md). A lane push is two plain stores (the cell, then `tail`, release) and
 // a light notify (platform/wait.h: the waiting core pays a membarrier before it sleeps instead).
-// Layout: `tail` and `head` (the consumers') on lines of their own, and the cells after them, 8
-// per line; the producer keeps its own copy of `tail` (`next_`) on a line no core reads, so a
-// push reads nothing an idle core's polling pulled away (reading `tail` there cost the pushing
-// thread a transfer of that line: 9% of the fan-out's submit, pinned apart, 200 ns phase).
+// Layout: `tail` and `head` (the consumers') on lines of their own, and the cells after them, 8 per
+// line; the producer keeps its own copy of `tail` (`next_`) on a line no core reads, so a push
+// reads nothing an idle core's polling pulled away (reading `tail` there would cost the pushing
+// thread a transfer of that line on every push).
 // Consumers: read `tail` (acquire: the cell and the task's slot are written) when their own
 // copy of it is used up (pop(tail_seen)), read the cell, then CAS `head` from h to h + 1. The
 // producer overwrites cell h only once `head` passed h (it checks `head` when the ring looks
@@ -22,7 +22,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "task_slot.h"
+#include "runtime/task_slot.h"
 
 namespace hp::runtime {
 

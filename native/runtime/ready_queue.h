@@ -10,9 +10,9 @@
 #include <atomic>
 #include <mutex>
 
-#include "../platform/wait.h"
-#include "spin_lock.h"
-#include "task_slot.h"
+#include "platform/wait.h"
+#include "runtime/spin_lock.h"
+#include "runtime/task_slot.h"
 
 namespace hp::runtime {
 

@@ -1,14 +1,14 @@
-#include "scheduler.h"
+#include "runtime/scheduler.h"
 
 #include <algorithm>
 #include <thread>
 
 #include <fmt/format.h>
 
-#include "../common/cpu_features.h"
-#include "../common/logging.h"
-#include "../common/prefetch.h"
-#include "../common/settings.h"
+#include "common/cpu_features.h"
+#include "common/logging.h"
+#include "common/prefetch.h"
+#include "common/settings.h"
 
 namespace hp::runtime {
 
@@ -203,8 +203,8 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Ten
   }
 }
 
-// Inline in connect() (its only caller): a call's saved registers were a tenth of the stores of
-// a fan-out task's submit, and the submitting thread is bound by its stores.
+// Inline in connect() (its only caller): the submitting thread is bound by its stores, and a
+// call's saved registers would add stores to every edge of a submit.
 [[gnu::always_inline]] inline void Scheduler::order_after(TaskSlot* slot, TaskSlot* pred) {
   // A load first: a predecessor that already completed (most, when the cores keep up with the
   // submitter) then costs a shared read of its line, and no edge, stamp or locked write.

@@ -51,14 +51,14 @@
 #include <string_view>
 #include <vector>
 
-#include "../common/status.h"
-#include "../platform/chip.h"
-#include "../platform/wait.h"
-#include "observer.h"
-#include "ready_lane.h"
-#include "ready_queue.h"
-#include "task_ring.h"
-#include "tensor_map.h"
+#include "common/status.h"
+#include "platform/chip.h"
+#include "platform/wait.h"
+#include "runtime/observer.h"
+#include "runtime/ready_lane.h"
+#include "runtime/ready_queue.h"
+#include "runtime/task_ring.h"
+#include "runtime/tensor_map.h"
 
 namespace hp::runtime {
 

@@ -1,4 +1,4 @@
-#include "task_args.h"
+#include "runtime/task_args.h"
 
 #include <fmt/format.h>
 

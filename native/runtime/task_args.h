@@ -32,10 +32,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "../common/api.h"
-#include "../common/status.h"
-#include "../common/tensor_view.h"
-#include "task_types.h"
+#include "common/api.h"
+#include "common/status.h"
+#include "common/tensor_view.h"
+#include "runtime/task_types.h"
 
 namespace hp::runtime {
 

@@ -3,7 +3,7 @@
 // Slots are taken and reclaimed in submission order: head and tail count slots taken and
 // reclaimed (slot = count % capacity); the live tasks are [tail, head), their ids increasing.
 // head_slot_ and tail_slot_ keep head % capacity and tail % capacity: the submit path divides
-// by nothing (a 64-bit division takes tens of cycles, and it took several per submit).
+// by nothing (a 64-bit division takes tens of cycles, and a submit would need several).
 // Only the oldest live task can be reclaimed, so a long-lived task holds back the ring behind
 // it. That is why each scope depth (0, 1, 2, >= 3) has its own ring: an inner scope's
 // short-lived tasks recycle their ring while an outer scope still holds its tasks.
@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "heap_ring.h"
-#include "task_slot.h"
+#include "runtime/heap_ring.h"
+#include "runtime/task_slot.h"
 
 namespace hp::runtime {
 

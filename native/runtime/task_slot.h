@@ -32,12 +32,12 @@
 #include <memory>
 #include <vector>
 
-#include "../common/status.h"
-#include "../platform/chip.h"
-#include "callable.h"
-#include "observer.h"
-#include "task_args.h"
-#include "task_types.h"
+#include "common/status.h"
+#include "platform/chip.h"
+#include "runtime/callable.h"
+#include "runtime/observer.h"
+#include "runtime/task_args.h"
+#include "runtime/task_types.h"
 
 namespace hp::runtime {
 
@@ -59,7 +59,8 @@ inline constexpr int kFaninGuard = 1 << 30;
 // of a single-core task (info, callable, gang, kept_alive) is the slot's first 128 bytes: one
 // pair of lines, which the CPU's adjacent-line prefetcher fetches together (hence the slot's
 // alignment). Every line a core has read, the next submit into the slot must take back from
-// it: spread over three pairs (id first, the arguments between), those were twice as many.
+// it, so those lines are kept to one pair rather than spread over three (id first, the
+// arguments between).
 // The bytes at the start of a slot that a core reads of a single-core task: one pair of lines.
 inline constexpr std::size_t kCoreReadBytes = 128;
 

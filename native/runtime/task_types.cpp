@@ -1,4 +1,4 @@
-#include "task_types.h"
+#include "runtime/task_types.h"
 
 namespace hp::runtime {
 

@@ -8,8 +8,8 @@
 #include <optional>
 #include <string_view>
 
-#include "../common/api.h"
-#include "../platform/chip.h"
+#include "common/api.h"
+#include "platform/chip.h"
 
 namespace hp::runtime {
 

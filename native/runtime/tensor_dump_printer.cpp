@@ -1,4 +1,4 @@
-#include "tensor_dump_printer.h"
+#include "runtime/tensor_dump_printer.h"
 
 #include <bit>
 #include <cstring>
@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "../common/bfloat16.h"
+#include "common/bfloat16.h"
 
 namespace hp::runtime {
 namespace {

@@ -18,8 +18,8 @@
 #include <span>
 #include <string>
 
-#include "../common/api.h"
-#include "tensor_dump_reader.h"
+#include "common/api.h"
+#include "runtime/tensor_dump_reader.h"
 
 namespace hp::runtime {
 

@@ -1,4 +1,4 @@
-#include "tensor_dump_reader.h"
+#include "runtime/tensor_dump_reader.h"
 
 #include <cerrno>
 #include <cstring>
@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "../common/json_file.h"
-#include "diagnostics_config.h"
+#include "common/json_file.h"
+#include "runtime/diagnostics_config.h"
 
 namespace hp::runtime {
 

@@ -1,4 +1,4 @@
-#include "tensor_map.h"
+#include "runtime/tensor_map.h"
 
 #include <algorithm>
 #include <bit>

@@ -23,19 +23,18 @@
 // lo >> k lies in [(a >> k) - 1, (b - 1) >> k], so a lookup visits those buckets of each class
 // in use; when a class holds fewer entries than a few per bucket to visit, it walks the class's
 // list instead. When no entry of a class straddles a granule boundary (lo >> k == (hi - 1) >> k:
-// an aligned tensor no longer than 2^k), the bucket before (a >> k) cannot overlap and is
-// skipped. A bucket keeps reads and writes in two lists: an INPUT (or NO_DEP) lookup never walks
-// the readers that pile up on a buffer many tasks read, and a lookup of both finds both lists
-// with one probe of the table. The table is open addressing with linear probing; a bucket whose
-// lists empty leaves it at once (backward-shift deletion: no tombstones, so probe paths stay
-// short and the table never needs a rebuild to shed dead buckets; it only doubles when a
-// quarter full: at half, a probe visited 2.5 slots on average, and the fan-out's inserts paid 30
-// instructions per task for it). The head entry of each list knows its bucket's position, so an
-// unlink does not probe.
-// Rejected: one list scanned per lookup (quadratic in the tasks in flight: 10 us per task at
-// 1000 readers), an ordered map by address (a node allocation per entry, and long regions defeat
-// its range bound), emptied buckets kept until a rebuild (a fan-out over fresh buffers rebuilt
-// the table every thousand tasks: 10% of its submit time).
+// an aligned tensor no longer than 2^k), the bucket before (a >> k) cannot overlap and is skipped.
+// A bucket keeps reads and writes in two lists: an INPUT (or NO_DEP) lookup never walks the readers
+// that pile up on a buffer many tasks read, and a lookup of both finds both lists with one probe of
+// the table. The table is open addressing with linear probing; a bucket whose lists empty leaves it
+// at once (backward-shift deletion: no tombstones, so probe paths stay short and the table never
+// needs a rebuild to shed dead buckets; it only doubles when a quarter full: at half, probes are
+// long enough to be a visible part of a fan-out's inserts). The head entry of each list knows its
+// bucket's position, so an unlink does not probe.
+// Rejected: one list scanned per lookup (quadratic in the tasks in flight), an ordered map by
+// address (a node allocation per entry, and long regions defeat its range bound), emptied buckets
+// kept until a rebuild (a fan-out over fresh buffers would rebuild the table every few thousand
+// tasks).
 #ifndef HYPER_PARALLEL_RUNTIME_TENSOR_MAP_H_
 #define HYPER_PARALLEL_RUNTIME_TENSOR_MAP_H_
 
@@ -44,10 +43,10 @@
 #include <utility>
 #include <vector>
 
-#include "../common/api.h"
-#include "task_args.h"
-#include "task_types.h"
-#include "tensor_region.h"
+#include "common/api.h"
+#include "runtime/task_args.h"
+#include "runtime/task_types.h"
+#include "runtime/tensor_region.h"
 
 namespace hp::runtime {
 
@@ -69,8 +68,7 @@ struct FoundDependency {
 class HP_API TensorMap {  // exported for its unit test; the header is not installed
  public:
   // 4-byte buckets at least: with 64-byte ones, 16 tasks each writing one int32 of a buffer
-  // shared a bucket, and every lookup near them walked two such buckets (8% of a fan-out's
-  // submit time).
+  // would share a bucket, and every lookup near them would walk two such buckets.
   static constexpr int kMinClass = 2;
 
   TensorMap();

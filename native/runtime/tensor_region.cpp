@@ -1,4 +1,4 @@
-#include "tensor_region.h"
+#include "runtime/tensor_region.h"
 
 #include <algorithm>
 #include <utility>

@@ -26,8 +26,8 @@
 #include <cstdint>
 #include <string>
 
-#include "../common/api.h"
-#include "../common/tensor_view.h"
+#include "common/api.h"
+#include "common/tensor_view.h"
 
 namespace hp::runtime {
 

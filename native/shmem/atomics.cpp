@@ -3,7 +3,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "context.h"
+#include "shmem/context.h"
 
 namespace hp::shmem {
 namespace {

@@ -23,7 +23,7 @@
 #include <new>
 #include <type_traits>
 
-#include "context.h"
+#include "shmem/context.h"
 
 namespace hp::shmem {
 

@@ -1,4 +1,4 @@
-#include "context.h"
+#include "shmem/context.h"
 
 #include <algorithm>
 #include <cstring>

@@ -24,10 +24,10 @@
 #include "common/settings.h"
 #include "common/status.h"
 #include "platform/wait.h"
-#include "heap_allocator.h"
-#include "job.h"
-#include "shmem.h"
-#include "transport.h"
+#include "shmem/heap_allocator.h"
+#include "shmem/job.h"
+#include "shmem/shmem.h"
+#include "shmem/transport.h"
 
 namespace hp::shmem {
 

@@ -1,4 +1,4 @@
-#include "copy.h"
+#include "shmem/copy.h"
 
 #include <immintrin.h>
 

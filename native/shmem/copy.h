@@ -2,8 +2,8 @@
 //
 // Large puts (>= kStreamingBytes) use non-temporal (streaming) stores when the CPU has AVX2:
 // a destination that large is not going to be in any cache, and streaming stores skip the
-// read-for-ownership of every destination line (measured here: 64 MiB at ~26 GB/s against
-// ~20 GB/s for memcpy). Smaller puts use memcpy, which leaves the data in cache for a target
+// read-for-ownership of every destination line (bench/shmem/RESULTS.md compares the two).
+// Smaller puts use memcpy, which leaves the data in cache for a target
 // that reads it soon. Streaming stores are weakly ordered: the copy ends with an sfence, so a
 // signal written after it is seen after the data.
 #ifndef HYPER_PARALLEL_SHMEM_COPY_H_

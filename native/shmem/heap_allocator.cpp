@@ -1,4 +1,4 @@
-#include "heap_allocator.h"
+#include "shmem/heap_allocator.h"
 
 #include <algorithm>
 #include <bit>

@@ -2,9 +2,10 @@
 // mpirun (HP_SHMEM_TRANSPORT=mpi forces every PE through RMA), or a one-PE job.
 //
 // shm bootstrap: open the job segment hprun created; create this PE's segment
-// "/hp.<job>.heap.<rank>" (zero-filled, bound to HP_MEM_NODES when set, pre-faulted); mark the slot kReady and count it in
-// ready_count; wait until every PE is ready; map every other PE's segment; barrier; unlink this
-// PE's name (everyone has it mapped, so no name outlives the job even if it crashes later).
+// "/hp.<job>.heap.<rank>" (zero-filled, bound to HP_MEM_NODES when set, pre-faulted); mark the
+// slot kReady and count it in ready_count; wait until every PE is ready; map every other PE's
+// segment; barrier; unlink this PE's name (everyone has it mapped, so no name outlives the job
+// even if it crashes later).
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -18,8 +19,8 @@
 
 #include "common/logging.h"
 #include "common/settings.h"
-#include "context.h"
-#include "segment_map.h"
+#include "shmem/context.h"
+#include "shmem/segment_map.h"
 
 namespace hp::shmem {
 

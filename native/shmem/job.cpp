@@ -1,4 +1,4 @@
-#include "job.h"
+#include "shmem/job.h"
 
 #include <dirent.h>
 #include <fcntl.h>

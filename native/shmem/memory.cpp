@@ -2,7 +2,7 @@
 // offsets everywhere), and address queries.
 #include <cstring>
 
-#include "context.h"
+#include "shmem/context.h"
 
 namespace hp::shmem {
 

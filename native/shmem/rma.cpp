@@ -12,8 +12,8 @@
 #include <atomic>
 #include <cstring>
 
-#include "context.h"
-#include "copy.h"
+#include "shmem/context.h"
+#include "shmem/copy.h"
 
 namespace hp::shmem {
 namespace {

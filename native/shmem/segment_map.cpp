@@ -1,4 +1,4 @@
-#include "segment_map.h"
+#include "shmem/segment_map.h"
 
 #include <sys/mman.h>
 

@@ -8,7 +8,7 @@
 // waits acquire, so everything a PE did before the barrier is visible after it everywhere.
 #include <fmt/format.h>
 
-#include "context.h"
+#include "shmem/context.h"
 
 namespace hp::shmem {
 

@@ -27,7 +27,7 @@
 
 #include <mutex>
 
-#include "context.h"
+#include "shmem/context.h"
 
 namespace hp::shmem {
 

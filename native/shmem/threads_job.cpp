@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "common/settings.h"
-#include "context.h"
-#include "segment_map.h"
+#include "shmem/context.h"
+#include "shmem/segment_map.h"
 
 namespace hp::shmem {
 namespace {

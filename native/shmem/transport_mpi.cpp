@@ -8,8 +8,9 @@
 //     through RMA.
 //   otherwise (started by mpirun): MPI_Win_allocate_shared per host, so the PEs of a host map
 //     each other's segments, plus a world window created over the same memory for the PEs of
-//     other hosts (on one host, the shared window is the world window). Atomics always go through the world window (MPI atomics are not atomic
-//     with respect to the CPU's), puts and gets to mapped PEs are copies.
+//     other hosts (on one host, the shared window is the world window). Atomics always go
+//     through the world window (MPI atomics are not atomic with respect to the CPU's), puts and
+//     gets to mapped PEs are copies.
 // Errors return (MPI_ERRORS_RETURN on the communicator and the windows) and become SYSTEM_ERROR
 // naming the call, the PE and MPI's message. With less than MPI_THREAD_MULTIPLE (this library
 // asks for MPI_THREAD_SERIALIZED when it initializes MPI), every call is serialized by a mutex.
@@ -22,8 +23,8 @@
 #include <vector>
 
 #include "common/logging.h"
-#include "segment_map.h"
-#include "transport.h"
+#include "shmem/segment_map.h"
+#include "shmem/transport.h"
 
 namespace hp::shmem {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "context.h"
+#include "shmem/context.h"
 
 namespace hp::shmem {
 namespace {

@@ -309,7 +309,8 @@ TEST_P(MoeLayerTest, TensorListMatchesStackedWeights) {
       HP_RETURN_IF_ERROR(layer->destroy());
     }
     EXPECT_EQ(y1, y2);
-    // One tensor short on rank 0: SHAPE_MISMATCH there, INVALID_ARGUMENT (the configs disagree) elsewhere.
+    // One tensor short on rank 0: SHAPE_MISMATCH there, INVALID_ARGUMENT (the configs disagree)
+    // elsewhere.
     if (me == 0) listed.w2_list.pop_back();
     std::unique_ptr<MoeLayer> layer;
     const Status st = MoeLayer::create(config, listed, &layer);

@@ -6,7 +6,8 @@
 // reference.
 //
 //   hp moe [--ranks 4] [--tokens 256] [--hidden 2048] [--intermediate 768] [--experts 32]
-//          [--topk 8] [--shared-intermediate 0] [--skew 0] [--iterations 10] [--warmup 2] [--no-check] [--check-tokens 8]
+//          [--topk 8] [--shared-intermediate 0] [--skew 0] [--iterations 10] [--warmup 2]
+//          [--no-check] [--check-tokens 8]
 //          [--comm shmem|window] [--vector-cores 0] [--path auto|non-deep|deep|shared]
 //          [--trace out.json] [--json] [--backward]
 #include <unistd.h>
@@ -28,7 +29,7 @@
 #include "moe/moe_layer.h"
 #include "moe/moe_reference.h"
 #include "moe/workspace_plan.h"
-#include "moe_workload.h"
+#include "moe/tools/moe_workload.h"
 #include "shmem/shmem.h"
 
 namespace hp::moe::tools {

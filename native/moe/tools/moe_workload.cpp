@@ -1,4 +1,4 @@
-#include "moe_workload.h"
+#include "moe/tools/moe_workload.h"
 
 #include <algorithm>
 #include <cmath>

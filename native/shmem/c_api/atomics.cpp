@@ -3,8 +3,8 @@
 // Every C type is handled as the hp::shmem word of its size and signedness (float and double as
 // their bit patterns: fetch, set and swap only move bits). The bitwise AMOs are compare-and-swap
 // loops, as hp::shmem has no bitwise atomics.
-#include "../job.h"
-#include "c_api.h"
+#include "shmem/job.h"
+#include "shmem/c_api/c_api.h"
 
 namespace c_api = hp::shmem::c_api;
 using c_api::as_word;

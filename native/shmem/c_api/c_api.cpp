@@ -1,5 +1,5 @@
 // The helpers of c_api.h.
-#include "c_api.h"
+#include "shmem/c_api/c_api.h"
 
 #include <sched.h>
 #include <time.h>
@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "../../common/settings.h"
-#include "../../platform/wait.h"
+#include "common/settings.h"
+#include "platform/wait.h"
 
 namespace hp::shmem::c_api {
 namespace {

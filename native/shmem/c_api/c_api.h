@@ -14,12 +14,12 @@
 #include <string>
 #include <type_traits>
 
-#include "../../common/status.h"
-#include "../shmem.h"
+#include "common/status.h"
+#include "shmem/shmem.h"
 
 // The C declarations, exported: every definition in these files matches one of them.
 #pragma GCC visibility push(default)
-#include "shmem.h"
+#include "shmem/c_api/shmem.h"
 #pragma GCC visibility pop
 
 namespace hp::shmem::c_api {

@@ -3,7 +3,7 @@
 // printing why (c_api::report).
 #include <vector>
 
-#include "c_api.h"
+#include "shmem/c_api/c_api.h"
 
 namespace c_api = hp::shmem::c_api;
 using c_api::report;

@@ -11,7 +11,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "c_api.h"
+#include "shmem/c_api/c_api.h"
 
 namespace c_api = hp::shmem::c_api;
 using c_api::check;

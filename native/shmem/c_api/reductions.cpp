@@ -11,7 +11,7 @@
 #include <complex>
 #include <type_traits>
 
-#include "c_api.h"
+#include "shmem/c_api/c_api.h"
 
 namespace c_api = hp::shmem::c_api;
 using hp::DType;

@@ -1,7 +1,7 @@
 // Remote memory access: put/get (blocking, _nbi, single elements, strided), put with signal,
 // signal reads and waits, fence and quiet. Every typed family is defined once per type table
 // of shmem.h; the strided forms are loops of single-element puts and gets.
-#include "c_api.h"
+#include "shmem/c_api/c_api.h"
 
 namespace c_api = hp::shmem::c_api;
 using c_api::check;

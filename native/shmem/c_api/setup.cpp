@@ -10,7 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "c_api.h"
+#include "shmem/c_api/c_api.h"
 
 namespace c_api = hp::shmem::c_api;
 using c_api::check;

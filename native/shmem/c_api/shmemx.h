@@ -6,6 +6,6 @@
 #ifndef HYPER_PARALLEL_SHMEMX_C_H
 #define HYPER_PARALLEL_SHMEMX_C_H
 
-#include "shmem.h"
+#include "shmem/c_api/shmem.h"
 
 #endif /* HYPER_PARALLEL_SHMEMX_C_H */

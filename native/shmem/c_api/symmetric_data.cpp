@@ -21,7 +21,7 @@
 
 #include <fmt/format.h>
 
-#include "c_api.h"
+#include "shmem/c_api/c_api.h"
 
 namespace hp::shmem::c_api {
 

@@ -9,7 +9,7 @@
 // aligned.
 #include <fmt/format.h>
 
-#include "c_api.h"
+#include "shmem/c_api/c_api.h"
 
 namespace c_api = hp::shmem::c_api;
 using c_api::as_word;

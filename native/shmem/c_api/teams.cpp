@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "c_api.h"
+#include "shmem/c_api/c_api.h"
 
 namespace c_api = hp::shmem::c_api;
 using c_api::report;

@@ -12,10 +12,10 @@
 #include <fmt/core.h>
 
 #include "common/settings.h"
-#include "hprun_job.h"
-#include "hprun_launcher.h"
-#include "hprun_options.h"
-#include "hprun_report.h"
+#include "shmem/tools/hprun_job.h"
+#include "shmem/tools/hprun_launcher.h"
+#include "shmem/tools/hprun_options.h"
+#include "shmem/tools/hprun_report.h"
 #include "shmem/job.h"
 
 namespace hp::shmem::hprun {

@@ -1,4 +1,4 @@
-#include "hprun_job.h"
+#include "shmem/tools/hprun_job.h"
 
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -13,7 +13,7 @@
 
 #include <fmt/core.h>
 
-#include "hprun_report.h"
+#include "shmem/tools/hprun_report.h"
 #include "common/settings.h"
 #include "platform/cpu_placement.h"
 #include "platform/cpu_topology.h"

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "hprun_options.h"
+#include "shmem/tools/hprun_options.h"
 
 namespace hp::shmem::hprun {
 

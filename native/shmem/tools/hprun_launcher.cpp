@@ -1,4 +1,4 @@
-#include "hprun_launcher.h"
+#include "shmem/tools/hprun_launcher.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,9 +19,9 @@
 #include <fmt/format.h>
 
 #include "common/settings.h"
-#include "hprun_output.h"
-#include "hprun_report.h"
-#include "hprun_spawn.h"
+#include "shmem/tools/hprun_output.h"
+#include "shmem/tools/hprun_report.h"
+#include "shmem/tools/hprun_spawn.h"
 
 namespace hp::shmem::hprun {
 namespace {

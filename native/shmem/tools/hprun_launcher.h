@@ -15,7 +15,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "hprun_job.h"
+#include "shmem/tools/hprun_job.h"
 #include "shmem/job.h"
 
 namespace hp::shmem::hprun {

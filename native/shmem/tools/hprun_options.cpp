@@ -1,4 +1,4 @@
-#include "hprun_options.h"
+#include "shmem/tools/hprun_options.h"
 
 #include <charconv>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <fmt/core.h>
 
 #include "common/settings.h"
-#include "hprun_report.h"
+#include "shmem/tools/hprun_report.h"
 #include "shmem/job.h"
 
 namespace hp::shmem::hprun {

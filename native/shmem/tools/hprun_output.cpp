@@ -1,4 +1,4 @@
-#include "hprun_output.h"
+#include "shmem/tools/hprun_output.h"
 
 #include <fcntl.h>
 #include <limits.h>

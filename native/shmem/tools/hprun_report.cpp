@@ -1,4 +1,4 @@
-#include "hprun_report.h"
+#include "shmem/tools/hprun_report.h"
 
 #include <sys/wait.h>
 

@@ -1,4 +1,4 @@
-#include "hprun_spawn.h"
+#include "shmem/tools/hprun_spawn.h"
 
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "hprun_report.h"
+#include "shmem/tools/hprun_report.h"
 
 namespace hp::shmem::hprun {
 namespace {
