@@ -20,8 +20,8 @@ namespace hp::bench {
 // oneDNN picks for that M (its best case: a framework with a primitive cache gets no more).
 class DnnlInt8Matmul {
  public:
-  DnnlInt8Matmul(const dnnl::engine& engine, dnnl::stream& stream, std::int64_t m, std::int64_t k, std::int64_t n,
-                 const std::int8_t* w, const std::vector<float>& scale) {
+  DnnlInt8Matmul(const dnnl::engine& engine, dnnl::stream& stream, std::int64_t m, std::int64_t k,
+                 std::int64_t n, const std::int8_t* w, const std::vector<float>& scale) {
     using tag = dnnl::memory::format_tag;
     using dt = dnnl::memory::data_type;
     const dnnl::memory::desc src_md({m, k}, dt::s8, tag::ab), w_any({k, n}, dt::s8, tag::any),
@@ -43,7 +43,8 @@ class DnnlInt8Matmul {
   void run(dnnl::stream& stream, const std::int8_t* a, float* out) {
     src_.set_data_handle(const_cast<std::int8_t*>(a));
     dst_.set_data_handle(out);
-    prim_.execute(stream, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_}});
+    prim_.execute(stream,
+                  {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_}});
     stream.wait();
   }
 
@@ -58,8 +59,9 @@ class DnnlInt8Matmul {
 // GMM1's output [M, 2I] (fp32, per-N scales applied; columns [0, I) gate, [I, 2I) up) to what
 // the fused epilogue writes: h = silu(gate s) (up s) per row (s the row's activation scale),
 // then per-row int8 quantisation into q [M, I] and q_scale [M]. h [M, I] is scratch.
-inline void swiglu_quant_pass(const float* gemm, std::int64_t m, std::int64_t inter, const float* a_scale, float* h,
-                              std::int8_t* q, float* q_scale, int threads) {
+inline void swiglu_quant_pass(const float* gemm, std::int64_t m, std::int64_t inter,
+                              const float* a_scale, float* h, std::int8_t* q, float* q_scale,
+                              int threads) {
   namespace hk = hp::kernels;
 #pragma omp parallel for num_threads(threads)
   for (std::int64_t r = 0; r < m; ++r) {

@@ -35,17 +35,17 @@
 
 #include "common/bfloat16.h"
 #include "common/compare.h"
-#include "common/dnnl_int8.h"
 #include "common/cpu_features.h"
+#include "common/dnnl_int8.h"
 #include "kernels/kernel_math.h"
 #include "kernels/kernels.h"
 #include "platform/chip.h"
 
 namespace {
 
+using hp::DType;
 using hp::Status;
 using hp::TensorView;
-using hp::DType;
 namespace hk = hp::kernels;
 
 void check(const Status& s) {
@@ -55,7 +55,9 @@ void check(const Status& s) {
   }
 }
 
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // ---- peaks ------------------------------------------------------------------------------------
 
@@ -78,9 +80,9 @@ __attribute__((target("avx512f,avx512vnni"))) double vnni_loop(std::int64_t iter
       "jnz 1b\n\t"
       : "+r"(iters)
       :
-      : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
-        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21",
-        "xmm22", "xmm23", "xmm24", "xmm25");
+      : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+        "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19",
+        "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25");
   return now() - t0;
 }
 
@@ -124,7 +126,8 @@ __attribute__((target("amx-tile,amx-int8"))) double amx_loop(std::int64_t iters)
 // aligned, each 1 KiB tile contiguous, cycled): what tdpbusd sustains when its operands come
 // from L1 (16 KiB buffers) or from L2 (512 KiB) instead of from the tile registers. These bound
 // what any 2 x 2 tile GEMM kernel reaches, where one operand at least streams from L2.
-__attribute__((target("amx-tile,amx-int8"))) double amx_stream_loop(std::int64_t iters, std::int64_t bytes) {
+__attribute__((target("amx-tile,amx-int8"))) double amx_stream_loop(std::int64_t iters,
+                                                                    std::int64_t bytes) {
   auto* a = static_cast<std::int8_t*>(std::aligned_alloc(64, std::size_t(bytes)));
   auto* b = static_cast<std::int8_t*>(std::aligned_alloc(64, std::size_t(bytes)));
   if (a == nullptr || b == nullptr) {
@@ -186,7 +189,8 @@ double peak(hp::platform::Chip& chip, int threads, Loop loop, std::int64_t iters
 // "42%" of a measured peak, "n/a" where there is none (the CPU lacks those instructions).
 std::string percent_of_peak(double ops_per_s, double peak_ops_per_s) {
   if (peak_ops_per_s <= 0) return "n/a";
-  return std::to_string(static_cast<long long>(std::lround(100 * ops_per_s / peak_ops_per_s))) + "%";
+  return std::to_string(static_cast<long long>(std::lround(100 * ops_per_s / peak_ops_per_s))) +
+         "%";
 }
 
 // ---- data -------------------------------------------------------------------------------------
@@ -210,7 +214,8 @@ struct DnnlGemm {
   float* out;
   std::string impl;
 
-  DnnlGemm(std::int64_t m, const Shape& s, std::vector<Expert>& experts, std::int8_t* a_in, float* out_in)
+  DnnlGemm(std::int64_t m, const Shape& s, std::vector<Expert>& experts, std::int8_t* a_in,
+           float* out_in)
       : a(a_in), out(out_in) {
     for (Expert& e : experts) prims.emplace_back(engine, stream, m, s.k, s.n, e.w.data(), e.scale);
     impl = prims.front().impl();
@@ -252,7 +257,8 @@ struct ExpertSet {
 };
 
 // weight_max: the weights are drawn from [-weight_max, weight_max].
-ExpertSet make_experts(std::mt19937& rng, const Shape& s, int experts, hk::PackLayout layout, int weight_max) {
+ExpertSet make_experts(std::mt19937& rng, const Shape& s, int experts, hk::PackLayout layout,
+                       int weight_max) {
   std::uniform_int_distribution<int> i8(-weight_max, weight_max);
   std::uniform_real_distribution<float> real(0.001f, 0.01f);
   ExpertSet set;
@@ -262,11 +268,14 @@ ExpertSet make_experts(std::mt19937& rng, const Shape& s, int experts, hk::PackL
   for (auto& v : all_w) v = std::int8_t(i8(rng));
   for (auto& v : all_s) v = real(rng);
   for (int e = 0; e < experts; ++e) {
-    set.experts[std::size_t(e)].w.assign(all_w.begin() + e * s.k * s.n, all_w.begin() + (e + 1) * s.k * s.n);
-    set.experts[std::size_t(e)].scale.assign(all_s.begin() + e * s.n, all_s.begin() + (e + 1) * s.n);
+    set.experts[std::size_t(e)].w.assign(all_w.begin() + e * s.k * s.n,
+                                         all_w.begin() + (e + 1) * s.k * s.n);
+    set.experts[std::size_t(e)].scale.assign(all_s.begin() + e * s.n,
+                                             all_s.begin() + (e + 1) * s.n);
   }
   check(hk::pack_weights(TensorView(all_w.data(), DType::kInt8, {experts, s.k, s.n}),
-                         TensorView(all_s.data(), DType::kFP32, {experts, s.n}), {.layout = layout}, &set.packed));
+                         TensorView(all_s.data(), DType::kFP32, {experts, s.n}), {.layout = layout},
+                         &set.packed));
   return set;
 }
 
@@ -279,7 +288,8 @@ struct Activations {
 Activations make_activations(std::mt19937& rng, std::int64_t m, std::int64_t k) {
   std::uniform_int_distribution<int> i8(-127, 127);
   std::uniform_real_distribution<float> real(0.001f, 0.01f);
-  Activations x{std::vector<std::int8_t>(static_cast<std::size_t>(m * k)), std::vector<float>(static_cast<std::size_t>(m))};
+  Activations x{std::vector<std::int8_t>(static_cast<std::size_t>(m * k)),
+                std::vector<float>(static_cast<std::size_t>(m))};
   for (auto& v : x.a) v = std::int8_t(i8(rng));
   for (auto& v : x.scale) v = real(rng);
   return x;
@@ -299,14 +309,16 @@ std::vector<std::vector<std::int64_t>> offsets_per_expert(int experts, std::int6
 class OursRunner {
  public:
   template <typename Problem>
-  OursRunner(const hk::KernelTable& table, hp::platform::Chip& chip, int experts, int threads, Problem problem)
+  OursRunner(const hk::KernelTable& table, hp::platform::Chip& chip, int experts, int threads,
+             Problem problem)
       : chip_(chip), threads_(threads), plans_(static_cast<std::size_t>(experts)) {
     std::uint64_t ws_bytes = 0;
     for (int e = 0; e < experts; ++e) {
       check(hk::plan_grouped_gemm(table, problem(e), threads, &plans_[std::size_t(e)]));
       ws_bytes = std::max(ws_bytes, plans_[std::size_t(e)].workspace_bytes());
     }
-    for (int t = 0; t < threads; ++t) ws_.emplace_back(std::aligned_alloc(64, ws_bytes), &std::free);
+    for (int t = 0; t < threads; ++t)
+      ws_.emplace_back(std::aligned_alloc(64, ws_bytes), &std::free);
   }
   void run(int call) {
     const hk::GroupedGemmPlan& plan = plans_[std::size_t(call) % plans_.size()];
@@ -337,7 +349,8 @@ struct DnnlBf16Gemm {
     using dt = dnnl::memory::data_type;
     const auto matmul_of = [&](dt in) {
       return dnnl::matmul::primitive_desc(
-          dnnl::matmul::desc({{m, s.k}, in, tag::ab}, {{s.k, s.n}, in, tag::any}, {{m, s.n}, dt::f32, tag::ab}),
+          dnnl::matmul::desc({{m, s.k}, in, tag::ab}, {{s.k, s.n}, in, tag::any},
+                             {{m, s.n}, dt::f32, tag::ab}),
           engine);
     };
     dt in = dt::bf16;
@@ -376,11 +389,13 @@ struct DnnlBf16Gemm {
 // Our bf16 GEMM (kInput, one expert): planned once, a workspace per worker.
 class OursBf16Runner {
  public:
-  OursBf16Runner(const hk::KernelTable& table, hp::platform::Chip& chip, int threads, const hk::Bf16GemmProblem& p)
+  OursBf16Runner(const hk::KernelTable& table, hp::platform::Chip& chip, int threads,
+                 const hk::Bf16GemmProblem& p)
       : chip_(chip), threads_(threads) {
     check(hk::plan_bf16_gemm(table, p, threads, &plan_));
     for (int t = 0; t < threads; ++t) {
-      ws_.emplace_back(std::aligned_alloc(64, std::max<std::uint64_t>(64, plan_.workspace_bytes())), &std::free);
+      ws_.emplace_back(std::aligned_alloc(64, std::max<std::uint64_t>(64, plan_.workspace_bytes())),
+                       &std::free);
     }
   }
   void run() {
@@ -420,7 +435,8 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--quick] [--m=M] [--experts=E]\n"
-                   "  --quick: M=64, 1 expert, 1 thread, few samples; --m, --experts: only that M / expert count\n"
+                   "  --quick: M=64, 1 expert, 1 thread, few samples; --m, --experts: only that M "
+                   "/ expert count\n"
                    "  (HP_KERNEL_TARGET picks the kernel target)\n",
                    argv[0]);
       return 2;
@@ -440,18 +456,25 @@ int main(int argc, char** argv) {
   double vnni_peak[3] = {0, 0, 0}, amx_peak[3] = {0, 0, 0};
   for (int t = 1; t <= max_threads; ++t) {
     if (cpu.avx512_vnni) vnni_peak[t] = peak(*chip, t, vnni_ops, quick ? 10000 : 2000000);
-    if (cpu.amx_int8 && hk::request_amx_permission().is_ok()) amx_peak[t] = peak(*chip, t, amx_loop, quick ? 1000 : 200000);
+    if (cpu.amx_int8 && hk::request_amx_permission().is_ok())
+      amx_peak[t] = peak(*chip, t, amx_loop, quick ? 1000 : 200000);
     std::printf("measured peak, %d thread(s): AVX-512 VNNI %s, AMX-INT8 %s\n", t,
-                vnni_peak[t] > 0 ? std::to_string(int(vnni_peak[t] / 1e9)).append(" GOPS").c_str() : "n/a (no VNNI here)",
-                amx_peak[t] > 0 ? std::to_string(int(amx_peak[t] / 1e9)).append(" GOPS").c_str() : "n/a (no AMX here)");
+                vnni_peak[t] > 0 ? std::to_string(int(vnni_peak[t] / 1e9)).append(" GOPS").c_str()
+                                 : "n/a (no VNNI here)",
+                amx_peak[t] > 0 ? std::to_string(int(amx_peak[t] / 1e9)).append(" GOPS").c_str()
+                                : "n/a (no AMX here)");
   }
   if (amx_peak[1] > 0) {
     const std::int64_t iters = quick ? 20000 : 400000;
-    const double l1 = peak(*chip, 1, [](std::int64_t n) { return amx_stream_loop(n, 16 << 10); }, iters);
-    const double l2 = peak(*chip, 1, [](std::int64_t n) { return amx_stream_loop(n, 512 << 10); }, iters);
-    std::printf("AMX-INT8, 1 thread, 2 x 2 tiles loaded every step: from L1 %d GOPS (%s of peak), from L2 %d GOPS (%s)\n",
-                int(l1 / 1e9), percent_of_peak(l1, amx_peak[1]).c_str(), int(l2 / 1e9),
-                percent_of_peak(l2, amx_peak[1]).c_str());
+    const double l1 = peak(
+        *chip, 1, [](std::int64_t n) { return amx_stream_loop(n, 16 << 10); }, iters);
+    const double l2 = peak(
+        *chip, 1, [](std::int64_t n) { return amx_stream_loop(n, 512 << 10); }, iters);
+    std::printf(
+        "AMX-INT8, 1 thread, 2 x 2 tiles loaded every step: from L1 %d GOPS (%s of peak), from L2 "
+        "%d GOPS (%s)\n",
+        int(l1 / 1e9), percent_of_peak(l1, amx_peak[1]).c_str(), int(l2 / 1e9),
+        percent_of_peak(l2, amx_peak[1]).c_str());
   }
   // A kernel's peak: AMX for the AMX target, else VNNI. oneDNN uses AMX when the CPU has it.
   const auto ours_peak = [&](int t) { return amx ? amx_peak[t] : vnni_peak[t]; };
@@ -460,19 +483,20 @@ int main(int argc, char** argv) {
   // saturate for full-range weights (its guide, "Nuances of int8 computations"): there both sides
   // get weights in [-63, 63], as that guide advises, so that they compute the same product.
   const int weight_max = cpu.avx512_vnni || cpu.amx_int8 ? 127 : 63;
-  if (weight_max != 127) std::printf("no VNNI on this CPU: int8 weights in [-63, 63] (oneDNN saturates beyond)\n");
+  if (weight_max != 127)
+    std::printf("no VNNI on this CPU: int8 weights in [-63, 63] (oneDNN saturates beyond)\n");
 
   const Shape shapes[] = {{"GMM1", 2048, 2816}, {"GMM2", 1408, 2048}};
-  const std::vector<std::int64_t> ms = only_m ? std::vector<std::int64_t>{only_m}
-                                      : quick  ? std::vector<std::int64_t>{64}
+  const std::vector<std::int64_t> ms = only_m  ? std::vector<std::int64_t>{only_m}
+                                       : quick ? std::vector<std::int64_t>{64}
                                                : std::vector<std::int64_t>{64, 256, 1024};
   const std::vector<int> expert_counts = only_experts ? std::vector<int>{only_experts}
                                          : quick      ? std::vector<int>{1}
                                                       : std::vector<int>{1, 8};
   std::mt19937 rng(1);
 
-  std::printf("\n%-5s %5s %3s %3s %10s %10s %8s %9s %9s   %s\n", "shape", "M", "thr", "exp", "hp GOPS", "dnnl GOPS",
-              "hp/dnnl", "hp %peak", "dnnl %pk", "");
+  std::printf("\n%-5s %5s %3s %3s %10s %10s %8s %9s %9s   %s\n", "shape", "M", "thr", "exp",
+              "hp GOPS", "dnnl GOPS", "hp/dnnl", "hp %peak", "dnnl %pk", "");
   std::string dnnl_impl;
   for (const Shape& s : shapes) {
     for (int experts : expert_counts) {
@@ -510,8 +534,9 @@ int main(int argc, char** argv) {
                 dnnl_row_scales(threads);
               });
           const double ops = 2.0 * double(m) * double(s.n) * double(s.k);
-          std::printf("%-5s %5lld %3d %3d %10.0f %10.0f %8.2f %9s %9s\n", s.name, static_cast<long long>(m), threads,
-                      experts, ops / r.ours_s / 1e9, ops / r.peer_s / 1e9, r.peer_s / r.ours_s,
+          std::printf("%-5s %5lld %3d %3d %10.0f %10.0f %8.2f %9s %9s\n", s.name,
+                      static_cast<long long>(m), threads, experts, ops / r.ours_s / 1e9,
+                      ops / r.peer_s / 1e9, r.peer_s / r.ours_s,
                       percent_of_peak(ops / r.ours_s, ours_peak(threads)).c_str(),
                       percent_of_peak(ops / r.peer_s, dnnl_peak(threads)).c_str());
           std::fflush(stdout);
@@ -523,7 +548,8 @@ int main(int argc, char** argv) {
         for (std::int64_t c = 0; c < m * s.n; c += 97) {
           const float a = out[std::size_t(c)], b = dnnl_out[std::size_t(c)];
           if (std::fabs(a - b) > 1e-3f * (std::fabs(b) + 1e-3f)) {
-            std::fprintf(stderr, "bench_kernels: results differ at element %lld: %g vs %g\n", static_cast<long long>(c), a, b);
+            std::fprintf(stderr, "bench_kernels: results differ at element %lld: %g vs %g\n",
+                         static_cast<long long>(c), a, b);
             return 1;
           }
         }
@@ -531,8 +557,10 @@ int main(int argc, char** argv) {
     }
   }
   // ---- GMM1 with the fused dequant + SwiGLU + requant epilogue --------------------------------
-  std::printf("\nGMM1 + SwiGLU + int8 requant: fused epilogue vs oneDNN GEMM then a SwiGLU+quant pass\n");
-  std::printf("%-5s %5s %3s %3s %10s %10s %8s\n", "shape", "M", "thr", "exp", "hp GOPS", "dnnl GOPS", "hp/dnnl");
+  std::printf(
+      "\nGMM1 + SwiGLU + int8 requant: fused epilogue vs oneDNN GEMM then a SwiGLU+quant pass\n");
+  std::printf("%-5s %5s %3s %3s %10s %10s %8s\n", "shape", "M", "thr", "exp", "hp GOPS",
+              "dnnl GOPS", "hp/dnnl");
   const Shape& gmm1 = shapes[0];
   const std::int64_t inter = gmm1.n / 2;
   for (int experts : expert_counts) {
@@ -540,7 +568,8 @@ int main(int argc, char** argv) {
     for (std::int64_t m : ms) {
       Activations x = make_activations(rng, m, gmm1.k);
       std::vector<std::int8_t> q(std::size_t(m * inter)), dnnl_q(std::size_t(m * inter));
-      std::vector<float> q_scale(static_cast<std::size_t>(m)), dnnl_q_scale(static_cast<std::size_t>(m));
+      std::vector<float> q_scale(static_cast<std::size_t>(m)),
+          dnnl_q_scale(static_cast<std::size_t>(m));
       std::vector<float> gemm(std::size_t(m * gmm1.n)), h(std::size_t(m * inter));
       DnnlGemm dnnl(m, gmm1, w.experts, x.a.data(), gemm.data());
       auto offsets = offsets_per_expert(experts, m);
@@ -557,16 +586,19 @@ int main(int argc, char** argv) {
       };
       const auto peer = [&](int expert, int threads) {
         dnnl.run(expert);
-        swiglu_quant_pass(gemm.data(), m, inter, x.scale.data(), h.data(), dnnl_q.data(), dnnl_q_scale.data(), threads);
+        swiglu_quant_pass(gemm.data(), m, inter, x.scale.data(), h.data(), dnnl_q.data(),
+                          dnnl_q_scale.data(), threads);
       };
       for (int threads = 1; threads <= max_threads; ++threads) {
         OursRunner ours(*table, *chip, experts, threads, problem);
         omp_set_num_threads(threads);
         const Result r = interleave(
-            rounds, sample_s, [&](int call) { ours.run(call); }, [&](int call) { peer(call % experts, threads); });
+            rounds, sample_s, [&](int call) { ours.run(call); },
+            [&](int call) { peer(call % experts, threads); });
         const double ops = 2.0 * double(m) * double(gmm1.n) * double(gmm1.k);
-        std::printf("%-5s %5lld %3d %3d %10.0f %10.0f %8.2f\n", "GMM1s", static_cast<long long>(m), threads, experts,
-                    ops / r.ours_s / 1e9, ops / r.peer_s / 1e9, r.peer_s / r.ours_s);
+        std::printf("%-5s %5lld %3d %3d %10.0f %10.0f %8.2f\n", "GMM1s", static_cast<long long>(m),
+                    threads, experts, ops / r.ours_s / 1e9, ops / r.peer_s / 1e9,
+                    r.peer_s / r.ours_s);
         std::fflush(stdout);
       }
       // The same int8 rows within one step of rounding, the same scales to 1e-3.
@@ -576,10 +608,12 @@ int main(int argc, char** argv) {
         bool same = std::fabs(q_scale[std::size_t(r)] - dnnl_q_scale[std::size_t(r)]) <=
                     1e-3f * std::fabs(dnnl_q_scale[std::size_t(r)]);
         for (std::int64_t c = 0; c < inter; ++c) {
-          same = same && std::abs(q[std::size_t(r * inter + c)] - dnnl_q[std::size_t(r * inter + c)]) <= 1;
+          same = same &&
+                 std::abs(q[std::size_t(r * inter + c)] - dnnl_q[std::size_t(r * inter + c)]) <= 1;
         }
         if (!same) {
-          std::fprintf(stderr, "bench_kernels: fused SwiGLU rows differ from oneDNN + pass at row %lld\n",
+          std::fprintf(stderr,
+                       "bench_kernels: fused SwiGLU rows differ from oneDNN + pass at row %lld\n",
                        static_cast<long long>(r));
           return 1;
         }
@@ -590,8 +624,10 @@ int main(int argc, char** argv) {
   // dG = dY . W2^T (K = H, N = I) and dX = dA . W1^T (K = 2I, N = H), W^T stored row-major and,
   // as the MoE layer keeps it and as oneDNN's weights are reordered once, packed once into the
   // target's panels where it has them.
-  std::printf("\nbf16 GEMM of the backward pass (bf16 x bf16 -> fp32, one expert) vs oneDNN bf16 matmul\n");
-  std::printf("%-6s %5s %3s %10s %10s %8s\n", "shape", "M", "thr", "hp GFLOPS", "dnnl GFLOP", "hp/dnnl");
+  std::printf(
+      "\nbf16 GEMM of the backward pass (bf16 x bf16 -> fp32, one expert) vs oneDNN bf16 matmul\n");
+  std::printf("%-6s %5s %3s %10s %10s %8s\n", "shape", "M", "thr", "hp GFLOPS", "dnnl GFLOP",
+              "hp/dnnl");
   const Shape bf16_shapes[] = {{"dY.W2T", 2048, 1408}, {"dA.W1T", 2816, 2048}};
   std::string dnnl_bf16_impl;
   for (const Shape& s : bf16_shapes) {
@@ -620,10 +656,11 @@ int main(int argc, char** argv) {
       for (int threads = 1; threads <= max_threads; ++threads) {
         OursBf16Runner ours(*table, *chip, threads, p);
         omp_set_num_threads(threads);
-        const Result r = interleave(rounds, sample_s, [&](int) { ours.run(); }, [&](int) { dnnl.run(); });
+        const Result r = interleave(
+            rounds, sample_s, [&](int) { ours.run(); }, [&](int) { dnnl.run(); });
         const double flops = 2.0 * double(m) * double(s.n) * double(s.k);
-        std::printf("%-6s %5lld %3d %10.0f %10.0f %8.2f\n", s.name, static_cast<long long>(m), threads,
-                    flops / r.ours_s / 1e9, flops / r.peer_s / 1e9, r.peer_s / r.ours_s);
+        std::printf("%-6s %5lld %3d %10.0f %10.0f %8.2f\n", s.name, static_cast<long long>(m),
+                    threads, flops / r.ours_s / 1e9, flops / r.peer_s / 1e9, r.peer_s / r.ours_s);
         std::fflush(stdout);
       }
       // The same sums of exact products, in different orders.
@@ -637,6 +674,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("oneDNN implementation: %s (int8), %s (bf16)\n", dnnl_impl.c_str(), dnnl_bf16_impl.c_str());
+  std::printf("oneDNN implementation: %s (int8), %s (bf16)\n", dnnl_impl.c_str(),
+              dnnl_bf16_impl.c_str());
   return 0;
 }

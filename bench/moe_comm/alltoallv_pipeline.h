@@ -22,14 +22,16 @@ namespace hp::bench {
 class AlltoallvPipeline {
  public:
   // threads: the permute, unpermute and sum passes' OpenMP threads.
-  AlltoallvPipeline(MPI_Comm comm, std::int64_t hidden, std::int64_t experts, std::int64_t topk, int threads = 1);
+  AlltoallvPipeline(MPI_Comm comm, std::int64_t hidden, std::int64_t experts, std::int64_t topk,
+                    int threads = 1);
   ~AlltoallvPipeline();
   AlltoallvPipeline(const AlltoallvPipeline&) = delete;
   AlltoallvPipeline& operator=(const AlltoallvPipeline&) = delete;
 
   // x bf16 [T, H], idx int64 [T, K] (-1 = none), weights fp32 [T, K]. Afterwards rows() rows
   // of int8 x, grouped by local expert (expert_offsets()), with their scales.
-  Status dispatch(const std::uint16_t* x, const std::int64_t* idx, const float* weights, std::int64_t tokens);
+  Status dispatch(const std::uint16_t* x, const std::int64_t* idx, const float* weights,
+                  std::int64_t tokens);
   // expert_out bf16 [rows(), H] in the dispatch's row order; y bf16 [T, H] (zeros for a token
   // with no expert).
   Status combine(const std::uint16_t* expert_out, std::uint16_t* y);
@@ -58,16 +60,19 @@ class AlltoallvPipeline {
   std::int64_t tokens_ = 0;
   std::vector<std::int8_t> q_;
   std::vector<float> q_scale_;
-  std::vector<int> token_off_;   // [T + 1]: token t's send rows are token_slot_[token_off_[t], token_off_[t+1])
-  std::vector<int> token_slot_;  // send rows, per token in rank order
+  // [T + 1]: token t's send rows are token_slot_[token_off_[t], token_off_[t+1])
+  std::vector<int> token_off_;
+  std::vector<int> token_slot_;            // send rows, per token in rank order
   std::vector<std::uint8_t> token_ranks_;  // [T x K]: token t's i-th destination rank at [t][i]
   std::vector<int> send_rows_, send_off_, recv_rows_, recv_off_;  // per rank, in rows
   std::vector<std::uint8_t> send_, recv_;                         // rows of stride_ bytes
   std::vector<std::int64_t> expert_off_;
   std::vector<std::int8_t> grouped_x_;
   std::vector<float> grouped_scale_;
-  std::vector<int> pair_off_;      // [received rows + 1]: row i's pairs are [pair_off_[i], pair_off_[i+1])
-  std::vector<int> pair_pos_;      // the pair's row in the grouped order, per received row in k order
+  // [received rows + 1]: row i's pairs are [pair_off_[i], pair_off_[i+1])
+  std::vector<int> pair_off_;
+  // the pair's row in the grouped order, per received row in k order
+  std::vector<int> pair_pos_;
   std::vector<float> pair_weight_;
   std::vector<std::uint16_t> back_send_, back_recv_;
 };

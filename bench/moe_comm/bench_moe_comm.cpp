@@ -20,11 +20,11 @@
 // combine(dispatch(x)) is x up to int8/bf16 rounding).
 #include <mpi.h>
 
+#include <fmt/core.h>
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fmt/core.h>
 #include <memory>
 #include <random>
 #include <set>
@@ -53,9 +53,9 @@ struct Shape {
 };
 
 struct Inputs {
-  std::vector<std::uint16_t> x;    // bf16 [T, H]
-  std::vector<std::int64_t> idx;   // [T, K], distinct experts
-  std::vector<float> weights;      // [T, K], positive, summing to 1
+  std::vector<std::uint16_t> x;   // bf16 [T, H]
+  std::vector<std::int64_t> idx;  // [T, K], distinct experts
+  std::vector<float> weights;     // [T, K], positive, summing to 1
 };
 
 Inputs make_inputs(const Shape& s, int rank) {
@@ -91,7 +91,8 @@ bool close_to_x(const std::vector<std::uint16_t>& y, const Inputs& in, const Sha
   int bad = 0;
   for (std::int64_t t = 0; t < s.tokens && bad == 0; ++t) {
     float amax = 0;
-    for (std::int64_t c = 0; c < s.hidden; ++c) amax = std::max(amax, std::fabs(bf16_to_float(in.x[std::size_t(t * s.hidden + c)])));
+    for (std::int64_t c = 0; c < s.hidden; ++c)
+      amax = std::max(amax, std::fabs(bf16_to_float(in.x[std::size_t(t * s.hidden + c)])));
     for (std::int64_t c = 0; c < s.hidden; ++c) {
       const auto i = std::size_t(t * s.hidden + c);
       if (std::fabs(bf16_to_float(y[i]) - bf16_to_float(in.x[i])) > 0.02f * amax) bad = 1;
@@ -103,7 +104,8 @@ bool close_to_x(const std::vector<std::uint16_t>& y, const Inputs& in, const Sha
 }
 
 // expert_out rows = bf16(dequantised dispatched rows): combine then returns ~x.
-std::vector<std::uint16_t> expert_rows(const std::int8_t* q, const float* scale, std::int64_t rows, std::int64_t hidden) {
+std::vector<std::uint16_t> expert_rows(const std::int8_t* q, const float* scale, std::int64_t rows,
+                                       std::int64_t hidden) {
   std::vector<std::uint16_t> out(static_cast<std::size_t>(rows * hidden));
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t c = 0; c < hidden; ++c) {
@@ -136,22 +138,31 @@ struct Ours {
 // `expert_out`: rows of an earlier context's dispatch of the same inputs (the same row order on
 // every context), or null to make them from this one.
 Status make_ours(hp::moe::CommKind kind, const Shape& s, const Inputs& in,
-                 std::shared_ptr<const std::vector<std::uint16_t>> expert_out, hp::platform::Chip* chip, Ours* o,
-                 bool zero_copy = false) {
-  hp::moe::BufferConfig config{.hidden = s.hidden, .max_tokens_per_rank = s.tokens, .num_experts = s.experts,
-                               .topk = s.topk, .max_element_bytes = 1, .combine_element_bytes = 2, .comm = kind,
-                               .chip = chip, .zero_copy_combine = zero_copy};
+                 std::shared_ptr<const std::vector<std::uint16_t>> expert_out,
+                 hp::platform::Chip* chip, Ours* o, bool zero_copy = false) {
+  hp::moe::BufferConfig config{.hidden = s.hidden,
+                               .max_tokens_per_rank = s.tokens,
+                               .num_experts = s.experts,
+                               .topk = s.topk,
+                               .max_element_bytes = 1,
+                               .combine_element_bytes = 2,
+                               .comm = kind,
+                               .chip = chip,
+                               .zero_copy_combine = zero_copy};
   HP_RETURN_IF_ERROR(hp::moe::Buffer::create(config, &o->buffer));
   hp::moe::DispatchArgs args;
   args.x = TensorView(const_cast<std::uint16_t*>(in.x.data()), DType::kBF16, {s.tokens, s.hidden});
-  args.topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {s.tokens, s.topk});
-  args.topk_weights = TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {s.tokens, s.topk});
+  args.topk_idx =
+      TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {s.tokens, s.topk});
+  args.topk_weights =
+      TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {s.tokens, s.topk});
   args.quant = hp::moe::Quant::kDynamicInt8;
   HP_RETURN_IF_ERROR(o->buffer->dispatch(args, &o->result));
   const auto& r = o->result;
   if (expert_out == nullptr) {
     expert_out = std::make_shared<const std::vector<std::uint16_t>>(
-        expert_rows(reinterpret_cast<const std::int8_t*>(r.x_bytes.data()), r.x_scale.data(), r.rows, s.hidden));
+        expert_rows(reinterpret_cast<const std::int8_t*>(r.x_bytes.data()), r.x_scale.data(),
+                    r.rows, s.hidden));
   }
   HP_ENSURE(std::int64_t(expert_out->size()) == r.rows * s.hidden, ErrorCode::kInternal,
             "the comm contexts dispatched different rows");
@@ -162,11 +173,13 @@ Status make_ours(hp::moe::CommKind kind, const Shape& s, const Inputs& in,
 }
 
 Status ours_combine(Ours& o, const Shape& s) {
-  TensorView expert_out(const_cast<std::uint16_t*>(o.rows), DType::kBF16, {o.result.rows, s.hidden});
+  TensorView expert_out(const_cast<std::uint16_t*>(o.rows), DType::kBF16,
+                        {o.result.rows, s.hidden});
   if (o.buffer->config().zero_copy_combine) {  // rows: the buffer's combine rows
     TensorView rows;
     HP_RETURN_IF_ERROR(o.buffer->combine_buffer(o.result.handle, &rows));
-    if (rows.data() != o.rows) {  // the first call: the rows go where the GEMM making them would write them
+    // the first call: the rows go where the GEMM making them would write them
+    if (rows.data() != o.rows) {
       HP_ENSURE(o.expert_out != nullptr, ErrorCode::kInternal,
                 "the combine rows moved (a dispatch of the same inputs grew them)");
       std::memcpy(rows.data(), o.rows, rows.span_bytes());
@@ -187,19 +200,27 @@ struct LowLatency {
   std::vector<std::uint16_t> expert_out, y;
 };
 
-Status make_low_latency(const Shape& s, const hp::moe::DispatchArgs& args, hp::platform::Chip* chip, LowLatency* o) {
-  hp::moe::BufferConfig config{.hidden = s.hidden, .max_tokens_per_rank = s.tokens, .num_experts = s.experts,
-                               .topk = s.topk, .max_element_bytes = 1, .combine_element_bytes = 2,
-                               .comm = hp::moe::CommKind::kShmem, .low_latency = true, .chip = chip};
+Status make_low_latency(const Shape& s, const hp::moe::DispatchArgs& args, hp::platform::Chip* chip,
+                        LowLatency* o) {
+  hp::moe::BufferConfig config{.hidden = s.hidden,
+                               .max_tokens_per_rank = s.tokens,
+                               .num_experts = s.experts,
+                               .topk = s.topk,
+                               .max_element_bytes = 1,
+                               .combine_element_bytes = 2,
+                               .comm = hp::moe::CommKind::kShmem,
+                               .low_latency = true,
+                               .chip = chip};
   HP_RETURN_IF_ERROR(hp::moe::Buffer::create(config, &o->buffer));
   HP_RETURN_IF_ERROR(o->buffer->low_latency_dispatch(args, &o->result));
   const auto& r = o->result;
-  o->expert_out.assign(std::size_t(std::int64_t(r.tokens_per_expert.size()) * r.rows_per_expert * s.hidden), 0);
+  o->expert_out.assign(
+      std::size_t(std::int64_t(r.tokens_per_expert.size()) * r.rows_per_expert * s.hidden), 0);
   for (std::size_t le = 0; le < r.tokens_per_expert.size(); ++le) {
     const auto first = std::int64_t(le) * r.rows_per_expert;
     const std::vector<std::uint16_t> rows =
-        expert_rows(reinterpret_cast<const std::int8_t*>(r.x_bytes.data()) + first * s.hidden, r.x_scale.data() + first,
-                    r.tokens_per_expert[le], s.hidden);
+        expert_rows(reinterpret_cast<const std::int8_t*>(r.x_bytes.data()) + first * s.hidden,
+                    r.x_scale.data() + first, r.tokens_per_expert[le], s.hidden);
     std::copy(rows.begin(), rows.end(), o->expert_out.begin() + first * s.hidden);
   }
   o->y.assign(std::size_t(s.tokens * s.hidden), 0);
@@ -209,14 +230,16 @@ Status make_low_latency(const Shape& s, const hp::moe::DispatchArgs& args, hp::p
 Status low_latency_combine(LowLatency& o, const Shape& s, const hp::moe::DispatchArgs& args) {
   const auto& r = o.result;
   return o.buffer->low_latency_combine(
-      TensorView(o.expert_out.data(), DType::kBF16, {std::int64_t(r.tokens_per_expert.size()), r.rows_per_expert, s.hidden}),
+      TensorView(o.expert_out.data(), DType::kBF16,
+                 {std::int64_t(r.tokens_per_expert.size()), r.rows_per_expert, s.hidden}),
       args.topk_weights, r.handle, TensorView(o.y.data(), DType::kBF16, {s.tokens, s.hidden}));
 }
 
 struct Row {
   Shape shape;
   double bytes;  // summed over ranks: dispatch + combine
-  std::vector<std::pair<std::string, std::pair<double, double>>> medians;  // name -> (dispatch, combine) s
+  // name -> (dispatch, combine) s
+  std::vector<std::pair<std::string, std::pair<double, double>>> medians;
 };
 
 Row run_shape(const Shape& s, int rounds, bool window_ok, const std::set<std::string>& selected,
@@ -231,36 +254,51 @@ Row run_shape(const Shape& s, int rounds, bool window_ok, const std::set<std::st
     check(make_ours(hp::moe::CommKind::kWindow, s, in, nullptr, chip, &window), "window dispatch");
   }
   if (selected.contains("shmem")) {
-    check(make_ours(hp::moe::CommKind::kShmem, s, in, window.expert_out, chip, &shmem), "shmem dispatch");
+    check(make_ours(hp::moe::CommKind::kShmem, s, in, window.expert_out, chip, &shmem),
+          "shmem dispatch");
   }
   if (selected.contains("zero-copy")) {
-    check(make_ours(hp::moe::CommKind::kShmem, s, in, window.expert_out ? window.expert_out : shmem.expert_out, chip,
-                    &zero_copy, true),
-          "zero-copy dispatch");
+    check(
+        make_ours(hp::moe::CommKind::kShmem, s, in,
+                  window.expert_out ? window.expert_out : shmem.expert_out, chip, &zero_copy, true),
+        "zero-copy dispatch");
   }
   const Shape shape = s;
   const hp::moe::DispatchArgs args{
       .x = TensorView(const_cast<std::uint16_t*>(in.x.data()), DType::kBF16, {s.tokens, s.hidden}),
-      .topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {s.tokens, s.topk}),
-      .topk_weights = TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {s.tokens, s.topk}),
+      .topk_idx =
+          TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {s.tokens, s.topk}),
+      .topk_weights =
+          TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {s.tokens, s.topk}),
       .quant = hp::moe::Quant::kDynamicInt8};
   for (Ours* o : {&window, &shmem, &zero_copy}) {
     if (o->buffer == nullptr) continue;
     check(ours_combine(*o, s), "combine");
-    if (!close_to_x(o->y, in, s)) check(Status::error(ErrorCode::kInternal, "ours: y is not x"), "check");
-    impls.push_back({o == &window ? "window" : o == &shmem ? "shmem" : "zero-copy",
+    if (!close_to_x(o->y, in, s))
+      check(Status::error(ErrorCode::kInternal, "ours: y is not x"), "check");
+    impls.push_back({o == &window  ? "window"
+                     : o == &shmem ? "shmem"
+                                   : "zero-copy",
                      [o, &args] { check(o->buffer->dispatch(args, &o->result), "dispatch"); },
-                     [o, shape] { check(ours_combine(*o, shape), "combine"); }, {}});
+                     [o, shape] { check(ours_combine(*o, shape), "combine"); },
+                     {}});
   }
   // The low-latency mode's regions hold R x T_max rows per expert: decode batches only.
   LowLatency low_latency;
   if (selected.contains("low-latency") && s.tokens <= kLowLatencyMaxTokens) {
     check(make_low_latency(s, args, chip, &low_latency), "low-latency dispatch");
     check(low_latency_combine(low_latency, s, args), "low-latency combine");
-    if (!close_to_x(low_latency.y, in, s)) check(Status::error(ErrorCode::kInternal, "low-latency: y is not x"), "check");
+    if (!close_to_x(low_latency.y, in, s))
+      check(Status::error(ErrorCode::kInternal, "low-latency: y is not x"), "check");
     impls.push_back({"low-latency",
-                     [&] { check(low_latency.buffer->low_latency_dispatch(args, &low_latency.result), "low-latency dispatch"); },
-                     [&, shape] { check(low_latency_combine(low_latency, shape, args), "low-latency combine"); }, {}});
+                     [&] {
+                       check(low_latency.buffer->low_latency_dispatch(args, &low_latency.result),
+                             "low-latency dispatch");
+                     },
+                     [&, shape] {
+                       check(low_latency_combine(low_latency, shape, args), "low-latency combine");
+                     },
+                     {}});
   }
   // With the zero-copy context, every context reads the expert rows where it keeps them (the
   // private copy is freed: four ranks of the largest shape fit in this machine's memory).
@@ -270,22 +308,32 @@ Row run_shape(const Shape& s, int rounds, bool window_ok, const std::set<std::st
       o->expert_out.reset();
     }
   }
-  AlltoallvPipeline pipeline(MPI_COMM_WORLD, s.hidden, s.experts, s.topk, chip ? chip->num_vector() : 1);
-  check(pipeline.dispatch(in.x.data(), in.idx.data(), in.weights.data(), s.tokens), "alltoallv dispatch");
-  const std::vector<std::uint16_t> pipe_out = expert_rows(pipeline.recv_x(), pipeline.recv_scale(), pipeline.rows(), s.hidden);
+  AlltoallvPipeline pipeline(MPI_COMM_WORLD, s.hidden, s.experts, s.topk,
+                             chip ? chip->num_vector() : 1);
+  check(pipeline.dispatch(in.x.data(), in.idx.data(), in.weights.data(), s.tokens),
+        "alltoallv dispatch");
+  const std::vector<std::uint16_t> pipe_out =
+      expert_rows(pipeline.recv_x(), pipeline.recv_scale(), pipeline.rows(), s.hidden);
   std::vector<std::uint16_t> pipe_y(in.x.size());
   check(pipeline.combine(pipe_out.data(), pipe_y.data()), "alltoallv combine");
-  if (!close_to_x(pipe_y, in, s)) check(Status::error(ErrorCode::kInternal, "alltoallv: y is not x"), "check");
-  impls.push_back({"alltoallv",
-                   [&] { check(pipeline.dispatch(in.x.data(), in.idx.data(), in.weights.data(), s.tokens), "alltoallv dispatch"); },
-                   [&] { check(pipeline.combine(pipe_out.data(), pipe_y.data()), "alltoallv combine"); },
-                   {}});
+  if (!close_to_x(pipe_y, in, s))
+    check(Status::error(ErrorCode::kInternal, "alltoallv: y is not x"), "check");
+  impls.push_back(
+      {"alltoallv",
+       [&] {
+         check(pipeline.dispatch(in.x.data(), in.idx.data(), in.weights.data(), s.tokens),
+               "alltoallv dispatch");
+       },
+       [&] { check(pipeline.combine(pipe_out.data(), pipe_y.data()), "alltoallv combine"); },
+       {}});
   // memcpy of this rank's data products: int8 recv_x rows (dispatch), bf16 expert rows (combine).
   const std::size_t d_bytes = std::size_t(pipeline.rows() * s.hidden), c_bytes = 2 * d_bytes;
   // (The source is the pipeline's expert rows, c_bytes long: memory is short at the largest shape.)
   std::vector<std::uint8_t> dst(c_bytes, 0);
-  impls.push_back({"memcpy", [&] { std::memcpy(dst.data(), pipe_out.data(), d_bytes); },
-                   [&] { std::memcpy(dst.data(), pipe_out.data(), c_bytes); }, {}});
+  impls.push_back({"memcpy",
+                   [&] { std::memcpy(dst.data(), pipe_out.data(), d_bytes); },
+                   [&] { std::memcpy(dst.data(), pipe_out.data(), c_bytes); },
+                   {}});
   std::erase_if(impls, [&](const Impl& impl) { return !selected.contains(impl.name); });
   for (int r = 0; r < rounds; ++r) {
     for (Impl& impl : impls) {
@@ -297,7 +345,9 @@ Row run_shape(const Shape& s, int rounds, bool window_ok, const std::set<std::st
   double all_bytes = 0;
   MPI_Allreduce(&row.bytes, &all_bytes, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   row.bytes = all_bytes;
-  for (Impl& impl : impls) row.medians.push_back({impl.name, {median(impl.samples.dispatch), median(impl.samples.combine)}});
+  for (Impl& impl : impls)
+    row.medians.push_back(
+        {impl.name, {median(impl.samples.dispatch), median(impl.samples.combine)}});
   for (Ours* o : {&window, &shmem, &zero_copy}) {
     if (o->buffer) check(o->buffer->destroy(), "destroy");
   }
@@ -322,16 +372,20 @@ int run(int argc, char** argv) {
   std::int64_t experts = 32, topk = 8;
   int rounds = 7, vector_cores = 0;
   bool quick = false, json = false;
-  std::vector<std::string> impl_names = {"window", "shmem", "zero-copy", "low-latency", "alltoallv", "memcpy"};
+  std::vector<std::string> impl_names = {"window",      "shmem",     "zero-copy",
+                                         "low-latency", "alltoallv", "memcpy"};
   app.add_option("--tokens", tokens, "tokens per rank, comma-separated");
   app.add_option("--hidden", hidden, "hidden sizes, comma-separated");
   app.add_option("--experts", experts, "experts (a multiple of the ranks)");
   app.add_option("--topk", topk, "experts per token");
-  app.add_option("--rounds", rounds, "interleaved rounds (the table shows medians)")->check(CLI::PositiveNumber);
+  app.add_option("--rounds", rounds, "interleaved rounds (the table shows medians)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--impls", impl_names, "the implementations to time (profiling one)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"window", "shmem", "zero-copy", "low-latency", "alltoallv", "memcpy"}));
-  app.add_option("--vector-cores", vector_cores, "split ours over a chip of this many vector cores per rank")
+      ->check(
+          CLI::IsMember({"window", "shmem", "zero-copy", "low-latency", "alltoallv", "memcpy"}));
+  app.add_option("--vector-cores", vector_cores,
+                 "split ours over a chip of this many vector cores per rank")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--quick", quick, "one small shape, 2 rounds (the smoke test)");
   app.add_flag("--json", json, "one JSON line per shape instead of the table");
@@ -349,19 +403,23 @@ int run(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   bool window_ok = true;
-  for (int pe = 0; pe < ranks; ++pe) window_ok = window_ok && hp::shmem::transport_name(pe) != "mpi";
+  for (int pe = 0; pe < ranks; ++pe)
+    window_ok = window_ok && hp::shmem::transport_name(pe) != "mpi";
   const std::string transport(hp::shmem::transport_name((rank + 1) % ranks));
   const hp::kernels::KernelTable* table = nullptr;
   check(hp::kernels::selected_target(&table), "kernel target");
   std::unique_ptr<hp::platform::Chip> chip;
-  if (vector_cores > 0) check(hp::platform::Chip::create({.num_cube = 1, .num_vector = vector_cores}, &chip), "chip");
+  if (vector_cores > 0)
+    check(hp::platform::Chip::create({.num_cube = 1, .num_vector = vector_cores}, &chip), "chip");
   if (rank == 0 && !json) {
-    fmt::print("{} ranks ({} transport{}), E={} K={}, int8 dispatch, bf16 combine; medians of {} interleaved rounds\n"
-               "GB/s: int8 recv_x rows dispatch delivers + bf16 expert rows combine consumes, all ranks\n",
-               ranks, transport, window_ok ? "" : ": the window context needs mapped peers, skipped", experts, topk,
-               rounds);
-    fmt::print("{:>5} {:>5} {:>10} {:>12} {:>12} {:>12} {:>8} {:>10} {:>10}\n", "T", "H", "impl", "dispatch us",
-               "combine us", "total us", "GB/s", "a2av/this", "this/memcpy");
+    fmt::print(
+        "{} ranks ({} transport{}), E={} K={}, int8 dispatch, bf16 combine; medians of {} "
+        "interleaved rounds\n"
+        "GB/s: int8 recv_x rows dispatch delivers + bf16 expert rows combine consumes, all ranks\n",
+        ranks, transport, window_ok ? "" : ": the window context needs mapped peers, skipped",
+        experts, topk, rounds);
+    fmt::print("{:>5} {:>5} {:>10} {:>12} {:>12} {:>12} {:>8} {:>10} {:>10}\n", "T", "H", "impl",
+               "dispatch us", "combine us", "total us", "GB/s", "a2av/this", "this/memcpy");
   }
   for (std::int64_t h : parse_list(hidden)) {
     for (std::int64_t t : parse_list(tokens)) {
@@ -374,23 +432,28 @@ int run(int argc, char** argv) {
         return 0.0;
       };
       // peer time / this time, blank for the peers themselves and for a peer not run.
-      auto ratio = [&](const std::string& name, const std::string& peer, double sum, const char* unit) {
+      auto ratio = [&](const std::string& name, const std::string& peer, double sum,
+                       const char* unit) {
         const bool is_peer = name == "alltoallv" || name == "memcpy";
-        return is_peer || total(peer) == 0 ? std::string() : fmt::format("{:.2f}{}", total(peer) / sum, unit);
+        return is_peer || total(peer) == 0 ? std::string()
+                                           : fmt::format("{:.2f}{}", total(peer) / sum, unit);
       };
       if (json) {
         std::string fields;
         for (const auto& [n, m] : row.medians) {
-          fields += fmt::format(R"(, "{}_dispatch_us": {:.1f}, "{}_combine_us": {:.1f})", n, m.first * 1e6, n, m.second * 1e6);
+          fields += fmt::format(R"(, "{}_dispatch_us": {:.1f}, "{}_combine_us": {:.1f})", n,
+                                m.first * 1e6, n, m.second * 1e6);
         }
-        fmt::print(R"({{"ranks": {}, "transport": "{}", "tokens": {}, "hidden": {}, "bytes": {:.0f}{}}})" "\n", ranks,
-                   transport, t, h, row.bytes, fields);
+        fmt::print(
+            R"({{"ranks": {}, "transport": "{}", "tokens": {}, "hidden": {}, "bytes": {:.0f}{}}})"
+            "\n",
+            ranks, transport, t, h, row.bytes, fields);
         continue;
       }
       for (const auto& [n, m] : row.medians) {
         const double sum = m.first + m.second;
-        fmt::print("{:>5} {:>5} {:>10} {:>12.1f} {:>12.1f} {:>12.1f} {:>8.2f} {:>10} {:>10}\n", t, h, n, m.first * 1e6,
-                   m.second * 1e6, sum * 1e6, row.bytes / sum / 1e9,
+        fmt::print("{:>5} {:>5} {:>10} {:>12.1f} {:>12.1f} {:>12.1f} {:>8.2f} {:>10} {:>10}\n", t,
+                   h, n, m.first * 1e6, m.second * 1e6, sum * 1e6, row.bytes / sum / 1e9,
                    ratio(n, "alltoallv", sum, "x"), ratio(n, "memcpy", sum, ""));
       }
     }

@@ -20,12 +20,12 @@
 #include <mpi.h>
 #include <omp.h>
 
+#include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fmt/core.h>
-#include <fmt/ranges.h>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -84,11 +84,18 @@ class Worker {
     if (fused) {
       // One rank's threads: the calling thread, or a chip whose cube cores share the GEMMs.
       if (o.threads > 1) {
-        check(hp::platform::Chip::create({.num_cube = o.threads, .num_vector = o.threads}, &chip_), "chip");
+        check(hp::platform::Chip::create({.num_cube = o.threads, .num_vector = o.threads}, &chip_),
+              "chip");
       }
       check(hp::moe::MoeLayer::create(
-                {.hidden = H, .intermediate = I, .num_experts = s.experts, .topk = K, .max_tokens_per_rank = T,
-                 .comm = hp::moe::CommKind::kShmem, .chip = chip_.get(), .backward = backward},
+                {.hidden = H,
+                 .intermediate = I,
+                 .num_experts = s.experts,
+                 .topk = K,
+                 .max_tokens_per_rank = T,
+                 .comm = hp::moe::CommKind::kShmem,
+                 .chip = chip_.get(),
+                 .backward = backward},
                 {.w1 = TensorView(experts_.w1.data(), DType::kInt8, {local_, H, 2 * I}),
                  .w1_scale = TensorView(experts_.w1_scale.data(), DType::kFP32, {local_, 2 * I}),
                  .w2 = TensorView(experts_.w2.data(), DType::kInt8, {local_, I, H}),
@@ -121,7 +128,9 @@ class Worker {
     if (layer_ != nullptr) check(layer_->destroy(), "MoeLayer::destroy");
   }
 
-  bool has(const std::string& name) const { return std::find(o_.impls.begin(), o_.impls.end(), name) != o_.impls.end(); }
+  bool has(const std::string& name) const {
+    return std::find(o_.impls.begin(), o_.impls.end(), name) != o_.impls.end();
+  }
 
   void forward_fused() {
     check(layer_->forward(view(tokens_.x, DType::kBF16, {o_.tokens, o_.shape.hidden}),
@@ -132,7 +141,8 @@ class Worker {
   }
 
   void backward_fused() {
-    const std::int64_t T = o_.tokens, H = o_.shape.hidden, I = o_.shape.intermediate, K = o_.shape.topk;
+    const std::int64_t T = o_.tokens, H = o_.shape.hidden, I = o_.shape.intermediate,
+                       K = o_.shape.topk;
     check(layer_->backward({.x = view(tokens_.x, DType::kBF16, {T, H}),
                             .topk_idx = view(tokens_.topk_idx, DType::kInt64, {T, K}),
                             .topk_weights = view(tokens_.topk_weights, DType::kFP32, {T, K}),
@@ -145,8 +155,8 @@ class Worker {
   }
 
   void forward_unfused() {
-    check(unfused_->forward(tokens_.x.data(), tokens_.topk_idx.data(), tokens_.topk_weights.data(), o_.tokens,
-                            y_unfused_.data()),
+    check(unfused_->forward(tokens_.x.data(), tokens_.topk_idx.data(), tokens_.topk_weights.data(),
+                            o_.tokens, y_unfused_.data()),
           "unfused forward");
   }
 
@@ -177,7 +187,9 @@ class Worker {
 
   std::string info() const {
     return fmt::format("{} rank(s) x {} thread(s), fused path {}", ranks_, o_.threads,
-                       layer_ == nullptr ? "-" : layer_->deep() ? "deep" : "staged");
+                       layer_ == nullptr ? "-"
+                       : layer_->deep()  ? "deep"
+                                         : "staged");
   }
 
  private:
@@ -202,8 +214,10 @@ std::string next_command() {
   std::string line;
   int size = 0;
   if (rank_ == 0) {
-    if (std::getline(std::cin, line)) size = int(line.size());
-    else size = -1;
+    if (std::getline(std::cin, line))
+      size = int(line.size());
+    else
+      size = -1;
   }
   MPI_Bcast(&size, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (size < 0) return "";
@@ -219,7 +233,8 @@ void serve(Worker& worker, const Options& o) {
     const std::string what = cmd["cmd"];
     if (what == "quit") return;
     const std::string impl = cmd.value("impl", "");
-    if (!worker.has(impl)) fail(fmt::format("unknown impl '{}' (this worker has {})", impl, fmt::join(o.impls, ", ")));
+    if (!worker.has(impl))
+      fail(fmt::format("unknown impl '{}' (this worker has {})", impl, fmt::join(o.impls, ", ")));
     if (what == "run") {
       std::vector<double> seconds;
       for (int i = 0; i < cmd.value("iterations", 1); ++i) seconds.push_back(worker.run_once(impl));
@@ -246,7 +261,8 @@ int quick(Worker& worker, const Options& o) {
     }
   }
   const double error = std::sqrt(diff / std::max(norm, 1e-30));
-  if (rank_ == 0) fmt::print("bench_moe_layer --quick: fused vs unfused relative error {:.2e}\n", error);
+  if (rank_ == 0)
+    fmt::print("bench_moe_layer --quick: fused vs unfused relative error {:.2e}\n", error);
   // Both quantise the same way; they differ by bf16 rounding and summation order.
   return error < 2e-2 && norm > 0 ? 0 : 1;
 }
@@ -256,7 +272,8 @@ int run(int argc, char** argv) {
   Options o;
   app.add_option("--hidden", o.shape.hidden, "H")->check(CLI::PositiveNumber);
   app.add_option("--intermediate", o.shape.intermediate, "I")->check(CLI::PositiveNumber);
-  app.add_option("--experts", o.shape.experts, "E (a multiple of the ranks)")->check(CLI::PositiveNumber);
+  app.add_option("--experts", o.shape.experts, "E (a multiple of the ranks)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--topk", o.shape.topk, "K")->check(CLI::PositiveNumber);
   app.add_option("--tokens", o.tokens, "tokens per rank")->check(CLI::PositiveNumber);
   app.add_option("--threads", o.threads, "threads per rank")->check(CLI::PositiveNumber);
@@ -265,16 +282,23 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"fused", "fused+bwd", "unfused"}));
   app.add_flag("--quick", o.quick, "the smoke test (a tiny shape, no stdin)");
   CLI11_PARSE(app, argc, argv);
-  if (o.quick) o = {.shape = {.hidden = 256, .intermediate = 128, .experts = 8, .topk = 2}, .tokens = 32, .quick = true};
-  if (o.shape.hidden == 0 || o.shape.intermediate == 0 || o.shape.experts == 0 || o.shape.topk == 0 || o.tokens == 0) {
-    fmt::print(stderr, "bench_moe_layer: --hidden, --intermediate, --experts, --topk and --tokens are required\n");
+  if (o.quick)
+    o = {.shape = {.hidden = 256, .intermediate = 128, .experts = 8, .topk = 2},
+         .tokens = 32,
+         .quick = true};
+  if (o.shape.hidden == 0 || o.shape.intermediate == 0 || o.shape.experts == 0 ||
+      o.shape.topk == 0 || o.tokens == 0) {
+    fmt::print(
+        stderr,
+        "bench_moe_layer: --hidden, --intermediate, --experts, --topk and --tokens are required\n");
     return 2;
   }
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks_);
-  if (o.shape.experts % ranks_ != 0) fail(fmt::format("--experts {} is not a multiple of {} ranks", o.shape.experts, ranks_));
+  if (o.shape.experts % ranks_ != 0)
+    fail(fmt::format("--experts {} is not a multiple of {} ranks", o.shape.experts, ranks_));
   // The heap: the dispatch's records (bf16 rows for the backward's dY) from every rank and
   // the zero-copy combine's fp32 rows (T x K to start with, room to grow to twice that), twice
   // over.

@@ -32,8 +32,8 @@ class UnfusedLayer {
   UnfusedLayer(MPI_Comm comm, const LayerShape& shape, const Experts& experts, int threads);
 
   // x bf16 [T, H], topk_idx [T, K], topk_weights [T, K] -> y bf16 [T, H]. Collective.
-  Status forward(const std::uint16_t* x, const std::int64_t* topk_idx, const float* topk_weights, std::int64_t tokens,
-                 std::uint16_t* y);
+  Status forward(const std::uint16_t* x, const std::int64_t* topk_idx, const float* topk_weights,
+                 std::int64_t tokens, std::uint16_t* y);
 
   // From now on only the primitives made so far run (a routing that needs another one fails):
   // the caller may free `experts` (oneDNN keeps its own reordered copies).

@@ -8,9 +8,11 @@
 
 namespace hp::bench::moe_layer {
 
-void make_rows(std::uint64_t tag, std::int64_t first, std::int64_t count, std::int64_t n, std::int8_t* out) {
+void make_rows(std::uint64_t tag, std::int64_t first, std::int64_t count, std::int64_t n,
+               std::int8_t* out) {
   std::vector<std::int8_t> pool(std::size_t(n) + kPoolSlack);
-  for (std::size_t j = 0; j < pool.size(); ++j) pool[j] = std::int8_t(int(hash(tag, j) % 255) - 127);
+  for (std::size_t j = 0; j < pool.size(); ++j)
+    pool[j] = std::int8_t(int(hash(tag, j) % 255) - 127);
   for (std::int64_t r = 0; r < count; ++r) {
     const std::uint64_t start = hash(tag + 16, std::uint64_t(first + r)) % kPoolSlack;
     std::memcpy(out + r * n, pool.data() + start, std::size_t(n));
@@ -32,7 +34,8 @@ Experts make_experts(const LayerShape& s, std::int64_t first, std::int64_t count
 namespace {
 
 // row(tag, t, H) / 64 in bf16 for tokens [first, first + count).
-std::vector<std::uint16_t> token_rows(std::uint64_t tag, std::int64_t hidden, std::int64_t first, std::int64_t count) {
+std::vector<std::uint16_t> token_rows(std::uint64_t tag, std::int64_t hidden, std::int64_t first,
+                                      std::int64_t count) {
   std::vector<std::int8_t> q(std::size_t(count * hidden));
   make_rows(tag, first, count, hidden, q.data());
   std::vector<std::uint16_t> out(q.size());
@@ -61,7 +64,8 @@ Tokens make_tokens(const LayerShape& s, std::int64_t first, std::int64_t count) 
     }
     float* w = &t.topk_weights[std::size_t(i * K)];
     float sum = 0;
-    for (std::int64_t k = 0; k < K; ++k) sum += w[k] = 1.0f + float(hash(5, std::uint64_t(K) * g + std::uint64_t(k)) % 1024) / 1024.0f;
+    for (std::int64_t k = 0; k < K; ++k)
+      sum += w[k] = 1.0f + float(hash(5, std::uint64_t(K) * g + std::uint64_t(k)) % 1024) / 1024.0f;
     for (std::int64_t k = 0; k < K; ++k) w[k] /= sum;
   }
   return t;

@@ -41,10 +41,11 @@ inline std::uint64_t mix(std::uint64_t z) {
 inline std::uint64_t hash(std::uint64_t tag, std::uint64_t i) { return mix(mix(tag) ^ i); }
 
 // The rows [first, first + count) of tensor `tag`, n values each, into out[count * n].
-void make_rows(std::uint64_t tag, std::int64_t first, std::int64_t count, std::int64_t n, std::int8_t* out);
+void make_rows(std::uint64_t tag, std::int64_t first, std::int64_t count, std::int64_t n,
+               std::int8_t* out);
 
 struct Experts {
-  std::vector<std::int8_t> w1, w2;      // [E_local, H, 2I], [E_local, I, H]
+  std::vector<std::int8_t> w1, w2;        // [E_local, H, 2I], [E_local, I, H]
   std::vector<float> w1_scale, w2_scale;  // [E_local, 2I], [E_local, H]
 };
 

@@ -21,9 +21,9 @@
 // predecessors' task ids, no tensor arguments): the runtime's cost without dependency inference.
 #include <pthread.h>
 #include <sched.h>
-#include <time.h>
 #include <tbb/flow_graph.h>
 #include <tbb/task_arena.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -35,8 +35,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -152,7 +152,8 @@ Dag make_random(int tasks, int scope, int pool) {
     int a = pick(rng), b = pick(rng), c = pick(rng);
     while (b == a) b = pick(rng);
     while (c == a || c == b) c = pick(rng);
-    dag.tasks.push_back({{a, 0, 1, ArgTag::kInput}, {b, 0, 1, ArgTag::kInput}, {c, 0, 1, ArgTag::kInOut}});
+    dag.tasks.push_back(
+        {{a, 0, 1, ArgTag::kInput}, {b, 0, 1, ArgTag::kInput}, {c, 0, 1, ArgTag::kInOut}});
   }
   return dag;
 }
@@ -164,8 +165,10 @@ TensorView view_of(Dag& dag, const Access& a) {
 
 // Records what the first run inferred and the order tasks ran in.
 struct OrderCheck : Observer {
-  explicit OrderCheck(std::size_t tasks) : started(tasks, -1), completed(tasks, -1), inferred(tasks) {}
-  void on_task_submit(const TaskInfo& t, std::span<const Dependency> deps, const Occupancy&) override {
+  explicit OrderCheck(std::size_t tasks)
+      : started(tasks, -1), completed(tasks, -1), inferred(tasks) {}
+  void on_task_submit(const TaskInfo& t, std::span<const Dependency> deps,
+                      const Occupancy&) override {
     for (const Dependency& d : deps) inferred[t.id].push_back(static_cast<int>(d.pred));
   }
   void on_task_start(const TaskInfo& t, int) override { started[t.id] = clock.fetch_add(1); }
@@ -221,12 +224,13 @@ class HpRunner {
   HpRunner(int orchestrator_cpu, bool explicit_deps)
       : orchestrator_cpu_(orchestrator_cpu), explicit_deps_(explicit_deps) {
     check(ChipWorker::create({.num_cube = 1, .num_vector = 1}, &worker_), "ChipWorker::create");
-    check(worker_->register_callable(
-              Callable::from_function("empty", [](const TaskArgs&, hp::platform::BlockContext&) {
-                return Status::ok();
-              }, "bench-runtime-empty-v1"),
-              &empty_),
-          "register_callable");
+    check(
+        worker_->register_callable(
+            Callable::from_function(
+                "empty", [](const TaskArgs&, hp::platform::BlockContext&) { return Status::ok(); },
+                "bench-runtime-empty-v1"),
+            &empty_),
+        "register_callable");
   }
 
   // Returns the orchestration thread's CPU time (s) for the submits: what the runtime costs the
@@ -237,41 +241,51 @@ class HpRunner {
     if (observer != nullptr) config.observers = {observer};
     std::size_t widest = 0;
     for (std::size_t i = 0; i < dag.scope_starts.size(); ++i) {
-      const std::size_t end =
-          i + 1 < dag.scope_starts.size() ? static_cast<std::size_t>(dag.scope_starts[i + 1]) : dag.tasks.size();
+      const std::size_t end = i + 1 < dag.scope_starts.size()
+                                  ? static_cast<std::size_t>(dag.scope_starts[i + 1])
+                                  : dag.tasks.size();
       widest = std::max(widest, end - static_cast<std::size_t>(dag.scope_starts[i]));
     }
     config.task_ring_slots = std::max<int>(1024, static_cast<int>(widest) + 1);
     std::vector<TaskId> ids;
-    check(Orchestrator::run(*worker_, [&](Orchestrator& o) -> Status {
-            if (orchestrator_cpu_ >= 0) pin_to(orchestrator_cpu_);
-            const double cpu_start = thread_cpu_seconds();
-            for (std::size_t i = 0; i < dag.scope_starts.size(); ++i) {
-              const auto begin = static_cast<std::size_t>(dag.scope_starts[i]);
-              const std::size_t end = i + 1 < dag.scope_starts.size()
-                                          ? static_cast<std::size_t>(dag.scope_starts[i + 1])
-                                          : dag.tasks.size();
-              auto scope = o.scope();
-              for (std::size_t t = begin; t < end; ++t) {
-                TaskArgs args;
-                if (explicit_deps_) {
-                  ids.assign(dag.preds[t].begin(), dag.preds[t].end());
-                  args.set_dependencies(ids);
-                } else {
-                  for (const Access& a : dag.tasks[t]) {
-                    switch (a.tag) {
-                      case ArgTag::kInput: args.input(view_of(dag, a)); break;
-                      case ArgTag::kInOut: args.inout(view_of(dag, a)); break;
-                      default: args.output_existing(view_of(dag, a)); break;
+    check(Orchestrator::run(
+              *worker_,
+              [&](Orchestrator& o) -> Status {
+                if (orchestrator_cpu_ >= 0) pin_to(orchestrator_cpu_);
+                const double cpu_start = thread_cpu_seconds();
+                for (std::size_t i = 0; i < dag.scope_starts.size(); ++i) {
+                  const auto begin = static_cast<std::size_t>(dag.scope_starts[i]);
+                  const std::size_t end = i + 1 < dag.scope_starts.size()
+                                              ? static_cast<std::size_t>(dag.scope_starts[i + 1])
+                                              : dag.tasks.size();
+                  auto scope = o.scope();
+                  for (std::size_t t = begin; t < end; ++t) {
+                    TaskArgs args;
+                    if (explicit_deps_) {
+                      ids.assign(dag.preds[t].begin(), dag.preds[t].end());
+                      args.set_dependencies(ids);
+                    } else {
+                      for (const Access& a : dag.tasks[t]) {
+                        switch (a.tag) {
+                          case ArgTag::kInput:
+                            args.input(view_of(dag, a));
+                            break;
+                          case ArgTag::kInOut:
+                            args.inout(view_of(dag, a));
+                            break;
+                          default:
+                            args.output_existing(view_of(dag, a));
+                            break;
+                        }
+                      }
                     }
+                    HP_RETURN_IF_ERROR(o.submit(empty_, args));
                   }
                 }
-                HP_RETURN_IF_ERROR(o.submit(empty_, args));
-              }
-            }
-            orchestration_cpu = thread_cpu_seconds() - cpu_start;
-            return Status::ok();
-          }, config),
+                orchestration_cpu = thread_cpu_seconds() - cpu_start;
+                return Status::ok();
+              },
+              config),
           "Orchestrator::run");
     return orchestration_cpu;
   }
@@ -300,7 +314,8 @@ std::unique_ptr<TbbGraph> run_tbb(tbb::task_arena& arena, const Dag& dag) {
     nodes.reserve(dag.tasks.size());
     for (std::size_t t = 0; t < dag.tasks.size(); ++t) {
       nodes.push_back(std::make_unique<Node>(graph, [](const tbb::flow::continue_msg&) {}));
-      for (int p : dag.preds[t]) tbb::flow::make_edge(*nodes[static_cast<std::size_t>(p)], *nodes[t]);
+      for (int p : dag.preds[t])
+        tbb::flow::make_edge(*nodes[static_cast<std::size_t>(p)], *nodes[t]);
     }
     for (std::size_t t = 0; t < dag.tasks.size(); ++t) {
       if (dag.preds[t].empty()) nodes[t]->try_put(tbb::flow::continue_msg());
@@ -317,7 +332,8 @@ void verify(HpRunner& hp, Dag& dag) {
   for (std::size_t t = 0; t < dag.tasks.size(); ++t) {
     for (int p : order.inferred[t]) {
       if (!std::binary_search(dag.preds[t].begin(), dag.preds[t].end(), p)) {
-        std::fprintf(stderr, "%s: task %zu: unexpected dependency on task %d\n", dag.name.c_str(), t, p);
+        std::fprintf(stderr, "%s: task %zu: unexpected dependency on task %d\n", dag.name.c_str(),
+                     t, p);
         std::exit(1);
       }
     }
@@ -361,7 +377,8 @@ double handoff_once(int cpu_a, int cpu_b) {
   player(0);
   other.join();
   pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
-  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() /
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start)
+             .count() /
          (2.0 * kTrips);
 }
 
@@ -421,14 +438,18 @@ BenchOptions parse(int argc, char** argv) {
       const long cpu = std::strtol(v, &end, 10);
       const cpu_set_t set = process_cpus();
       if (end == v || *end != '\0' || cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &set)) {
-        std::fprintf(stderr, "bench_runtime: --orchestrator-cpu=%s is not a CPU this process may run on\n", v);
+        std::fprintf(stderr,
+                     "bench_runtime: --orchestrator-cpu=%s is not a CPU this process may run on\n",
+                     v);
         std::exit(2);
       }
       o.orchestrator_cpu = static_cast<int>(cpu);
     } else {
       std::fprintf(stderr,
-                   "usage: bench_runtime [--quick] [--tasks=N] [--rounds=R] [--width=W] [--scope=S] [--no-peer]\n"
-                   "                     [--only=chain|fan-out|random] [--orchestrator-cpu=N] [--explicit-deps]\n");
+                   "usage: bench_runtime [--quick] [--tasks=N] [--rounds=R] [--width=W] "
+                   "[--scope=S] [--no-peer]\n"
+                   "                     [--only=chain|fan-out|random] [--orchestrator-cpu=N] "
+                   "[--explicit-deps]\n");
       std::exit(2);
     }
   }
@@ -444,16 +465,18 @@ BenchOptions parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   const BenchOptions options = parse(argc, argv);
   const int threads = cpus_of_process();
-  std::printf("runtime benchmarks: per-task overhead of empty tasks, medians of %d interleaved "
-              "rounds\n  hp: Orchestrator on a chip of 1 cube + 1 vector core, %s; tbb: flow graph "
-              "(continue_node + make_edge) in a %d-thread arena\n",
-              options.rounds,
-              options.explicit_deps ? "dependencies given (set_dependencies)"
-                                    : "dependencies inferred from tensor arguments",
-              threads);
-  std::printf("  cache line hand-off between two threads: %.0f ns one way (this host varies it over "
-              "time)\n",
-              handoff_ns());
+  std::printf(
+      "runtime benchmarks: per-task overhead of empty tasks, medians of %d interleaved "
+      "rounds\n  hp: Orchestrator on a chip of 1 cube + 1 vector core, %s; tbb: flow graph "
+      "(continue_node + make_edge) in a %d-thread arena\n",
+      options.rounds,
+      options.explicit_deps ? "dependencies given (set_dependencies)"
+                            : "dependencies inferred from tensor arguments",
+      threads);
+  std::printf(
+      "  cache line hand-off between two threads: %.0f ns one way (this host varies it over "
+      "time)\n",
+      handoff_ns());
   std::vector<Dag> dags;
   if (options.only.empty() || options.only == "chain") {
     dags.push_back(make_chain(options.tasks, options.scope));
@@ -477,11 +500,13 @@ int main(int argc, char** argv) {
     for (int r = 0; r < options.rounds; ++r) {
       auto start = std::chrono::steady_clock::now();
       submit_cpu.push_back(hp.run(dag, nullptr) / n);
-      ours.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / n);
+      ours.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / n);
       if (!options.peer) continue;
       start = std::chrono::steady_clock::now();
       std::unique_ptr<TbbGraph> graph = run_tbb(arena, dag);
-      peer.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / n);
+      peer.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / n);
       graph.reset();
     }
     const double cpu = hp::bench::median(submit_cpu) * 1e9;
@@ -491,9 +516,10 @@ int main(int argc, char** argv) {
       continue;
     }
     const double a = hp::bench::median(ours), b = hp::bench::median(peer);
-    std::printf("%-42s hp: %8.1f ns/task   tbb::flow: %8.1f ns/task   hp/tbb: %5.2f   "
-                "(submitting thread's CPU: %6.1f ns/task)\n",
-                dag.name.c_str(), a * 1e9, b * 1e9, a / b, cpu);
+    std::printf(
+        "%-42s hp: %8.1f ns/task   tbb::flow: %8.1f ns/task   hp/tbb: %5.2f   "
+        "(submitting thread's CPU: %6.1f ns/task)\n",
+        dag.name.c_str(), a * 1e9, b * 1e9, a / b, cpu);
     std::fflush(stdout);
   }
   return 0;

@@ -12,7 +12,7 @@
 #include "bench_common.h"
 
 static int me, npes, partner, active;
-static char* base;  /* window: [flag (64 B) | dst (buf)] */
+static char* base; /* window: [flag (64 B) | dst (buf)] */
 static char* src;
 static MPI_Win win;
 static size_t buf;
@@ -102,12 +102,12 @@ int main(int argc, char** argv) {
   const double alltoall = MEDIAN_OF(reps, alltoall_sample(a2a, quick ? 1 : 20));
 
   if (me == 0) {
-    printf("{\"impl\": \"%s\", \"n_pes\": %d, \"put_GBps_64K\": %.3f, \"put_GBps_1M\": %.3f, "
-           "\"put_GBps_64M\": %.3f, \"pingpong_half_rtt_us\": %.3f, \"barrier_us\": %.3f, "
-           "\"alltoall_1M_us\": %.1f}\n",
-           argc > 1 ? argv[1] : "mpi-rma", npes, (64 << 10) / put_64k / 1e9,
-           (1 << 20) / put_1m / 1e9, big / put_64m / 1e9, pingpong * 1e6, barrier * 1e6,
-           alltoall * 1e6);
+    printf(
+        "{\"impl\": \"%s\", \"n_pes\": %d, \"put_GBps_64K\": %.3f, \"put_GBps_1M\": %.3f, "
+        "\"put_GBps_64M\": %.3f, \"pingpong_half_rtt_us\": %.3f, \"barrier_us\": %.3f, "
+        "\"alltoall_1M_us\": %.1f}\n",
+        argc > 1 ? argv[1] : "mpi-rma", npes, (64 << 10) / put_64k / 1e9, (1 << 20) / put_1m / 1e9,
+        big / put_64m / 1e9, pingpong * 1e6, barrier * 1e6, alltoall * 1e6);
     fflush(stdout);
   }
   MPI_Win_unlock_all(win);

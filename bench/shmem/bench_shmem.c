@@ -24,8 +24,8 @@
 
 static int me, npes, partner, active;
 static char *src, *dst;
-static long* flag;          /* 1.4 ping-pong flag */
-static uint64_t* signal_;   /* 1.5 ping-pong signal */
+static long* flag;        /* 1.4 ping-pong flag */
+static uint64_t* signal_; /* 1.5 ping-pong signal */
 
 /* PE 0 puts to PE 1; the others wait in a barrier. */
 static double put_sample(size_t bytes, int iters) {
@@ -154,13 +154,14 @@ int main(int argc, char** argv) {
   const double alltoall = MEDIAN_OF(reps, alltoall_sample(a2a, quick ? 1 : 20));
 
   if (me == 0) {
-    printf("{\"impl\": \"%s\", \"n_pes\": %d, \"openshmem\": \"%d.%d\", "
-           "\"put_GBps_64K\": %.3f, \"put_GBps_1M\": %.3f, \"put_GBps_64M\": %.3f, "
-           "\"memcpy_GBps_64M\": %.3f, \"pingpong_half_rtt_us\": %.3f, \"barrier_us\": %.3f, "
-           "\"alltoall_1M_us\": %.1f}\n",
-           impl, npes, SHMEM_MAJOR_VERSION, SHMEM_MINOR_VERSION, (64 << 10) / put_64k / 1e9,
-           (1 << 20) / put_1m / 1e9, big / put_64m / 1e9, big / memcpy_64m / 1e9, pingpong * 1e6,
-           barrier * 1e6, alltoall * 1e6);
+    printf(
+        "{\"impl\": \"%s\", \"n_pes\": %d, \"openshmem\": \"%d.%d\", "
+        "\"put_GBps_64K\": %.3f, \"put_GBps_1M\": %.3f, \"put_GBps_64M\": %.3f, "
+        "\"memcpy_GBps_64M\": %.3f, \"pingpong_half_rtt_us\": %.3f, \"barrier_us\": %.3f, "
+        "\"alltoall_1M_us\": %.1f}\n",
+        impl, npes, SHMEM_MAJOR_VERSION, SHMEM_MINOR_VERSION, (64 << 10) / put_64k / 1e9,
+        (1 << 20) / put_1m / 1e9, big / put_64m / 1e9, big / memcpy_64m / 1e9, pingpong * 1e6,
+        barrier * 1e6, alltoall * 1e6);
     fflush(stdout);
   }
   shmem_free(signal_);

@@ -23,23 +23,24 @@ void add_example_options(CLI::App& app, ExampleOptions* options) {
                "a Chrome trace of the run (swimlane.json; opens in Perfetto)");
   app.add_option("--output-prefix", d.output_prefix, "the directory the diagnostics go to");
   app.add_option("--cube", options->num_cube, "cube cores of the chip")->check(CLI::PositiveNumber);
-  app.add_option("--vector", options->num_vector,
-                 "vector cores of the chip (1 or 2 per cube core)")->check(CLI::PositiveNumber);
+  app.add_option("--vector", options->num_vector, "vector cores of the chip (1 or 2 per cube core)")
+      ->check(CLI::PositiveNumber);
 }
 
 Status make_worker(const ExampleOptions& options, std::unique_ptr<runtime::ChipWorker>* worker) {
   HP_ENSURE(!options.run.diagnostics.any() || !options.run.diagnostics.output_prefix.empty(),
             ErrorCode::kInvalidArgument,
             "a diagnostic is on but no --output-prefix DIR says where its files go");
-  return runtime::ChipWorker::create({.num_cube = options.num_cube, .num_vector = options.num_vector},
-                                     worker);
+  return runtime::ChipWorker::create(
+      {.num_cube = options.num_cube, .num_vector = options.num_vector}, worker);
 }
 
 Status register_example_kernel(runtime::ChipWorker& worker, const std::string& symbol, int* slot) {
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   HP_ENSURE(!ec, ErrorCode::kSystemError, "reading /proc/self/exe: {}", ec.message());
-  const std::filesystem::path library = exe.parent_path().parent_path() / "lib" / kExampleKernelsLibrary;
+  const std::filesystem::path library =
+      exe.parent_path().parent_path() / "lib" / kExampleKernelsLibrary;
   runtime::Callable callable;
   HP_RETURN_IF_ERROR(runtime::Callable::from_library(library.string(), symbol, &callable));
   return worker.register_callable(callable, slot);

@@ -49,56 +49,73 @@ int main(int argc, char** argv) {
   app.add_option("--tile-m", tile_m, "tile rows")->check(CLI::PositiveNumber);
   app.add_option("--tile-n", tile_n, "tile columns")->check(CLI::PositiveNumber);
   app.add_option("--tile-k", tile_k, "K chunk per GEMM task")->check(CLI::PositiveNumber);
-  app.add_option("--gemm-blocks", gemm_blocks, "blocks per GEMM task (cube)")->check(CLI::PositiveNumber);
+  app.add_option("--gemm-blocks", gemm_blocks, "blocks per GEMM task (cube)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--epilogue-blocks", epilogue_blocks, "blocks per bias+activation task (vector)")
       ->check(CLI::PositiveNumber);
   app.add_option("--activation", activation_name, "none, relu or gelu")
       ->check(CLI::IsMember({"none", "relu", "gelu"}));
   CLI11_PARSE(app, argc, argv);
   const Activation activation = std::map<std::string, Activation>{
-      {"none", Activation::kNone}, {"relu", Activation::kRelu}, {"gelu", Activation::kGelu}}
-      .at(activation_name);
+      {"none", Activation::kNone},
+      {"relu", Activation::kRelu},
+      {"gelu", Activation::kGelu}}.at(activation_name);
 
   std::unique_ptr<hp::runtime::ChipWorker> worker;
   int gemm = -1, bias_act = -1;
   Status s = hp::examples::make_worker(options, &worker);
-  if (s.is_ok()) s = hp::examples::register_example_kernel(*worker, "hp_example_tile_gemm_f32", &gemm);
-  if (s.is_ok()) s = hp::examples::register_example_kernel(*worker, "hp_example_bias_act_f32", &bias_act);
+  if (s.is_ok())
+    s = hp::examples::register_example_kernel(*worker, "hp_example_tile_gemm_f32", &gemm);
+  if (s.is_ok())
+    s = hp::examples::register_example_kernel(*worker, "hp_example_bias_act_f32", &bias_act);
   if (!s.is_ok()) return hp::examples::fail("matmul", s);
 
   std::vector<float> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
   std::vector<float> bias(static_cast<std::size_t>(n)), c(static_cast<std::size_t>(m * n), NAN);
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(static_cast<int>(i % 17) - 8) / 16;
-  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(static_cast<int>(i % 11) - 5) / 8;
-  for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = static_cast<float>(static_cast<int>(i % 7) - 3) / 4;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    a[i] = static_cast<float>(static_cast<int>(i % 17) - 8) / 16;
+  for (std::size_t i = 0; i < b.size(); ++i)
+    b[i] = static_cast<float>(static_cast<int>(i % 11) - 5) / 8;
+  for (std::size_t i = 0; i < bias.size(); ++i)
+    bias[i] = static_cast<float>(static_cast<int>(i % 7) - 3) / 4;
 
   int tasks = 0;
-  s = Orchestrator::run(*worker, [&](Orchestrator& o) -> Status {
-    for (std::int64_t i = 0; i < m; i += tile_m) {
-      auto row_scope = o.scope();  // one scope per row of tiles
-      const std::int64_t tm = std::min(tile_m, m - i);
-      for (std::int64_t j = 0; j < n; j += tile_n) {
-        const std::int64_t tn = std::min(tile_n, n - j);
-        const TensorView c_tile = window(c, n, i, j, tm, tn);
-        for (std::int64_t kc = 0; kc < k; kc += tile_k) {
-          const std::int64_t tk = std::min(tile_k, k - kc);
-          TaskArgs args = TaskArgs().input(window(a, k, i, kc, tm, tk)).input(window(b, n, kc, j, tk, tn));
-          if (kc == 0) args.output_existing(c_tile); else args.inout(c_tile);
-          args.scalar(static_cast<std::int32_t>(kc != 0));
-          HP_RETURN_IF_ERROR(o.submit(gemm, args, {.mode = LaunchMode::kCube, .block_num = gemm_blocks}));
-          ++tasks;
+  s = Orchestrator::run(
+      *worker,
+      [&](Orchestrator& o) -> Status {
+        for (std::int64_t i = 0; i < m; i += tile_m) {
+          auto row_scope = o.scope();  // one scope per row of tiles
+          const std::int64_t tm = std::min(tile_m, m - i);
+          for (std::int64_t j = 0; j < n; j += tile_n) {
+            const std::int64_t tn = std::min(tile_n, n - j);
+            const TensorView c_tile = window(c, n, i, j, tm, tn);
+            for (std::int64_t kc = 0; kc < k; kc += tile_k) {
+              const std::int64_t tk = std::min(tile_k, k - kc);
+              TaskArgs args =
+                  TaskArgs().input(window(a, k, i, kc, tm, tk)).input(window(b, n, kc, j, tk, tn));
+              if (kc == 0)
+                args.output_existing(c_tile);
+              else
+                args.inout(c_tile);
+              args.scalar(static_cast<std::int32_t>(kc != 0));
+              HP_RETURN_IF_ERROR(
+                  o.submit(gemm, args, {.mode = LaunchMode::kCube, .block_num = gemm_blocks}));
+              ++tasks;
+            }
+            TaskArgs epilogue = TaskArgs()
+                                    .inout(c_tile)
+                                    .input(TensorView(bias.data() + j, DType::kFP32, {tn}))
+                                    .scalar(static_cast<std::int32_t>(activation));
+            if (i == 0 && j == 0)
+              epilogue.dump();  // --dump-args 1 captures the first tile's epilogue
+            HP_RETURN_IF_ERROR(o.submit(
+                bias_act, epilogue, {.mode = LaunchMode::kVector, .block_num = epilogue_blocks}));
+            ++tasks;
+          }
         }
-        TaskArgs epilogue = TaskArgs().inout(c_tile)
-                                .input(TensorView(bias.data() + j, DType::kFP32, {tn}))
-                                .scalar(static_cast<std::int32_t>(activation));
-        if (i == 0 && j == 0) epilogue.dump();  // --dump-args 1 captures the first tile's epilogue
-        HP_RETURN_IF_ERROR(o.submit(bias_act, epilogue,
-                                    {.mode = LaunchMode::kVector, .block_num = epilogue_blocks}));
-        ++tasks;
-      }
-    }
-    return Status::ok();
-  }, options.run);
+        return Status::ok();
+      },
+      options.run);
   if (!s.is_ok()) return hp::examples::fail("matmul", s);
 
   for (std::int64_t i = 0; i < m; ++i) {
@@ -107,7 +124,8 @@ int main(int argc, char** argv) {
       for (std::int64_t kk = 0; kk < k; ++kk) acc += double(a[i * k + kk]) * b[kk * n + j];
       const float golden = hp::examples::activate(static_cast<float>(acc) + bias[j], activation);
       if (!(std::abs(c[i * n + j] - golden) <= 1e-4f * (1 + std::abs(golden)))) {
-        fmt::print(stderr, "matmul: MISMATCH C[{}, {}] = {}, expected {}\n", i, j, c[i * n + j], golden);
+        fmt::print(stderr, "matmul: MISMATCH C[{}, {}] = {}, expected {}\n", i, j, c[i * n + j],
+                   golden);
         return 1;
       }
     }

@@ -49,29 +49,35 @@ int main(int argc, char** argv) {
   float total = 0;
   int tasks = 0;
   const CallConfig vector{.block_num = block_dim};
-  s = Orchestrator::run(*worker, [&](Orchestrator& o) -> Status {
-    for (std::int64_t begin = 0; begin < n; begin += chunk) {
-      const std::int64_t len = std::min(chunk, n - begin);
-      auto scope = o.scope();  // t of this chunk is released when the scope ends
-      TaskArgs add_args =
-          TaskArgs().input(TensorView(x.data() + begin, DType::kFP32, {len}))
-              .input(TensorView(y.data() + begin, DType::kFP32, {len}))
-              .output(DType::kFP32, {len});
-      if (begin == 0) add_args.dump();  // --dump-args 1 captures the first chunk's add
-      SubmitResult t;
-      HP_RETURN_IF_ERROR(o.submit(add, add_args, vector, &t));
-      HP_RETURN_IF_ERROR(o.submit(scale,
-                                  TaskArgs().input(t.outputs[0])
-                                      .output_existing(TensorView(z.data() + begin, DType::kFP32, {len}))
-                                      .scalar(alpha),
-                                  vector));
-      tasks += 2;
-    }
-    ++tasks;
-    return o.submit(sum, TaskArgs().input(TensorView(z.data(), DType::kFP32, {n}))
-                             .output_existing(TensorView(&total, DType::kFP32, {1}))
-                             .dump({1}));
-  }, options.run);
+  s = Orchestrator::run(
+      *worker,
+      [&](Orchestrator& o) -> Status {
+        for (std::int64_t begin = 0; begin < n; begin += chunk) {
+          const std::int64_t len = std::min(chunk, n - begin);
+          auto scope = o.scope();  // t of this chunk is released when the scope ends
+          TaskArgs add_args = TaskArgs()
+                                  .input(TensorView(x.data() + begin, DType::kFP32, {len}))
+                                  .input(TensorView(y.data() + begin, DType::kFP32, {len}))
+                                  .output(DType::kFP32, {len});
+          if (begin == 0) add_args.dump();  // --dump-args 1 captures the first chunk's add
+          SubmitResult t;
+          HP_RETURN_IF_ERROR(o.submit(add, add_args, vector, &t));
+          HP_RETURN_IF_ERROR(
+              o.submit(scale,
+                       TaskArgs()
+                           .input(t.outputs[0])
+                           .output_existing(TensorView(z.data() + begin, DType::kFP32, {len}))
+                           .scalar(alpha),
+                       vector));
+          tasks += 2;
+        }
+        ++tasks;
+        return o.submit(sum, TaskArgs()
+                                 .input(TensorView(z.data(), DType::kFP32, {n}))
+                                 .output_existing(TensorView(&total, DType::kFP32, {1}))
+                                 .dump({1}));
+      },
+      options.run);
   if (!s.is_ok()) return hp::examples::fail("vector-add", s);
 
   double golden_total = 0;

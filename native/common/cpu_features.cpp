@@ -20,9 +20,9 @@ CpuFeatures detect() {
   const bool osxsave = ecx & (1u << 27);
   const bool fma = ecx & (1u << 12), f16c = ecx & (1u << 29), avx = ecx & (1u << 28);
   const std::uint64_t xcr0 = osxsave ? xgetbv0() : 0;
-  const bool os_avx = (xcr0 & 0x6) == 0x6;              // XMM and YMM state
+  const bool os_avx = (xcr0 & 0x6) == 0x6;                 // XMM and YMM state
   const bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
-  const bool os_amx = (xcr0 & 0x60000) == 0x60000;       // XTILECFG and XTILEDATA
+  const bool os_amx = (xcr0 & 0x60000) == 0x60000;         // XTILECFG and XTILEDATA
 
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
   f.avx2 = os_avx && avx && (ebx & (1u << 5));

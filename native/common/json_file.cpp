@@ -2,10 +2,10 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>

@@ -10,12 +10,18 @@ namespace {
 
 spdlog::level::level_enum to_spdlog(LogLevel level) {
   switch (level) {
-    case LogLevel::kTrace: return spdlog::level::trace;
-    case LogLevel::kDebug: return spdlog::level::debug;
-    case LogLevel::kInfo: return spdlog::level::info;
-    case LogLevel::kWarn: return spdlog::level::warn;
-    case LogLevel::kError: return spdlog::level::err;
-    case LogLevel::kOff: return spdlog::level::off;
+    case LogLevel::kTrace:
+      return spdlog::level::trace;
+    case LogLevel::kDebug:
+      return spdlog::level::debug;
+    case LogLevel::kInfo:
+      return spdlog::level::info;
+    case LogLevel::kWarn:
+      return spdlog::level::warn;
+    case LogLevel::kError:
+      return spdlog::level::err;
+    case LogLevel::kOff:
+      return spdlog::level::off;
   }
   return spdlog::level::warn;
 }
@@ -41,8 +47,8 @@ spdlog::logger& logger() {
 
 bool log_enabled(LogLevel level) {
   int override_level = level_override().load(std::memory_order_relaxed);
-  LogLevel threshold = override_level >= 0 ? static_cast<LogLevel>(override_level)
-                                           : settings().log_level;
+  LogLevel threshold =
+      override_level >= 0 ? static_cast<LogLevel>(override_level) : settings().log_level;
   return level != LogLevel::kOff && level >= threshold;
 }
 

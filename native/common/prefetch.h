@@ -34,7 +34,8 @@ inline void prefetch_for_read(const void* p) noexcept {
   const auto* c = static_cast<const char*>(p);
   [&]<std::size_t... L>(std::index_sequence<L...>) {
     (detail::prefetch_line<false>(c + L * 64), ...);
-  }(std::make_index_sequence<(Bytes + 63) / 64>{});
+  }
+  (std::make_index_sequence<(Bytes + 63) / 64>{});
 }
 
 // Prefetches every 64-byte line of [p, p + Bytes) for writing: owned with PREFETCHW when
@@ -47,7 +48,8 @@ inline void prefetch_for_write(const void* p, bool prfchw) noexcept {
   const auto* c = static_cast<const char*>(p);
   [&]<std::size_t... L>(std::index_sequence<L...>) {
     (detail::prefetch_line<true>(c + L * 64), ...);
-  }(std::make_index_sequence<(Bytes + 63) / 64>{});
+  }
+  (std::make_index_sequence<(Bytes + 63) / 64>{});
 }
 
 }  // namespace hp

@@ -85,31 +85,32 @@ constexpr std::array kSpecs = {
                 "where build.sh, the component scripts and the tests put everything they make"},
     SettingSpec{"HP_CACHE_DIR", T::kPath, S::kBuild, "<HP_BUILD_DIR>/native/cache", "",
                 "heavy component caches, keyed by sources, compiler, flags and targets"},
-    SettingSpec{"HP_SHMEM_HOME", T::kPath, S::kBuild, "", "",
-                "the symmetric-memory SDK the custom_ops build compiles ops that require SHMEM against (a "
-                "root laid out as the payload's symmetric_memory slice); default: this build's own"},
+    SettingSpec{
+        "HP_SHMEM_HOME", T::kPath, S::kBuild, "", "",
+        "the symmetric-memory SDK the custom_ops build compiles ops that require SHMEM against (a "
+        "root laid out as the payload's symmetric_memory slice); default: this build's own"},
     SettingSpec{"HP_SANITIZE", T::kEnum, S::kBuild, "", "|address|undefined|thread",
                 "build the native components with this sanitizer"},
     SettingSpec{"HP_CC", T::kPath, S::kBuild, "cc", "",
                 "the C compiler hpcc runs to build OpenSHMEM programs against the payload"},
-    SettingSpec{"HP_WERROR", T::kBool, S::kBuild, "0", "",
-                "build with -Werror (CI sets it)"},
+    SettingSpec{"HP_WERROR", T::kBool, S::kBuild, "0", "", "build with -Werror (CI sets it)"},
 };
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n'))
+    s.remove_suffix(1);
   return s;
 }
 
 Status bad(const SettingSpec& spec, std::string_view value, std::string_view expected) {
   return Status::error(ErrorCode::kInvalidSetting,
-                       "{}='{}' is invalid: expected {} (default '{}'); fix or unset it",
-                       spec.name, value, expected, spec.default_value);
+                       "{}='{}' is invalid: expected {} (default '{}'); fix or unset it", spec.name,
+                       value, expected, spec.default_value);
 }
 
-Status parse_int(const SettingSpec& spec, std::string_view text, std::int64_t min,
-                 std::int64_t max, std::int64_t* out) {
+Status parse_int(const SettingSpec& spec, std::string_view text, std::int64_t min, std::int64_t max,
+                 std::int64_t* out) {
   std::int64_t v = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || v < min || v > max) {
@@ -159,23 +160,34 @@ const SettingSpec* find_setting(std::string_view name) noexcept {
 
 std::string_view to_string(SettingType type) noexcept {
   switch (type) {
-    case T::kBool: return "bool";
-    case T::kInt: return "int";
-    case T::kDouble: return "double";
-    case T::kString: return "string";
-    case T::kEnum: return "enum";
-    case T::kCpuList: return "cpulist";
-    case T::kPath: return "path";
-    case T::kSize: return "size";
+    case T::kBool:
+      return "bool";
+    case T::kInt:
+      return "int";
+    case T::kDouble:
+      return "double";
+    case T::kString:
+      return "string";
+    case T::kEnum:
+      return "enum";
+    case T::kCpuList:
+      return "cpulist";
+    case T::kPath:
+      return "path";
+    case T::kSize:
+      return "size";
   }
   return "unknown";
 }
 
 std::string_view to_string(SettingScope scope) noexcept {
   switch (scope) {
-    case S::kRuntime: return "runtime";
-    case S::kPython: return "python";
-    case S::kBuild: return "build";
+    case S::kRuntime:
+      return "runtime";
+    case S::kPython:
+      return "python";
+    case S::kBuild:
+      return "build";
   }
   return "unknown";
 }
@@ -188,8 +200,7 @@ Status parse_cpu_list(std::string_view text, std::vector<int>* cpus) {
   auto number = [&](std::string_view s, int* v) {
     s = trim(s);
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
-    return !s.empty() && ec == std::errc() && end == s.data() + s.size() && *v >= 0 &&
-           *v < kMaxCpu;
+    return !s.empty() && ec == std::errc() && end == s.data() + s.size() && *v >= 0 && *v < kMaxCpu;
   };
   for (;;) {
     auto comma = text.find(',');
@@ -235,10 +246,20 @@ Status parse_size(const SettingSpec& spec, std::string_view text, std::size_t* o
   std::uint64_t scale = 1;
   if (!digits.empty()) {
     switch (digits.back()) {
-      case 'K': case 'k': scale = 1ull << 10; break;
-      case 'M': case 'm': scale = 1ull << 20; break;
-      case 'G': case 'g': scale = 1ull << 30; break;
-      default: break;
+      case 'K':
+      case 'k':
+        scale = 1ull << 10;
+        break;
+      case 'M':
+      case 'm':
+        scale = 1ull << 20;
+        break;
+      case 'G':
+      case 'g':
+        scale = 1ull << 30;
+        break;
+      default:
+        break;
     }
     if (scale != 1) digits.remove_suffix(1);
   }

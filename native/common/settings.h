@@ -55,14 +55,15 @@ struct HP_API Settings {
   double shmem_timeout_s = 120.0;             // HP_SHMEM_TIMEOUT_S
   std::size_t shmem_heap_bytes = 256u << 20;  // HP_SHMEM_HEAP_SIZE
   ShmemTransport shmem_transport = ShmemTransport::kAuto;  // HP_SHMEM_TRANSPORT
-  std::string kernel_target = "auto";       // HP_KERNEL_TARGET: auto, reference or a SoC target
-  int rank = -1;                              // HP_RANK (-1: unset)
-  int world_size = -1;                        // HP_WORLD_SIZE (-1: unset)
-  std::string job_id;                         // HP_JOB_ID
-  int local_rank = -1;                        // HP_LOCAL_RANK (-1: unset)
-  int local_size = -1;                        // HP_LOCAL_SIZE (-1: unset)
-  std::vector<std::string> vendor_path;       // HP_VENDOR_PATH, split at ':' (empty parts dropped)
-  std::string activated;                      // HP_ACTIVATED (empty: this process was not activated)
+  std::string kernel_target = "auto";    // HP_KERNEL_TARGET: auto, reference or a SoC target
+  int rank = -1;                         // HP_RANK (-1: unset)
+  int world_size = -1;                   // HP_WORLD_SIZE (-1: unset)
+  std::string job_id;                    // HP_JOB_ID
+  int local_rank = -1;                   // HP_LOCAL_RANK (-1: unset)
+  int local_size = -1;                   // HP_LOCAL_SIZE (-1: unset)
+  std::vector<std::string> vendor_path;  // HP_VENDOR_PATH, split at ':' (empty parts dropped)
+  // HP_ACTIVATED (empty: this process was not activated)
+  std::string activated;
 
   using Lookup = std::function<std::optional<std::string>(std::string_view name)>;
   // Parses every runtime setting through `lookup`; unset names take their defaults. On error

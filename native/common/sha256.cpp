@@ -77,7 +77,8 @@ Status parse_hashid(std::string_view hashid, Sha256Digest* digest) {
   Sha256Digest parsed{};
   bool ok = hashid.size() == kPrefix.size() + 64 && hashid.substr(0, kPrefix.size()) == kPrefix;
   for (std::size_t i = 0; ok && i < 32; ++i) {
-    int hi = nibble(hashid[kPrefix.size() + 2 * i]), lo = nibble(hashid[kPrefix.size() + 2 * i + 1]);
+    int hi = nibble(hashid[kPrefix.size() + 2 * i]),
+        lo = nibble(hashid[kPrefix.size() + 2 * i + 1]);
     ok = hi >= 0 && lo >= 0;
     parsed[i] = std::uint8_t(hi << 4 | lo);
   }

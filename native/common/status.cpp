@@ -6,29 +6,11 @@ namespace hp {
 namespace {
 
 constexpr std::array<std::string_view, static_cast<std::size_t>(ErrorCode::kCount)> kNames = {
-    "OK",
-    "INVALID_ARGUMENT",
-    "OUT_OF_RANGE",
-    "SHAPE_MISMATCH",
-    "DTYPE_MISMATCH",
-    "UNSUPPORTED",
-    "TIMEOUT",
-    "ABORTED",
-    "OUT_OF_MEMORY",
-    "IO_ERROR",
-    "CORRUPT_DATA",
-    "INVALID_SETTING",
-    "INTERNAL",
-    "KERNEL_FAILED",
-    "SYSTEM_ERROR",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "ISA_UNSUPPORTED",
-    "FAILED_PRECONDITION",
-    "PEER_DEAD",
-    "MISALIGNED",
-    "NOT_SYMMETRIC",
-    "DOUBLE_FREE",
+    "OK",           "INVALID_ARGUMENT", "OUT_OF_RANGE",    "SHAPE_MISMATCH",      "DTYPE_MISMATCH",
+    "UNSUPPORTED",  "TIMEOUT",          "ABORTED",         "OUT_OF_MEMORY",       "IO_ERROR",
+    "CORRUPT_DATA", "INVALID_SETTING",  "INTERNAL",        "KERNEL_FAILED",       "SYSTEM_ERROR",
+    "NOT_FOUND",    "ALREADY_EXISTS",   "ISA_UNSUPPORTED", "FAILED_PRECONDITION", "PEER_DEAD",
+    "MISALIGNED",   "NOT_SYMMETRIC",    "DOUBLE_FREE",
 };
 
 const std::string& empty_message() {

@@ -19,29 +19,29 @@ namespace hp {
 
 enum class ErrorCode : std::uint32_t {
   kOk = 0,
-  kInvalidArgument = 1,   // a parameter is wrong (the message names it and what was expected)
-  kOutOfRange = 2,        // an index or id outside its valid range
-  kShapeMismatch = 3,     // tensor shapes disagree
-  kDTypeMismatch = 4,     // tensor dtypes disagree or are unsupported for the call
-  kUnsupported = 5,       // a valid request this build or host cannot serve
-  kTimeout = 6,           // a wait passed its deadline (the message names what it waited on)
-  kAborted = 7,           // gave up because another participant failed first
-  kOutOfMemory = 8,       // an allocation or a fixed-size heap/ring is exhausted
-  kIoError = 9,           // reading or writing a file failed
-  kCorruptData = 10,      // a file or buffer does not parse or fails validation
-  kInvalidSetting = 11,   // an HP_* environment variable has an invalid value
-  kInternal = 12,         // a broken invariant inside HyperParallel (a bug: please report)
-  kKernelFailed = 13,     // a kernel block returned an error or threw
-  kSystemError = 14,      // a system call failed (the message carries errno's text)
-  kNotFound = 15,         // a named thing (file, symbol, slot, component) does not exist
-  kAlreadyExists = 16,    // creating something that already exists
-  kIsaUnsupported = 17,   // the CPU lacks an instruction set the request needs
+  kInvalidArgument = 1,      // a parameter is wrong (the message names it and what was expected)
+  kOutOfRange = 2,           // an index or id outside its valid range
+  kShapeMismatch = 3,        // tensor shapes disagree
+  kDTypeMismatch = 4,        // tensor dtypes disagree or are unsupported for the call
+  kUnsupported = 5,          // a valid request this build or host cannot serve
+  kTimeout = 6,              // a wait passed its deadline (the message names what it waited on)
+  kAborted = 7,              // gave up because another participant failed first
+  kOutOfMemory = 8,          // an allocation or a fixed-size heap/ring is exhausted
+  kIoError = 9,              // reading or writing a file failed
+  kCorruptData = 10,         // a file or buffer does not parse or fails validation
+  kInvalidSetting = 11,      // an HP_* environment variable has an invalid value
+  kInternal = 12,            // a broken invariant inside HyperParallel (a bug: please report)
+  kKernelFailed = 13,        // a kernel block returned an error or threw
+  kSystemError = 14,         // a system call failed (the message carries errno's text)
+  kNotFound = 15,            // a named thing (file, symbol, slot, component) does not exist
+  kAlreadyExists = 16,       // creating something that already exists
+  kIsaUnsupported = 17,      // the CPU lacks an instruction set the request needs
   kFailedPrecondition = 18,  // called in the wrong state (e.g. before init)
-  kPeerDead = 19,         // a peer (PE, rank, process) died or exited early; the message names it
-  kMisaligned = 20,       // an address lacks the alignment the call requires
-  kNotSymmetric = 21,     // an address is not inside the symmetric heap (or not from its allocator)
-  kDoubleFree = 22,       // freeing symmetric memory that is already free
-  kCount                  // sentinel: number of codes, never a real code
+  kPeerDead = 19,      // a peer (PE, rank, process) died or exited early; the message names it
+  kMisaligned = 20,    // an address lacks the alignment the call requires
+  kNotSymmetric = 21,  // an address is not inside the symmetric heap (or not from its allocator)
+  kDoubleFree = 22,    // freeing symmetric memory that is already free
+  kCount               // sentinel: number of codes, never a real code
 };
 
 // Stable upper-case name, e.g. "TIMEOUT". "UNKNOWN" for values outside the enum.
@@ -77,16 +77,16 @@ class [[nodiscard]] HP_API Status {
 
 // Returns the Status of the expression from the enclosing function when it is not OK
 // (variadic: template arguments may contain commas).
-#define HP_RETURN_IF_ERROR(...)                       \
-  do {                                                \
-    ::hp::Status hp_status_ = (__VA_ARGS__);          \
-    if (!hp_status_.is_ok()) return hp_status_;       \
+#define HP_RETURN_IF_ERROR(...)                 \
+  do {                                          \
+    ::hp::Status hp_status_ = (__VA_ARGS__);    \
+    if (!hp_status_.is_ok()) return hp_status_; \
   } while (0)
 
 // Returns Status(code, formatted message) from the enclosing function when `cond` is false.
-#define HP_ENSURE(cond, code, ...)                                 \
-  do {                                                             \
-    if (!(cond)) return ::hp::Status::error((code), __VA_ARGS__);  \
+#define HP_ENSURE(cond, code, ...)                                \
+  do {                                                            \
+    if (!(cond)) return ::hp::Status::error((code), __VA_ARGS__); \
   } while (0)
 
 #endif  // HYPER_PARALLEL_COMMON_STATUS_H_

@@ -28,9 +28,9 @@ Status parse_dtype(std::string_view name, DType* dtype) {
       return Status::ok();
     }
   }
-  return Status::error(ErrorCode::kInvalidArgument,
-                       "unknown dtype '{}': expected int8, uint8, int32, int64, bf16, fp16, fp32 or fp64",
-                       name);
+  return Status::error(
+      ErrorCode::kInvalidArgument,
+      "unknown dtype '{}': expected int8, uint8, int32, int64, bf16, fp16, fp32 or fp64", name);
 }
 
 TensorView::TensorView(void* data, DType dtype, std::span<const std::int64_t> shape,
@@ -123,15 +123,15 @@ Status TensorView::validate(std::string_view what) const {
   for (int i = 0; i < ndim(); ++i) {
     HP_ENSURE(shape_[i] >= 0, ErrorCode::kShapeMismatch, "{}: dim {} is negative ({})", what, i,
               shape_[i]);
-    HP_ENSURE(strides_[i] >= 0, ErrorCode::kInvalidArgument, "{}: stride {} is negative ({})",
-              what, i, strides_[i]);
+    HP_ENSURE(strides_[i] >= 0, ErrorCode::kInvalidArgument, "{}: stride {} is negative ({})", what,
+              i, strides_[i]);
   }
   std::int64_t n = 0, last = 0, end = 0, bytes = 0;
-  HP_ENSURE(checked_extent(shape(), strides(), &n, &last) && !__builtin_add_overflow(last, 1, &end) &&
-                !__builtin_mul_overflow(end, std::int64_t(element_size()), &bytes),
-            ErrorCode::kInvalidArgument,
-            "{}: shape [{}] with strides [{}] spans more than 2^63 bytes", what,
-            fmt::join(shape(), ", "), fmt::join(strides(), ", "));
+  HP_ENSURE(
+      checked_extent(shape(), strides(), &n, &last) && !__builtin_add_overflow(last, 1, &end) &&
+          !__builtin_mul_overflow(end, std::int64_t(element_size()), &bytes),
+      ErrorCode::kInvalidArgument, "{}: shape [{}] with strides [{}] spans more than 2^63 bytes",
+      what, fmt::join(shape(), ", "), fmt::join(strides(), ", "));
   HP_ENSURE(data_ != nullptr || n == 0, ErrorCode::kInvalidArgument,
             "{}: null data for a non-empty tensor", what);
   return Status::ok();
@@ -145,8 +145,9 @@ Status TensorView::expect_shape(std::string_view what,
     const std::int64_t want = expected.begin()[i];
     match = want < 0 || want == shape_[i];
   }
-  HP_ENSURE(match, ErrorCode::kShapeMismatch, "{}: shape [{}] does not match expected [{}] (-1: any)",
-            what, fmt::join(shape(), ", "), fmt::join(expected, ", "));
+  HP_ENSURE(match, ErrorCode::kShapeMismatch,
+            "{}: shape [{}] does not match expected [{}] (-1: any)", what, fmt::join(shape(), ", "),
+            fmt::join(expected, ", "));
   return Status::ok();
 }
 

@@ -38,7 +38,9 @@ enum class DType : std::uint8_t {
 inline std::size_t dtype_size(DType dtype) noexcept {
   constexpr std::uint8_t kSizes[] = {1, 1, 4, 8, 2, 2, 4, 8};
   static_assert(std::size(kSizes) == static_cast<std::size_t>(DType::kCount));
-  return static_cast<std::size_t>(dtype) < std::size(kSizes) ? kSizes[static_cast<std::size_t>(dtype)] : 0;
+  return static_cast<std::size_t>(dtype) < std::size(kSizes)
+             ? kSizes[static_cast<std::size_t>(dtype)]
+             : 0;
 }
 HP_API std::string_view to_string(DType dtype) noexcept;  // "int8", "bf16", ...
 HP_API Status parse_dtype(std::string_view name, DType* dtype);
@@ -67,7 +69,9 @@ class HP_API TensorView {
   // unspecified).
   std::int64_t dim(int i) const noexcept { return shape_[i]; }
   std::int64_t stride(int i) const noexcept { return strides_[i]; }
-  std::span<const std::int64_t> shape() const noexcept { return {shape_.data(), std::size_t(ndim())}; }
+  std::span<const std::int64_t> shape() const noexcept {
+    return {shape_.data(), std::size_t(ndim())};
+  }
   std::span<const std::int64_t> strides() const noexcept {
     return {strides_.data(), std::size_t(ndim())};
   }

@@ -15,8 +15,8 @@
 namespace hp::kernels {
 
 __attribute__((target("avx512f,avx512bf16"))) inline void bf16_dot_block(
-    const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows, const std::uint32_t* b, float* c,
-    std::int64_t ldc, bool accumulate) {
+    const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows, const std::uint32_t* b,
+    float* c, std::int64_t ldc, bool accumulate) {
   for (std::int64_t r = 0; r < rows; r += 6) {
     __m512 acc[6][4];
 #pragma GCC unroll 6

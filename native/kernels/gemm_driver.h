@@ -75,7 +75,8 @@ inline float load_element(const void* base, ElementType type, std::int64_t i) {
   return static_cast<const float*>(base)[i];
 }
 
-inline void store_row(void* base, ElementType type, std::int64_t offset, const float* v, std::int64_t n) {
+inline void store_row(void* base, ElementType type, std::int64_t offset, const float* v,
+                      std::int64_t n) {
   if (type == ElementType::kBF16) {
     std::uint16_t* out = static_cast<std::uint16_t*>(base) + offset;
     for (std::int64_t i = 0; i < n; ++i) out[i] = float_to_bf16(v[i]);
@@ -145,9 +146,11 @@ inline std::int64_t quantize(const QuantizeArgs* args, std::int64_t begin, std::
   for (std::int64_t r = begin; r < end; ++r) {
     bool ok;
     if (a.x_type == ElementType::kBF16) {
-      ok = a.smooth ? quantize_row<ElementType::kBF16, true>(a, r) : quantize_row<ElementType::kBF16, false>(a, r);
+      ok = a.smooth ? quantize_row<ElementType::kBF16, true>(a, r)
+                    : quantize_row<ElementType::kBF16, false>(a, r);
     } else {
-      ok = a.smooth ? quantize_row<ElementType::kFP32, true>(a, r) : quantize_row<ElementType::kFP32, false>(a, r);
+      ok = a.smooth ? quantize_row<ElementType::kFP32, true>(a, r)
+                    : quantize_row<ElementType::kFP32, false>(a, r);
     }
     bad += !ok;
   }
@@ -211,8 +214,10 @@ inline void store_bf16x16(std::uint16_t* out, const F32x16& v) {
   const U32x16 high = bits >> 16;
   const U32x16 rounded = (bits + ((high & 1u) + 0x7FFFu)) >> 16;
   const U32x16 quiet = high | 0x40u;
-  const __mmask16 nan = _mm512_cmp_ps_mask(reinterpret_cast<__m512>(v), reinterpret_cast<__m512>(v), _CMP_UNORD_Q);
-  const __m512i lanes = _mm512_mask_mov_epi32(reinterpret_cast<__m512i>(rounded), nan, reinterpret_cast<__m512i>(quiet));
+  const __mmask16 nan =
+      _mm512_cmp_ps_mask(reinterpret_cast<__m512>(v), reinterpret_cast<__m512>(v), _CMP_UNORD_Q);
+  const __m512i lanes = _mm512_mask_mov_epi32(reinterpret_cast<__m512i>(rounded), nan,
+                                              reinterpret_cast<__m512i>(quiet));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_maskz_cvtepi32_epi16(0xFFFF, lanes));
 #else
   alignas(64) float lanes[16];
@@ -239,7 +244,8 @@ void row_sum_typed(const RowSumArgs& a) {
     F32x16 s0 = {}, s1 = {}, s2 = {}, s3 = {};
     for (std::int64_t j = 0; j < a.next_n; ++j) {  // the same columns of the next sum's rows
       const auto* p = static_cast<const char*>(a.next[j]) + c0 * std::int64_t(sizeof(In));
-      for (std::size_t line = 0; line < sizeof(In) * kBlock; line += 64) __builtin_prefetch(p + line);
+      for (std::size_t line = 0; line < sizeof(In) * kBlock; line += 64)
+        __builtin_prefetch(p + line);
     }
     for (std::int64_t i = 0; i < n; ++i) {
       const In* x = rows[i] + c0;
@@ -270,7 +276,8 @@ void row_sum_typed(const RowSumArgs& a) {
   }
   for (std::int64_t c = c0; c < cols; ++c) {
     float sum = 0.0f;
-    for (std::int64_t i = 0; i < n; ++i) sum = sum + (weights ? weights[i] : 1.0f) * load_element(rows[i], a.row_type, c);
+    for (std::int64_t i = 0; i < n; ++i)
+      sum = sum + (weights ? weights[i] : 1.0f) * load_element(rows[i], a.row_type, c);
     store_row(a.out, a.out_type, c, &sum, 1);
   }
 }
@@ -301,16 +308,19 @@ template <typename Isa>
 class Int8Gemm {
  public:
   using Panel = typename Isa::Panel;
-  static constexpr bool kInterleaves =
-      requires { &Isa::template int8_block_interleaved<void (*)(std::int64_t, std::int64_t)>; };
-  static_assert(!Isa::kTiledPanel || (sizeof(Panel) == 1 && Isa::kRowAlign == 16), "tiled panels are AMX A tiles");
+  static constexpr bool kInterleaves = requires {
+    &Isa::template int8_block_interleaved<void (*)(std::int64_t, std::int64_t)>;
+  };
+  static_assert(!Isa::kTiledPanel || (sizeof(Panel) == 1 && Isa::kRowAlign == 16),
+                "tiled panels are AMX A tiles");
 
   Int8Gemm(const GroupedGemmArgs& a, const TileGrid& grid, void* workspace)
       : a_(a), w_(*a.w), grid_(grid), mpad_(round_up(max_tile_rows(grid), Isa::kRowAlign)) {
     Arena arena(workspace);
     panel_ = arena.take<Panel>(mpad_ * w_.k_pad);
     rowsum_ = arena.take<std::int32_t>(w_.groups * mpad_);
-    if (w_.type == WeightType::kInt4) unpacked_ = arena.take<std::uint8_t>(Isa::kNb / 16 * group_k() / 4 * 64);
+    if (w_.type == WeightType::kInt4)
+      unpacked_ = arena.take<std::uint8_t>(Isa::kNb / 16 * group_k() / 4 * 64);
     acc_ = arena.take<std::int32_t>(mpad_ * Isa::kNb);
     if (kInterleaves) acc_pending_ = arena.take<std::int32_t>(mpad_ * Isa::kNb);
     cw_[0] = arena.take<float>(mpad_ * Isa::kNb);
@@ -416,7 +426,8 @@ class Int8Gemm {
 
   // acc_[r][c] = the int32 dot products of the panel's rows with packed columns [p0, p0 + nb)
   // over the K rows of group g (biased weights: no correction yet).
-  void dot_block(std::int64_t e, std::int64_t p0, std::int64_t nb, std::int64_t mpad, std::int64_t g) {
+  void dot_block(std::int64_t e, std::int64_t p0, std::int64_t nb, std::int64_t mpad,
+                 std::int64_t g) {
     const std::int64_t blocks = nb / 16;
     const std::int64_t k0 = group_begin(g), k1 = group_end(g);
     const std::uint8_t* b;
@@ -429,8 +440,8 @@ class Int8Gemm {
       stride = w_.k_pad / 4 * 64;
     }
     const NextWeights next = next_weights(e, p0, nb);
-    Isa::int8_block(panel_ + (Isa::kTiledPanel ? 16 * k0 : k0), w_.k_pad, mpad, b, stride, int(blocks), k1 - k0,
-                    acc_, Isa::kNb, next.data, next.bytes);
+    Isa::int8_block(panel_ + (Isa::kTiledPanel ? 16 * k0 : k0), w_.k_pad, mpad, b, stride,
+                    int(blocks), k1 - k0, acc_, Isa::kNb, next.data, next.bytes);
   }
 
   // cw[r][c] = sum over K groups of float(dot) * w_scale, packed columns [p0, p0 + nb).
@@ -447,7 +458,8 @@ class Int8Gemm {
         if (g == 0) {
           for (std::int64_t c = 0; c < nb; ++c) out[c] = float(acc[c] - correction) * ws[c];
         } else {
-          for (std::int64_t c = 0; c < nb; ++c) out[c] = out[c] + float(acc[c] - correction) * ws[c];
+          for (std::int64_t c = 0; c < nb; ++c)
+            out[c] = out[c] + float(acc[c] - correction) * ws[c];
         }
       }
     }
@@ -456,8 +468,8 @@ class Int8Gemm {
   // The fp32 output of columns [j, j + valid) of tile t from acc_ (one K group) in one pass:
   // the operations and their order are scaled_block's and run_tile's, so the values are the
   // same. Whole 16-column pieces are streamed past the caches (store_f32x16_streaming).
-  void store_dequantized(const Tile& t, std::int64_t j, std::int64_t valid, const std::int32_t* dots,
-                         std::int64_t r0, std::int64_t r1) {
+  void store_dequantized(const Tile& t, std::int64_t j, std::int64_t valid,
+                         const std::int32_t* dots, std::int64_t r0, std::int64_t r1) {
     const float* ws = w_.scales(t.expert, 0) + j;
     const std::int32_t bias = w_.bias;
     const bool scale_rows = a_.epilogue == Epilogue::kDequantScale;
@@ -488,18 +500,21 @@ class Int8Gemm {
   // store_dequantized. With int8_block_interleaved (int8 weights), the previous block's
   // store_dequantized runs in slices during this block's tile passes, and a tile's last block
   // is stored at once.
-  void dequantized_block(const Tile& t, std::int64_t j, std::int64_t nb, std::int64_t valid, std::int64_t mpad) {
+  void dequantized_block(const Tile& t, std::int64_t j, std::int64_t nb, std::int64_t valid,
+                         std::int64_t mpad) {
     const std::int64_t rows = t.row_end - t.row_begin;
     if constexpr (kInterleaves) {
       if (w_.type == WeightType::kInt8) {
         const std::int64_t prev_j = j - Isa::kNb;
         const bool pending = j > t.col_begin;
         const auto between = [&](std::int64_t i, std::int64_t n) {
-          if (pending) store_dequantized(t, prev_j, Isa::kNb, acc_pending_, rows * i / n, rows * (i + 1) / n);
+          if (pending)
+            store_dequantized(t, prev_j, Isa::kNb, acc_pending_, rows * i / n, rows * (i + 1) / n);
         };
         const NextWeights next = next_weights(t.expert, j, nb);
-        Isa::int8_block_interleaved(panel_, w_.k_pad, mpad, w_.block(t.expert, j / 16, 0), w_.k_pad / 4 * 64,
-                                    int(nb / 16), w_.k_pad, acc_, Isa::kNb, next.data, next.bytes, between);
+        Isa::int8_block_interleaved(panel_, w_.k_pad, mpad, w_.block(t.expert, j / 16, 0),
+                                    w_.k_pad / 4 * 64, int(nb / 16), w_.k_pad, acc_, Isa::kNb,
+                                    next.data, next.bytes, between);
         std::swap(acc_, acc_pending_);
         if (j + Isa::kNb >= t.col_end) store_dequantized(t, j, valid, acc_pending_, 0, rows);
         return;
@@ -536,7 +551,8 @@ class Int8Gemm {
       for (std::int64_t r = 0; r < rows; ++r) {
         const std::int64_t row = t.row_begin + r;
         quantize_floats(h_ + r * seg, inter, 0.0f,
-                        static_cast<std::int8_t*>(a_.out) + row * a_.out_row_stride, a_.out_scale + row);
+                        static_cast<std::int8_t*>(a_.out) + row * a_.out_row_stride,
+                        a_.out_scale + row);
       }
       return;
     }
@@ -583,8 +599,8 @@ std::uint64_t grouped_gemm_workspace(const GroupedGemmArgs* a, const TileGrid* g
 }
 
 template <typename Isa>
-void grouped_gemm(const GroupedGemmArgs* a, const TileGrid* grid, std::int64_t begin, std::int64_t end,
-                  void* workspace) {
+void grouped_gemm(const GroupedGemmArgs* a, const TileGrid* grid, std::int64_t begin,
+                  std::int64_t end, void* workspace) {
   Int8Gemm<Isa>(*a, *grid, workspace).run(begin, end);
 }
 
@@ -601,7 +617,9 @@ class Bf16Gemm {
   static_assert(kBf16Kc / kPairs % Isa::kBf16PairAlign == 0, "padded K chunks fit the panels");
 
   Bf16Gemm(const Bf16GemmArgs& a, const TileGrid& grid, void* workspace)
-      : a_(a), grid_(grid), mpad_(round_up(max_tile_rows(grid), Isa::kBf16Mr)),
+      : a_(a),
+        grid_(grid),
+        mpad_(round_up(max_tile_rows(grid), Isa::kBf16Mr)),
         npad_(round_up(grid.tile_n, Isa::kBf16Nb)) {
     Arena arena(workspace);
     a_panel_ = arena.take<Elem>(mpad_ * kBf16Kc / kPairs);
@@ -621,7 +639,8 @@ class Bf16Gemm {
   // block of kBf16Nb columns, the panel run_tile would pack, kChunkPairs pairs long (the pairs
   // past the chunk's zero). Only targets on bf16 pairs have it (fp32 panels would double B).
   static constexpr std::int64_t kChunkPairs = kBf16Kc / kPairs;
-  static std::int64_t panel_offset(const Bf16GemmArgs& a, std::int64_t e, std::int64_t chunk, std::int64_t block) {
+  static std::int64_t panel_offset(const Bf16GemmArgs& a, std::int64_t e, std::int64_t chunk,
+                                   std::int64_t block) {
     const std::int64_t chunks = ceil_div(a.k, kBf16Kc), blocks = ceil_div(a.n, Isa::kBf16Nb);
     return ((e * chunks + chunk) * blocks + block) * kChunkPairs * Isa::kBf16Nb;
   }
@@ -636,7 +655,8 @@ class Bf16Gemm {
         for (std::int64_t col = 0; col < a_.n; col += Isa::kBf16Nb) {
           Elem* panel = panels + panel_offset(a_, e, k0 / kBf16Kc, col / Isa::kBf16Nb);
           pack_b(t, col, std::min<std::int64_t>(Isa::kBf16Nb, a_.n - col), k0, kl, kp, panel);
-          std::memset(panel + kp * Isa::kBf16Nb, 0, std::size_t((kChunkPairs - kp) * Isa::kBf16Nb) * sizeof(Elem));
+          std::memset(panel + kp * Isa::kBf16Nb, 0,
+                      std::size_t((kChunkPairs - kp) * Isa::kBf16Nb) * sizeof(Elem));
         }
       }
     }
@@ -667,15 +687,17 @@ class Bf16Gemm {
   // pairs [kp, lda) zero (lda: kp rounded up to kBf16PairAlign; fp32 panels have lda = kp). fp32
   // panels of contiguous A rows (kInput) or of A^T with contiguous columns (kWeight) are plain
   // conversions (vectorised); the rest goes element by element.
-  void pack_a(const Tile& t, std::int64_t rows, std::int64_t mpad, std::int64_t k0, std::int64_t kl, std::int64_t kp,
-              std::int64_t lda) {
+  void pack_a(const Tile& t, std::int64_t rows, std::int64_t mpad, std::int64_t k0, std::int64_t kl,
+              std::int64_t kp, std::int64_t lda) {
     std::memset(a_panel_ + rows * lda, 0, std::size_t((mpad - rows) * lda) * sizeof(Elem));
     if constexpr (!Isa::kBf16Pairs) {
       if (a_.kind == Bf16GemmKind::kInput) {
-        for (std::int64_t m = 0; m < rows; ++m) convert(&a_.a[(t.row_begin + m) * a_.a_row_stride + k0], kl, a_panel_ + m * lda);
+        for (std::int64_t m = 0; m < rows; ++m)
+          convert(&a_.a[(t.row_begin + m) * a_.a_row_stride + k0], kl, a_panel_ + m * lda);
       } else {
         for (std::int64_t i = 0; i < kl; ++i) {
-          const std::uint16_t* src = &a_.a[(a_.offsets[t.expert] + k0 + i) * a_.a_row_stride + t.row_begin];
+          const std::uint16_t* src =
+              &a_.a[(a_.offsets[t.expert] + k0 + i) * a_.a_row_stride + t.row_begin];
           for (std::int64_t m = 0; m < rows; ++m) a_panel_[m * lda + i] = bf16_to_float(src[m]);
         }
       }
@@ -694,11 +716,14 @@ class Bf16Gemm {
       } else {
         for (std::int64_t i = 0; i < kp; ++i) {
           const std::int64_t k = k0 + 2 * i;
-          const std::uint16_t* lo = &a_.a[(a_.offsets[t.expert] + k) * a_.a_row_stride + t.row_begin];
+          const std::uint16_t* lo =
+              &a_.a[(a_.offsets[t.expert] + k) * a_.a_row_stride + t.row_begin];
           const std::uint16_t* hi = k + 1 < k0 + kl ? lo + a_.a_row_stride : nullptr;
-          for (std::int64_t m = 0; m < rows; ++m) a_panel_[m * lda + i] = pack(lo[m], hi ? hi[m] : 0);
+          for (std::int64_t m = 0; m < rows; ++m)
+            a_panel_[m * lda + i] = pack(lo[m], hi ? hi[m] : 0);
         }
-        for (std::int64_t m = 0; m < rows; ++m) std::fill(a_panel_ + m * lda + kp, a_panel_ + (m + 1) * lda, Elem(0));
+        for (std::int64_t m = 0; m < rows; ++m)
+          std::fill(a_panel_ + m * lda + kp, a_panel_ + (m + 1) * lda, Elem(0));
       }
     }
   }
@@ -706,11 +731,12 @@ class Bf16Gemm {
   // The B panel [kp][kBf16Nb] of columns [col, col + nb) (zero columns after) and K rows
   // [k0, k0 + kl); fp32 panels of B with contiguous rows or contiguous columns (W^T) are plain
   // conversions.
-  void pack_b(const Tile& t, std::int64_t col, std::int64_t nb, std::int64_t k0, std::int64_t kl, std::int64_t kp,
-              Elem* b_panel) {
+  void pack_b(const Tile& t, std::int64_t col, std::int64_t nb, std::int64_t k0, std::int64_t kl,
+              std::int64_t kp, Elem* b_panel) {
     constexpr std::int64_t kNb = Isa::kBf16Nb;
     if (nb < kNb) {
-      for (std::int64_t i = 0; i < kp; ++i) std::memset(b_panel + i * kNb + nb, 0, std::size_t(kNb - nb) * sizeof(Elem));
+      for (std::int64_t i = 0; i < kp; ++i)
+        std::memset(b_panel + i * kNb + nb, 0, std::size_t(kNb - nb) * sizeof(Elem));
     }
     if constexpr (!Isa::kBf16Pairs) {
       if (a_.b_stride_n == 1) {
@@ -756,7 +782,8 @@ class Bf16Gemm {
       const std::int64_t k = k0 + i * kPairs;
       Elem* dst = b_panel + i * kNb;
       for (std::int64_t n = 0; n < nb; ++n) {
-        dst[n] = pack(b_at(t, k, col + n), kPairs == 2 && k + 1 < k0 + kl ? b_at(t, k + 1, col + n) : 0);
+        dst[n] =
+            pack(b_at(t, k, col + n), kPairs == 2 && k + 1 < k0 + kl ? b_at(t, k + 1, col + n) : 0);
       }
     }
   }
@@ -768,41 +795,50 @@ class Bf16Gemm {
   void run_tile(const Tile& t) {
     const std::int64_t rows = t.row_end - t.row_begin, cols = t.col_end - t.col_begin;
     const std::int64_t mpad = round_up(rows, Isa::kBf16Mr);
-    const std::int64_t k_total = a_.kind == Bf16GemmKind::kInput
-                                     ? a_.k
-                                     : a_.offsets[t.expert + 1] - a_.offsets[t.expert];
-    const std::int64_t first_out_row = a_.kind == Bf16GemmKind::kInput ? t.row_begin : t.expert * a_.m + t.row_begin;
+    const std::int64_t k_total =
+        a_.kind == Bf16GemmKind::kInput ? a_.k : a_.offsets[t.expert + 1] - a_.offsets[t.expert];
+    const std::int64_t first_out_row =
+        a_.kind == Bf16GemmKind::kInput ? t.row_begin : t.expert * a_.m + t.row_begin;
     // An fp32 output tile of whole blocks (no padding rows or columns) spanning at most
     // kBf16InPlaceSpan bytes of the output is accumulated in place; any other goes through c_
     // and is stored after. (A taller tile touches a page per row in every K chunk, which costs
     // more than the copy through c_: bench/kernels/RESULTS.md.)
-    const bool in_place = a_.out_type == ElementType::kFP32 && rows == mpad && cols % Isa::kBf16Nb == 0 &&
-                          rows * a_.out_row_stride * std::int64_t(sizeof(float)) <= kBf16InPlaceSpan;
-    float* c = in_place ? static_cast<float*>(a_.out) + first_out_row * a_.out_row_stride + t.col_begin : c_;
-    const Elem* panels = a_.kind == Bf16GemmKind::kInput ? static_cast<const Elem*>(a_.b_panels) : nullptr;
+    const bool in_place =
+        a_.out_type == ElementType::kFP32 && rows == mpad && cols % Isa::kBf16Nb == 0 &&
+        rows * a_.out_row_stride * std::int64_t(sizeof(float)) <= kBf16InPlaceSpan;
+    float* c = in_place
+                   ? static_cast<float*>(a_.out) + first_out_row * a_.out_row_stride + t.col_begin
+                   : c_;
+    const Elem* panels =
+        a_.kind == Bf16GemmKind::kInput ? static_cast<const Elem*>(a_.b_panels) : nullptr;
     const std::int64_t ldc = in_place ? a_.out_row_stride : npad_;
     if (k_total == 0) {
-      for (std::int64_t r = 0; r < mpad; ++r) std::memset(c + r * ldc, 0, std::size_t(in_place ? cols : npad_) * sizeof(float));
+      for (std::int64_t r = 0; r < mpad; ++r)
+        std::memset(c + r * ldc, 0, std::size_t(in_place ? cols : npad_) * sizeof(float));
     }
     for (std::int64_t k0 = 0; k0 < k_total; k0 += kBf16Kc) {
       const std::int64_t kl = std::min(kBf16Kc, k_total - k0), kp = ceil_div(kl, kPairs);
       const std::int64_t kpp = round_up(kp, Isa::kBf16PairAlign);
       pack_a(t, rows, mpad, k0, kl, kp, kpp);
       // B's padding pairs [kp, kpp): pack_b writes only pairs below kp.
-      if (panels == nullptr) std::memset(b_panel_ + kp * Isa::kBf16Nb, 0, std::size_t((kpp - kp) * Isa::kBf16Nb) * sizeof(Elem));
+      if (panels == nullptr)
+        std::memset(b_panel_ + kp * Isa::kBf16Nb, 0,
+                    std::size_t((kpp - kp) * Isa::kBf16Nb) * sizeof(Elem));
       for (std::int64_t j = 0; j < cols; j += Isa::kBf16Nb) {
         const Elem* b = b_panel_;
         if (panels != nullptr) {  // t.col_begin is a multiple of kBf16Nb (the plan's tile_n)
           b = panels + panel_offset(a_, t.expert, k0 / kBf16Kc, (t.col_begin + j) / Isa::kBf16Nb);
         } else {
-          pack_b(t, t.col_begin + j, std::min<std::int64_t>(Isa::kBf16Nb, cols - j), k0, kl, kp, b_panel_);
+          pack_b(t, t.col_begin + j, std::min<std::int64_t>(Isa::kBf16Nb, cols - j), k0, kl, kp,
+                 b_panel_);
         }
         Isa::bf16_block(a_panel_, kpp, mpad, b, c + j, ldc, k0 > 0);
       }
     }
     if (in_place) return;
     for (std::int64_t r = 0; r < rows; ++r) {
-      store_row(a_.out, a_.out_type, (first_out_row + r) * a_.out_row_stride + t.col_begin, c_ + r * npad_, cols);
+      store_row(a_.out, a_.out_type, (first_out_row + r) * a_.out_row_stride + t.col_begin,
+                c_ + r * npad_, cols);
     }
   }
 

@@ -39,7 +39,7 @@ enum class ElementType : std::int32_t { kInt8 = 0, kBF16 = 4, kFP32 = 6 };
 // unspecified).
 struct QuantizeArgs {
   const void* x;
-  ElementType x_type;  // kFP32 or kBF16
+  ElementType x_type;                     // kFP32 or kBF16
   std::int64_t rows, cols, x_row_stride;  // strides in elements
   const float* smooth;                    // [cols] or null
   float static_scale;                     // 0: dynamic
@@ -52,7 +52,7 @@ struct QuantizeArgs {
 struct DequantizeArgs {
   const std::int8_t* q;
   std::int64_t rows, cols, q_row_stride;
-  const float* scale;  // [rows]
+  const float* scale;    // [rows]
   ElementType out_type;  // kFP32 or kBF16
   void* out;
   std::int64_t out_row_stride;
@@ -189,8 +189,10 @@ inline constexpr std::uint64_t kKernelTableFields[] = {
     HP_KERNEL_TABLE_FIELD(bf16_pack_panels),
     sizeof(KernelTable)};
 #undef HP_KERNEL_TABLE_FIELD
-inline constexpr std::size_t kKernelTableLast = std::size(kKernelTableFields) - 3;  // the last entry's offset
-static_assert(kKernelTableFields[kKernelTableLast] + kKernelTableFields[kKernelTableLast + 1] == sizeof(KernelTable),
+// the last entry's offset
+inline constexpr std::size_t kKernelTableLast = std::size(kKernelTableFields) - 3;
+static_assert(kKernelTableFields[kKernelTableLast] + kKernelTableFields[kKernelTableLast + 1] ==
+                  sizeof(KernelTable),
               "an entry was appended to KernelTable but not to kKernelTableFields");
 
 inline constexpr std::uint64_t kernel_table_layout_digest() {

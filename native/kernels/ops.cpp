@@ -12,11 +12,13 @@ bool is_float_out(DType d) { return d == DType::kFP32 || d == DType::kBF16; }
 ElementType element_type(DType d) { return static_cast<ElementType>(int(d)); }
 
 // A 2-D tensor of `dtype` with the given sizes (-1: any) whose rows are contiguous.
-Status expect_matrix(const TensorView& t, std::string_view what, DType dtype, std::int64_t rows, std::int64_t cols) {
+Status expect_matrix(const TensorView& t, std::string_view what, DType dtype, std::int64_t rows,
+                     std::int64_t cols) {
   HP_RETURN_IF_ERROR(t.expect_dtype(what, dtype));
   HP_RETURN_IF_ERROR(t.expect_shape(what, {rows, cols}));
   if (t.dim(1) > 1 && t.stride(1) != 1) {
-    return Status::error(ErrorCode::kInvalidArgument, "{} {}: rows must be contiguous (innermost stride 1)", what,
+    return Status::error(ErrorCode::kInvalidArgument,
+                         "{} {}: rows must be contiguous (innermost stride 1)", what,
                          t.to_string());
   }
   return Status::ok();
@@ -26,7 +28,8 @@ Status expect_vector(const TensorView& t, std::string_view what, DType dtype, st
   HP_RETURN_IF_ERROR(t.expect_dtype(what, dtype));
   HP_RETURN_IF_ERROR(t.expect_shape(what, {n}));
   if (n > 1 && t.stride(0) != 1) {
-    return Status::error(ErrorCode::kInvalidArgument, "{} {}: must be contiguous", what, t.to_string());
+    return Status::error(ErrorCode::kInvalidArgument, "{} {}: must be contiguous", what,
+                         t.to_string());
   }
   return Status::ok();
 }
@@ -38,36 +41,41 @@ Status check_offsets(const TensorView& offsets, std::int64_t experts, std::int64
   HP_RETURN_IF_ERROR(expect_vector(offsets, "offsets", DType::kInt64, experts + 1));
   const auto* o = static_cast<const std::int64_t*>(offsets.data());
   if (o[0] != 0) {
-    return Status::error(ErrorCode::kInvalidArgument, "offsets[0] = {}: group offsets are prefix sums starting at 0",
-                         o[0]);
+    return Status::error(ErrorCode::kInvalidArgument,
+                         "offsets[0] = {}: group offsets are prefix sums starting at 0", o[0]);
   }
   for (std::int64_t e = 0; e < experts; ++e) {
     if (o[e + 1] < o[e]) {
-      return Status::error(ErrorCode::kInvalidArgument,
-                           "offsets[{}] = {} < offsets[{}] = {}: group offsets must not decrease (expert {} "
-                           "would have a negative row count)",
-                           e + 1, o[e + 1], e, o[e], e);
+      return Status::error(
+          ErrorCode::kInvalidArgument,
+          "offsets[{}] = {} < offsets[{}] = {}: group offsets must not decrease (expert {} "
+          "would have a negative row count)",
+          e + 1, o[e + 1], e, o[e], e);
     }
   }
   if (o[experts] != rows) {
-    return Status::error(ErrorCode::kShapeMismatch, "offsets[{}] = {} but the activations have {} rows", experts,
-                         o[experts], rows);
+    return Status::error(ErrorCode::kShapeMismatch,
+                         "offsets[{}] = {} but the activations have {} rows", experts, o[experts],
+                         rows);
   }
   return Status::ok();
 }
 
 Status check_grid(const TileGrid& g, bool full_width, std::int64_t cols) {
   if (g.tile_m < 1 || g.tile_n < 1) {
-    return Status::error(ErrorCode::kInvalidArgument, "tile grid {}x{}: tiles must be at least 1x1", g.tile_m, g.tile_n);
+    return Status::error(ErrorCode::kInvalidArgument, "tile grid {}x{}: tiles must be at least 1x1",
+                         g.tile_m, g.tile_n);
   }
   if (full_width && g.tile_n < cols) {
-    return Status::error(ErrorCode::kInvalidArgument,
-                         "tile grid {}x{}: the SwiGLU epilogue requantizes whole rows; tile_n must be >= {}",
-                         g.tile_m, g.tile_n, cols);
+    return Status::error(
+        ErrorCode::kInvalidArgument,
+        "tile grid {}x{}: the SwiGLU epilogue requantizes whole rows; tile_n must be >= {}",
+        g.tile_m, g.tile_n, cols);
   }
   if (!full_width && g.tile_n % kPackCols != 0) {
-    return Status::error(ErrorCode::kInvalidArgument, "tile grid {}x{}: tile_n must be a multiple of {}", g.tile_m,
-                         g.tile_n, kPackCols);
+    return Status::error(ErrorCode::kInvalidArgument,
+                         "tile grid {}x{}: tile_n must be a multiple of {}", g.tile_m, g.tile_n,
+                         kPackCols);
   }
   return Status::ok();
 }
@@ -78,8 +86,8 @@ struct AlignedFree {
 
 }  // namespace
 
-Status quantize(const KernelTable& table, const TensorView& x, const TensorView& q, const TensorView& scale,
-                const TensorView& smooth, float static_scale) {
+Status quantize(const KernelTable& table, const TensorView& x, const TensorView& q,
+                const TensorView& scale, const TensorView& smooth, float static_scale) {
   HP_RETURN_IF_ERROR(x.expect_shape("x", {-1, -1}));
   if (x.dtype() != DType::kFP32 && x.dtype() != DType::kBF16) {
     return Status::error(ErrorCode::kDTypeMismatch, "x {}: expected fp32 or bf16", x.to_string());
@@ -90,9 +98,10 @@ Status quantize(const KernelTable& table, const TensorView& x, const TensorView&
   HP_RETURN_IF_ERROR(expect_vector(scale, "scale", DType::kFP32, rows));
   if (!absent(smooth)) HP_RETURN_IF_ERROR(expect_vector(smooth, "smooth", DType::kFP32, cols));
   if (!(static_scale >= 0.0f) || !std::isfinite(static_scale)) {
-    return Status::error(ErrorCode::kInvalidArgument,
-                         "static_scale = {}: expected a finite scale > 0 (or 0 for dynamic quantisation)",
-                         static_scale);
+    return Status::error(
+        ErrorCode::kInvalidArgument,
+        "static_scale = {}: expected a finite scale > 0 (or 0 for dynamic quantisation)",
+        static_scale);
   }
   if (rows == 0 || cols == 0) {
     if (cols == 0 && rows > 0) std::fill_n(static_cast<float*>(scale.data()), rows, static_scale);
@@ -114,21 +123,24 @@ Status quantize(const KernelTable& table, const TensorView& x, const TensorView&
   if (bad > 0) {
     std::int64_t first = 0;
     while (first < rows && table.quantize(&args, first, first + 1) == 0) ++first;
-    return Status::error(ErrorCode::kInvalidArgument,
-                         "x {}: {} row(s) hold NaN or infinity (the first is row {}); int8 quantisation needs "
-                         "finite values",
-                         x.to_string(), bad, first);
+    return Status::error(
+        ErrorCode::kInvalidArgument,
+        "x {}: {} row(s) hold NaN or infinity (the first is row {}); int8 quantisation needs "
+        "finite values",
+        x.to_string(), bad, first);
   }
   return Status::ok();
 }
 
-Status dequantize(const KernelTable& table, const TensorView& q, const TensorView& scale, const TensorView& out) {
+Status dequantize(const KernelTable& table, const TensorView& q, const TensorView& scale,
+                  const TensorView& out) {
   HP_RETURN_IF_ERROR(q.expect_shape("q", {-1, -1}));
   const std::int64_t rows = q.dim(0), cols = q.dim(1);
   HP_RETURN_IF_ERROR(expect_matrix(q, "q", DType::kInt8, rows, cols));
   HP_RETURN_IF_ERROR(expect_vector(scale, "scale", DType::kFP32, rows));
   if (!is_float_out(out.dtype())) {
-    return Status::error(ErrorCode::kDTypeMismatch, "out {}: expected fp32 or bf16", out.to_string());
+    return Status::error(ErrorCode::kDTypeMismatch, "out {}: expected fp32 or bf16",
+                         out.to_string());
   }
   HP_RETURN_IF_ERROR(expect_matrix(out, "out", out.dtype(), rows, cols));
   if (rows == 0 || cols == 0) return Status::ok();
@@ -147,16 +159,20 @@ Status dequantize(const KernelTable& table, const TensorView& q, const TensorVie
 }
 
 Status row_sum(const KernelTable& table, std::span<const void* const> rows, DType row_type,
-               std::span<const float> weights, const TensorView& out, std::span<const void* const> next) {
-  HP_ENSURE(is_float_out(row_type), ErrorCode::kDTypeMismatch, "row_sum: rows of {}: expected fp32 or bf16",
-            to_string(row_type));
+               std::span<const float> weights, const TensorView& out,
+               std::span<const void* const> next) {
+  HP_ENSURE(is_float_out(row_type), ErrorCode::kDTypeMismatch,
+            "row_sum: rows of {}: expected fp32 or bf16", to_string(row_type));
   HP_RETURN_IF_ERROR(out.expect_shape("out", {-1}));
-  HP_ENSURE(is_float_out(out.dtype()), ErrorCode::kDTypeMismatch, "out {}: expected fp32 or bf16", out.to_string());
+  HP_ENSURE(is_float_out(out.dtype()), ErrorCode::kDTypeMismatch, "out {}: expected fp32 or bf16",
+            out.to_string());
   HP_RETURN_IF_ERROR(expect_vector(out, "out", out.dtype(), out.dim(0)));
   HP_ENSURE(weights.empty() || weights.size() == rows.size(), ErrorCode::kShapeMismatch,
-            "row_sum: {} weights for {} rows: expected none or one per row", weights.size(), rows.size());
+            "row_sum: {} weights for {} rows: expected none or one per row", weights.size(),
+            rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    HP_ENSURE(rows[i] != nullptr || out.dim(0) == 0, ErrorCode::kInvalidArgument, "row_sum: row {} is null", i);
+    HP_ENSURE(rows[i] != nullptr || out.dim(0) == 0, ErrorCode::kInvalidArgument,
+              "row_sum: row {} is null", i);
   }
   const RowSumArgs args{
       .rows = rows.data(),
@@ -181,7 +197,8 @@ std::vector<std::int64_t> split_tiles(const TileSpace& space, int workers) {
   prefix.push_back(0.0);
   // A tile costs its rows x columns plus a fixed part (loading its activation panel).
   space.for_each(0, total, [&](const Tile& t) {
-    prefix.push_back(prefix.back() + double(t.row_end - t.row_begin) * double(t.col_end - t.col_begin) +
+    prefix.push_back(prefix.back() +
+                     double(t.row_end - t.row_begin) * double(t.col_end - t.col_begin) +
                      double(max_tile_rows(space.grid)) * 16.0);
   });
   std::vector<std::int64_t> bounds(std::size_t(workers) + 1, total);
@@ -191,7 +208,9 @@ std::vector<std::int64_t> split_tiles(const TileSpace& space, int workers) {
     // The first tile boundary at or past the target, or the one just before it if closer.
     auto it = std::lower_bound(prefix.begin(), prefix.end(), target);
     std::int64_t b = it - prefix.begin();
-    if (b > 0 && target - prefix[std::size_t(b - 1)] < prefix[std::size_t(std::min(b, total))] - target) --b;
+    if (b > 0 &&
+        target - prefix[std::size_t(b - 1)] < prefix[std::size_t(std::min(b, total))] - target)
+      --b;
     bounds[std::size_t(w)] = std::clamp(b, bounds[std::size_t(w - 1)], total);
   }
   return bounds;
@@ -228,14 +247,17 @@ std::int64_t bf16_tile_rows(const KernelTable& table, Bf16GemmKind kind) {
 }
 }  // namespace
 
-TileGrid choose_grid(const KernelTable& table, const TileSpace& space, bool full_width, int workers) {
-  return shrink_grid({table.preferred_tile_m, full_width ? std::max<std::int64_t>(space.cols, 1) : table.preferred_tile_n},
+TileGrid choose_grid(const KernelTable& table, const TileSpace& space, bool full_width,
+                     int workers) {
+  return shrink_grid({table.preferred_tile_m,
+                      full_width ? std::max<std::int64_t>(space.cols, 1) : table.preferred_tile_n},
                      space, full_width, workers);
 }
 
-Status plan_grouped_gemm(const KernelTable& table, const GroupedGemmProblem& p, int workers, GroupedGemmPlan* plan,
-                         const TileGrid* grid) {
-  if (workers < 1) return Status::error(ErrorCode::kInvalidArgument, "workers = {}: expected >= 1", workers);
+Status plan_grouped_gemm(const KernelTable& table, const GroupedGemmProblem& p, int workers,
+                         GroupedGemmPlan* plan, const TileGrid* grid) {
+  if (workers < 1)
+    return Status::error(ErrorCode::kInvalidArgument, "workers = {}: expected >= 1", workers);
   HP_RETURN_IF_ERROR(validate_packed(p.weights));
   const PackedWeightsHeader& w = *p.weights;
   const bool swiglu = p.epilogue == Epilogue::kDequantSwigluQuant;
@@ -243,9 +265,10 @@ Status plan_grouped_gemm(const KernelTable& table, const GroupedGemmProblem& p, 
     return Status::error(ErrorCode::kInvalidArgument, "epilogue {}: unknown", int(p.epilogue));
   }
   if (swiglu != (w.layout == PackLayout::kSwigluHalves)) {
-    return Status(ErrorCode::kInvalidArgument,
-                  swiglu ? "the SwiGLU epilogue needs weights packed with PackLayout::kSwigluHalves"
-                         : "weights packed with PackLayout::kSwigluHalves are only for the SwiGLU epilogue");
+    return Status(
+        ErrorCode::kInvalidArgument,
+        swiglu ? "the SwiGLU epilogue needs weights packed with PackLayout::kSwigluHalves"
+               : "weights packed with PackLayout::kSwigluHalves are only for the SwiGLU epilogue");
   }
   HP_RETURN_IF_ERROR(p.a.expect_shape("a", {-1, w.k}));
   const std::int64_t rows = p.a.dim(0), cols = swiglu ? w.n / 2 : w.n;
@@ -255,13 +278,16 @@ Status plan_grouped_gemm(const KernelTable& table, const GroupedGemmProblem& p, 
   if (swiglu) {
     HP_RETURN_IF_ERROR(expect_matrix(p.out, "out", DType::kInt8, rows, cols));
     HP_RETURN_IF_ERROR(expect_vector(p.out_scale, "out_scale", DType::kFP32, rows));
-    if (!absent(p.smooth)) HP_RETURN_IF_ERROR(expect_matrix(p.smooth, "smooth", DType::kFP32, w.experts, cols));
+    if (!absent(p.smooth))
+      HP_RETURN_IF_ERROR(expect_matrix(p.smooth, "smooth", DType::kFP32, w.experts, cols));
     if (!absent(p.smooth) && p.smooth.stride(0) != cols) {
-      return Status::error(ErrorCode::kInvalidArgument, "smooth {}: must be contiguous", p.smooth.to_string());
+      return Status::error(ErrorCode::kInvalidArgument, "smooth {}: must be contiguous",
+                           p.smooth.to_string());
     }
   } else {
     if (!is_float_out(p.out.dtype())) {
-      return Status::error(ErrorCode::kDTypeMismatch, "out {}: expected fp32 or bf16", p.out.to_string());
+      return Status::error(ErrorCode::kDTypeMismatch, "out {}: expected fp32 or bf16",
+                           p.out.to_string());
     }
     HP_RETURN_IF_ERROR(expect_matrix(p.out, "out", p.out.dtype(), rows, cols));
   }
@@ -279,7 +305,9 @@ Status plan_grouped_gemm(const KernelTable& table, const GroupedGemmProblem& p, 
       .out = p.out.data(),
       .out_row_stride = p.out.stride(0),
       .out_scale = swiglu ? static_cast<float*>(p.out_scale.data()) : nullptr,
-      .row_factor = p.epilogue == Epilogue::kDequantScale ? static_cast<const float*>(p.row_factor.data()) : nullptr,
+      .row_factor = p.epilogue == Epilogue::kDequantScale
+                        ? static_cast<const float*>(p.row_factor.data())
+                        : nullptr,
       .smooth = swiglu && !absent(p.smooth) ? static_cast<const float*>(p.smooth.data()) : nullptr,
   };
   TileSpace space = gemm_tile_space(args, TileGrid{1, 1});
@@ -290,22 +318,26 @@ Status plan_grouped_gemm(const KernelTable& table, const GroupedGemmProblem& p, 
   plan->args_ = args;
   plan->grid_ = g;
   plan->bounds_ = split_tiles(space, workers);
-  plan->workspace_bytes_ = (table.grouped_gemm_workspace(&plan->args_, &g) + 63) & ~std::uint64_t(63);
+  plan->workspace_bytes_ =
+      (table.grouped_gemm_workspace(&plan->args_, &g) + 63) & ~std::uint64_t(63);
   return Status::ok();
 }
 
-Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& p, int workers, Bf16GemmPlan* plan,
-                      const TileGrid* grid) {
-  if (workers < 1) return Status::error(ErrorCode::kInvalidArgument, "workers = {}: expected >= 1", workers);
+Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& p, int workers,
+                      Bf16GemmPlan* plan, const TileGrid* grid) {
+  if (workers < 1)
+    return Status::error(ErrorCode::kInvalidArgument, "workers = {}: expected >= 1", workers);
   HP_RETURN_IF_ERROR(p.a.expect_shape("a", {-1, -1}));
   const std::int64_t rows = p.a.dim(0);
   HP_RETURN_IF_ERROR(expect_matrix(p.a, "a", DType::kBF16, rows, p.a.dim(1)));
   HP_RETURN_IF_ERROR(p.offsets.expect_shape("offsets", {-1}));
   const std::int64_t experts = p.offsets.dim(0) - 1;
-  if (experts < 1) return Status::error(ErrorCode::kShapeMismatch, "offsets: expected [E + 1] with E >= 1");
+  if (experts < 1)
+    return Status::error(ErrorCode::kShapeMismatch, "offsets: expected [E + 1] with E >= 1");
   HP_RETURN_IF_ERROR(check_offsets(p.offsets, experts, rows));
   if (!is_float_out(p.out.dtype())) {
-    return Status::error(ErrorCode::kDTypeMismatch, "out {}: expected fp32 or bf16", p.out.to_string());
+    return Status::error(ErrorCode::kDTypeMismatch, "out {}: expected fp32 or bf16",
+                         p.out.to_string());
   }
   Bf16GemmArgs args{
       .kind = p.kind,
@@ -326,10 +358,12 @@ Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& p, int wo
     if (const Bf16Panels* panels = p.b_panels; panels != nullptr && !panels->empty()) {
       if (panels->table() != &table) {
         return Status::error(ErrorCode::kInvalidArgument,
-                             "b_panels: packed for another kernel table (pack them with this one: pack_bf16_panels)");
+                             "b_panels: packed for another kernel table (pack them with this one: "
+                             "pack_bf16_panels)");
       }
       if (panels->experts() != experts || panels->k() != k) {
-        return Status::error(ErrorCode::kShapeMismatch, "b_panels: packed for B [{}, {}, {}], expected [{}, {}, N]",
+        return Status::error(ErrorCode::kShapeMismatch,
+                             "b_panels: packed for B [{}, {}, {}], expected [{}, {}, N]",
                              panels->experts(), panels->k(), panels->n(), experts, k);
       }
       n = panels->n();
@@ -353,8 +387,10 @@ Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& p, int wo
     HP_RETURN_IF_ERROR(expect_matrix(p.b, "b", DType::kBF16, rows, n));
     HP_RETURN_IF_ERROR(p.out.expect_shape("out", {experts, m, n}));
     if (p.out.stride(2) != 1 || p.out.stride(0) != m * p.out.stride(1)) {
-      return Status::error(ErrorCode::kInvalidArgument, "out {}: expected [E, M, N] with contiguous rows and "
-                           "experts one after another", p.out.to_string());
+      return Status::error(ErrorCode::kInvalidArgument,
+                           "out {}: expected [E, M, N] with contiguous rows and "
+                           "experts one after another",
+                           p.out.to_string());
     }
     args.b_stride_k = p.b.stride(0);
     args.b_stride_n = 1;
@@ -366,7 +402,8 @@ Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& p, int wo
   }
   TileSpace space = bf16_tile_space(args, TileGrid{1, 1});
   TileGrid g = grid ? *grid
-                    : shrink_grid({bf16_tile_rows(table, p.kind), table.preferred_tile_n}, space, false, workers);
+                    : shrink_grid({bf16_tile_rows(table, p.kind), table.preferred_tile_n}, space,
+                                  false, workers);
   HP_RETURN_IF_ERROR(check_grid(g, false, args.n));
   // Panels are whole blocks of columns: a tile starts at one.
   if (args.b_panels != nullptr) g.tile_n = round_up(g.tile_n, table.bf16_panel_cols);
@@ -396,7 +433,8 @@ Status pack_bf16_panels(const KernelTable& table, const TensorView& b, Bf16Panel
   if (bytes == 0) return Status::ok();
   void* buffer = std::aligned_alloc(64, (bytes + 63) & ~std::uint64_t(63));
   if (buffer == nullptr) {
-    return Status::error(ErrorCode::kOutOfMemory, "the bf16 panels of B {} need {} bytes", b.to_string(), bytes);
+    return Status::error(ErrorCode::kOutOfMemory, "the bf16 panels of B {} need {} bytes",
+                         b.to_string(), bytes);
   }
   out->buffer_.reset(buffer);
   table.bf16_pack_panels(&args, buffer);
@@ -415,7 +453,8 @@ Status run_alone(const Plan& plan) {
   if (plan.workspace_bytes() > 0) {
     workspace.reset(std::aligned_alloc(64, plan.workspace_bytes()));
     if (!workspace) {
-      return Status::error(ErrorCode::kOutOfMemory, "the GEMM workspace needs {} bytes", plan.workspace_bytes());
+      return Status::error(ErrorCode::kOutOfMemory, "the GEMM workspace needs {} bytes",
+                           plan.workspace_bytes());
     }
   }
   plan.run(0, workspace.get());

@@ -30,8 +30,9 @@ namespace hp::kernels {
 // [rows, cols], scale fp32 [rows]. smooth: optional fp32 [cols] (null data = none).
 // static_scale > 0 selects static quantisation. INVALID_ARGUMENT names the first row holding a
 // NaN or an infinity.
-HP_API Status quantize(const KernelTable& table, const TensorView& x, const TensorView& q, const TensorView& scale,
-                       const TensorView& smooth = {}, float static_scale = 0.0f);
+HP_API Status quantize(const KernelTable& table, const TensorView& x, const TensorView& q,
+                       const TensorView& scale, const TensorView& smooth = {},
+                       float static_scale = 0.0f);
 
 // out fp32/bf16 [rows, cols] = q int8 [rows, cols] * scale fp32 [rows].
 HP_API Status dequantize(const KernelTable& table, const TensorView& q, const TensorView& scale,
@@ -46,15 +47,15 @@ HP_API Status row_sum(const KernelTable& table, std::span<const void* const> row
                       std::span<const void* const> next = {});
 
 struct GroupedGemmProblem {
-  TensorView a;          // int8 [rows, K]
-  TensorView a_scale;    // fp32 [rows]
-  TensorView offsets;    // int64 [E + 1]: rows of expert e are [offsets[e], offsets[e+1])
+  TensorView a;        // int8 [rows, K]
+  TensorView a_scale;  // fp32 [rows]
+  TensorView offsets;  // int64 [E + 1]: rows of expert e are [offsets[e], offsets[e+1])
   const PackedWeightsHeader* weights = nullptr;  // packed: E, K, N
   Epilogue epilogue = Epilogue::kDequant;
-  TensorView out;        // fp32/bf16 [rows, N]; int8 [rows, N/2] for kDequantSwigluQuant
-  TensorView out_scale;  // fp32 [rows] (kDequantSwigluQuant)
-  TensorView row_factor; // fp32 [rows] (kDequantScale)
-  TensorView smooth;     // fp32 [E, N/2] or empty (kDequantSwigluQuant)
+  TensorView out;         // fp32/bf16 [rows, N]; int8 [rows, N/2] for kDequantSwigluQuant
+  TensorView out_scale;   // fp32 [rows] (kDequantSwigluQuant)
+  TensorView row_factor;  // fp32 [rows] (kDequantScale)
+  TensorView smooth;      // fp32 [E, N/2] or empty (kDequantSwigluQuant)
 };
 
 // A kInput GEMM's constant B (the backward's W^T) packed once into the table's panel layout,
@@ -105,7 +106,8 @@ HP_API std::vector<std::int64_t> split_tiles(const TileSpace& space, int workers
 
 // The grid for `workers`: the table's preferred tiles, shrunk until there are at least two
 // tiles per worker (or the tiles reach their minimum). full_width: one tile spans every column.
-HP_API TileGrid choose_grid(const KernelTable& table, const TileSpace& space, bool full_width, int workers);
+HP_API TileGrid choose_grid(const KernelTable& table, const TileSpace& space, bool full_width,
+                            int workers);
 
 template <typename Args>
 class GemmPlan;
@@ -115,8 +117,8 @@ using Bf16GemmPlan = GemmPlan<Bf16GemmArgs>;
 // Validates the problem and plans it for `workers` (grid: null = choose_grid; a given grid
 // must have tile_m >= 1 and tile_n a multiple of 16, or >= N/2 for kDequantSwigluQuant).
 // The plan keeps pointers into the problem's tensors: they must outlive its runs.
-HP_API Status plan_grouped_gemm(const KernelTable& table, const GroupedGemmProblem& problem, int workers,
-                                GroupedGemmPlan* plan, const TileGrid* grid = nullptr);
+HP_API Status plan_grouped_gemm(const KernelTable& table, const GroupedGemmProblem& problem,
+                                int workers, GroupedGemmPlan* plan, const TileGrid* grid = nullptr);
 HP_API Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& problem, int workers,
                              Bf16GemmPlan* plan, const TileGrid* grid = nullptr);
 
@@ -128,7 +130,9 @@ class GemmPlan {
   const TileGrid& grid() const { return grid_; }
   int workers() const { return int(bounds_.size()) - 1; }
   std::int64_t tiles() const { return bounds_.back(); }
-  std::pair<std::int64_t, std::int64_t> worker_tiles(int worker) const { return {bounds_[worker], bounds_[worker + 1]}; }
+  std::pair<std::int64_t, std::int64_t> worker_tiles(int worker) const {
+    return {bounds_[worker], bounds_[worker + 1]};
+  }
   std::uint64_t workspace_bytes() const { return workspace_bytes_; }  // per worker, 64-byte aligned
   // Runs `worker`'s tiles with its own workspace (workspace_bytes(), 64-byte aligned).
   void run(int worker, void* workspace) const {
@@ -144,9 +148,10 @@ class GemmPlan {
   }
 
  private:
-  friend Status plan_grouped_gemm(const KernelTable&, const GroupedGemmProblem&, int, GroupedGemmPlan*,
-                                  const TileGrid*);
-  friend Status plan_bf16_gemm(const KernelTable&, const Bf16GemmProblem&, int, Bf16GemmPlan*, const TileGrid*);
+  friend Status plan_grouped_gemm(const KernelTable&, const GroupedGemmProblem&, int,
+                                  GroupedGemmPlan*, const TileGrid*);
+  friend Status plan_bf16_gemm(const KernelTable&, const Bf16GemmProblem&, int, Bf16GemmPlan*,
+                               const TileGrid*);
   const KernelTable* table_ = nullptr;
   Args args_{};
   TileGrid grid_{};

@@ -38,27 +38,29 @@ struct PackedWeightsHeader {
   std::int32_t bias;  // 128 (int8) or 8 (int4)
   std::int32_t reserved;
   std::int64_t experts, k, n;
-  std::int64_t k_pad;       // multiple of kPackK
-  std::int64_t segment_n;   // columns of one segment (n, or n / 2 with kSwigluHalves)
-  std::int64_t segment_pad; // segment_n rounded up to kPackCols
-  std::int64_t n_pad;       // packed columns: segments * segment_pad
-  std::int64_t group_size;  // K rows per scale group (a multiple of kPackK, or k)
-  std::int64_t groups;      // ceil(k / group_size)
-  std::int64_t row_bytes;   // bytes of one 64-element row: 64 (int8) or 32 (int4)
+  std::int64_t k_pad;          // multiple of kPackK
+  std::int64_t segment_n;      // columns of one segment (n, or n / 2 with kSwigluHalves)
+  std::int64_t segment_pad;    // segment_n rounded up to kPackCols
+  std::int64_t n_pad;          // packed columns: segments * segment_pad
+  std::int64_t group_size;     // K rows per scale group (a multiple of kPackK, or k)
+  std::int64_t groups;         // ceil(k / group_size)
+  std::int64_t row_bytes;      // bytes of one 64-element row: 64 (int8) or 32 (int4)
   std::uint64_t expert_bytes;  // bytes of one expert's weights
   std::uint64_t data_offset;   // from the header's first byte
   std::uint64_t scales_offset;
   std::uint64_t total_bytes;
 
   const std::uint8_t* data(std::int64_t e) const {
-    return reinterpret_cast<const std::uint8_t*>(this) + data_offset + std::uint64_t(e) * expert_bytes;
+    return reinterpret_cast<const std::uint8_t*>(this) + data_offset +
+           std::uint64_t(e) * expert_bytes;
   }
   // Column block cb (of 16 packed columns) of expert e, starting at K row k (a multiple of 4).
   const std::uint8_t* block(std::int64_t e, std::int64_t cb, std::int64_t k) const {
     return data(e) + std::uint64_t(cb * (k_pad / 4) + k / 4) * std::uint64_t(row_bytes);
   }
   const float* scales(std::int64_t e, std::int64_t g) const {
-    return reinterpret_cast<const float*>(reinterpret_cast<const std::uint8_t*>(this) + scales_offset) +
+    return reinterpret_cast<const float*>(reinterpret_cast<const std::uint8_t*>(this) +
+                                          scales_offset) +
            (e * groups + g) * n_pad;
   }
   std::int64_t segments() const { return layout == PackLayout::kSwigluHalves ? 2 : 1; }

@@ -19,7 +19,9 @@ std::int64_t at(const TensorView& t, std::int64_t i, std::int64_t j, std::int64_
 // The scales view as [E, G, N] strides (a 2-D [E, N] view has one group).
 struct ScaleIndex {
   std::int64_t se, sg, sn;
-  std::int64_t operator()(std::int64_t e, std::int64_t g, std::int64_t n) const { return e * se + g * sg + n * sn; }
+  std::int64_t operator()(std::int64_t e, std::int64_t g, std::int64_t n) const {
+    return e * se + g * sg + n * sn;
+  }
 };
 
 Status check_scales(const TensorView& scales, std::int64_t e, std::int64_t groups, std::int64_t n,
@@ -53,7 +55,8 @@ PackedWeightsHeader make_header(WeightType type, PackLayout layout, std::int64_t
   h.group_size = group_size;
   h.groups = ceil_div(std::max<std::int64_t>(k, 1), group_size);
   h.row_bytes = type == WeightType::kInt8 ? 64 : 32;
-  h.expert_bytes = std::uint64_t(h.n_pad / kPackCols) * std::uint64_t(h.k_pad / 4) * std::uint64_t(h.row_bytes);
+  h.expert_bytes =
+      std::uint64_t(h.n_pad / kPackCols) * std::uint64_t(h.k_pad / 4) * std::uint64_t(h.row_bytes);
   h.data_offset = (sizeof(PackedWeightsHeader) + 63) & ~std::uint64_t(63);
   const std::uint64_t data_bytes = h.expert_bytes * std::uint64_t(e);
   h.scales_offset = h.data_offset + ((data_bytes + 63) & ~std::uint64_t(63));
@@ -66,41 +69,52 @@ PackedWeightsHeader make_header(WeightType type, PackLayout layout, std::int64_t
 void PackedWeights::Free::operator()(std::byte* p) const { std::free(p); }
 
 Status validate_packed(const PackedWeightsHeader* p) {
-  if (!p) return Status::error(ErrorCode::kInvalidArgument, "packed weights: null (pack them first: pack_weights)");
+  if (!p)
+    return Status::error(ErrorCode::kInvalidArgument,
+                         "packed weights: null (pack them first: pack_weights)");
   if (p->magic != kPackedMagic || p->format_version != kPackedFormatVersion) {
-    return Status::error(ErrorCode::kCorruptData,
-                         "packed weights: magic {:#x} version {} but expected {:#x} version {}: not packed "
-                         "by this HyperParallel (pack them again with pack_weights)",
-                         p->magic, p->format_version, kPackedMagic, kPackedFormatVersion);
+    return Status::error(
+        ErrorCode::kCorruptData,
+        "packed weights: magic {:#x} version {} but expected {:#x} version {}: not packed "
+        "by this HyperParallel (pack them again with pack_weights)",
+        p->magic, p->format_version, kPackedMagic, kPackedFormatVersion);
   }
-  const PackedWeightsHeader expect = make_header(p->type, p->layout, p->experts, p->k, p->n, p->group_size);
+  const PackedWeightsHeader expect =
+      make_header(p->type, p->layout, p->experts, p->k, p->n, p->group_size);
   if (std::memcmp(&expect, p, sizeof(expect)) != 0) {
-    return Status::error(ErrorCode::kCorruptData, "packed weights: the header's sizes are inconsistent "
-                         "(E={} K={} N={}); pack the weights again", p->experts, p->k, p->n);
+    return Status::error(ErrorCode::kCorruptData,
+                         "packed weights: the header's sizes are inconsistent "
+                         "(E={} K={} N={}); pack the weights again",
+                         p->experts, p->k, p->n);
   }
   return Status::ok();
 }
 
-Status pack_weights(const TensorView& w, const TensorView& scales, const PackOptions& options, PackedWeights* out) {
+Status pack_weights(const TensorView& w, const TensorView& scales, const PackOptions& options,
+                    PackedWeights* out) {
   HP_RETURN_IF_ERROR(w.expect_dtype("weights", DType::kInt8));
   HP_RETURN_IF_ERROR(w.expect_shape("weights", {-1, -1, -1}));
   const std::int64_t e = w.dim(0), k = w.dim(1), n = w.dim(2);
   if (e < 1 || k < 1 || n < 1) {
-    return Status::error(ErrorCode::kShapeMismatch, "weights {}: every dimension must be at least 1", w.to_string());
+    return Status::error(ErrorCode::kShapeMismatch,
+                         "weights {}: every dimension must be at least 1", w.to_string());
   }
   if (k > kMaxGemmK) {
-    return Status::error(ErrorCode::kInvalidArgument, "weights {}: K = {} exceeds the largest supported K ({})",
-                         w.to_string(), k, kMaxGemmK);
+    return Status::error(ErrorCode::kInvalidArgument,
+                         "weights {}: K = {} exceeds the largest supported K ({})", w.to_string(),
+                         k, kMaxGemmK);
   }
   if (options.layout == PackLayout::kSwigluHalves && n % 2 != 0) {
-    return Status::error(ErrorCode::kShapeMismatch,
-                         "weights {}: the SwiGLU layout needs N = 2 x intermediate (gate, then up); N = {} is odd",
-                         w.to_string(), n);
+    return Status::error(
+        ErrorCode::kShapeMismatch,
+        "weights {}: the SwiGLU layout needs N = 2 x intermediate (gate, then up); N = {} is odd",
+        w.to_string(), n);
   }
   std::int64_t group_size = options.group_size;
   if (group_size < 0 || (group_size > 0 && group_size < k && group_size % kPackK != 0)) {
     return Status::error(ErrorCode::kInvalidArgument,
-                         "group_size {}: expected 0 (per output channel) or a multiple of {}", group_size, kPackK);
+                         "group_size {}: expected 0 (per output channel) or a multiple of {}",
+                         group_size, kPackK);
   }
   if (group_size == 0 || group_size >= k) group_size = k;
   const PackedWeightsHeader h = make_header(options.type, options.layout, e, k, n, group_size);
@@ -113,8 +127,8 @@ Status pack_weights(const TensorView& w, const TensorView& scales, const PackOpt
     for (std::int64_t g = 0; g < h.groups; ++g) {
       for (std::int64_t c = 0; c < n; ++c) {
         if (!std::isfinite(sd[si(x, g, c)])) {
-          return Status::error(ErrorCode::kInvalidArgument, "scales[{}, {}, {}] = {} is not finite", x, g, c,
-                               sd[si(x, g, c)]);
+          return Status::error(ErrorCode::kInvalidArgument, "scales[{}, {}, {}] = {} is not finite",
+                               x, g, c, sd[si(x, g, c)]);
         }
       }
     }
@@ -125,7 +139,8 @@ Status pack_weights(const TensorView& w, const TensorView& scales, const PackOpt
         for (std::int64_t c = 0; c < n; ++c) {
           const int v = wd[at(w, x, r, c)];
           if (v < -8 || v > 7) {
-            return Status::error(ErrorCode::kOutOfRange, "int4 weights[{}, {}, {}] = {} is outside [-8, 7]", x, r, c, v);
+            return Status::error(ErrorCode::kOutOfRange,
+                                 "int4 weights[{}, {}, {}] = {} is outside [-8, 7]", x, r, c, v);
           }
         }
       }
@@ -139,7 +154,8 @@ Status pack_weights(const TensorView& w, const TensorView& scales, const PackOpt
   const std::uint64_t align = huge ? kHugePage : 64;
   void* raw = std::aligned_alloc(align, (h.total_bytes + align - 1) & ~(align - 1));
   if (raw && huge) madvise(raw, (h.total_bytes + align - 1) & ~(align - 1), MADV_HUGEPAGE);
-  if (!raw) return Status::error(ErrorCode::kOutOfMemory, "packing weights needs {} bytes", h.total_bytes);
+  if (!raw)
+    return Status::error(ErrorCode::kOutOfMemory, "packing weights needs {} bytes", h.total_bytes);
   std::memset(raw, 0, h.total_bytes);
   std::memcpy(raw, &h, sizeof(h));
   auto* base = static_cast<std::uint8_t*>(raw);
@@ -148,7 +164,8 @@ Status pack_weights(const TensorView& w, const TensorView& scales, const PackOpt
     std::uint8_t* data = base + h.data_offset + std::uint64_t(x) * h.expert_bytes;
     for (std::int64_t cb = 0; cb < h.n_pad / kPackCols; ++cb) {
       for (std::int64_t k4 = 0; k4 < h.k_pad / 4; ++k4) {
-        std::uint8_t* row = data + std::uint64_t(cb * (h.k_pad / 4) + k4) * std::uint64_t(h.row_bytes);
+        std::uint8_t* row =
+            data + std::uint64_t(cb * (h.k_pad / 4) + k4) * std::uint64_t(h.row_bytes);
         for (int i = 0; i < 64; ++i) {
           const std::int64_t p = cb * kPackCols + i / 4, r = k4 * 4 + i % 4;
           // The logical column of packed column p, or -1 for padding.

@@ -28,18 +28,21 @@ class PackedWeights;
 
 // weights: int8 [E, K, N], any strides (int4: values in [-8, 7]); scales: fp32 [E, N] with one
 // group, [E, G, N] with G = ceil(K / group_size) groups; finite. kSwigluHalves needs an even N.
-HP_API Status pack_weights(const TensorView& weights, const TensorView& scales, const PackOptions& options,
-                           PackedWeights* out);
+HP_API Status pack_weights(const TensorView& weights, const TensorView& scales,
+                           const PackOptions& options, PackedWeights* out);
 
 class HP_API PackedWeights {
  public:
   PackedWeights() = default;
-  const PackedWeightsHeader* header() const { return reinterpret_cast<const PackedWeightsHeader*>(buffer_.get()); }
+  const PackedWeightsHeader* header() const {
+    return reinterpret_cast<const PackedWeightsHeader*>(buffer_.get());
+  }
   bool empty() const { return buffer_ == nullptr; }
   std::size_t bytes() const { return empty() ? 0 : header()->total_bytes; }
 
  private:
-  friend Status pack_weights(const TensorView&, const TensorView&, const PackOptions&, PackedWeights*);
+  friend Status pack_weights(const TensorView&, const TensorView&, const PackOptions&,
+                             PackedWeights*);
   struct Free {
     void operator()(std::byte* p) const;
   };

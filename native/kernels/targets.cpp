@@ -46,15 +46,18 @@ std::filesystem::path target_library_path(std::string_view name) {
 }
 
 Status check_table(const KernelTable* t, const std::string& path, std::string_view expected_name) {
-  if (!t) return Status::error(ErrorCode::kCorruptData, "{}: hp_kernel_table() returned null", path);
+  if (!t)
+    return Status::error(ErrorCode::kCorruptData, "{}: hp_kernel_table() returned null", path);
   if (t->version != kKernelTableVersion || t->size < sizeof(KernelTable)) {
-    return Status::error(ErrorCode::kCorruptData,
-                         "{}: kernel table version {} (size {}) but this front end needs version {} "
-                         "(size >= {}); rebuild the payload: ./build.sh",
-                         path, t->version, t->size, kKernelTableVersion, sizeof(KernelTable));
+    return Status::error(
+        ErrorCode::kCorruptData,
+        "{}: kernel table version {} (size {}) but this front end needs version {} "
+        "(size >= {}); rebuild the payload: ./build.sh",
+        path, t->version, t->size, kKernelTableVersion, sizeof(KernelTable));
   }
   if (!expected_name.empty() && (t->target == nullptr || t->target != expected_name)) {
-    return Status::error(ErrorCode::kCorruptData, "{}: the library says it is target '{}', expected '{}'", path,
+    return Status::error(ErrorCode::kCorruptData,
+                         "{}: the library says it is target '{}', expected '{}'", path,
                          t->target ? t->target : "(null)", expected_name);
   }
   return Status::ok();
@@ -69,7 +72,8 @@ Loaded& loaded() {
   return *l;
 }
 
-Status open_library(const std::string& path, std::string_view expected_name, const KernelTable** table) {
+Status open_library(const std::string& path, std::string_view expected_name,
+                    const KernelTable** table) {
   Loaded& l = loaded();
   std::lock_guard lock(l.mutex);
   if (auto it = l.by_path.find(path); it != l.by_path.end()) {
@@ -78,7 +82,8 @@ Status open_library(const std::string& path, std::string_view expected_name, con
   }
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
-    return Status::error(ErrorCode::kNotFound, "loading kernel library {} failed: {}", path, dlerror());
+    return Status::error(ErrorCode::kNotFound, "loading kernel library {} failed: {}", path,
+                         dlerror());
   }
   auto fn = reinterpret_cast<HpKernelTableFn>(dlsym(handle, "hp_kernel_table"));
   if (!fn) {
@@ -101,10 +106,11 @@ Status check_cpu(std::string_view target) {
   if (!info) return Status::ok();
   const std::string missing = missing_cpu_features(*info, cpu_features());
   if (!missing.empty()) {
-    return Status::error(ErrorCode::kIsaUnsupported,
-                         "kernel target {} needs CPU features this CPU lacks ({}); it has: {}. Pick another "
-                         "with HP_KERNEL_TARGET=auto",
-                         target, missing, cpu_features().to_string());
+    return Status::error(
+        ErrorCode::kIsaUnsupported,
+        "kernel target {} needs CPU features this CPU lacks ({}); it has: {}. Pick another "
+        "with HP_KERNEL_TARGET=auto",
+        target, missing, cpu_features().to_string());
   }
   if (target == "x86_64_amx") return request_amx_permission();
   return Status::ok();
@@ -154,22 +160,25 @@ Status load_target(std::string_view name, const KernelTable** table) {
     return Status::ok();
   }
   if (!find_soc_target(name)) {
-    return Status::error(ErrorCode::kUnsupported, "unknown kernel target '{}': expected reference or one of {}",
-                         name, soc_target_names());
+    return Status::error(ErrorCode::kUnsupported,
+                         "unknown kernel target '{}': expected reference or one of {}", name,
+                         soc_target_names());
   }
   HP_RETURN_IF_ERROR(check_cpu(name));
   const std::filesystem::path path = target_library_path(name);
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
-    return Status::error(ErrorCode::kNotFound,
-                         "kernel target {} is not in this payload ({} is missing); build it: ./build.sh "
-                         "--soc-list {}",
-                         name, path.string(), name);
+    return Status::error(
+        ErrorCode::kNotFound,
+        "kernel target {} is not in this payload ({} is missing); build it: ./build.sh "
+        "--soc-list {}",
+        name, path.string(), name);
   }
   return open_library(path.string(), name, table);
 }
 
-Status load_target_library(const std::string& path, std::string_view requires_target, const KernelTable** table) {
+Status load_target_library(const std::string& path, std::string_view requires_target,
+                           const KernelTable** table) {
   if (!requires_target.empty()) HP_RETURN_IF_ERROR(check_cpu(requires_target));
   return open_library(path, "", table);
 }
@@ -199,14 +208,16 @@ Status selected_target(const KernelTable** table) {
         HP_LOG_DEBUG("kernels: selected target {}", name);
         return c;
       }
-      HP_LOG_WARN("kernels: target {} is not usable ({}); trying the next", name, c.status.to_string());
+      HP_LOG_WARN("kernels: target {} is not usable ({}); trying the next", name,
+                  c.status.to_string());
     }
     std::string list;
     for (const std::string& name : present) list += (list.empty() ? "" : ",") + name;
-    c.status = Status::error(ErrorCode::kIsaUnsupported,
-                             "none of this payload's kernel targets ({}) runs on this CPU (it has: {}); "
-                             "rebuild with a target it supports: ./build.sh --soc-list {}",
-                             list.empty() ? "none" : list, cpu_features().to_string(), soc_target_names());
+    c.status =
+        Status::error(ErrorCode::kIsaUnsupported,
+                      "none of this payload's kernel targets ({}) runs on this CPU (it has: {}); "
+                      "rebuild with a target it supports: ./build.sh --soc-list {}",
+                      list.empty() ? "none" : list, cpu_features().to_string(), soc_target_names());
     return c;
   }();
   *table = choice.table;

@@ -28,22 +28,25 @@ struct VendorNote {
   char target[32];
   char identity[72];
 };
-static_assert(sizeof(VendorNote) == 128, "the vendor note's layout is read byte by byte by the build");
+static_assert(sizeof(VendorNote) == 128,
+              "the vendor note's layout is read byte by byte by the build");
 
 }  // namespace hp::kernels
 
 #ifndef HP_KERNEL_BUILD_IDENTITY
-#error "a kernel target is compiled with -DHP_KERNEL_BUILD_IDENTITY=\"<hex>\" (native/kernels/CMakeLists.txt)"
+#error \
+    "a kernel target is compiled with -DHP_KERNEL_BUILD_IDENTITY=\"<hex>\" (native/kernels/CMakeLists.txt)"
 #endif
 
 // One per target library, at namespace scope: the note of the target `target_name`.
-#define HP_KERNEL_VENDOR_NOTE(target_name)                                                        \
-  [[gnu::used, gnu::section(".hp_vendor")]] const hp::kernels::VendorNote hp_kernel_vendor_note = { \
-      {'H', 'P', 'V', 'N', 'D', 'R', '1', '\0'},                                                    \
-      hp::kernels::kKernelTableVersion,                                                             \
-      sizeof(hp::kernels::KernelTable),                                                             \
-      hp::kernels::kernel_table_layout_digest(),                                                    \
-      target_name,                                                                                  \
+#define HP_KERNEL_VENDOR_NOTE(target_name)                                               \
+  [[gnu::used,                                                                           \
+    gnu::section(".hp_vendor")]] const hp::kernels::VendorNote hp_kernel_vendor_note = { \
+      {'H', 'P', 'V', 'N', 'D', 'R', '1', '\0'},                                         \
+      hp::kernels::kKernelTableVersion,                                                  \
+      sizeof(hp::kernels::KernelTable),                                                  \
+      hp::kernels::kernel_table_layout_digest(),                                         \
+      target_name,                                                                       \
       HP_KERNEL_BUILD_IDENTITY}
 
 #endif  // HYPER_PARALLEL_KERNELS_VENDOR_NOTE_H_

@@ -98,7 +98,8 @@ struct BufferConfig {
   std::int64_t num_experts = 0;          // E (a multiple of the number of ranks)
   std::int64_t topk = 0;                 // K
   std::int64_t max_element_bytes = 4;    // the widest x dtype dispatched unquantised (4: fp32)
-  std::int64_t combine_element_bytes = 4;  // the widest expert_out dtype combined (4: fp32, 2: bf16)
+  // the widest expert_out dtype combined (4: fp32, 2: bf16)
+  std::int64_t combine_element_bytes = 4;
   CommKind comm = CommKind::kShmem;
   // Adds the low-latency mode's regions (low_latency_dispatch/combine; max_tokens_per_rank is
   // their per-rank batch bound too).
@@ -124,36 +125,40 @@ struct BufferConfig {
 enum class Quant : std::int32_t { kNone = 0, kDynamicInt8 = 1 };
 
 struct DispatchArgs {
-  TensorView x;             // fp32/bf16 [T, H], contiguous
-  TensorView topk_idx;      // int64/int32 [T, K]; -1 = no expert
-  TensorView topk_weights;  // fp32 [T, K]
-  TensorView x_active_mask; // optional uint8 [T]: 0 = the token is not sent
+  TensorView x;              // fp32/bf16 [T, H], contiguous
+  TensorView topk_idx;       // int64/int32 [T, K]; -1 = no expert
+  TensorView topk_weights;   // fp32 [T, K]
+  TensorView x_active_mask;  // optional uint8 [T]: 0 = the token is not sent
   Quant quant = Quant::kNone;
   std::int64_t expert_alignment = 1;  // each local expert's rows padded to a multiple of this
-  TensorView smooth;        // optional fp32 [H] (kDynamicInt8): x x smooth per channel, then quantised
+  // optional fp32 [H] (kDynamicInt8): x x smooth per channel, then quantised
+  TensorView smooth;
 };
 
 // What combine needs of a dispatch: who sent each received row, and where the rows of each
 // received token are.
 struct Handle {
   std::uint64_t epoch = 0;
-  DispatchLayout layout;                 // the source side (this rank's tokens)
-  std::vector<std::int64_t> tok;         // [R x R] tokens rank s sends to rank d (s-major)
+  DispatchLayout layout;          // the source side (this rank's tokens)
+  std::vector<std::int64_t> tok;  // [R x R] tokens rank s sends to rank d (s-major)
   // The receive layout (notify_dispatch): rows per local expert, their offsets (padded to
   // expert_alignment) and the total, which sizes dispatch_data's outputs.
   std::vector<std::int64_t> tokens_per_expert;  // [E_local]
   std::vector<std::int64_t> expert_offsets;     // [E_local + 1]
   std::int64_t rows = 0;
-  std::vector<std::int64_t> record_rows; // [records x K]: rows of each received record, -1 none
+  std::vector<std::int64_t> record_rows;    // [records x K]: rows of each received record, -1 none
   std::vector<std::int32_t> row_src_rank;   // [rows], -1 for pad rows
   std::vector<std::int32_t> row_src_token;  // [rows]
-  std::vector<std::int32_t> row_src_slot;   // [rows]: the row's k in its token's top-k, -1 for pad rows
+  // [rows]: the row's k in its token's top-k, -1 for pad rows
+  std::vector<std::int32_t> row_src_slot;
   std::int64_t records = 0;
-  std::vector<std::int32_t> pair_expert;    // [T x K], the source side: pair (t, k)'s expert, -1 when not sent
-  std::vector<std::uint8_t> token_active;   // [T], the source side: 0 for tokens x_active_mask left out
+  // [T x K], the source side: pair (t, k)'s expert, -1 when not sent
+  std::vector<std::int32_t> pair_expert;
+  // [T], the source side: 0 for tokens x_active_mask left out
+  std::vector<std::uint8_t> token_active;
   // The source side, with zero_copy_combine: pair (t, k)'s row in the combine rows of its
   // expert's rank; each expert's rows of this rank are one run, from expert_first_row [E].
-  std::vector<std::int64_t> pair_row;       // [T x K]
+  std::vector<std::int64_t> pair_row;          // [T x K]
   std::vector<std::int64_t> expert_first_row;  // [E]
 };
 
@@ -182,10 +187,11 @@ struct DispatchResult {
 // packs each expert's rows by source, then token.
 struct LowLatencyHandle {
   std::uint64_t epoch = 0;
-  std::int64_t tokens = 0;                  // this rank's T
-  std::vector<std::int64_t> topk_idx;       // [T x K] as dispatched; -1 where nothing was sent
-  std::vector<std::int32_t> pair_slot;      // [T x K]: the pair's slot at its expert (its rank among
-                                            // this rank's pairs for that expert), -1 none
+  std::int64_t tokens = 0;             // this rank's T
+  std::vector<std::int64_t> topk_idx;  // [T x K] as dispatched; -1 where nothing was sent
+  // [T x K]: the pair's slot at its expert (its rank among
+  std::vector<std::int32_t> pair_slot;
+  // this rank's pairs for that expert), -1 none
   std::vector<std::int32_t> row_src_rank;   // [E_local x R*T_max]; -1 past an expert's rows
   std::vector<std::int32_t> row_src_token;  // [E_local x R*T_max]
 };
@@ -193,15 +199,17 @@ struct LowLatencyHandle {
 struct LowLatencyResult {
   DType x_dtype = DType::kInt8;
   std::int64_t hidden = 0;
-  std::int64_t rows_per_expert = 0;              // R x T_max
-  std::vector<std::uint8_t> x_bytes;             // [E_local, R*T_max, H]; rows past an expert's count unspecified
-  std::vector<float> x_scale;                    // [E_local, R*T_max] (quantised dispatch)
-  std::vector<std::int64_t> tokens_per_expert;   // [E_local]: each expert's packed rows
-  std::vector<std::int64_t> layout_range;        // [E_local, R, 2]: first row and count from rank s
+  std::int64_t rows_per_expert = 0;  // R x T_max
+  // [E_local, R*T_max, H]; rows past an expert's count unspecified
+  std::vector<std::uint8_t> x_bytes;
+  std::vector<float> x_scale;                   // [E_local, R*T_max] (quantised dispatch)
+  std::vector<std::int64_t> tokens_per_expert;  // [E_local]: each expert's packed rows
+  std::vector<std::int64_t> layout_range;       // [E_local, R, 2]: first row and count from rank s
   LowLatencyHandle handle;
 
   TensorView x() {
-    return TensorView(x_bytes.data(), x_dtype, {std::int64_t(tokens_per_expert.size()), rows_per_expert, hidden});
+    return TensorView(x_bytes.data(), x_dtype,
+                      {std::int64_t(tokens_per_expert.size()), rows_per_expert, hidden});
   }
 };
 
@@ -224,19 +232,22 @@ class HP_API Buffer {
 
   // dispatch = notify_dispatch + dispatch_data into the result's own storage (caller_check as
   // notify_dispatch's).
-  Status dispatch(const DispatchArgs& args, DispatchResult* out, const Status& caller_check = Status::ok());
+  Status dispatch(const DispatchArgs& args, DispatchResult* out,
+                  const Status& caller_check = Status::ok());
   // The two halves, for callers that allocate the outputs themselves (the op ABI): the count
   // exchange (validating and quantising the inputs) fills handle's receive layout; then
   // dispatch_data with the same args sends the tokens and writes the rows into `out`. No other
   // call on the buffer may come between them.
   // caller_check: an error the caller found in its own arguments (e.g. an op's outputs), sent
   // in place of the counts like an input error, so that every rank fails alike.
-  Status notify_dispatch(const DispatchArgs& args, Handle* handle, const Status& caller_check = Status::ok());
+  Status notify_dispatch(const DispatchArgs& args, Handle* handle,
+                         const Status& caller_check = Status::ok());
   // on_expert_ready (optional): called with each local expert in order as soon as its rows are
   // all in `out` (every source's tokens arrived and were expanded), so that its GEMM can start
   // while the next expert's rows are written; then the rows are written on the calling thread.
-  Status dispatch_data(const DispatchArgs& args, Handle* handle, const DispatchOutputs& out,
-                       const std::function<Status(std::int64_t local_expert)>& on_expert_ready = {});
+  Status dispatch_data(
+      const DispatchArgs& args, Handle* handle, const DispatchOutputs& out,
+      const std::function<Status(std::int64_t local_expert)>& on_expert_ready = {});
   // expert_out fp32/bf16 [rows, H] (rows of the dispatch); weights: optional fp32 [rows]
   // (default: the dispatched top-k weights; pass `weighted = false` to sum without weights,
   // dispatch's adjoint); y fp32/bf16 [T, H] of the dispatching rank.
@@ -260,7 +271,8 @@ class HP_API Buffer {
   // (fp32, written as y's dtype). One thread calls rows; no other call on the buffer between
   // begin and end. Inputs begin rejects (expert_out fp32/bf16 [rows, H], y fp32/bf16 [T, H])
   // make this rank send nothing and its end fail; the other ranks' end returns ABORTED.
-  Status combine_stream_begin(const Handle& handle, const TensorView& expert_out, const TensorView& y);
+  Status combine_stream_begin(const Handle& handle, const TensorView& expert_out,
+                              const TensorView& y);
   Status combine_stream_rows(std::int64_t row_begin, std::int64_t row_end);
   // caller_check: an error the caller met while streaming (e.g. its GEMM failed): this rank
   // then rejects the call like a bad input, so that no rank waits for rows that never come.
@@ -283,7 +295,8 @@ class HP_API Buffer {
  private:
   Buffer() = default;
   // send_epoch: the normal dispatch on the pull path publishes into its send half; 0: no window.
-  Status prepare_dispatch(const DispatchArgs& args, DispatchLayout* layout, std::uint64_t send_epoch = 0);
+  Status prepare_dispatch(const DispatchArgs& args, DispatchLayout* layout,
+                          std::uint64_t send_epoch = 0);
   Status allocate_records(std::int64_t capacity);
   // The pull dispatch's send window (pull_dispatch.cpp).
   Status allocate_send_window();
@@ -294,33 +307,38 @@ class HP_API Buffer {
     float* weight;
   };
   SendHalf send_half(std::uint64_t epoch, int rank) const;  // rank's half of `epoch` (mapped here)
-  Status publish_tokens(const DispatchArgs& args, std::uint64_t epoch, const DispatchLayout& layout);
+  Status publish_tokens(const DispatchArgs& args, std::uint64_t epoch,
+                        const DispatchLayout& layout);
   Status allocate_combine_rows(std::int64_t capacity);
   Status plan_pulls(std::uint64_t epoch, Handle* handle);
   Status expect_planned(const Handle& handle, const char* call) const;
   Status expect_combine_rows(const TensorView& expert_out, const Handle& handle) const;
-  DType combine_rows_dtype() const { return config_.combine_element_bytes == 2 ? DType::kBF16 : DType::kFP32; }
+  DType combine_rows_dtype() const {
+    return config_.combine_element_bytes == 2 ? DType::kBF16 : DType::kFP32;
+  }
   template <typename Comm>
   Status reject_call(Comm& comm, int kind, std::uint64_t epoch, const Status& input);
   Status check_rejections(int kind, std::uint64_t epoch, const char* call) const;
   template <typename Comm>
-  Status notify_with(Comm& comm, const DispatchArgs& args, Handle* handle, const Status& caller_check);
+  Status notify_with(Comm& comm, const DispatchArgs& args, Handle* handle,
+                     const Status& caller_check);
   template <typename Comm>
   Status push_records(Comm& comm, const DispatchArgs& args, const Handle& handle);
   template <typename Comm>
   Status data_with(Comm& comm, const DispatchArgs& args, Handle* handle, const DispatchOutputs& out,
                    const std::function<Status(std::int64_t)>& on_expert_ready);
-  Status check_dispatch_outputs(const DispatchArgs& args, const Handle& handle, const DispatchOutputs& out) const;
+  Status check_dispatch_outputs(const DispatchArgs& args, const Handle& handle,
+                                const DispatchOutputs& out) const;
   template <typename Comm>
-  Status combine_with(Comm& comm, const TensorView& expert_out, const Handle& handle, const TensorView& y,
-                      const float* weights);
+  Status combine_with(Comm& comm, const TensorView& expert_out, const Handle& handle,
+                      const TensorView& y, const float* weights);
   std::uint64_t* flag(int kind, int rank) const;
   std::int64_t* counts(std::uint64_t epoch, int rank) const;
   std::uint8_t* record(std::int64_t index) const;
   std::uint8_t* back_row(std::uint64_t epoch, std::int64_t index) const;
   template <typename Comm>
-  Status pull_combine_with(Comm& comm, const Status& input, const Handle& handle, const TensorView& y,
-                           const float* weights);
+  Status pull_combine_with(Comm& comm, const Status& input, const Handle& handle,
+                           const TensorView& y, const float* weights);
   Status pull_rows(const Handle& handle, const TensorView& y);
   template <typename Comm>
   Status low_latency_dispatch_with(Comm& comm, const DispatchArgs& args, LowLatencyResult* out);
@@ -328,7 +346,8 @@ class HP_API Buffer {
   Status low_latency_combine_with(Comm& comm, const TensorView& expert_out, const float* weights,
                                   const LowLatencyHandle& handle, const TensorView& y);
   std::int64_t* ll_counts(std::uint64_t epoch, int rank) const;
-  std::uint8_t* ll_slot(std::uint64_t epoch, std::int64_t local_expert, int src, std::int64_t i) const;
+  std::uint8_t* ll_slot(std::uint64_t epoch, std::int64_t local_expert, int src,
+                        std::int64_t i) const;
   std::uint8_t* ll_back_row(std::uint64_t epoch, std::int64_t expert, std::int64_t slot) const;
   std::uint8_t* pair_row(std::uint64_t epoch, std::int64_t index) const;
   template <typename Comm>
@@ -354,9 +373,9 @@ class HP_API Buffer {
   std::int64_t combine_rows_capacity_ = 0;
   std::size_t combine_weights_offset_ = 0;
   std::uint64_t pull_epoch_ = 0;
-  std::uint64_t planned_epoch_ = 0;  // the last dispatch whose pulls plan_pulls planned
+  std::uint64_t planned_epoch_ = 0;         // the last dispatch whose pulls plan_pulls planned
   std::vector<std::uint8_t> pull_staging_;  // rows and weights of peers read with get_nbi
-  struct StreamState {  // the open streamed combine
+  struct StreamState {                      // the open streamed combine
     bool open = false;
     std::uint64_t epoch = 0;
     const Handle* handle = nullptr;
@@ -364,31 +383,32 @@ class HP_API Buffer {
     Status input;  // this rank's verdict on its inputs
   } stream_;
   std::uint64_t stream_epoch_ = 0;
-  std::uint64_t dispatch_epoch_ = 0, combine_epoch_ = 0, ll_dispatch_epoch_ = 0, ll_combine_epoch_ = 0;
+  std::uint64_t dispatch_epoch_ = 0, combine_epoch_ = 0, ll_dispatch_epoch_ = 0,
+                ll_combine_epoch_ = 0;
   std::uint64_t notified_epoch_ = 0;  // the notify_dispatch dispatch_data may continue, 0: none
-  std::vector<std::int64_t> expand_rows_;  // dispatch_data by expert: each row's record
+  std::vector<std::int64_t> expand_rows_;            // dispatch_data by expert: each row's record
   std::vector<const std::uint8_t*> record_payload_;  // dispatch_data: each received record's row
   std::vector<std::int8_t> quant_rows_;  // this rank's tokens quantised once per dispatch
   std::vector<float> quant_scales_;
-  struct WorkerScratch {                 // one per worker (shares.h)
+  struct WorkerScratch {                  // one per worker (shares.h)
     std::vector<const void*> rows, next;  // the rows of one sum and of the next
     std::vector<float> weights, next_weights;
-    std::vector<std::uint8_t> row;       // one summed row (fp32 or bf16), before it is streamed
+    std::vector<std::uint8_t> row;  // one summed row (fp32 or bf16), before it is streamed
   };
   std::vector<WorkerScratch> scratch_;
   // Appends token t's rows to `rows` and, for a weighted sum, their weights to `weights` (none:
   // all 1). Called once per token, in order.
-  using GatherRows =
-      std::function<void(std::int64_t t, std::vector<const void*>& rows, std::vector<float>& weights)>;
+  using GatherRows = std::function<void(std::int64_t t, std::vector<const void*>& rows,
+                                        std::vector<float>& weights)>;
   // y's rows [t0, t1): each token's gathered rows summed in fp32, in order (kernels::row_sum),
   // into w.row (in cache), then streamed to y. Tokens are gathered one ahead, so that each sum
   // prefetches the next one's rows (row_sum's `next`).
-  Status sum_tokens_into_y(WorkerScratch& w, DType wire, const TensorView& y, std::int64_t t0, std::int64_t t1,
-                           const GatherRows& gather) const;
+  Status sum_tokens_into_y(WorkerScratch& w, DType wire, const TensorView& y, std::int64_t t0,
+                           std::int64_t t1, const GatherRows& gather) const;
   // Waits until every rank has set its pulled flag to `epoch` (read this rank's combine rows).
   Status wait_pulled(std::uint64_t epoch) const;
   WindowComm window_comm_;
-  ShmemComm shmem_comm_;  // its staging is kept from call to call
+  ShmemComm shmem_comm_;                             // its staging is kept from call to call
   const hp::kernels::KernelTable* table_ = nullptr;  // quantisation and combine's row sums
 };
 

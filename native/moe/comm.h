@@ -45,10 +45,11 @@ class WindowComm {
   std::uint8_t* open(int dest, void* remote, std::size_t /*bytes*/, Status* status) {
     auto* p = static_cast<std::uint8_t*>(hp::shmem::ptr(remote, dest));
     if (p == nullptr) {
-      *status = Status::error(ErrorCode::kUnsupported,
-                              "the window comm context maps peers' windows, and rank {} is not on this node "
-                              "({} transport): use CommKind::kShmem",
-                              dest, hp::shmem::transport_name(dest));
+      *status = Status::error(
+          ErrorCode::kUnsupported,
+          "the window comm context maps peers' windows, and rank {} is not on this node "
+          "({} transport): use CommKind::kShmem",
+          dest, hp::shmem::transport_name(dest));
     }
     return p;
   }
@@ -96,7 +97,8 @@ class ShmemComm {
     std::atomic_thread_fence(std::memory_order_release);
     if (held_.bytes != 0 && held_.dest == dest && puts_since_signal_ == 0) {
       const Held h = std::exchange(held_, Held{});
-      return hp::shmem::put_signal_nbi(h.remote, h.written, h.bytes, flag, value, hp::shmem::SignalOp::kSet, dest);
+      return hp::shmem::put_signal_nbi(h.remote, h.written, h.bytes, flag, value,
+                                       hp::shmem::SignalOp::kSet, dest);
     }
     HP_RETURN_IF_ERROR(flush());
     HP_RETURN_IF_ERROR(hp::shmem::fence());

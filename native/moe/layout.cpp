@@ -2,26 +2,29 @@
 
 namespace hp::moe {
 
-Status dispatch_layout(const TensorView& topk_idx, std::int64_t num_experts, int num_ranks, DispatchLayout* out,
-                       const TensorView& x_active_mask) {
+Status dispatch_layout(const TensorView& topk_idx, std::int64_t num_experts, int num_ranks,
+                       DispatchLayout* out, const TensorView& x_active_mask) {
   HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument, "dispatch_layout: out is null");
   if (num_ranks < 1 || num_experts < 1 || num_experts % num_ranks != 0) {
-    return Status::error(ErrorCode::kInvalidArgument,
-                         "num_experts = {} over {} ranks: expected a positive multiple of the number of ranks",
-                         num_experts, num_ranks);
+    return Status::error(
+        ErrorCode::kInvalidArgument,
+        "num_experts = {} over {} ranks: expected a positive multiple of the number of ranks",
+        num_experts, num_ranks);
   }
   HP_RETURN_IF_ERROR(topk_idx.expect_shape("topk_idx", {-1, -1}));
   if (topk_idx.dtype() != DType::kInt64 && topk_idx.dtype() != DType::kInt32) {
-    return Status::error(ErrorCode::kDTypeMismatch, "topk_idx {}: expected int64 or int32", topk_idx.to_string());
+    return Status::error(ErrorCode::kDTypeMismatch, "topk_idx {}: expected int64 or int32",
+                         topk_idx.to_string());
   }
-  HP_ENSURE(topk_idx.is_contiguous(), ErrorCode::kInvalidArgument, "topk_idx {}: expected contiguous",
-            topk_idx.to_string());
+  HP_ENSURE(topk_idx.is_contiguous(), ErrorCode::kInvalidArgument,
+            "topk_idx {}: expected contiguous", topk_idx.to_string());
   const std::int64_t tokens = topk_idx.dim(0), topk = topk_idx.dim(1);
   const std::uint8_t* active = nullptr;
   if (x_active_mask.data() != nullptr) {
     HP_RETURN_IF_ERROR(x_active_mask.expect_shape("x_active_mask", {tokens}));
     HP_RETURN_IF_ERROR(x_active_mask.expect_dtype("x_active_mask (bool as uint8)", DType::kUInt8));
-    HP_ENSURE(x_active_mask.is_contiguous(), ErrorCode::kInvalidArgument, "x_active_mask: expected contiguous");
+    HP_ENSURE(x_active_mask.is_contiguous(), ErrorCode::kInvalidArgument,
+              "x_active_mask: expected contiguous");
     active = static_cast<const std::uint8_t*>(x_active_mask.data());
   }
   const std::int64_t per_rank = num_experts / num_ranks;
@@ -37,14 +40,16 @@ Status dispatch_layout(const TensorView& topk_idx, std::int64_t num_experts, int
     for (std::int64_t k = 0; k < topk; ++k) {
       const std::int64_t e = topk_at(topk_idx, t, k);
       if (e < -1 || e >= num_experts) {
-        return Status::error(ErrorCode::kOutOfRange, "topk_idx[{}][{}] = {}: expected an expert in [0, {}) or -1",
-                             t, k, e, num_experts);
+        return Status::error(ErrorCode::kOutOfRange,
+                             "topk_idx[{}][{}] = {}: expected an expert in [0, {}) or -1", t, k, e,
+                             num_experts);
       }
       for (std::int64_t j = 0; j < k && e >= 0; ++j) {
         if (topk_at(topk_idx, t, j) == e) {
-          return Status::error(ErrorCode::kInvalidArgument,
-                               "topk_idx[{}]: expert {} appears twice (slots {} and {}); each expert at most once",
-                               t, e, j, k);
+          return Status::error(
+              ErrorCode::kInvalidArgument,
+              "topk_idx[{}]: expert {} appears twice (slots {} and {}); each expert at most once",
+              t, e, j, k);
         }
       }
       if (e < 0 || (active != nullptr && active[t] == 0)) continue;

@@ -33,7 +33,8 @@ HP_API Status dispatch_layout(const TensorView& topk_idx, std::int64_t num_exper
 // The expert id at token t, slot k of a validated topk_idx (int32 or int64).
 inline std::int64_t topk_at(const TensorView& topk_idx, std::int64_t t, std::int64_t k) {
   const std::int64_t i = t * topk_idx.dim(1) + k;
-  if (topk_idx.dtype() == DType::kInt32) return static_cast<const std::int32_t*>(topk_idx.data())[i];
+  if (topk_idx.dtype() == DType::kInt32)
+    return static_cast<const std::int32_t*>(topk_idx.data())[i];
   return static_cast<const std::int64_t*>(topk_idx.data())[i];
 }
 

@@ -30,22 +30,27 @@ std::int64_t* Buffer::ll_counts(std::uint64_t epoch, int rank) const {
   return reinterpret_cast<std::int64_t*>(window_ + ll_counts_offset_) +
          ((epoch % 2) * std::size_t(ranks_) + std::size_t(rank)) * slot;
 }
-std::uint8_t* Buffer::ll_slot(std::uint64_t epoch, std::int64_t local_expert, int src, std::int64_t i) const {
+std::uint8_t* Buffer::ll_slot(std::uint64_t epoch, std::int64_t local_expert, int src,
+                              std::int64_t i) const {
   const auto tmax = std::size_t(config_.max_tokens_per_rank), R = std::size_t(ranks_);
   const std::size_t half = std::size_t(local_experts()) * R * tmax * ll_slot_bytes_;
   return window_ + ll_recv_offset_ + (epoch % 2) * half +
-         ((std::size_t(local_expert) * R + std::size_t(src)) * tmax + std::size_t(i)) * ll_slot_bytes_;
+         ((std::size_t(local_expert) * R + std::size_t(src)) * tmax + std::size_t(i)) *
+             ll_slot_bytes_;
 }
-std::uint8_t* Buffer::ll_back_row(std::uint64_t epoch, std::int64_t expert, std::int64_t slot) const {
+std::uint8_t* Buffer::ll_back_row(std::uint64_t epoch, std::int64_t expert,
+                                  std::int64_t slot) const {
   const auto tmax = std::size_t(config_.max_tokens_per_rank);
   const std::size_t half = std::size_t(config_.num_experts) * tmax * back_row_bytes_;
-  return window_ + ll_back_offset_ + (epoch % 2) * half + (std::size_t(expert) * tmax + std::size_t(slot)) * back_row_bytes_;
+  return window_ + ll_back_offset_ + (epoch % 2) * half +
+         (std::size_t(expert) * tmax + std::size_t(slot)) * back_row_bytes_;
 }
 
 Status Buffer::low_latency_dispatch(const DispatchArgs& args, LowLatencyResult* out) {
   HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition,
             "Buffer::low_latency_dispatch: the buffer was destroyed");
-  HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument, "Buffer::low_latency_dispatch: out is null");
+  HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument,
+            "Buffer::low_latency_dispatch: out is null");
   HP_ENSURE(config_.low_latency, ErrorCode::kFailedPrecondition,
             "Buffer::low_latency_dispatch: the buffer has no low-latency regions (create it with "
             "BufferConfig::low_latency = true)");
@@ -65,7 +70,8 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
   // every other rank returns ABORTED instead of waiting.
   const Status input = prepare_dispatch(a, &layout);
   const std::int64_t tokens = input.is_ok() ? a.x.dim(0) : 0;
-  const std::size_t payload_bytes = std::size_t(hidden) * (quant || !input.is_ok() ? 1 : a.x.element_size());
+  const std::size_t payload_bytes =
+      std::size_t(hidden) * (quant || !input.is_ok() ? 1 : a.x.element_size());
   const std::uint64_t epoch = ++ll_dispatch_epoch_;
   h.epoch = epoch;
   h.tokens = tokens;
@@ -88,29 +94,36 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
     const std::int64_t n = pairs[std::size_t(e)];
     if (n == 0) continue;
     Status st;
-    dst[std::size_t(e)] = comm.open(int(e / local), ll_slot(epoch, e % local, rank_, 0), std::size_t(n) * ll_slot_bytes_, &st);
+    dst[std::size_t(e)] = comm.open(int(e / local), ll_slot(epoch, e % local, rank_, 0),
+                                    std::size_t(n) * ll_slot_bytes_, &st);
     if (dst[std::size_t(e)] == nullptr) return st;
   }
   const auto* x_bytes = static_cast<const std::uint8_t*>(a.x.data());
   const auto* weights = static_cast<const float*>(a.topk_weights.data());
-  HP_RETURN_IF_ERROR(for_each_share(config_.chip, tokens, [&](std::int64_t t0, std::int64_t t1, int) {
-    for (std::int64_t t = t0; t < t1; ++t) {
-      const std::uint8_t* src = quant ? reinterpret_cast<const std::uint8_t*>(quant_rows_.data()) + t * hidden
-                                      : x_bytes + std::size_t(t) * payload_bytes;
-      for (std::int64_t k = 0; k < topk; ++k) {
-        const std::int64_t e = h.topk_idx[std::size_t(t * topk + k)];
-        if (e < 0) continue;
-        std::uint8_t* slot = dst[std::size_t(e)] + std::size_t(h.pair_slot[std::size_t(t * topk + k)]) * ll_slot_bytes_;
-        const SlotMeta meta{std::int32_t(t), quant ? quant_scales_[std::size_t(t)] : 0.0f, weights[t * topk + k]};
-        std::memcpy(slot, &meta, sizeof(meta));
-        stream_copy(slot + kSlot, src, payload_bytes);
-      }
-    }
-    return Status::ok();
-  }));
+  HP_RETURN_IF_ERROR(
+      for_each_share(config_.chip, tokens, [&](std::int64_t t0, std::int64_t t1, int) {
+        for (std::int64_t t = t0; t < t1; ++t) {
+          const std::uint8_t* src =
+              quant ? reinterpret_cast<const std::uint8_t*>(quant_rows_.data()) + t * hidden
+                    : x_bytes + std::size_t(t) * payload_bytes;
+          for (std::int64_t k = 0; k < topk; ++k) {
+            const std::int64_t e = h.topk_idx[std::size_t(t * topk + k)];
+            if (e < 0) continue;
+            std::uint8_t* slot =
+                dst[std::size_t(e)] +
+                std::size_t(h.pair_slot[std::size_t(t * topk + k)]) * ll_slot_bytes_;
+            const SlotMeta meta{std::int32_t(t), quant ? quant_scales_[std::size_t(t)] : 0.0f,
+                                weights[t * topk + k]};
+            std::memcpy(slot, &meta, sizeof(meta));
+            stream_copy(slot + kSlot, src, payload_bytes);
+          }
+        }
+        return Status::ok();
+      }));
   for (std::int64_t e = 0; e < experts; ++e) {
     const std::size_t bytes = std::size_t(pairs[std::size_t(e)]) * ll_slot_bytes_;
-    HP_RETURN_IF_ERROR(comm.close(int(e / local), ll_slot(epoch, e % local, rank_, 0), dst[std::size_t(e)], bytes));
+    HP_RETURN_IF_ERROR(comm.close(int(e / local), ll_slot(epoch, e % local, rank_, 0),
+                                  dst[std::size_t(e)], bytes));
   }
   // ---- counts (or this rank's error code), then the flag, to every rank ----------------------
   std::vector<std::int64_t> mine(std::size_t(kLowLatencyCountsHeader + local), 0);
@@ -128,18 +141,20 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
     HP_RETURN_IF_ERROR(comm.signal(flag(kLowLatencyDispatch, rank_), epoch, d));
   }
   for (int s = 0; s < ranks_; ++s) {
-    HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kLowLatencyDispatch, s), hp::shmem::Cmp::kGe, epoch));
+    HP_RETURN_IF_ERROR(
+        hp::shmem::signal_wait_until(flag(kLowLatencyDispatch, s), hp::shmem::Cmp::kGe, epoch));
   }
   HP_RETURN_IF_ERROR(comm.quiet());
   if (!input.is_ok()) return input;
   for (int s = 0; s < ranks_; ++s) {
     if (ll_counts(epoch, s)[0] != 0) {
-      return Status::error(ErrorCode::kAborted, "low_latency_dispatch: rank {} rejected its inputs ({}); see its error",
+      return Status::error(ErrorCode::kAborted,
+                           "low_latency_dispatch: rank {} rejected its inputs ({}); see its error",
                            s, to_string(ErrorCode(ll_counts(epoch, s)[0])));
     }
   }
-  HP_RETURN_IF_ERROR(
-      expect_same_rows_kind("low_latency_dispatch", ranks_, rank_, [&](int s) { return ll_counts(epoch, s)[1]; }));
+  HP_RETURN_IF_ERROR(expect_same_rows_kind("low_latency_dispatch", ranks_, rank_,
+                                           [&](int s) { return ll_counts(epoch, s)[1]; }));
   // ---- pack: each local expert's rows by source, then slot ------------------------------------
   LowLatencyResult& r = *out;
   const std::int64_t per_expert = std::int64_t(R) * tmax;
@@ -171,37 +186,42 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
     r.tokens_per_expert[std::size_t(le)] = at;
   }
   // The payloads, (expert, source) runs split over the workers.
-  HP_RETURN_IF_ERROR(for_each_share(config_.chip, local * std::int64_t(R), [&](std::int64_t b0, std::int64_t b1, int) {
-    for (std::int64_t b = b0; b < b1; ++b) {
-      const std::int64_t le = b / std::int64_t(R);
-      const auto s = std::size_t(b % std::int64_t(R));
-      const std::int64_t first = r.layout_range[(std::size_t(le) * R + s) * 2];
-      const std::int64_t n = r.layout_range[(std::size_t(le) * R + s) * 2 + 1];
-      for (std::int64_t i = 0; i < n; ++i) {
-        stream_copy(r.x_bytes.data() + std::size_t(le * per_expert + first + i) * payload_bytes,
-                    ll_slot(epoch, le, int(s), i) + kSlot, payload_bytes);
-      }
-    }
-    return Status::ok();
-  }));
+  HP_RETURN_IF_ERROR(for_each_share(
+      config_.chip, local * std::int64_t(R), [&](std::int64_t b0, std::int64_t b1, int) {
+        for (std::int64_t b = b0; b < b1; ++b) {
+          const std::int64_t le = b / std::int64_t(R);
+          const auto s = std::size_t(b % std::int64_t(R));
+          const std::int64_t first = r.layout_range[(std::size_t(le) * R + s) * 2];
+          const std::int64_t n = r.layout_range[(std::size_t(le) * R + s) * 2 + 1];
+          for (std::int64_t i = 0; i < n; ++i) {
+            stream_copy(r.x_bytes.data() + std::size_t(le * per_expert + first + i) * payload_bytes,
+                        ll_slot(epoch, le, int(s), i) + kSlot, payload_bytes);
+          }
+        }
+        return Status::ok();
+      }));
   r.handle = std::move(h);
   return Status::ok();
 }
 
 Status Buffer::low_latency_combine(const TensorView& expert_out, const TensorView& topk_weights,
                                    const LowLatencyHandle& handle, const TensorView& y) {
-  HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition, "Buffer::low_latency_combine: the buffer was destroyed");
+  HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition,
+            "Buffer::low_latency_combine: the buffer was destroyed");
   HP_ENSURE(config_.low_latency, ErrorCode::kFailedPrecondition,
             "Buffer::low_latency_combine: the buffer has no low-latency regions (create it with "
             "BufferConfig::low_latency = true)");
-  const std::int64_t local = local_experts(), per_expert = std::int64_t(ranks_) * config_.max_tokens_per_rank;
+  const std::int64_t local = local_experts(),
+                     per_expert = std::int64_t(ranks_) * config_.max_tokens_per_rank;
   const Status input = [&]() -> Status {
-    HP_ENSURE(std::int64_t(handle.row_src_rank.size()) == local * per_expert &&
-                  std::int64_t(handle.topk_idx.size()) == handle.tokens * config_.topk &&
-                  handle.pair_slot.size() == handle.topk_idx.size(),
-              ErrorCode::kInvalidArgument,
-              "Buffer::low_latency_combine: the handle is not one of this buffer's low_latency_dispatch");
-    HP_RETURN_IF_ERROR(expect_float_rows(expert_out, "expert_out", {local, per_expert, config_.hidden},
+    HP_ENSURE(
+        std::int64_t(handle.row_src_rank.size()) == local * per_expert &&
+            std::int64_t(handle.topk_idx.size()) == handle.tokens * config_.topk &&
+            handle.pair_slot.size() == handle.topk_idx.size(),
+        ErrorCode::kInvalidArgument,
+        "Buffer::low_latency_combine: the handle is not one of this buffer's low_latency_dispatch");
+    HP_RETURN_IF_ERROR(expect_float_rows(expert_out, "expert_out",
+                                         {local, per_expert, config_.hidden},
                                          config_.combine_element_bytes));
     HP_RETURN_IF_ERROR(topk_weights.expect_shape("topk_weights", {handle.tokens, config_.topk}));
     HP_RETURN_IF_ERROR(topk_weights.expect_dtype("topk_weights", DType::kFP32));
@@ -210,16 +230,19 @@ Status Buffer::low_latency_combine(const TensorView& expert_out, const TensorVie
   }();
   const auto* w = static_cast<const float*>(topk_weights.data());
   if (config_.comm == CommKind::kWindow) {
-    if (!input.is_ok()) return reject_call(window_comm_, kLowLatencyCombine, ++ll_combine_epoch_, input);
+    if (!input.is_ok())
+      return reject_call(window_comm_, kLowLatencyCombine, ++ll_combine_epoch_, input);
     return low_latency_combine_with(window_comm_, expert_out, w, handle, y);
   }
-  if (!input.is_ok()) return reject_call(shmem_comm_, kLowLatencyCombine, ++ll_combine_epoch_, input);
+  if (!input.is_ok())
+    return reject_call(shmem_comm_, kLowLatencyCombine, ++ll_combine_epoch_, input);
   return low_latency_combine_with(shmem_comm_, expert_out, w, handle, y);
 }
 
 template <typename Comm>
-Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out, const float* weights,
-                                        const LowLatencyHandle& h, const TensorView& y) {
+Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out,
+                                        const float* weights, const LowLatencyHandle& h,
+                                        const TensorView& y) {
   const std::int64_t hidden = config_.hidden, topk = config_.topk, local = local_experts();
   const std::int64_t per_expert = std::int64_t(ranks_) * config_.max_tokens_per_rank;
   const auto R = std::size_t(ranks_);
@@ -244,19 +267,22 @@ Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out
     Status st;
     const int s = int(b % R);
     const std::int64_t expert = rank_ * local + std::int64_t(b / R);
-    dst[b] = comm.open(s, ll_back_row(epoch, expert, 0), std::size_t(count[b] - 1) * back_row_bytes_ + wire_bytes, &st);
+    dst[b] = comm.open(s, ll_back_row(epoch, expert, 0),
+                       std::size_t(count[b] - 1) * back_row_bytes_ + wire_bytes, &st);
     if (dst[b] == nullptr) return st;
   }
-  HP_RETURN_IF_ERROR(for_each_share(config_.chip, std::int64_t(dst.size()), [&](std::int64_t b0, std::int64_t b1, int) {
-    for (auto b = std::size_t(b0); b < std::size_t(b1); ++b) {
-      const std::int64_t le = std::int64_t(b / R);
-      for (std::int64_t i = 0; i < count[b]; ++i) {
-        stream_copy(dst[b] + std::size_t(i) * back_row_bytes_,
-                    out_bytes + std::size_t(le * per_expert + first[b] + i) * wire_bytes, wire_bytes);
-      }
-    }
-    return Status::ok();
-  }));
+  HP_RETURN_IF_ERROR(for_each_share(
+      config_.chip, std::int64_t(dst.size()), [&](std::int64_t b0, std::int64_t b1, int) {
+        for (auto b = std::size_t(b0); b < std::size_t(b1); ++b) {
+          const std::int64_t le = std::int64_t(b / R);
+          for (std::int64_t i = 0; i < count[b]; ++i) {
+            stream_copy(dst[b] + std::size_t(i) * back_row_bytes_,
+                        out_bytes + std::size_t(le * per_expert + first[b] + i) * wire_bytes,
+                        wire_bytes);
+          }
+        }
+        return Status::ok();
+      }));
   for (std::size_t b = 0; b < dst.size(); ++b) {
     if (count[b] == 0) continue;
     const std::int64_t expert = rank_ * local + std::int64_t(b / R);
@@ -264,28 +290,33 @@ Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out
                                   std::size_t(count[b] - 1) * back_row_bytes_ + wire_bytes));
   }
   for (int i = 0; i < ranks_; ++i) {
-    HP_RETURN_IF_ERROR(comm.signal(flag(kLowLatencyCombine, rank_), epoch, (rank_ + 1 + i) % ranks_));
+    HP_RETURN_IF_ERROR(
+        comm.signal(flag(kLowLatencyCombine, rank_), epoch, (rank_ + 1 + i) % ranks_));
   }
   for (int d = 0; d < ranks_; ++d) {
-    HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kLowLatencyCombine, d), hp::shmem::Cmp::kGe, epoch));
+    HP_RETURN_IF_ERROR(
+        hp::shmem::signal_wait_until(flag(kLowLatencyCombine, d), hp::shmem::Cmp::kGe, epoch));
   }
-  if (Status rejected = check_rejections(kLowLatencyCombine, epoch, "low_latency_combine"); !rejected.is_ok()) {
+  if (Status rejected = check_rejections(kLowLatencyCombine, epoch, "low_latency_combine");
+      !rejected.is_ok()) {
     HP_RETURN_IF_ERROR(comm.quiet());
     return rejected;
   }
   // ---- reduce: y[t] = sum over k of w[t][k] x row of (expert, slot), in k order -------------
   scratch_.resize(std::size_t(share_workers(config_.chip)));
-  HP_RETURN_IF_ERROR(for_each_share(config_.chip, h.tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
-    const auto gather = [&](std::int64_t t, std::vector<const void*>& rows, std::vector<float>& row_weights) {
-      for (std::int64_t k = 0; k < topk; ++k) {
-        const std::int64_t e = h.topk_idx[std::size_t(t * topk + k)];
-        if (e < 0) continue;
-        rows.push_back(ll_back_row(epoch, e, h.pair_slot[std::size_t(t * topk + k)]));
-        row_weights.push_back(weights[t * topk + k]);
-      }
-    };
-    return sum_tokens_into_y(scratch_[std::size_t(worker)], wire, y, t0, t1, gather);
-  }));
+  HP_RETURN_IF_ERROR(
+      for_each_share(config_.chip, h.tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
+        const auto gather = [&](std::int64_t t, std::vector<const void*>& rows,
+                                std::vector<float>& row_weights) {
+          for (std::int64_t k = 0; k < topk; ++k) {
+            const std::int64_t e = h.topk_idx[std::size_t(t * topk + k)];
+            if (e < 0) continue;
+            rows.push_back(ll_back_row(epoch, e, h.pair_slot[std::size_t(t * topk + k)]));
+            row_weights.push_back(weights[t * topk + k]);
+          }
+        };
+        return sum_tokens_into_y(scratch_[std::size_t(worker)], wire, y, t0, t1, gather);
+      }));
   return comm.quiet();
 }
 

@@ -119,8 +119,17 @@ struct MoeGradArgs {
 // steady_clock time (seconds since its epoch) per core, `core` being the chip's core index
 // (cube cores first, then vector cores) or -1 for the calling thread.
 enum class CorePhase : std::int32_t {
-  kDispatch = 0, kGmm1, kGmm2, kCombine, kSharedExpert,
-  kGradDispatch, kGradRecompute, kGradActivation, kGradWeight, kGradCombine, kCount
+  kDispatch = 0,
+  kGmm1,
+  kGmm2,
+  kCombine,
+  kSharedExpert,
+  kGradDispatch,
+  kGradRecompute,
+  kGradActivation,
+  kGradWeight,
+  kGradCombine,
+  kCount
 };
 HP_API const char* to_string(CorePhase phase) noexcept;
 struct CoreSpan {
@@ -138,7 +147,8 @@ struct MoeGradStageTimes {
 
 class HP_API MoeLayer {
  public:
-  static Status create(const MoeLayerConfig& config, const ExpertWeights& weights, std::unique_ptr<MoeLayer>* out);
+  static Status create(const MoeLayerConfig& config, const ExpertWeights& weights,
+                       std::unique_ptr<MoeLayer>* out);
   ~MoeLayer();
   Status destroy();  // collective
 
@@ -147,10 +157,11 @@ class HP_API MoeLayer {
   // intermediates live in a workspace laid out by plan_moe (workspace_plan.h): the layer's own,
   // or the caller's (workspace_bytes() bytes, 64-byte aligned; a smaller one on any rank fails
   // every rank).
-  Status forward(const TensorView& x, const TensorView& topk_idx, const TensorView& topk_weights, const TensorView& y,
+  Status forward(const TensorView& x, const TensorView& topk_idx, const TensorView& topk_weights,
+                 const TensorView& y, const TensorView& x_active_mask = {});
+  Status forward(const TensorView& x, const TensorView& topk_idx, const TensorView& topk_weights,
+                 const TensorView& y, void* workspace, std::uint64_t workspace_bytes,
                  const TensorView& x_active_mask = {});
-  Status forward(const TensorView& x, const TensorView& topk_idx, const TensorView& topk_weights, const TensorView& y,
-                 void* workspace, std::uint64_t workspace_bytes, const TensorView& x_active_mask = {});
   // The gradients of forward (the layer made with config.backward). Collective.
   Status backward(const MoeGradArgs& args);
 
@@ -170,7 +181,8 @@ class HP_API MoeLayer {
   Status run_gemm(const hp::kernels::GroupedGemmProblem& problem);
   // The shared expert on this rank's tokens into shared_out_ (its regions of the workspace).
   Status run_shared_expert(const TensorView& x, std::uint8_t* ws);
-  Status forward_deep(const DispatchArgs& args, const TensorView& y, std::uint8_t* ws, const Status& workspace_ok);
+  Status forward_deep(const DispatchArgs& args, const TensorView& y, std::uint8_t* ws,
+                      const Status& workspace_ok);
   Status run_gemm(const hp::kernels::Bf16GemmProblem& problem);
   template <typename Plan>
   Status run_plan(const Plan& plan);
@@ -185,42 +197,50 @@ class HP_API MoeLayer {
   // The smooth-quant scales as views (empty: none).
   TensorView smooth1() const { return view_of(smooth1_, {config_.hidden}); }
   TensorView smooth2() const {
-    return view_of(smooth2_, {std::int64_t(smooth2_.size()) / config_.intermediate, config_.intermediate});
+    return view_of(smooth2_,
+                   {std::int64_t(smooth2_.size()) / config_.intermediate, config_.intermediate});
   }
-  TensorView shared_smooth2() const { return view_of(shared_smooth2_, {1, config_.shared_intermediate}); }
-  static TensorView view_of(const std::vector<float>& v, std::initializer_list<std::int64_t> shape) {
+  TensorView shared_smooth2() const {
+    return view_of(shared_smooth2_, {1, config_.shared_intermediate});
+  }
+  static TensorView view_of(const std::vector<float>& v,
+                            std::initializer_list<std::int64_t> shape) {
     return v.empty() ? TensorView() : TensorView(const_cast<float*>(v.data()), DType::kFP32, shape);
   }
   Status check_grad_args(const MoeGradArgs& args) const;
   // One set of experts' backward (routed or shared), by the formulas above.
   struct ExpertGrad {
-    TensorView x_q, x_scale, offsets, dy;  // int8 [rows, H], fp32 [rows], int64 [E + 1], bf16 [rows, H]
-    const float* row_weight = nullptr;     // [rows]; null: 1
+    // int8 [rows, H], fp32 [rows], int64 [E + 1], bf16 [rows, H]
+    TensorView x_q, x_scale, offsets, dy;
+    const float* row_weight = nullptr;  // [rows]; null: 1
     const hp::kernels::PackedWeights* w1_plain = nullptr;
-    const float* smooth2 = nullptr;        // [E, I] or null
-    const std::uint16_t *w1t_bf16 = nullptr, *w2t_bf16 = nullptr;  // W1^T [E, 2I, H], W2^T [E, H, I]
+    const float* smooth2 = nullptr;  // [E, I] or null
+    // W1^T [E, 2I, H], W2^T [E, H, I]
+    const std::uint16_t *w1t_bf16 = nullptr, *w2t_bf16 = nullptr;
     // The same in the kernel table's panels (empty where it has none: the GEMMs read the above).
     const hp::kernels::Bf16Panels *w1t_panels = nullptr, *w2t_panels = nullptr;
     std::int64_t inter = 0;
-    TensorView dw1, dw2, dx_rows;          // dx_rows fp32 [rows, H]
-    float* d_row_weight = nullptr;         // [rows] or null
-    bool defer_dw1 = false;                // leave dW1 = x~^T dA (grad_.x_bf16, grad_.da) to the caller
+    TensorView dw1, dw2, dx_rows;   // dx_rows fp32 [rows, H]
+    float* d_row_weight = nullptr;  // [rows] or null
+    // leave dW1 = x~^T dA (grad_.x_bf16, grad_.da) to the caller
+    bool defer_dw1 = false;
   };
   Status expert_backward(const ExpertGrad& p);
   // Two independent bf16 GEMMs at once, each on half of the chip's cube cores (>= 2).
-  Status run_gemms_side_by_side(const hp::kernels::Bf16GemmProblem& first, const hp::kernels::Bf16GemmProblem& second);
+  Status run_gemms_side_by_side(const hp::kernels::Bf16GemmProblem& first,
+                                const hp::kernels::Bf16GemmProblem& second);
   // dX's combine and d topk_weights' all-to-all (the end of backward).
   Status backward_communication(const MoeGradArgs& a);
 
   MoeLayerConfig config_;
   std::unique_ptr<Buffer> buffer_;
   hp::kernels::PackedWeights w1_, w2_, shared_w1_, shared_w2_;
-  std::vector<float> shared_out_;  // the shared expert's rows [T, H]
+  std::vector<float> shared_out_;                          // the shared expert's rows [T, H]
   std::vector<float> smooth1_, smooth2_, shared_smooth2_;  // empty: no smooth quant
   const hp::kernels::KernelTable* table_ = nullptr;
   MoeTiling plan_;
-  Handle handle_;                     // of the last dispatch
-  std::vector<float> recv_weights_;   // each received row's top-k weight (GMM2's row factor)
+  Handle handle_;                    // of the last dispatch
+  std::vector<float> recv_weights_;  // each received row's top-k weight (GMM2's row factor)
   std::vector<std::uint8_t> own_workspace_;
   // backward: GMM1's weights packed plain, the dequantised weights transposed in bf16 (packed
   // into the kernel table's panels where it has them, the plain copies then freed), the
@@ -237,7 +257,7 @@ class HP_API MoeLayer {
     std::vector<std::int8_t> h_q;
     std::vector<float> h, h_scale, d_row_weight, dx_rows, dx_sum;
     std::vector<std::uint16_t> h_bf16, x_bf16, dz, da;
-    std::vector<std::int8_t> own_q;      // the shared expert's x quantised
+    std::vector<std::int8_t> own_q;  // the shared expert's x quantised
     std::vector<float> own_scale;
   } grad_;
   MoeGradStageTimes grad_times_;

@@ -29,7 +29,6 @@ using hp::platform::BlockContext;
 using hp::platform::CoreType;
 using hp::platform::LaunchMode;
 
-
 bool is_sender(const BlockContext& b) {
   return b.core_type() == CoreType::kVector && b.block_idx() == 0 && b.sub_block_idx() == 0;
 }
@@ -66,9 +65,11 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
   const int cubes = chip.num_cube();
   // Flags after the cubes' own: the count exchange done, local experts ready, cubes past the
   // shared expert's GMM1, cubes past moving its rows to shareX2.
-  const int kNotified = cubes, kExpertsReady = cubes + 1, kSharedGmm1 = cubes + 2, kSharedMoved = cubes + 3;
+  const int kNotified = cubes, kExpertsReady = cubes + 1, kSharedGmm1 = cubes + 2,
+            kSharedMoved = cubes + 3;
   const bool shared = config_.shared_intermediate > 0;
-  const std::int64_t si = config_.shared_intermediate, tokens = args.x.ndim() == 2 ? args.x.dim(0) : 0;
+  const std::int64_t si = config_.shared_intermediate,
+                     tokens = args.x.ndim() == 2 ? args.x.dim(0) : 0;
   const std::int64_t inter = config_.intermediate, hidden = config_.hidden;
   const WorkspaceOffsets& at = plan_.offsets;
   // Dispatch and combine run inside the launches, on a vector block (bound to this PE): not on
@@ -87,23 +88,25 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
   // dispatch waits for the other ranks; its rows join the combine's reduce (ProcessCombine).
   hp::kernels::GroupedGemmPlan shared1, shared2;
   std::uint8_t* share_h = ws + at.share_swiglu;
-  auto* share_h_scale = reinterpret_cast<float*>(share_h + ((tokens * si + 63) & ~std::int64_t(63)));
+  auto* share_h_scale =
+      reinterpret_cast<float*>(share_h + ((tokens * si + 63) & ~std::int64_t(63)));
   const std::int64_t shared_groups[2] = {0, tokens};
   const Status verdict = !shared || !workspace_ok.is_ok() ? workspace_ok : [&]() -> Status {
     const TensorView offsets(const_cast<std::int64_t*>(shared_groups), DType::kInt64, {2});
     const TensorView share_x1(ws + at.share_x1_token, DType::kInt8, {tokens, hidden});
     const TensorView share_x1_scale(ws + at.share_x1_scale, DType::kFP32, {tokens});
     HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, args.x, share_x1, share_x1_scale, smooth1()));
-    HP_RETURN_IF_ERROR(hp::kernels::plan_grouped_gemm(*table_,
-                                                      {.a = share_x1,
-                                                       .a_scale = share_x1_scale,
-                                                       .offsets = offsets,
-                                                       .weights = shared_w1_.header(),
-                                                       .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
-                                                       .out = TensorView(share_h, DType::kInt8, {tokens, si}),
-                                                       .out_scale = TensorView(share_h_scale, DType::kFP32, {tokens}),
-                                                       .smooth = shared_smooth2()},
-                                                      cubes, &shared1));
+    HP_RETURN_IF_ERROR(hp::kernels::plan_grouped_gemm(
+        *table_,
+        {.a = share_x1,
+         .a_scale = share_x1_scale,
+         .offsets = offsets,
+         .weights = shared_w1_.header(),
+         .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
+         .out = TensorView(share_h, DType::kInt8, {tokens, si}),
+         .out_scale = TensorView(share_h_scale, DType::kFP32, {tokens}),
+         .smooth = shared_smooth2()},
+        cubes, &shared1));
     shared_out_.resize(std::size_t(tokens * hidden));
     return hp::kernels::plan_grouped_gemm(
         *table_,
@@ -117,7 +120,8 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
   }();
   const bool run_shared = shared && verdict.is_ok();
   const TileOrder shared_tiles = run_shared ? TileOrder(shared1) : TileOrder();
-  workspaces_.resize(std::max(workspaces_.size(), std::size_t(cubes)));  // each cube core grows its own
+  // each cube core grows its own
+  workspaces_.resize(std::max(workspaces_.size(), std::size_t(cubes)));
   double shared_s = 0;
 
   // ---- launch 1: dispatch, GMM1 expert by expert as the rows arrive --------------------------
@@ -129,14 +133,15 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
   double dispatch_s = 0, gmm1_s = 0;
   const auto start1 = Clock::now();
   HP_RETURN_IF_ERROR(chip.launch(
-      {.mode = LaunchMode::kMix, .block_dim = cubes, .num_flags = cubes + 4}, [&](BlockContext& b) -> Status {
+      {.mode = LaunchMode::kMix, .block_dim = cubes, .num_flags = cubes + 4},
+      [&](BlockContext& b) -> Status {
         if (is_sender(b)) {
           const hp::shmem::ThreadBinding bound(pe);
           const auto t0 = Clock::now();
           HP_RETURN_IF_ERROR(buffer_->notify_dispatch(args, &handle_, verdict));
           rows = handle_.rows;
-          HP_ENSURE(rows <= plan_.max_recv_rows, ErrorCode::kInternal, "MoeLayer: {} rows past the plan's {}", rows,
-                    plan_.max_recv_rows);
+          HP_ENSURE(rows <= plan_.max_recv_rows, ErrorCode::kInternal,
+                    "MoeLayer: {} rows past the plan's {}", rows, plan_.max_recv_rows);
           const std::int64_t local = std::int64_t(handle_.expert_offsets.size()) - 1;
           recv_weights_.resize(std::size_t(rows));
           h_scale = reinterpret_cast<float*>(h + ((rows * inter + 63) & ~std::int64_t(63)));
@@ -158,7 +163,9 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
           HP_RETURN_IF_ERROR(b.set_flag(kNotified));
           HP_RETURN_IF_ERROR(buffer_->dispatch_data(
               args, &handle_,
-              {.x = x1, .x_scale = x1_scale, .topk_weights = TensorView(recv_weights_.data(), DType::kFP32, {rows})},
+              {.x = x1,
+               .x_scale = x1_scale,
+               .topk_weights = TensorView(recv_weights_.data(), DType::kFP32, {rows})},
               [&](std::int64_t) { return b.set_flag(kExpertsReady); }));
           dispatch_s = seconds_since(t0);
           add_span(b.core_idx(), CorePhase::kDispatch, t0);
@@ -175,7 +182,8 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
             const hp::kernels::Tile& t = shared_tiles.tiles[std::size_t(j)];
             std::memcpy(ws + at.share_x2_token + t.row_begin * si, share_h + t.row_begin * si,
                         std::size_t((t.row_end - t.row_begin) * si));
-            std::memcpy(reinterpret_cast<float*>(ws + at.share_x2_scale) + t.row_begin, share_h_scale + t.row_begin,
+            std::memcpy(reinterpret_cast<float*>(ws + at.share_x2_scale) + t.row_begin,
+                        share_h_scale + t.row_begin,
                         std::size_t(t.row_end - t.row_begin) * sizeof(float));
           }
           HP_RETURN_IF_ERROR(b.set_flag(kSharedMoved));
@@ -189,7 +197,8 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
         void* w = worker_workspace(b.block_idx(), gmm1.workspace_bytes());
         double busy = 0;
         for (std::int64_t j = first; j < last; ++j) {
-          HP_RETURN_IF_ERROR(b.wait_flag(kExpertsReady, std::uint32_t(tile_expert[std::size_t(j)] + 1)));
+          HP_RETURN_IF_ERROR(
+              b.wait_flag(kExpertsReady, std::uint32_t(tile_expert[std::size_t(j)] + 1)));
           const auto t0 = Clock::now();
           gmm1.call(j, j + 1, w);
           busy += seconds_since(t0);
@@ -222,45 +231,51 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
        .out = TensorView(out, DType::kFP32, {rows, hidden}),
        .row_factor = TensorView(recv_weights_.data(), DType::kFP32, {rows})},
       cubes, &gmm2);
-  HP_RETURN_IF_ERROR(buffer_->combine_stream_begin(handle_, TensorView(out, DType::kFP32, {rows, hidden}), y));
+  HP_RETURN_IF_ERROR(
+      buffer_->combine_stream_begin(handle_, TensorView(out, DType::kFP32, {rows, hidden}), y));
   TileOrder order;
   if (planned.is_ok()) order = TileOrder(gmm2);
   double gmm2_s = 0, send_s = 0;
   const auto start2 = Clock::now();
-  const Status launched = !planned.is_ok() ? planned : chip.launch(
-      {.mode = LaunchMode::kMix, .block_dim = cubes, .num_flags = cubes}, [&](BlockContext& b) -> Status {
-        if (is_sender(b)) {
-          const hp::shmem::ThreadBinding bound(pe);
-          const std::int64_t cols = hidden;
-          for (std::size_t j = 0; j < order.tiles.size(); ++j) {
-            HP_RETURN_IF_ERROR(b.wait_flag(order.owner[j], order.place[j]));
-            const hp::kernels::Tile& t = order.tiles[j];
-            if (t.col_end != cols) continue;
-            const auto t0 = Clock::now();
-            HP_RETURN_IF_ERROR(buffer_->combine_stream_rows(t.row_begin, t.row_end));
-            send_s += seconds_since(t0);
-            add_span(b.core_idx(), CorePhase::kCombine, t0);
-          }
-          return Status::ok();
-        }
-        if (b.core_type() == CoreType::kVector) return Status::ok();
-        const auto [first, last] = gmm2.worker_tiles(b.block_idx());
-        void* w = worker_workspace(b.block_idx(), gmm2.workspace_bytes());
-        const auto t0 = Clock::now();
-        for (std::int64_t j = first; j < last; ++j) {
-          const auto tile_start = Clock::now();
-          gmm2.call(j, j + 1, w);
-          add_span(b.core_idx(), CorePhase::kGmm2, tile_start);
-          HP_RETURN_IF_ERROR(b.set_flag(b.block_idx()));
-        }
-        if (b.block_idx() == 0) gmm2_s = seconds_since(t0);
-        return Status::ok();
-      });
+  const Status launched =
+      !planned.is_ok()
+          ? planned
+          : chip.launch(
+                {.mode = LaunchMode::kMix, .block_dim = cubes, .num_flags = cubes},
+                [&](BlockContext& b) -> Status {
+                  if (is_sender(b)) {
+                    const hp::shmem::ThreadBinding bound(pe);
+                    const std::int64_t cols = hidden;
+                    for (std::size_t j = 0; j < order.tiles.size(); ++j) {
+                      HP_RETURN_IF_ERROR(b.wait_flag(order.owner[j], order.place[j]));
+                      const hp::kernels::Tile& t = order.tiles[j];
+                      if (t.col_end != cols) continue;
+                      const auto t0 = Clock::now();
+                      HP_RETURN_IF_ERROR(buffer_->combine_stream_rows(t.row_begin, t.row_end));
+                      send_s += seconds_since(t0);
+                      add_span(b.core_idx(), CorePhase::kCombine, t0);
+                    }
+                    return Status::ok();
+                  }
+                  if (b.core_type() == CoreType::kVector) return Status::ok();
+                  const auto [first, last] = gmm2.worker_tiles(b.block_idx());
+                  void* w = worker_workspace(b.block_idx(), gmm2.workspace_bytes());
+                  const auto t0 = Clock::now();
+                  for (std::int64_t j = first; j < last; ++j) {
+                    const auto tile_start = Clock::now();
+                    gmm2.call(j, j + 1, w);
+                    add_span(b.core_idx(), CorePhase::kGmm2, tile_start);
+                    HP_RETURN_IF_ERROR(b.set_flag(b.block_idx()));
+                  }
+                  if (b.block_idx() == 0) gmm2_s = seconds_since(t0);
+                  return Status::ok();
+                });
   const double wall2 = seconds_since(start2);
   buffer_->use_chip(config_.chip);  // the reduce splits over the vector cores
   const auto start_end = Clock::now();
   HP_RETURN_IF_ERROR(buffer_->combine_stream_end(
-      launched, shared ? TensorView(shared_out_.data(), DType::kFP32, {tokens, hidden}) : TensorView()));
+      launched,
+      shared ? TensorView(shared_out_.data(), DType::kFP32, {tokens, hidden}) : TensorView()));
   const double end_s = seconds_since(start_end);
   add_span(-1, CorePhase::kCombine, start_end);
   // Each stage's own time; overlap is how much of it ran at once with another's.
@@ -268,7 +283,8 @@ Status MoeLayer::forward_deep(const DispatchArgs& args, const TensorView& y, std
   times_.gmm1 += gmm1_s + copy_s + shared_s;
   times_.gmm2 += gmm2_s;
   times_.combine += send_s + end_s;
-  times_.overlap = std::max(0.0, dispatch_s + gmm1_s + shared_s - wall1) + std::max(0.0, gmm2_s + send_s - wall2);
+  times_.overlap = std::max(0.0, dispatch_s + gmm1_s + shared_s - wall1) +
+                   std::max(0.0, gmm2_s + send_s - wall2);
   return Status::ok();
 }
 

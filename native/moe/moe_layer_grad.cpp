@@ -17,7 +17,6 @@ using window::expect_float_rows;
 
 float sigmoid(float g) { return 1.0f / (1.0f + std::exp(-g)); }
 
-
 float load(const TensorView& t, std::int64_t i) {
   return t.dtype() == DType::kBF16 ? bf16_to_float(static_cast<const std::uint16_t*>(t.data())[i])
                                    : static_cast<const float*>(t.data())[i];
@@ -26,11 +25,12 @@ float load(const TensorView& t, std::int64_t i) {
 }  // namespace
 
 Status MoeLayer::prepare_backward(const ExpertWeights& w, bool shared) {
-  HP_RETURN_IF_ERROR(
-      hp::kernels::pack_weights(w.w1, w.w1_scale, {.type = config_.weights}, shared ? &shared_w1_plain_ : &w1_plain_));
+  HP_RETURN_IF_ERROR(hp::kernels::pack_weights(w.w1, w.w1_scale, {.type = config_.weights},
+                                               shared ? &shared_w1_plain_ : &w1_plain_));
   // Dequantised, transposed bf16 copies: W^T[e][n][k] = int8[e][k][n] x scale[e][n] (any
   // strides in; contiguous out, so that the GEMMs by W^T read B rows).
-  auto dequantize = [](const TensorView& q, const TensorView& scale, std::vector<std::uint16_t>* out) {
+  auto dequantize = [](const TensorView& q, const TensorView& scale,
+                       std::vector<std::uint16_t>* out) {
     const std::int64_t E = q.dim(0), K = q.dim(1), N = q.dim(2);
     const auto* qp = static_cast<const std::int8_t*>(q.data());
     const auto* sp = static_cast<const float*>(scale.data());
@@ -46,18 +46,22 @@ Status MoeLayer::prepare_backward(const ExpertWeights& w, bool shared) {
     }
   };
   // W^T in the table's panels (the act-grad GEMMs' B, the same every call), plain copies freed.
-  auto pack = [&](std::vector<std::uint16_t>* plain, std::int64_t k, std::int64_t n, hp::kernels::Bf16Panels* panels) {
+  auto pack = [&](std::vector<std::uint16_t>* plain, std::int64_t k, std::int64_t n,
+                  hp::kernels::Bf16Panels* panels) {
     const std::int64_t experts = std::int64_t(plain->size()) / (k * n);
-    HP_RETURN_IF_ERROR(hp::kernels::pack_bf16_panels(*table_, TensorView(plain->data(), DType::kBF16, {experts, k, n}),
-                                                     panels));
+    HP_RETURN_IF_ERROR(hp::kernels::pack_bf16_panels(
+        *table_, TensorView(plain->data(), DType::kBF16, {experts, k, n}), panels));
     if (!panels->empty()) std::vector<std::uint16_t>().swap(*plain);
     return Status::ok();
   };
-  const std::int64_t H = config_.hidden, I = shared ? config_.shared_intermediate : config_.intermediate;
+  const std::int64_t H = config_.hidden,
+                     I = shared ? config_.shared_intermediate : config_.intermediate;
   dequantize(w.w1, w.w1_scale, shared ? &shared_w1t_bf16_ : &w1t_bf16_);
-  HP_RETURN_IF_ERROR(pack(shared ? &shared_w1t_bf16_ : &w1t_bf16_, 2 * I, H, shared ? &shared_w1t_panels_ : &w1t_panels_));
+  HP_RETURN_IF_ERROR(pack(shared ? &shared_w1t_bf16_ : &w1t_bf16_, 2 * I, H,
+                          shared ? &shared_w1t_panels_ : &w1t_panels_));
   dequantize(w.w2, w.w2_scale, shared ? &shared_w2t_bf16_ : &w2t_bf16_);
-  HP_RETURN_IF_ERROR(pack(shared ? &shared_w2t_bf16_ : &w2t_bf16_, H, I, shared ? &shared_w2t_panels_ : &w2t_panels_));
+  HP_RETURN_IF_ERROR(pack(shared ? &shared_w2t_bf16_ : &w2t_bf16_, H, I,
+                          shared ? &shared_w2t_panels_ : &w2t_panels_));
   return Status::ok();
 }
 
@@ -78,7 +82,8 @@ Status MoeLayer::check_grad_args(const MoeGradArgs& a) const {
     HP_RETURN_IF_ERROR(expect_float_rows(a.shared_dw1, "shared_dw1", {1, H, 2 * si}));
     HP_RETURN_IF_ERROR(expect_float_rows(a.shared_dw2, "shared_dw2", {1, si, H}));
   } else {
-    HP_ENSURE(a.shared_dw1.data() == nullptr && a.shared_dw2.data() == nullptr, ErrorCode::kInvalidArgument,
+    HP_ENSURE(a.shared_dw1.data() == nullptr && a.shared_dw2.data() == nullptr,
+              ErrorCode::kInvalidArgument,
               "shared_dw1/shared_dw2: given, but the layer has no shared expert");
   }
   if (a.x_active_mask.data() != nullptr) {
@@ -94,12 +99,13 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
   // ---- recompute: a = x~ W1 (as the forward), h, h~ = dequant(quant(h)), x~ ------------------
   auto start = std::chrono::steady_clock::now();
   g.a.resize(std::size_t(rows * 2 * I));
-  HP_RETURN_IF_ERROR(run_gemm(hp::kernels::GroupedGemmProblem{.a = p.x_q,
-                                                              .a_scale = p.x_scale,
-                                                              .offsets = p.offsets,
-                                                              .weights = p.w1_plain->header(),
-                                                              .epilogue = hp::kernels::Epilogue::kDequant,
-                                                              .out = TensorView(g.a.data(), DType::kFP32, {rows, 2 * I})}));
+  HP_RETURN_IF_ERROR(run_gemm(
+      hp::kernels::GroupedGemmProblem{.a = p.x_q,
+                                      .a_scale = p.x_scale,
+                                      .offsets = p.offsets,
+                                      .weights = p.w1_plain->header(),
+                                      .epilogue = hp::kernels::Epilogue::kDequant,
+                                      .out = TensorView(g.a.data(), DType::kFP32, {rows, 2 * I})}));
   // Row r's expert (rows are grouped by expert), for its smooth2 row.
   const auto* offsets = static_cast<const std::int64_t*>(p.offsets.data());
   auto smooth2_of = [&](std::int64_t r) -> const float* {
@@ -112,16 +118,20 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
     const float* ar = g.a.data() + r * 2 * I;
     const float* s2 = smooth2_of(r);
     for (std::int64_t i = 0; i < I; ++i) {
-      g.h[std::size_t(r * I + i)] = ar[i] * sigmoid(ar[i]) * ar[I + i] * (s2 != nullptr ? s2[i] : 1.0f);
+      g.h[std::size_t(r * I + i)] =
+          ar[i] * sigmoid(ar[i]) * ar[I + i] * (s2 != nullptr ? s2[i] : 1.0f);
     }
   }
   g.h_q.resize(std::size_t(rows * I));
   g.h_scale.resize(std::size_t(rows));
   g.h_bf16.resize(std::size_t(rows * I));
   g.x_bf16.resize(std::size_t(rows * H));
-  const TensorView h_q(g.h_q.data(), DType::kInt8, {rows, I}), h_scale(g.h_scale.data(), DType::kFP32, {rows});
-  const TensorView h_bf16(g.h_bf16.data(), DType::kBF16, {rows, I}), x_bf16(g.x_bf16.data(), DType::kBF16, {rows, H});
-  HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, TensorView(g.h.data(), DType::kFP32, {rows, I}), h_q, h_scale));
+  const TensorView h_q(g.h_q.data(), DType::kInt8, {rows, I}),
+      h_scale(g.h_scale.data(), DType::kFP32, {rows});
+  const TensorView h_bf16(g.h_bf16.data(), DType::kBF16, {rows, I}),
+      x_bf16(g.x_bf16.data(), DType::kBF16, {rows, H});
+  HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, TensorView(g.h.data(), DType::kFP32, {rows, I}),
+                                           h_q, h_scale));
   HP_RETURN_IF_ERROR(hp::kernels::dequantize(*table_, h_q, h_scale, h_bf16));
   HP_RETURN_IF_ERROR(hp::kernels::dequantize(*table_, p.x_q, p.x_scale, x_bf16));
   grad_times_.recompute += seconds_since(start);
@@ -133,11 +143,13 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
     g.dz.resize(std::size_t(rows * H));
     for (std::int64_t r = 0; r < rows; ++r) {
       for (std::int64_t c = 0; c < H; ++c) {
-        g.dz[std::size_t(r * H + c)] = float_to_bf16(p.row_weight[r] * bf16_to_float(dy[r * H + c]));
+        g.dz[std::size_t(r * H + c)] =
+            float_to_bf16(p.row_weight[r] * bf16_to_float(dy[r * H + c]));
       }
     }
   }
-  const TensorView dz = p.row_weight != nullptr ? TensorView(g.dz.data(), DType::kBF16, {rows, H}) : p.dy;
+  const TensorView dz =
+      p.row_weight != nullptr ? TensorView(g.dz.data(), DType::kBF16, {rows, H}) : p.dy;
   // G = dY W2^T and dW2 = h~^T dz need only what is there: at once when the chip has two cube
   // cores or more (upstream: the act-grad GEMM in parallel with the w2 grad).
   g.g_dy.resize(std::size_t(rows * I));
@@ -148,8 +160,11 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
       .b = TensorView(const_cast<std::uint16_t*>(p.w2t_bf16), DType::kBF16, {E, H, I}),
       .out = TensorView(g.g_dy.data(), DType::kFP32, {rows, I}),
       .b_panels = p.w2t_panels};
-  const hp::kernels::Bf16GemmProblem dw2_problem{
-      .kind = hp::kernels::Bf16GemmKind::kWeight, .a = h_bf16, .offsets = p.offsets, .b = dz, .out = p.dw2};
+  const hp::kernels::Bf16GemmProblem dw2_problem{.kind = hp::kernels::Bf16GemmKind::kWeight,
+                                                 .a = h_bf16,
+                                                 .offsets = p.offsets,
+                                                 .b = dz,
+                                                 .out = p.dw2};
   if (config_.chip != nullptr && config_.chip->num_cube() >= 2) {
     HP_RETURN_IF_ERROR(run_gemms_side_by_side(g_problem, dw2_problem));
   } else {
@@ -167,7 +182,8 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
     float dw = 0;
     for (std::int64_t i = 0; i < I; ++i) {
       dw += gr[i] * bf16_to_float(g.h_bf16[std::size_t(r * I + i)]);
-      const float gate = ar[i], up = ar[I + i], s = sigmoid(gate), dh = w * gr[i] * (s2 != nullptr ? s2[i] : 1.0f);
+      const float gate = ar[i], up = ar[I + i], s = sigmoid(gate),
+                  dh = w * gr[i] * (s2 != nullptr ? s2[i] : 1.0f);
       g.da[std::size_t(r * 2 * I + i)] = float_to_bf16(dh * up * s * (1.0f + gate * (1.0f - s)));
       g.da[std::size_t(r * 2 * I + I + i)] = float_to_bf16(dh * gate * s);
     }
@@ -188,8 +204,12 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
   // ---- dW1 = x~^T dA (unless the caller runs it under the combine) ---------------------------
   if (!p.defer_dw1) {
     start = std::chrono::steady_clock::now();
-    HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
-        .kind = hp::kernels::Bf16GemmKind::kWeight, .a = x_bf16, .offsets = p.offsets, .b = da, .out = p.dw1}));
+    HP_RETURN_IF_ERROR(
+        run_gemm(hp::kernels::Bf16GemmProblem{.kind = hp::kernels::Bf16GemmKind::kWeight,
+                                              .a = x_bf16,
+                                              .offsets = p.offsets,
+                                              .b = da,
+                                              .out = p.dw1}));
     grad_times_.weight_grad += seconds_since(start);
     add_span(-1, CorePhase::kGradWeight, start);
   }
@@ -197,7 +217,7 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
 }
 
 Status MoeLayer::run_gemms_side_by_side(const hp::kernels::Bf16GemmProblem& first,
-                                         const hp::kernels::Bf16GemmProblem& second) {
+                                        const hp::kernels::Bf16GemmProblem& second) {
   hp::platform::Chip& chip = *config_.chip;
   const int cubes = chip.num_cube(), split = cubes / 2;
   hp::kernels::Bf16GemmPlan a, b;
@@ -205,24 +225,27 @@ Status MoeLayer::run_gemms_side_by_side(const hp::kernels::Bf16GemmProblem& firs
   HP_RETURN_IF_ERROR(hp::kernels::plan_bf16_gemm(*table_, second, cubes - split, &b));
   workspaces_.resize(std::max(workspaces_.size(), std::size_t(cubes)));
   double second_s = 0;
-  HP_RETURN_IF_ERROR(chip.launch({.mode = hp::platform::LaunchMode::kCube, .block_dim = cubes},
-                                 [&](hp::platform::BlockContext& block) {
-                                   const auto t0 = std::chrono::steady_clock::now();
-                                   if (block.block_idx() < split) {
-                                     a.run(block.block_idx(), worker_workspace(block.block_idx(), a.workspace_bytes()));
-                                   } else {
-                                     b.run(block.block_idx() - split, worker_workspace(block.block_idx(), b.workspace_bytes()));
-                                     if (block.block_idx() == split) second_s = seconds_since(t0);
-                                     add_span(block.core_idx(), CorePhase::kGradWeight, t0);
-                                   }
-                                   return Status::ok();
-                                 }));
+  HP_RETURN_IF_ERROR(chip.launch(
+      {.mode = hp::platform::LaunchMode::kCube, .block_dim = cubes},
+      [&](hp::platform::BlockContext& block) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (block.block_idx() < split) {
+          a.run(block.block_idx(), worker_workspace(block.block_idx(), a.workspace_bytes()));
+        } else {
+          b.run(block.block_idx() - split,
+                worker_workspace(block.block_idx(), b.workspace_bytes()));
+          if (block.block_idx() == split) second_s = seconds_since(t0);
+          add_span(block.core_idx(), CorePhase::kGradWeight, t0);
+        }
+        return Status::ok();
+      }));
   grad_times_.weight_grad += second_s;  // (the first, G, counts in act_grad's time)
   return Status::ok();
 }
 
 Status MoeLayer::backward(const MoeGradArgs& a) {
-  HP_ENSURE(buffer_ != nullptr, ErrorCode::kFailedPrecondition, "MoeLayer::backward: the layer was destroyed");
+  HP_ENSURE(buffer_ != nullptr, ErrorCode::kFailedPrecondition,
+            "MoeLayer::backward: the layer was destroyed");
   HP_ENSURE(config_.backward, ErrorCode::kFailedPrecondition,
             "MoeLayer::backward: the layer was made without MoeLayerConfig::backward = true");
   grad_times_ = {};
@@ -237,23 +260,31 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
   for (std::int64_t t = 0; t < T; ++t) {
     const bool active = mask == nullptr || mask[t] != 0;
     for (std::int64_t c = 0; c < H; ++c) {
-      g.dy_bf16[std::size_t(t * H + c)] = active ? float_to_bf16(load(a.dy, t * H + c)) : std::uint16_t(0);
+      g.dy_bf16[std::size_t(t * H + c)] =
+          active ? float_to_bf16(load(a.dy, t * H + c)) : std::uint16_t(0);
     }
   }
   // ---- dispatch x (int8, as the forward) and dY (bf16) with the forward's routing ----------
   auto start = std::chrono::steady_clock::now();
-  HP_RETURN_IF_ERROR(buffer_->dispatch({.x = a.x, .topk_idx = a.topk_idx, .topk_weights = a.topk_weights,
-                                        .x_active_mask = a.x_active_mask, .quant = Quant::kDynamicInt8,
+  HP_RETURN_IF_ERROR(buffer_->dispatch({.x = a.x,
+                                        .topk_idx = a.topk_idx,
+                                        .topk_weights = a.topk_weights,
+                                        .x_active_mask = a.x_active_mask,
+                                        .quant = Quant::kDynamicInt8,
                                         .smooth = smooth1()},
                                        &g.x_recv, verdict));
   const TensorView dy_own(g.dy_bf16.data(), DType::kBF16, {T, H});
-  HP_RETURN_IF_ERROR(buffer_->dispatch({.x = dy_own, .topk_idx = a.topk_idx, .topk_weights = a.topk_weights,
+  HP_RETURN_IF_ERROR(buffer_->dispatch({.x = dy_own,
+                                        .topk_idx = a.topk_idx,
+                                        .topk_weights = a.topk_weights,
                                         .x_active_mask = a.x_active_mask},
                                        &g.dy_recv));
   const Handle& handle = g.x_recv.handle;
-  HP_ENSURE(g.dy_recv.expert_offsets == g.x_recv.expert_offsets && g.dy_recv.handle.row_src_token == handle.row_src_token &&
+  HP_ENSURE(g.dy_recv.expert_offsets == g.x_recv.expert_offsets &&
+                g.dy_recv.handle.row_src_token == handle.row_src_token &&
                 g.dy_recv.handle.row_src_rank == handle.row_src_rank,
-            ErrorCode::kInternal, "MoeLayer::backward: dY's dispatch put its rows in another order than x's");
+            ErrorCode::kInternal,
+            "MoeLayer::backward: dY's dispatch put its rows in another order than x's");
   grad_times_.dispatch = seconds_since(start);
   add_span(-1, CorePhase::kGradDispatch, start);
   // ---- the shared expert, on this rank's tokens (first: the routed experts' dW1 is left for
@@ -264,48 +295,52 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
     g.own_scale.resize(std::size_t(T));
     g.dx_sum.resize(std::size_t(T * H));
     const std::int64_t groups[2] = {0, T};
-    const TensorView own_q(g.own_q.data(), DType::kInt8, {T, H}), own_scale(g.own_scale.data(), DType::kFP32, {T});
+    const TensorView own_q(g.own_q.data(), DType::kInt8, {T, H}),
+        own_scale(g.own_scale.data(), DType::kFP32, {T});
     HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, a.x, own_q, own_scale, smooth1()));
-    HP_RETURN_IF_ERROR(expert_backward({.x_q = own_q,
-                                        .x_scale = own_scale,
-                                        .offsets = TensorView(const_cast<std::int64_t*>(groups), DType::kInt64, {2}),
-                                        .dy = dy_own,
-                                        .w1_plain = &shared_w1_plain_,
-                                        .smooth2 = shared_smooth2_.empty() ? nullptr : shared_smooth2_.data(),
-                                        .w1t_bf16 = shared_w1t_bf16_.data(),
-                                        .w2t_bf16 = shared_w2t_bf16_.data(),
-                                        .w1t_panels = &shared_w1t_panels_,
-                                        .w2t_panels = &shared_w2t_panels_,
-                                        .inter = config_.shared_intermediate,
-                                        .dw1 = a.shared_dw1,
-                                        .dw2 = a.shared_dw2,
-                                        .dx_rows = TensorView(g.dx_sum.data(), DType::kFP32, {T, H})}));
+    HP_RETURN_IF_ERROR(expert_backward(
+        {.x_q = own_q,
+         .x_scale = own_scale,
+         .offsets = TensorView(const_cast<std::int64_t*>(groups), DType::kInt64, {2}),
+         .dy = dy_own,
+         .w1_plain = &shared_w1_plain_,
+         .smooth2 = shared_smooth2_.empty() ? nullptr : shared_smooth2_.data(),
+         .w1t_bf16 = shared_w1t_bf16_.data(),
+         .w2t_bf16 = shared_w2t_bf16_.data(),
+         .w1t_panels = &shared_w1t_panels_,
+         .w2t_panels = &shared_w2t_panels_,
+         .inter = config_.shared_intermediate,
+         .dw1 = a.shared_dw1,
+         .dw2 = a.shared_dw2,
+         .dx_rows = TensorView(g.dx_sum.data(), DType::kFP32, {T, H})}));
   }
   // ---- the routed experts -------------------------------------------------------------------
   const std::int64_t rows = g.x_recv.rows;
   g.dx_rows.resize(std::size_t(rows * H));
   g.d_row_weight.resize(std::size_t(rows));
-  HP_RETURN_IF_ERROR(expert_backward({.x_q = g.x_recv.x(),
-                                      .x_scale = TensorView(g.x_recv.x_scale.data(), DType::kFP32, {rows}),
-                                      .offsets = TensorView(g.x_recv.expert_offsets.data(), DType::kInt64,
-                                                            {std::int64_t(g.x_recv.expert_offsets.size())}),
-                                      .dy = g.dy_recv.x(),
-                                      .row_weight = g.x_recv.topk_weights.data(),
-                                      .w1_plain = &w1_plain_,
-                                      .smooth2 = smooth2_.empty() ? nullptr : smooth2_.data(),
-                                      .w1t_bf16 = w1t_bf16_.data(),
-                                      .w2t_bf16 = w2t_bf16_.data(),
-                                      .w1t_panels = &w1t_panels_,
-                                      .w2t_panels = &w2t_panels_,
-                                      .inter = config_.intermediate,
-                                      .dw1 = a.dw1,
-                                      .dw2 = a.dw2,
-                                      .dx_rows = TensorView(g.dx_rows.data(), DType::kFP32, {rows, H}),
-                                      .d_row_weight = g.d_row_weight.data(),
-                                      .defer_dw1 = true}));
+  HP_RETURN_IF_ERROR(
+      expert_backward({.x_q = g.x_recv.x(),
+                       .x_scale = TensorView(g.x_recv.x_scale.data(), DType::kFP32, {rows}),
+                       .offsets = TensorView(g.x_recv.expert_offsets.data(), DType::kInt64,
+                                             {std::int64_t(g.x_recv.expert_offsets.size())}),
+                       .dy = g.dy_recv.x(),
+                       .row_weight = g.x_recv.topk_weights.data(),
+                       .w1_plain = &w1_plain_,
+                       .smooth2 = smooth2_.empty() ? nullptr : smooth2_.data(),
+                       .w1t_bf16 = w1t_bf16_.data(),
+                       .w2t_bf16 = w2t_bf16_.data(),
+                       .w1t_panels = &w1t_panels_,
+                       .w2t_panels = &w2t_panels_,
+                       .inter = config_.intermediate,
+                       .dw1 = a.dw1,
+                       .dw2 = a.dw2,
+                       .dx_rows = TensorView(g.dx_rows.data(), DType::kFP32, {rows, H}),
+                       .d_row_weight = g.d_row_weight.data(),
+                       .defer_dw1 = true}));
   // ---- dW1 of the routed experts, and the communication: at once on a chip -------------------
   const std::int64_t I = config_.intermediate;
-  const TensorView offsets(g.x_recv.expert_offsets.data(), DType::kInt64, {std::int64_t(g.x_recv.expert_offsets.size())});
+  const TensorView offsets(g.x_recv.expert_offsets.data(), DType::kInt64,
+                           {std::int64_t(g.x_recv.expert_offsets.size())});
   const hp::kernels::Bf16GemmProblem dw1{.kind = hp::kernels::Bf16GemmKind::kWeight,
                                          .a = TensorView(g.x_bf16.data(), DType::kBF16, {rows, H}),
                                          .offsets = offsets,
@@ -331,7 +366,8 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
   double gemm_s = 0, comm_s = 0;
   start = std::chrono::steady_clock::now();
   const Status launched = chip.launch(
-      {.mode = hp::platform::LaunchMode::kMix, .block_dim = chip.num_cube()}, [&](hp::platform::BlockContext& b) -> Status {
+      {.mode = hp::platform::LaunchMode::kMix, .block_dim = chip.num_cube()},
+      [&](hp::platform::BlockContext& b) -> Status {
         const auto t0 = std::chrono::steady_clock::now();
         if (b.core_type() == hp::platform::CoreType::kCube) {
           plan.run(b.block_idx(), worker_workspace(b.block_idx(), plan.workspace_bytes()));
@@ -370,11 +406,13 @@ Status MoeLayer::backward_communication(const MoeGradArgs& a) {
   } else {
     std::vector<float>& routed = g.h;  // the recompute's scratch is free again
     routed.resize(std::size_t(T * H));
-    HP_RETURN_IF_ERROR(buffer_->combine(dx_rows, handle, TensorView(routed.data(), DType::kFP32, {T, H}), {}, false));
+    HP_RETURN_IF_ERROR(buffer_->combine(
+        dx_rows, handle, TensorView(routed.data(), DType::kFP32, {T, H}), {}, false));
     for (std::int64_t t = 0; t < T; ++t) {
       for (std::int64_t c = 0; c < H; ++c) {
         const std::size_t i = std::size_t(t * H + c);
-        const float v = (routed[i] + (shared ? g.dx_sum[i] : 0.0f)) * (smooth1_.empty() ? 1.0f : smooth1_[std::size_t(c)]);
+        const float v = (routed[i] + (shared ? g.dx_sum[i] : 0.0f)) *
+                        (smooth1_.empty() ? 1.0f : smooth1_[std::size_t(c)]);
         if (a.dx.dtype() == DType::kBF16) {
           static_cast<std::uint16_t*>(a.dx.data())[i] = float_to_bf16(v);
         } else {
@@ -392,7 +430,8 @@ Status MoeLayer::backward_communication(const MoeGradArgs& a) {
     for (std::int64_t k = 0; k < K; ++k) {
       const std::int64_t row = handle.record_rows[std::size_t(i * K + k)];
       if (row < 0) continue;
-      const std::int64_t s = handle.row_src_rank[std::size_t(row)], t = handle.row_src_token[std::size_t(row)];
+      const std::int64_t s = handle.row_src_rank[std::size_t(row)],
+                         t = handle.row_src_token[std::size_t(row)];
       topk_grad_send_[s * block + t * K + k] = g.d_row_weight[std::size_t(row)];
     }
   }

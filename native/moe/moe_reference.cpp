@@ -16,7 +16,8 @@ Status check(const MoeReferenceArgs& a, Shapes* s) {
   HP_RETURN_IF_ERROR(a.w1.expect_shape("w1", {-1, -1, -1}));
   s->experts = a.w1.dim(0);
   s->hidden = a.w1.dim(1);
-  HP_ENSURE(a.w1.dim(2) % 2 == 0, ErrorCode::kShapeMismatch, "w1 {}: expected 2I columns", a.w1.to_string());
+  HP_ENSURE(a.w1.dim(2) % 2 == 0, ErrorCode::kShapeMismatch, "w1 {}: expected 2I columns",
+            a.w1.to_string());
   s->inter = a.w1.dim(2) / 2;
   HP_RETURN_IF_ERROR(a.w1.expect_dtype("w1", DType::kInt8));
   HP_RETURN_IF_ERROR(a.w1_scale.expect_shape("w1_scale", {s->experts, 2 * s->inter}));
@@ -35,17 +36,23 @@ Status check(const MoeReferenceArgs& a, Shapes* s) {
   HP_RETURN_IF_ERROR(a.topk_weights.expect_dtype("topk_weights", DType::kFP32));
   HP_RETURN_IF_ERROR(a.y.expect_shape("y", {s->tokens, s->hidden}));
   HP_RETURN_IF_ERROR(a.y.expect_dtype("y", DType::kFP32));
-  for (const TensorView* t : {&a.w1, &a.w1_scale, &a.w2, &a.w2_scale, &a.x, &a.topk_idx, &a.topk_weights, &a.y}) {
-    HP_ENSURE(t->is_contiguous(), ErrorCode::kInvalidArgument, "{}: expected contiguous", t->to_string());
+  for (const TensorView* t :
+       {&a.w1, &a.w1_scale, &a.w2, &a.w2_scale, &a.x, &a.topk_idx, &a.topk_weights, &a.y}) {
+    HP_ENSURE(t->is_contiguous(), ErrorCode::kInvalidArgument, "{}: expected contiguous",
+              t->to_string());
   }
-  if (a.x_active_mask.data() != nullptr) HP_RETURN_IF_ERROR(a.x_active_mask.expect_shape("x_active_mask", {s->tokens}));
-  if (a.smooth1.data() != nullptr) HP_RETURN_IF_ERROR(a.smooth1.expect_shape("smooth1", {s->hidden}));
-  if (a.smooth2.data() != nullptr) HP_RETURN_IF_ERROR(a.smooth2.expect_shape("smooth2", {s->experts, s->inter}));
+  if (a.x_active_mask.data() != nullptr)
+    HP_RETURN_IF_ERROR(a.x_active_mask.expect_shape("x_active_mask", {s->tokens}));
+  if (a.smooth1.data() != nullptr)
+    HP_RETURN_IF_ERROR(a.smooth1.expect_shape("smooth1", {s->hidden}));
+  if (a.smooth2.data() != nullptr)
+    HP_RETURN_IF_ERROR(a.smooth2.expect_shape("smooth2", {s->experts, s->inter}));
   return Status::ok();
 }
 
 // x's row t times smooth1 (when given).
-void smoothed_row(const MoeReferenceArgs& a, const float* x, std::int64_t t, std::int64_t H, std::vector<float>* row) {
+void smoothed_row(const MoeReferenceArgs& a, const float* x, std::int64_t t, std::int64_t H,
+                  std::vector<float>* row) {
   row->assign(x + t * H, x + (t + 1) * H);
   if (a.smooth1.data() == nullptr) return;
   const auto* s1 = static_cast<const float*>(a.smooth1.data());
@@ -65,7 +72,8 @@ float quantize(const std::vector<float>& v, std::vector<std::int32_t>* q) {
   q->assign(v.size(), 0);
   if (amax == 0) return 0.0f;
   const float mul = 127.0f / amax;
-  for (std::size_t i = 0; i < v.size(); ++i) (*q)[i] = std::int32_t(std::clamp(std::nearbyint(v[i] * mul), -127.0f, 127.0f));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    (*q)[i] = std::int32_t(std::clamp(std::nearbyint(v[i] * mul), -127.0f, 127.0f));
   return amax / 127.0f;
 }
 
@@ -90,7 +98,8 @@ Status reference(const MoeReferenceArgs& a) {
   if (a.shared_w1.data() != nullptr) {
     HP_RETURN_IF_ERROR(a.shared_w1.expect_shape("shared_w1", {1, H, -1}));
     HP_RETURN_IF_ERROR(a.shared_w1.expect_dtype("shared_w1", DType::kInt8));
-    HP_ENSURE(a.shared_w1.dim(2) % 2 == 0, ErrorCode::kShapeMismatch, "shared_w1: expected 2Is columns");
+    HP_ENSURE(a.shared_w1.dim(2) % 2 == 0, ErrorCode::kShapeMismatch,
+              "shared_w1: expected 2Is columns");
     shared_i = a.shared_w1.dim(2) / 2;
     HP_RETURN_IF_ERROR(a.shared_w1_scale.expect_shape("shared_w1_scale", {1, 2 * shared_i}));
     HP_RETURN_IF_ERROR(a.shared_w2.expect_shape("shared_w2", {1, shared_i, H}));
@@ -104,8 +113,8 @@ Status reference(const MoeReferenceArgs& a) {
     smoothed_row(a, x, t, H, &row);
     const float sx = kQuantized ? quantize(row, &qx) : 0.0f;
     // One expert's output for token t, times w, added to y: weights w1 [H, 2 ei], w2 [ei, H].
-    auto expert = [&](const std::int8_t* e_w1, const float* e_w1s, const std::int8_t* e_w2, const float* e_w2s,
-                      std::int64_t ei, float w, const float* s2) {
+    auto expert = [&](const std::int8_t* e_w1, const float* e_w1s, const std::int8_t* e_w2,
+                      const float* e_w2s, std::int64_t ei, float w, const float* s2) {
       h.assign(static_cast<std::size_t>(ei), 0.0f);
       for (std::int64_t i = 0; i < ei; ++i) {
         float gate, up;
@@ -137,7 +146,8 @@ Status reference(const MoeReferenceArgs& a) {
           out = float(acc) * e_w2s[c] * sh;
         } else {
           double acc = 0;
-          for (std::int64_t i = 0; i < ei; ++i) acc += double(h[std::size_t(i)]) * e_w2[i * H + c] * e_w2s[c];
+          for (std::int64_t i = 0; i < ei; ++i)
+            acc += double(h[std::size_t(i)]) * e_w2[i * H + c] * e_w2s[c];
           out = float(acc);
         }
         y[t * H + c] += w * out;
@@ -146,14 +156,17 @@ Status reference(const MoeReferenceArgs& a) {
     for (std::int64_t k = 0; k < s.topk; ++k) {
       const std::int64_t e = idx[t * s.topk + k];
       if (e < 0) continue;
-      HP_ENSURE(e < s.experts, ErrorCode::kOutOfRange, "topk_idx[{}][{}] = {}: expected < {}", t, k, e, s.experts);
-      expert(w1 + e * H * 2 * I, w1s + e * 2 * I, w2 + e * I * H, w2s + e * H, I, weights[t * s.topk + k],
-             smooth2_row(a, e, I, false));
+      HP_ENSURE(e < s.experts, ErrorCode::kOutOfRange, "topk_idx[{}][{}] = {}: expected < {}", t, k,
+                e, s.experts);
+      expert(w1 + e * H * 2 * I, w1s + e * 2 * I, w2 + e * I * H, w2s + e * H, I,
+             weights[t * s.topk + k], smooth2_row(a, e, I, false));
     }
     if (shared_i > 0) {
-      expert(static_cast<const std::int8_t*>(a.shared_w1.data()), static_cast<const float*>(a.shared_w1_scale.data()),
-             static_cast<const std::int8_t*>(a.shared_w2.data()), static_cast<const float*>(a.shared_w2_scale.data()),
-             shared_i, 1.0f, smooth2_row(a, 0, shared_i, true));
+      expert(static_cast<const std::int8_t*>(a.shared_w1.data()),
+             static_cast<const float*>(a.shared_w1_scale.data()),
+             static_cast<const std::int8_t*>(a.shared_w2.data()),
+             static_cast<const float*>(a.shared_w2_scale.data()), shared_i, 1.0f,
+             smooth2_row(a, 0, shared_i, true));
     }
   }
   return Status::ok();
@@ -171,7 +184,8 @@ Status reference_grad(const MoeReferenceGradArgs& ga) {
   HP_RETURN_IF_ERROR(ga.dw2.expect_shape("dw2", {s.experts, I, H}));
   for (const TensorView* t : {&ga.dy, &ga.d_topk_weights, &ga.dw1, &ga.dw2}) {
     HP_RETURN_IF_ERROR(t->expect_dtype("gradient", DType::kFP32));
-    HP_ENSURE(t->is_contiguous(), ErrorCode::kInvalidArgument, "{}: expected contiguous", t->to_string());
+    HP_ENSURE(t->is_contiguous(), ErrorCode::kInvalidArgument, "{}: expected contiguous",
+              t->to_string());
   }
   const std::int64_t shared_i = a.shared_w1.data() != nullptr ? a.shared_w1.dim(2) / 2 : 0;
   if (shared_i > 0) {
@@ -196,8 +210,9 @@ Status reference_grad(const MoeReferenceGradArgs& ga) {
       const double sx = quantize(row, &qx);
       const float* g_out = dy + t * H;
       // One expert's backward for token t with weight w; returns d w.
-      auto expert = [&](const std::int8_t* w1, const float* w1s, const std::int8_t* w2, const float* w2s, std::int64_t ei,
-                        double w, float* dw1, float* dw2, const float* s2) {
+      auto expert = [&](const std::int8_t* w1, const float* w1s, const std::int8_t* w2,
+                        const float* w2s, std::int64_t ei, double w, float* dw1, float* dw2,
+                        const float* s2) {
         std::vector<double> gate(static_cast<std::size_t>(ei)), up(static_cast<std::size_t>(ei));
         h.assign(static_cast<std::size_t>(ei), 0.0f);
         for (std::int64_t i = 0; i < ei; ++i) {
@@ -208,8 +223,8 @@ Status reference_grad(const MoeReferenceGradArgs& ga) {
           }
           gate[std::size_t(i)] = double(float(acc_g) * w1s[i] * float(sx));
           up[std::size_t(i)] = double(float(acc_u) * w1s[ei + i] * float(sx));
-          h[std::size_t(i)] = float(gate[std::size_t(i)] / (1 + std::exp(-gate[std::size_t(i)])) * up[std::size_t(i)] *
-                                    (s2 != nullptr ? s2[i] : 1.0f));
+          h[std::size_t(i)] = float(gate[std::size_t(i)] / (1 + std::exp(-gate[std::size_t(i)])) *
+                                    up[std::size_t(i)] * (s2 != nullptr ? s2[i] : 1.0f));
         }
         const double sh = quantize(h, &qh);
         double dw = 0;
@@ -219,13 +234,15 @@ Status reference_grad(const MoeReferenceGradArgs& ga) {
           const double ht = qh[std::size_t(i)] * sh;
           dw += grad * ht;
           for (std::int64_t c = 0; c < H; ++c) dw2[i * H + c] += float(ht * w * g_out[c]);
-          const double g = gate[std::size_t(i)], sig = 1 / (1 + std::exp(-g)), dh = w * grad * (s2 != nullptr ? s2[i] : 1.0);
+          const double g = gate[std::size_t(i)], sig = 1 / (1 + std::exp(-g)),
+                       dh = w * grad * (s2 != nullptr ? s2[i] : 1.0);
           const double dg = dh * up[std::size_t(i)] * sig * (1 + g * (1 - sig)), du = dh * g * sig;
           for (std::int64_t j = 0; j < H; ++j) {
             const double xt = qx[std::size_t(j)] * sx;
             dw1[j * 2 * ei + i] += float(xt * dg);
             dw1[j * 2 * ei + ei + i] += float(xt * du);
-            dx_row[std::size_t(j)] += double(w1[j * 2 * ei + i]) * w1s[i] * dg + double(w1[j * 2 * ei + ei + i]) * w1s[ei + i] * du;
+            dx_row[std::size_t(j)] += double(w1[j * 2 * ei + i]) * w1s[i] * dg +
+                                      double(w1[j * 2 * ei + ei + i]) * w1s[ei + i] * du;
           }
         }
         return dw;
@@ -239,27 +256,33 @@ Status reference_grad(const MoeReferenceGradArgs& ga) {
       for (std::int64_t k = 0; k < K; ++k) {
         const std::int64_t e = idx[t * K + k];
         if (e < 0) continue;
-        HP_ENSURE(e < s.experts, ErrorCode::kOutOfRange, "topk_idx[{}][{}] = {}: expected < {}", t, k, e, s.experts);
-        d_topk[t * K + k] = float(expert(w1 + e * H * 2 * I, w1s + e * 2 * I, w2 + e * I * H, w2s + e * H, I,
-                                         weights[t * K + k], dw1 + e * H * 2 * I, dw2 + e * I * H,
-                                         smooth2_row(a, e, I, false)));
+        HP_ENSURE(e < s.experts, ErrorCode::kOutOfRange, "topk_idx[{}][{}] = {}: expected < {}", t,
+                  k, e, s.experts);
+        d_topk[t * K + k] = float(expert(w1 + e * H * 2 * I, w1s + e * 2 * I, w2 + e * I * H,
+                                         w2s + e * H, I, weights[t * K + k], dw1 + e * H * 2 * I,
+                                         dw2 + e * I * H, smooth2_row(a, e, I, false)));
       }
       if (shared_i > 0) {
-        expert(static_cast<const std::int8_t*>(a.shared_w1.data()), static_cast<const float*>(a.shared_w1_scale.data()),
-               static_cast<const std::int8_t*>(a.shared_w2.data()), static_cast<const float*>(a.shared_w2_scale.data()),
-               shared_i, 1.0, static_cast<float*>(ga.shared_dw1.data()), static_cast<float*>(ga.shared_dw2.data()),
+        expert(static_cast<const std::int8_t*>(a.shared_w1.data()),
+               static_cast<const float*>(a.shared_w1_scale.data()),
+               static_cast<const std::int8_t*>(a.shared_w2.data()),
+               static_cast<const float*>(a.shared_w2_scale.data()), shared_i, 1.0,
+               static_cast<float*>(ga.shared_dw1.data()), static_cast<float*>(ga.shared_dw2.data()),
                smooth2_row(a, 0, shared_i, true));
       }
     }
     const auto* s1 = static_cast<const float*>(a.smooth1.data());  // d(x s1)/dx = s1
-    for (std::int64_t j = 0; j < H; ++j) dx[t * H + j] = float(dx_row[std::size_t(j)] * (s1 != nullptr ? s1[j] : 1.0f));
+    for (std::int64_t j = 0; j < H; ++j)
+      dx[t * H + j] = float(dx_row[std::size_t(j)] * (s1 != nullptr ? s1[j] : 1.0f));
   }
   return Status::ok();
 }
 
 }  // namespace
 
-Status moe_reference_quantized_grad(const MoeReferenceGradArgs& args) { return reference_grad(args); }
+Status moe_reference_quantized_grad(const MoeReferenceGradArgs& args) {
+  return reference_grad(args);
+}
 
 Status moe_reference_quantized(const MoeReferenceArgs& args) { return reference<true>(args); }
 Status moe_reference_float(const MoeReferenceArgs& args) { return reference<false>(args); }

@@ -35,15 +35,19 @@ Status Buffer::allocate_send_window() {
   send_half_bytes_ = send_offsets(config_, ranks_).half;
   const Status s = reallocate_symmetric(&send_, 2 * send_half_bytes_);
   if (!s.is_ok()) {
-    return Status::error(s.code(), "the pull dispatch's send window of 2 x {} bytes ({}): raise HP_SHMEM_HEAP_SIZE "
-                                   "or lower max_tokens_per_rank", send_half_bytes_, s.message());
+    return Status::error(
+        s.code(),
+        "the pull dispatch's send window of 2 x {} bytes ({}): raise HP_SHMEM_HEAP_SIZE "
+        "or lower max_tokens_per_rank",
+        send_half_bytes_, s.message());
   }
   return Status::ok();
 }
 
 Buffer::SendHalf Buffer::send_half(std::uint64_t epoch, int rank) const {
   const SendOffsets o = send_offsets(config_, ranks_);
-  auto* half = static_cast<std::uint8_t*>(hp::shmem::ptr(send_ + (epoch % 2) * send_half_bytes_, rank));
+  auto* half =
+      static_cast<std::uint8_t*>(hp::shmem::ptr(send_ + (epoch % 2) * send_half_bytes_, rank));
   return {.payload = half,
           .scale = reinterpret_cast<float*>(half + o.scale),
           .expert = reinterpret_cast<std::int32_t*>(half + o.expert),
@@ -55,12 +59,14 @@ Buffer::SendHalf Buffer::send_half(std::uint64_t epoch, int rank) const {
 // quantised into it already) and the list of tokens for each destination. The half's readers
 // are done: they read it in dispatch n - 2, and every rank left that before entering the count
 // exchange of dispatch n - 1, which this rank has passed.
-Status Buffer::publish_tokens(const DispatchArgs& a, std::uint64_t epoch, const DispatchLayout& layout) {
+Status Buffer::publish_tokens(const DispatchArgs& a, std::uint64_t epoch,
+                              const DispatchLayout& layout) {
   const SendHalf mine = send_half(epoch, rank_);
   const std::int64_t tokens = layout.num_tokens, topk = config_.topk;
   const auto* weights = static_cast<const float*>(a.topk_weights.data());
   for (std::int64_t t = 0; t < tokens; ++t) {
-    for (std::int64_t k = 0; k < topk; ++k) mine.expert[t * topk + k] = std::int32_t(topk_at(a.topk_idx, t, k));
+    for (std::int64_t k = 0; k < topk; ++k)
+      mine.expert[t * topk + k] = std::int32_t(topk_at(a.topk_idx, t, k));
   }
   if (tokens > 0) std::memcpy(mine.weight, weights, std::size_t(tokens * topk) * sizeof(float));
   for (int d = 0; d < ranks_; ++d) {

@@ -25,8 +25,8 @@ namespace hp::moe {
 
 struct BufferSession {
   std::unique_ptr<Buffer> buffer;
-  Handle handle;                   // of the last notify / dispatch
-  LowLatencyResult low_latency;    // of the last low-latency dispatch
+  Handle handle;                 // of the last notify / dispatch
+  LowLatencyResult low_latency;  // of the last low-latency dispatch
 
   Status get(Buffer** out) {
     HP_ENSURE(buffer != nullptr, ErrorCode::kFailedPrecondition, "the buffer was destroyed");
@@ -58,8 +58,10 @@ class SessionTable {
   Status find(std::uint64_t handle, std::shared_ptr<T>* out) const {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = sessions_.find(handle);
-    HP_ENSURE(it != sessions_.end(), ErrorCode::kNotFound,
-              "no live MoE object has handle {} in this process (destroyed, or made by another process)", handle);
+    HP_ENSURE(
+        it != sessions_.end(), ErrorCode::kNotFound,
+        "no live MoE object has handle {} in this process (destroyed, or made by another process)",
+        handle);
     *out = it->second;
     return Status::ok();
   }

@@ -18,8 +18,9 @@ int share_workers(hp::platform::Chip* chip);
 // Runs body(begin, end, worker) for every worker's share of [0, n) (shares differ by at most one
 // item; empty shares run too). Each share ends with stream_fence(), so its streamed stores are
 // ordered before the launch completes. Returns the first error of a share.
-Status for_each_share(hp::platform::Chip* chip, std::int64_t n,
-                      const std::function<Status(std::int64_t begin, std::int64_t end, int worker)>& body);
+Status for_each_share(
+    hp::platform::Chip* chip, std::int64_t n,
+    const std::function<Status(std::int64_t begin, std::int64_t end, int worker)>& body);
 
 }  // namespace hp::moe
 

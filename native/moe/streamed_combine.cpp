@@ -12,16 +12,21 @@ namespace hp::moe {
 using namespace window;
 
 std::uint8_t* Buffer::pair_row(std::uint64_t epoch, std::int64_t index) const {
-  const std::size_t half = std::size_t(config_.max_tokens_per_rank * config_.topk) * back_row_bytes_;
+  const std::size_t half =
+      std::size_t(config_.max_tokens_per_rank * config_.topk) * back_row_bytes_;
   return window_ + pair_offset_ + (epoch % 2) * half + std::size_t(index) * back_row_bytes_;
 }
 
-Status Buffer::combine_stream_begin(const Handle& handle, const TensorView& expert_out, const TensorView& y) {
-  HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition, "Buffer::combine_stream_begin: the buffer was destroyed");
-  HP_ENSURE(config_.streamed_combine, ErrorCode::kFailedPrecondition,
-            "Buffer::combine_stream_begin: the buffer was made without BufferConfig::streamed_combine");
+Status Buffer::combine_stream_begin(const Handle& handle, const TensorView& expert_out,
+                                    const TensorView& y) {
+  HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition,
+            "Buffer::combine_stream_begin: the buffer was destroyed");
+  HP_ENSURE(
+      config_.streamed_combine, ErrorCode::kFailedPrecondition,
+      "Buffer::combine_stream_begin: the buffer was made without BufferConfig::streamed_combine");
   HP_ENSURE(!stream_.open, ErrorCode::kFailedPrecondition,
-            "Buffer::combine_stream_begin: the previous streamed combine was not ended (combine_stream_end)");
+            "Buffer::combine_stream_begin: the previous streamed combine was not ended "
+            "(combine_stream_end)");
   stream_ = StreamState{};
   stream_.open = true;
   stream_.epoch = ++stream_epoch_;
@@ -39,12 +44,15 @@ Status Buffer::combine_stream_begin(const Handle& handle, const TensorView& expe
 }
 
 Status Buffer::combine_stream_rows(std::int64_t row_begin, std::int64_t row_end) {
-  HP_ENSURE(stream_.open, ErrorCode::kFailedPrecondition,
-            "Buffer::combine_stream_rows: no streamed combine is open (combine_stream_begin first)");
-  if (!stream_.input.is_ok()) return Status::ok();  // this rank sends nothing; its end reports the error
+  HP_ENSURE(
+      stream_.open, ErrorCode::kFailedPrecondition,
+      "Buffer::combine_stream_rows: no streamed combine is open (combine_stream_begin first)");
+  // this rank sends nothing; its end reports the error
+  if (!stream_.input.is_ok()) return Status::ok();
   const Handle& h = *stream_.handle;
   HP_ENSURE(0 <= row_begin && row_begin <= row_end && row_end <= h.rows, ErrorCode::kOutOfRange,
-            "Buffer::combine_stream_rows: rows [{}, {}) outside the dispatch's {}", row_begin, row_end, h.rows);
+            "Buffer::combine_stream_rows: rows [{}, {}) outside the dispatch's {}", row_begin,
+            row_end, h.rows);
   if (config_.comm == CommKind::kWindow) return stream_rows_with(window_comm_, row_begin, row_end);
   return stream_rows_with(shmem_comm_, row_begin, row_end);
 }
@@ -57,8 +65,9 @@ Status Buffer::stream_rows_with(Comm& comm, std::int64_t row_begin, std::int64_t
   for (std::int64_t r = row_begin; r < row_end; ++r) {
     const std::int32_t s = h.row_src_rank[std::size_t(r)];
     if (s < 0) continue;  // a pad row
-    std::uint8_t* remote = pair_row(stream_.epoch, std::int64_t(h.row_src_token[std::size_t(r)]) * config_.topk +
-                                                       h.row_src_slot[std::size_t(r)]);
+    std::uint8_t* remote =
+        pair_row(stream_.epoch, std::int64_t(h.row_src_token[std::size_t(r)]) * config_.topk +
+                                    h.row_src_slot[std::size_t(r)]);
     Status st;
     std::uint8_t* p = comm.open(s, remote, wire_bytes, &st);
     if (p == nullptr) return st;
@@ -72,12 +81,15 @@ Status Buffer::combine_stream_end(const Status& caller_check, const TensorView& 
   HP_ENSURE(stream_.open, ErrorCode::kFailedPrecondition,
             "Buffer::combine_stream_end: no streamed combine is open (combine_stream_begin first)");
   stream_.open = false;
-  if (stream_.input.is_ok() && add.data() != nullptr) {  // this rank's own argument: checked like the others
+  // this rank's own argument: checked like the others
+  if (stream_.input.is_ok() && add.data() != nullptr) {
     stream_.input = [&]() -> Status {
-      HP_RETURN_IF_ERROR(add.expect_shape("add", {stream_.handle->layout.num_tokens, config_.hidden}));
+      HP_RETURN_IF_ERROR(
+          add.expect_shape("add", {stream_.handle->layout.num_tokens, config_.hidden}));
       HP_RETURN_IF_ERROR(add.expect_dtype("add", DType::kFP32));
       HP_ENSURE(stream_.expert_out.dtype() == DType::kFP32, ErrorCode::kDTypeMismatch,
-                "combine_stream_end: add is summed in fp32 with the expert rows: expert_out must be fp32, not {}",
+                "combine_stream_end: add is summed in fp32 with the expert rows: expert_out must "
+                "be fp32, not {}",
                 to_string(stream_.expert_out.dtype()));
       return expect_contiguous(add, "add");
     }();
@@ -96,9 +108,11 @@ Status Buffer::stream_end_with(Comm& comm, const Status& caller_check, const Ten
     HP_RETURN_IF_ERROR(comm.signal(flag(kStreamedCombine, rank_), epoch, (rank_ + 1 + i) % ranks_));
   }
   for (int d = 0; d < ranks_; ++d) {
-    HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kStreamedCombine, d), hp::shmem::Cmp::kGe, epoch));
+    HP_RETURN_IF_ERROR(
+        hp::shmem::signal_wait_until(flag(kStreamedCombine, d), hp::shmem::Cmp::kGe, epoch));
   }
-  if (Status rejected = check_rejections(kStreamedCombine, epoch, "streamed combine"); !rejected.is_ok()) {
+  if (Status rejected = check_rejections(kStreamedCombine, epoch, "streamed combine");
+      !rejected.is_ok()) {
     HP_RETURN_IF_ERROR(comm.quiet());
     return rejected;
   }
@@ -108,17 +122,21 @@ Status Buffer::stream_end_with(Comm& comm, const Status& caller_check, const Ten
   const std::int64_t hidden = config_.hidden, topk = config_.topk;
   const DType wire = stream_.expert_out.dtype();
   scratch_.resize(std::size_t(share_workers(config_.chip)));
-  HP_RETURN_IF_ERROR(for_each_share(config_.chip, h.layout.num_tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
-    const auto gather = [&](std::int64_t t, std::vector<const void*>& rows, std::vector<float>&) {
-      for (std::int64_t k = 0; k < topk; ++k) {
-        if (h.pair_expert[std::size_t(t * topk + k)] >= 0) rows.push_back(pair_row(epoch, t * topk + k));
-      }
-      if (add.data() != nullptr && h.token_active[std::size_t(t)] != 0) {  // fp32, as the wire (checked)
-        rows.push_back(static_cast<const float*>(add.data()) + t * hidden);
-      }
-    };
-    return sum_tokens_into_y(scratch_[std::size_t(worker)], wire, y, t0, t1, gather);
-  }));
+  HP_RETURN_IF_ERROR(for_each_share(
+      config_.chip, h.layout.num_tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
+        const auto gather = [&](std::int64_t t, std::vector<const void*>& rows,
+                                std::vector<float>&) {
+          for (std::int64_t k = 0; k < topk; ++k) {
+            if (h.pair_expert[std::size_t(t * topk + k)] >= 0)
+              rows.push_back(pair_row(epoch, t * topk + k));
+          }
+          // fp32, as the wire (checked)
+          if (add.data() != nullptr && h.token_active[std::size_t(t)] != 0) {
+            rows.push_back(static_cast<const float*>(add.data()) + t * hidden);
+          }
+        };
+        return sum_tokens_into_y(scratch_[std::size_t(worker)], wire, y, t0, t1, gather);
+      }));
   return comm.quiet();
 }
 

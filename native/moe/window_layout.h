@@ -34,7 +34,9 @@ inline constexpr std::ptrdiff_t kLowLatencyCountsHeader = 2;
 
 // What a rank's dispatched rows are (x's dtype, quantised or not), sent with its counts: ranks
 // passing different ones would read each other's rows wrongly, so they all fail instead.
-inline std::int64_t rows_kind(DType x_dtype, bool quantised) { return std::int64_t(x_dtype) << 1 | quantised; }
+inline std::int64_t rows_kind(DType x_dtype, bool quantised) {
+  return std::int64_t(x_dtype) << 1 | quantised;
+}
 // INVALID_ARGUMENT naming a rank whose rows kind (kind_of(rank)) differs from this one's.
 template <typename KindOf>
 Status expect_same_rows_kind(const char* call, int ranks, int me, KindOf kind_of) {
@@ -44,10 +46,11 @@ Status expect_same_rows_kind(const char* call, int ranks, int me, KindOf kind_of
   const std::int64_t mine = kind_of(me);
   for (int s = 0; s < ranks; ++s) {
     if (kind_of(s) != mine) {
-      return Status::error(ErrorCode::kInvalidArgument,
-                           "{}: rank {} dispatches x {} and rank {} x {}: every rank must pass the same x dtype "
-                           "and quant",
-                           call, s, describe(kind_of(s)), me, describe(mine));
+      return Status::error(
+          ErrorCode::kInvalidArgument,
+          "{}: rank {} dispatches x {} and rank {} x {}: every rank must pass the same x dtype "
+          "and quant",
+          call, s, describe(kind_of(s)), me, describe(mine));
     }
   }
   return Status::ok();
@@ -72,13 +75,15 @@ inline Status reallocate_symmetric(std::uint8_t** region, std::size_t bytes) {
 }
 
 inline Status expect_contiguous(const TensorView& t, const char* what) {
-  HP_ENSURE(t.is_contiguous(), ErrorCode::kInvalidArgument, "{} {}: expected contiguous", what, t.to_string());
+  HP_ENSURE(t.is_contiguous(), ErrorCode::kInvalidArgument, "{} {}: expected contiguous", what,
+            t.to_string());
   return Status::ok();
 }
 
 // A contiguous fp32 or bf16 tensor of `shape`; with max_element_bytes > 0, elements no wider
 // than that (combine's rows: the buffer's combine_element_bytes).
-inline Status expect_float_rows(const TensorView& t, const char* what, std::initializer_list<std::int64_t> shape,
+inline Status expect_float_rows(const TensorView& t, const char* what,
+                                std::initializer_list<std::int64_t> shape,
                                 std::int64_t max_element_bytes = 0) {
   HP_RETURN_IF_ERROR(t.expect_shape(what, shape));
   HP_ENSURE(t.dtype() == DType::kFP32 || t.dtype() == DType::kBF16, ErrorCode::kDTypeMismatch,
@@ -86,8 +91,8 @@ inline Status expect_float_rows(const TensorView& t, const char* what, std::init
   HP_RETURN_IF_ERROR(expect_contiguous(t, what));
   HP_ENSURE(max_element_bytes == 0 || std::int64_t(t.element_size()) <= max_element_bytes,
             ErrorCode::kInvalidArgument,
-            "{} {} needs {} bytes per element; the buffer was made with combine_element_bytes = {}", what,
-            t.to_string(), t.element_size(), max_element_bytes);
+            "{} {} needs {} bytes per element; the buffer was made with combine_element_bytes = {}",
+            what, t.to_string(), t.element_size(), max_element_bytes);
   return Status::ok();
 }
 

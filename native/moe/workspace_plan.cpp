@@ -18,8 +18,9 @@ Status product(std::initializer_list<std::int64_t> factors, std::int64_t* out) {
   for (std::int64_t f : factors) {
     p *= f;
     if (p > kLimit) {
-      return Status::error(ErrorCode::kInvalidArgument,
-                           "the MoE workspace would exceed 2^62 bytes: lower tokens, hidden or max_recv_rows");
+      return Status::error(
+          ErrorCode::kInvalidArgument,
+          "the MoE workspace would exceed 2^62 bytes: lower tokens, hidden or max_recv_rows");
     }
   }
   *out = std::int64_t(p);
@@ -86,7 +87,8 @@ std::int64_t place(const Sizes& s, bool reuse, WorkspaceOffsets* o) {
   } else {
     // x1 and x2 tokens (shared expert's first), scales, then swap over the SwiGLU outputs; the
     // routed part starts at a 64-byte boundary after the shared part.
-    const std::int64_t tokens = c.take(std::max(round_up(s.share_x1, 64) + s.x1, round_up(s.share_x2, 64) + s.x2));
+    const std::int64_t tokens =
+        c.take(std::max(round_up(s.share_x1, 64) + s.x1, round_up(s.share_x2, 64) + s.x2));
     o->share_x1_token = o->share_x2_token = tokens;
     o->x1_token = tokens + round_up(s.share_x1, 64);
     o->x2_token = tokens + round_up(s.share_x2, 64);
@@ -107,7 +109,8 @@ std::int64_t place(const Sizes& s, bool reuse, WorkspaceOffsets* o) {
 
 Status check_problem(const MoeProblem& p) {
   auto field = [](const char* name, std::int64_t value, std::int64_t min) -> Status {
-    HP_ENSURE(value >= min, ErrorCode::kInvalidArgument, "MoeProblem {} = {}: expected >= {}", name, value, min);
+    HP_ENSURE(value >= min, ErrorCode::kInvalidArgument, "MoeProblem {} = {}: expected >= {}", name,
+              value, min);
     return Status::ok();
   };
   HP_RETURN_IF_ERROR(field("tokens", p.tokens, 0));
@@ -122,10 +125,10 @@ Status check_problem(const MoeProblem& p) {
   HP_RETURN_IF_ERROR(field("system_bytes", p.system_bytes, 0));
   HP_ENSURE(p.experts % p.ranks == 0, ErrorCode::kInvalidArgument,
             "MoeProblem experts = {}: expected a multiple of ranks = {}", p.experts, p.ranks);
-  HP_ENSURE(p.topk <= p.experts, ErrorCode::kInvalidArgument, "MoeProblem topk = {}: more than experts = {}", p.topk,
-            p.experts);
-  HP_ENSURE(p.system_bytes <= kLimit, ErrorCode::kInvalidArgument, "MoeProblem system_bytes = {}: too large",
-            p.system_bytes);
+  HP_ENSURE(p.topk <= p.experts, ErrorCode::kInvalidArgument,
+            "MoeProblem topk = {}: more than experts = {}", p.topk, p.experts);
+  HP_ENSURE(p.system_bytes <= kLimit, ErrorCode::kInvalidArgument,
+            "MoeProblem system_bytes = {}: too large", p.system_bytes);
   return Status::ok();
 }
 
@@ -137,7 +140,8 @@ Status plan_moe(const MoeProblem& p, MoeTiling* out) {
   MoeTiling t;
   t.experts_per_rank = p.experts / p.ranks;
   const bool shared = p.shared_intermediate > 0;
-  t.exec_flags = (t.experts_per_rank > 1 ? kExecDeepFuse : 0u) | (p.tensor_list ? kExecTensorList : 0u) |
+  t.exec_flags = (t.experts_per_rank > 1 ? kExecDeepFuse : 0u) |
+                 (p.tensor_list ? kExecTensorList : 0u) |
                  (p.x_active_mask ? kExecXActiveMask : 0u) | (shared ? kExecSharedExpert : 0u) |
                  (p.smooth_quant ? kExecSmoothQuant : 0u);
   t.path = shared ? MoePath::kShared : t.experts_per_rank > 1 ? MoePath::kDeep : MoePath::kNonDeep;
@@ -158,11 +162,12 @@ Status plan_moe(const MoeProblem& p, MoeTiling* out) {
   HP_ENSURE(user <= kLimit - p.system_bytes, ErrorCode::kInvalidArgument,
             "the MoE workspace would exceed 2^62 bytes: lower tokens, hidden or max_recv_rows");
   // Offsets are from the workspace start: the system part comes first.
-  for (std::int64_t* o : {&t.offsets.share_x1_token, &t.offsets.x1_token, &t.offsets.share_x1_scale,
-                          &t.offsets.x1_scale, &t.offsets.share_swiglu, &t.offsets.swiglu,
-                          &t.offsets.share_x2_token, &t.offsets.x2_token, &t.offsets.share_x2_scale,
-                          &t.offsets.x2_scale, &t.offsets.swap_space, &t.offsets.y2_token, &t.offsets.group_list,
-                          &t.offsets.expand_idx, &t.offsets.ep_send_count, &t.offsets.reserved}) {
+  for (std::int64_t* o :
+       {&t.offsets.share_x1_token, &t.offsets.x1_token, &t.offsets.share_x1_scale,
+        &t.offsets.x1_scale, &t.offsets.share_swiglu, &t.offsets.swiglu, &t.offsets.share_x2_token,
+        &t.offsets.x2_token, &t.offsets.share_x2_scale, &t.offsets.x2_scale, &t.offsets.swap_space,
+        &t.offsets.y2_token, &t.offsets.group_list, &t.offsets.expand_idx, &t.offsets.ep_send_count,
+        &t.offsets.reserved}) {
     *o += round_up(p.system_bytes, kRegionAlign);
   }
   t.user_bytes = user;
@@ -178,14 +183,22 @@ std::vector<WorkspaceRegion> workspace_regions(const MoeProblem& p, const MoeTil
   const WorkspaceOffsets& o = t.offsets;
   // Phases: 0 dispatch, 1 GMM1 + SwiGLU, 2 requantisation, 3 GMM2, 4 combine.
   return {
-      {"shareX1Token", o.share_x1_token, s.share_x1, 0, 1},   {"x1Token", o.x1_token, s.x1, 0, 1},
-      {"shareX1Scale", o.share_x1_scale, s.share_x1_scale, 0, 1}, {"x1Scale", o.x1_scale, s.x1_scale, 0, 1},
-      {"shareSwiglu", o.share_swiglu, s.share_swiglu, 1, 2},  {"swiglu", o.swiglu, s.swiglu, 1, 2},
-      {"shareX2Token", o.share_x2_token, s.share_x2, 2, 3},   {"x2Token", o.x2_token, s.x2, 2, 3},
-      {"shareX2Scale", o.share_x2_scale, s.share_x2_scale, 2, 3}, {"x2Scale", o.x2_scale, s.x2_scale, 2, 3},
-      {"swapSpace", o.swap_space, s.swap, 3, 3},              {"y2Token", o.y2_token, s.y2, 3, 4},
-      {"groupList", o.group_list, s.group_list, 0, 3},        {"expandIdx", o.expand_idx, s.expand_idx, 0, 4},
-      {"epSendCount", o.ep_send_count, s.ep_send_count, 0, 4}, {"reserved", o.reserved, kReservedBytes, 0, 4},
+      {"shareX1Token", o.share_x1_token, s.share_x1, 0, 1},
+      {"x1Token", o.x1_token, s.x1, 0, 1},
+      {"shareX1Scale", o.share_x1_scale, s.share_x1_scale, 0, 1},
+      {"x1Scale", o.x1_scale, s.x1_scale, 0, 1},
+      {"shareSwiglu", o.share_swiglu, s.share_swiglu, 1, 2},
+      {"swiglu", o.swiglu, s.swiglu, 1, 2},
+      {"shareX2Token", o.share_x2_token, s.share_x2, 2, 3},
+      {"x2Token", o.x2_token, s.x2, 2, 3},
+      {"shareX2Scale", o.share_x2_scale, s.share_x2_scale, 2, 3},
+      {"x2Scale", o.x2_scale, s.x2_scale, 2, 3},
+      {"swapSpace", o.swap_space, s.swap, 3, 3},
+      {"y2Token", o.y2_token, s.y2, 3, 4},
+      {"groupList", o.group_list, s.group_list, 0, 3},
+      {"expandIdx", o.expand_idx, s.expand_idx, 0, 4},
+      {"epSendCount", o.ep_send_count, s.ep_send_count, 0, 4},
+      {"reserved", o.reserved, kReservedBytes, 0, 4},
   };
 }
 

@@ -44,20 +44,21 @@ inline constexpr std::int64_t kRegionAlign = 512;
 inline constexpr std::int64_t kReservedBytes = 256 << 10;
 
 struct MoeProblem {
-  std::int64_t tokens = 0;                // bs: this rank's tokens (max over calls)
-  std::int64_t hidden = 0;                // H
-  std::int64_t intermediate = 0;          // I (GMM1 has N = 2I: gate and up halves)
-  std::int64_t topk = 0;                  // K
-  std::int64_t experts = 0;               // E (a multiple of ranks)
-  std::int64_t ranks = 0;                 // R
-  std::int64_t max_recv_rows = 0;         // rows a rank's experts may receive; 0: lossless
-  std::int64_t expert_alignment = 1;      // each expert's rows padded to this
-  std::int64_t shared_intermediate = 0;   // the shared expert's I; 0: none
-  bool tensor_list = false;               // weights as per-expert tensors
+  std::int64_t tokens = 0;               // bs: this rank's tokens (max over calls)
+  std::int64_t hidden = 0;               // H
+  std::int64_t intermediate = 0;         // I (GMM1 has N = 2I: gate and up halves)
+  std::int64_t topk = 0;                 // K
+  std::int64_t experts = 0;              // E (a multiple of ranks)
+  std::int64_t ranks = 0;                // R
+  std::int64_t max_recv_rows = 0;        // rows a rank's experts may receive; 0: lossless
+  std::int64_t expert_alignment = 1;     // each expert's rows padded to this
+  std::int64_t shared_intermediate = 0;  // the shared expert's I; 0: none
+  bool tensor_list = false;              // weights as per-expert tensors
   bool x_active_mask = false;
   bool smooth_quant = false;
-  bool reuse = true;                      // ENABLE_REUSE_MEMORY
-  std::int64_t system_bytes = 0;          // scratch the kernels need, placed before the user regions
+  bool reuse = true;  // ENABLE_REUSE_MEMORY
+  // scratch the kernels need, placed before the user regions
+  std::int64_t system_bytes = 0;
 };
 
 enum class MoePath : std::int32_t { kNonDeep = 0, kDeep = 1, kShared = 2 };
@@ -73,14 +74,14 @@ struct WorkspaceOffsets {  // bytes from the workspace start
 struct MoeTiling {
   std::uint32_t exec_flags = 0;
   MoePath path = MoePath::kNonDeep;
-  int vector_per_cube = 1;                // 1 (non-deep) or 2 (deep fuse, shared expert)
+  int vector_per_cube = 1;  // 1 (non-deep) or 2 (deep fuse, shared expert)
   std::int64_t experts_per_rank = 0;
   std::int64_t max_recv_rows = 0;
   std::int64_t shared_tokens = 0;
   WorkspaceOffsets offsets;
-  std::int64_t user_bytes = 0;            // reserved + 256 KiB
-  std::int64_t total_bytes = 0;           // system + user
-  std::int64_t saved_bytes = 0;           // reuse: what sharing saves against separate regions
+  std::int64_t user_bytes = 0;   // reserved + 256 KiB
+  std::int64_t total_bytes = 0;  // system + user
+  std::int64_t saved_bytes = 0;  // reuse: what sharing saves against separate regions
 };
 
 // One region of a plan: where it is, how big, and the phases it is live in.
@@ -93,7 +94,8 @@ struct WorkspaceRegion {
 // INVALID_ARGUMENT names the field that is out of range.
 HP_API Status plan_moe(const MoeProblem& problem, MoeTiling* out);
 // The regions of a plan (problem: the one it was planned from), for checks and diagnostics.
-HP_API std::vector<WorkspaceRegion> workspace_regions(const MoeProblem& problem, const MoeTiling& tiling);
+HP_API std::vector<WorkspaceRegion> workspace_regions(const MoeProblem& problem,
+                                                      const MoeTiling& tiling);
 
 }  // namespace hp::moe
 

@@ -19,11 +19,14 @@ Status Buffer::allocate_combine_rows(std::int64_t capacity) {
   combine_rows_capacity_ = 0;
   const auto row_bytes = std::size_t(config_.hidden * config_.combine_element_bytes);
   const std::size_t weights_offset = round64(std::size_t(capacity) * row_bytes);
-  const Status s =
-      reallocate_symmetric(&combine_rows_, weights_offset + round64(std::size_t(capacity) * sizeof(float)));
+  const Status s = reallocate_symmetric(
+      &combine_rows_, weights_offset + round64(std::size_t(capacity) * sizeof(float)));
   if (!s.is_ok()) {
-    return Status::error(s.code(), "{} combine rows of {} bytes (zero_copy_combine) ({}): raise HP_SHMEM_HEAP_SIZE "
-                                   "or lower max_tokens_per_rank", capacity, row_bytes, s.message());
+    return Status::error(
+        s.code(),
+        "{} combine rows of {} bytes (zero_copy_combine) ({}): raise HP_SHMEM_HEAP_SIZE "
+        "or lower max_tokens_per_rank",
+        capacity, row_bytes, s.message());
   }
   combine_rows_capacity_ = capacity;
   combine_weights_offset_ = weights_offset;
@@ -67,7 +70,8 @@ Status Buffer::plan_pulls(std::uint64_t epoch, Handle* handle) {
 }
 
 Status Buffer::combine_buffer(const Handle& handle, TensorView* out) {
-  HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition, "Buffer::combine_buffer: the buffer was destroyed");
+  HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition,
+            "Buffer::combine_buffer: the buffer was destroyed");
   HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument, "Buffer::combine_buffer: out is null");
   HP_ENSURE(config_.zero_copy_combine, ErrorCode::kFailedPrecondition,
             "Buffer::combine_buffer: the buffer was made without BufferConfig::zero_copy_combine");
@@ -90,7 +94,8 @@ Status Buffer::wait_pulled(std::uint64_t epoch) const {
 Status Buffer::expect_planned(const Handle& handle, const char* call) const {
   HP_ENSURE(handle.epoch == planned_epoch_ && handle.epoch == dispatch_epoch_ && handle.epoch != 0,
             ErrorCode::kInvalidArgument,
-            "{}: the handle is not the last successful dispatch's (the combine rows hold that dispatch's rows only)",
+            "{}: the handle is not the last successful dispatch's (the combine rows hold that "
+            "dispatch's rows only)",
             call);
   return Status::ok();
 }
@@ -99,15 +104,16 @@ Status Buffer::expect_combine_rows(const TensorView& expert_out, const Handle& h
   HP_RETURN_IF_ERROR(expect_planned(handle, "combine (zero_copy_combine)"));
   HP_ENSURE(expert_out.data() == combine_rows_ && expert_out.dtype() == combine_rows_dtype(),
             ErrorCode::kInvalidArgument,
-            "combine: expert_out {} is not combine_buffer()'s tensor: a zero_copy_combine buffer reads the expert "
+            "combine: expert_out {} is not combine_buffer()'s tensor: a zero_copy_combine buffer "
+            "reads the expert "
             "outputs in place, so write them into combine_buffer(handle)",
             expert_out.to_string());
   return Status::ok();
 }
 
 template <typename Comm>
-Status Buffer::pull_combine_with(Comm& comm, const Status& input, const Handle& h, const TensorView& y,
-                                 const float* weights) {
+Status Buffer::pull_combine_with(Comm& comm, const Status& input, const Handle& h,
+                                 const TensorView& y, const float* weights) {
   const std::uint64_t epoch = ++combine_epoch_;
   const std::uint64_t previous = std::exchange(pull_epoch_, epoch);
   const Status result = [&]() -> Status {
@@ -117,12 +123,14 @@ Status Buffer::pull_combine_with(Comm& comm, const Status& input, const Handle& 
     HP_RETURN_IF_ERROR(wait_pulled(previous));
     // Every row's weight next to the rows, then this rank's flag: its rows may be read.
     auto* row_weights = reinterpret_cast<float*>(combine_rows_ + combine_weights_offset_);
-    for (std::int64_t row = 0; row < h.rows; ++row) row_weights[row] = weights != nullptr ? weights[row] : 1.0f;
+    for (std::int64_t row = 0; row < h.rows; ++row)
+      row_weights[row] = weights != nullptr ? weights[row] : 1.0f;
     for (int i = 0; i < ranks_; ++i) {
       HP_RETURN_IF_ERROR(comm.signal(flag(kCombine, rank_), epoch, (rank_ + 1 + i) % ranks_));
     }
     for (int d = 0; d < ranks_; ++d) {
-      HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(flag(kCombine, d), hp::shmem::Cmp::kGe, epoch));
+      HP_RETURN_IF_ERROR(
+          hp::shmem::signal_wait_until(flag(kCombine, d), hp::shmem::Cmp::kGe, epoch));
     }
     HP_RETURN_IF_ERROR(check_rejections(kCombine, epoch, "combine"));
     return pull_rows(h, y);
@@ -135,8 +143,10 @@ Status Buffer::pull_combine_with(Comm& comm, const Status& input, const Handle& 
   HP_RETURN_IF_ERROR(comm.quiet());
   return result;
 }
-template Status Buffer::pull_combine_with(WindowComm&, const Status&, const Handle&, const TensorView&, const float*);
-template Status Buffer::pull_combine_with(ShmemComm&, const Status&, const Handle&, const TensorView&, const float*);
+template Status Buffer::pull_combine_with(WindowComm&, const Status&, const Handle&,
+                                          const TensorView&, const float*);
+template Status Buffer::pull_combine_with(ShmemComm&, const Status&, const Handle&,
+                                          const TensorView&, const float*);
 
 // y[t] = sum over k of weight x row of pair (t, k), fp32 in k order, rounded once to y's dtype.
 // Rows of peers whose heap is mapped are read in place; the others' runs (one per expert) are
@@ -151,7 +161,8 @@ Status Buffer::pull_rows(const Handle& h, const TensorView& y) {
   // staging, where the runs of unmapped ranks' experts follow one another.
   std::vector<const std::uint8_t*> mapped(R), rows(R);
   std::vector<const float*> row_weights(R);
-  for (std::size_t d = 0; d < R; ++d) mapped[d] = static_cast<const std::uint8_t*>(hp::shmem::ptr(combine_rows_, int(d)));
+  for (std::size_t d = 0; d < R; ++d)
+    mapped[d] = static_cast<const std::uint8_t*>(hp::shmem::ptr(combine_rows_, int(d)));
   std::vector<std::int64_t> shift(E, 0);
   std::int64_t staged = 0;
   for (std::size_t e = 0; e < E; ++e) {
@@ -163,8 +174,9 @@ Status Buffer::pull_rows(const Handle& h, const TensorView& y) {
   if (staged > 0) pull_staging_.resize(staged_weights + std::size_t(staged) * sizeof(float));
   for (std::size_t d = 0; d < R; ++d) {
     rows[d] = mapped[d] != nullptr ? mapped[d] : pull_staging_.data();
-    row_weights[d] = reinterpret_cast<const float*>(mapped[d] != nullptr ? mapped[d] + combine_weights_offset_
-                                                                         : pull_staging_.data() + staged_weights);
+    row_weights[d] = reinterpret_cast<const float*>(mapped[d] != nullptr
+                                                        ? mapped[d] + combine_weights_offset_
+                                                        : pull_staging_.data() + staged_weights);
   }
   for (std::size_t e = 0; e < E && staged > 0; ++e) {
     const int d = int(std::int64_t(e) / per_rank);
@@ -172,26 +184,31 @@ Status Buffer::pull_rows(const Handle& h, const TensorView& y) {
     if (n == 0 || mapped[std::size_t(d)] != nullptr) continue;
     const auto at = std::size_t(first + shift[e]);
     HP_RETURN_IF_ERROR(hp::shmem::get_nbi(pull_staging_.data() + at * row_bytes,
-                                          combine_rows_ + std::size_t(first) * row_bytes, std::size_t(n) * row_bytes, d));
-    HP_RETURN_IF_ERROR(hp::shmem::get_nbi(pull_staging_.data() + staged_weights + at * sizeof(float),
-                                          combine_rows_ + combine_weights_offset_ + std::size_t(first) * sizeof(float),
-                                          std::size_t(n) * sizeof(float), d));
+                                          combine_rows_ + std::size_t(first) * row_bytes,
+                                          std::size_t(n) * row_bytes, d));
+    HP_RETURN_IF_ERROR(hp::shmem::get_nbi(
+        pull_staging_.data() + staged_weights + at * sizeof(float),
+        combine_rows_ + combine_weights_offset_ + std::size_t(first) * sizeof(float),
+        std::size_t(n) * sizeof(float), d));
   }
   if (staged > 0) HP_RETURN_IF_ERROR(hp::shmem::quiet());
   scratch_.resize(std::size_t(share_workers(config_.chip)));
-  return for_each_share(config_.chip, h.layout.num_tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
-    const auto gather = [&](std::int64_t t, std::vector<const void*>& pair_rows, std::vector<float>& weights) {
-      for (std::int64_t k = 0; k < topk; ++k) {
-        const std::int32_t e = h.pair_expert[std::size_t(t * topk + k)];
-        if (e < 0) continue;
-        const auto d = std::size_t(e / per_rank);
-        const auto i = std::size_t(h.pair_row[std::size_t(t * topk + k)] + shift[std::size_t(e)]);
-        pair_rows.push_back(rows[d] + i * row_bytes);
-        weights.push_back(row_weights[d][i]);
-      }
-    };
-    return sum_tokens_into_y(scratch_[std::size_t(worker)], wire, y, t0, t1, gather);
-  });
+  return for_each_share(
+      config_.chip, h.layout.num_tokens, [&](std::int64_t t0, std::int64_t t1, int worker) {
+        const auto gather = [&](std::int64_t t, std::vector<const void*>& pair_rows,
+                                std::vector<float>& weights) {
+          for (std::int64_t k = 0; k < topk; ++k) {
+            const std::int32_t e = h.pair_expert[std::size_t(t * topk + k)];
+            if (e < 0) continue;
+            const auto d = std::size_t(e / per_rank);
+            const auto i =
+                std::size_t(h.pair_row[std::size_t(t * topk + k)] + shift[std::size_t(e)]);
+            pair_rows.push_back(rows[d] + i * row_bytes);
+            weights.push_back(row_weights[d][i]);
+          }
+        };
+        return sum_tokens_into_y(scratch_[std::size_t(worker)], wire, y, t0, t1, gather);
+      });
 }
 
 }  // namespace hp::moe

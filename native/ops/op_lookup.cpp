@@ -37,7 +37,9 @@ struct Package {
 // The custom_ops slice this library is installed in (its lib/ directory's parent), or empty.
 fs::path own_package_dir() {
   Dl_info info{};
-  if (dladdr(reinterpret_cast<const void*>(&own_package_dir), &info) == 0 || info.dli_fname == nullptr) return {};
+  if (dladdr(reinterpret_cast<const void*>(&own_package_dir), &info) == 0 ||
+      info.dli_fname == nullptr)
+    return {};
   std::error_code ec;
   const fs::path lib = fs::weakly_canonical(fs::path(info.dli_fname), ec);
   return (ec ? fs::path(info.dli_fname).lexically_normal() : lib).parent_path().parent_path();
@@ -45,17 +47,23 @@ fs::path own_package_dir() {
 
 Status string_field(const Json& j, const char* key, const std::string& where, std::string* out) {
   HP_ENSURE(j.contains(key) && j[key].is_string(), ErrorCode::kCorruptData,
-            "{}: field '{}' is missing or not a string: rebuild the package (scripts/build_custom_ops.sh)", where, key);
+            "{}: field '{}' is missing or not a string: rebuild the package "
+            "(scripts/build_custom_ops.sh)",
+            where, key);
   *out = j[key].get<std::string>();
   return Status::ok();
 }
 
-Status strings_field(const Json& j, const char* key, const std::string& where, std::vector<std::string>* out) {
-  HP_ENSURE(j.contains(key) && j[key].is_array(), ErrorCode::kCorruptData,
-            "{}: field '{}' is missing or not a list: rebuild the package (scripts/build_custom_ops.sh)", where, key);
+Status strings_field(const Json& j, const char* key, const std::string& where,
+                     std::vector<std::string>* out) {
+  HP_ENSURE(
+      j.contains(key) && j[key].is_array(), ErrorCode::kCorruptData,
+      "{}: field '{}' is missing or not a list: rebuild the package (scripts/build_custom_ops.sh)",
+      where, key);
   out->clear();
   for (const Json& v : j[key]) {
-    HP_ENSURE(v.is_string(), ErrorCode::kCorruptData, "{}: field '{}' holds a non-string", where, key);
+    HP_ENSURE(v.is_string(), ErrorCode::kCorruptData, "{}: field '{}' holds a non-string", where,
+              key);
     out->push_back(v.get<std::string>());
   }
   return Status::ok();
@@ -69,12 +77,13 @@ Status read_package(const fs::path& dir, const std::string& origin, Package* out
   Json j;
   Status s = read_json_file(file, &j);
   if (s.code() == ErrorCode::kNotFound) {
-    return Status::error(ErrorCode::kNotFound, "{} ({}) is not an op package: {} does not exist", dir.string(), origin,
-                         file);
+    return Status::error(ErrorCode::kNotFound, "{} ({}) is not an op package: {} does not exist",
+                         dir.string(), origin, file);
   }
   HP_RETURN_IF_ERROR(s);
   HP_ENSURE(j.is_object() && j.contains("format") && j["format"] == 1, ErrorCode::kCorruptData,
-            "{}: not an ops.json of format 1: rebuild the package (scripts/build_custom_ops.sh)", file);
+            "{}: not an ops.json of format 1: rebuild the package (scripts/build_custom_ops.sh)",
+            file);
   std::string library;
   HP_RETURN_IF_ERROR(string_field(j, "library", file, &library));
   HP_ENSURE(!library.empty() && fs::path(library).is_relative(), ErrorCode::kCorruptData,
@@ -84,9 +93,11 @@ Status read_package(const fs::path& dir, const std::string& origin, Package* out
   HP_RETURN_IF_ERROR(string_field(j, "registry_sha256", file, &out->info.registry_sha256));
   HP_RETURN_IF_ERROR(string_field(j, "version", file, &out->info.version));
   HP_RETURN_IF_ERROR(strings_field(j, "targets", file, &out->info.targets));
-  HP_ENSURE(j.contains("ops") && j["ops"].is_array(), ErrorCode::kCorruptData, "{}: field 'ops' is not a list", file);
+  HP_ENSURE(j.contains("ops") && j["ops"].is_array(), ErrorCode::kCorruptData,
+            "{}: field 'ops' is not a list", file);
   for (const Json& o : j["ops"]) {
-    HP_ENSURE(o.is_object(), ErrorCode::kCorruptData, "{}: an entry of 'ops' is not an object", file);
+    HP_ENSURE(o.is_object(), ErrorCode::kCorruptData, "{}: an entry of 'ops' is not an object",
+              file);
     PackageOp op;
     const std::string where = fmt::format("{}: an op", file);
     HP_RETURN_IF_ERROR(string_field(o, "name", where, &op.name));
@@ -95,8 +106,9 @@ Status read_package(const fs::path& dir, const std::string& origin, Package* out
     HP_RETURN_IF_ERROR(string_field(o, "execute", at, &op.execute));
     HP_RETURN_IF_ERROR(strings_field(o, "socs", at, &op.socs));
     for (const char* key : {"family", "variant"}) {
-      HP_ENSURE(o.contains(key) && (o[key].is_null() || o[key].is_string()), ErrorCode::kCorruptData,
-                "{}: field '{}' is missing or not a string or null", at, key);
+      HP_ENSURE(o.contains(key) && (o[key].is_null() || o[key].is_string()),
+                ErrorCode::kCorruptData, "{}: field '{}' is missing or not a string or null", at,
+                key);
     }
     if (o["family"].is_string()) op.family = o["family"].get<std::string>();
     if (o["variant"].is_string()) op.variant = o["variant"].get<std::string>();
@@ -129,7 +141,8 @@ const SearchPath& search() {
     std::set<fs::path> seen;
     for (const auto& [dir, origin] : dirs) seen.insert(canonical_or_self(dir));
     for (const std::string& d : hp::settings().vendor_path) {
-      if (seen.insert(canonical_or_self(fs::absolute(d))).second) dirs.emplace_back(fs::absolute(d), "HP_VENDOR_PATH");
+      if (seen.insert(canonical_or_self(fs::absolute(d))).second)
+        dirs.emplace_back(fs::absolute(d), "HP_VENDOR_PATH");
     }
     for (auto& [dir, origin] : dirs) {
       auto pkg = std::make_unique<Package>();
@@ -177,10 +190,11 @@ Status load(Package& p) {
       return;
     }
     if (digest != p.library_sha256) {
-      p.load_status = Status::error(ErrorCode::kCorruptData,
-                                    "{}: the library is not the one {}/ops.json describes (sha256 {}, expected {}): "
-                                    "rebuild the package (scripts/build_custom_ops.sh)",
-                                    p.info.library, p.info.dir, digest, p.library_sha256);
+      p.load_status = Status::error(
+          ErrorCode::kCorruptData,
+          "{}: the library is not the one {}/ops.json describes (sha256 {}, expected {}): "
+          "rebuild the package (scripts/build_custom_ops.sh)",
+          p.info.library, p.info.dir, digest, p.library_sha256);
       return;
     }
     p.handle = dlopen(p.info.library.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -196,8 +210,10 @@ Status load(Package& p) {
 Status resolve(const Package& p, const std::string& symbol, void** out) {
   dlerror();
   *out = dlsym(p.handle, symbol.c_str());
-  HP_ENSURE(*out != nullptr, ErrorCode::kNotFound, "{}: symbol {} is not exported (ops.json names it): rebuild the "
-            "package (scripts/build_custom_ops.sh)", p.info.library, symbol);
+  HP_ENSURE(*out != nullptr, ErrorCode::kNotFound,
+            "{}: symbol {} is not exported (ops.json names it): rebuild the "
+            "package (scripts/build_custom_ops.sh)",
+            p.info.library, symbol);
   return Status::ok();
 }
 
@@ -210,12 +226,15 @@ Status require_activation(const Package& p, std::string_view op) {
   const std::string activate =
       !payload.empty() && fs::exists(payload / "__init__.py")
           ? std::string("source \"$(command -v hyper_parallel_multicore_set_env.bash)\"")
-          : fmt::format("source {}", payload.empty() ? std::string("<payload>/multicore/lib/set_env.bash")
-                                                      : (payload / "multicore" / "lib" / "set_env.bash").string());
-  return Status::error(ErrorCode::kFailedPrecondition,
-                       "HP-NATIVE-NOT-ACTIVATED: op '{}' is in {} (from HP_VENDOR_PATH), a vendor other than the "
-                       "payload's own, and this process was not activated; before starting it, run: {} {}",
-                       op, p.info.dir, activate, p.info.dir);
+          : fmt::format("source {}",
+                        payload.empty()
+                            ? std::string("<payload>/multicore/lib/set_env.bash")
+                            : (payload / "multicore" / "lib" / "set_env.bash").string());
+  return Status::error(
+      ErrorCode::kFailedPrecondition,
+      "HP-NATIVE-NOT-ACTIVATED: op '{}' is in {} (from HP_VENDOR_PATH), a vendor other than the "
+      "payload's own, and this process was not activated; before starting it, run: {} {}",
+      op, p.info.dir, activate, p.info.dir);
 }
 
 }  // namespace
@@ -228,8 +247,10 @@ Status find(std::string_view op, OpEntry* out) {
   for (const auto& pkg : path.packages) {
     Package& p = *pkg;
     if (!p.info.status.is_ok()) return Status(p.info.status.code(), p.info.status.message());
-    searched += fmt::format("{}{} ({}: {})", searched.empty() ? "" : "; ", p.info.dir, p.info.origin,
-                            p.info.ops.empty() ? std::string("no ops") : fmt::format("{}", fmt::join(p.info.ops, ", ")));
+    searched +=
+        fmt::format("{}{} ({}: {})", searched.empty() ? "" : "; ", p.info.dir, p.info.origin,
+                    p.info.ops.empty() ? std::string("no ops")
+                                       : fmt::format("{}", fmt::join(p.info.ops, ", ")));
     for (const PackageOp& o : p.ops) {
       if (o.name != op) continue;
       HP_RETURN_IF_ERROR(require_activation(p, op));
@@ -248,10 +269,14 @@ Status find(std::string_view op, OpEntry* out) {
       return Status::ok();
     }
   }
-  return Status::error(ErrorCode::kNotFound, "op '{}' is in no op package on the search path ({}); add the directory "
-                       "of a package that has it to HP_VENDOR_PATH, or build one: scripts/build_custom_ops.sh --ops {}",
-                       op, searched.empty() ? "no packages: the payload has none and HP_VENDOR_PATH is empty" : searched,
-                       op);
+  return Status::error(
+      ErrorCode::kNotFound,
+      "op '{}' is in no op package on the search path ({}); add the directory "
+      "of a package that has it to HP_VENDOR_PATH, or build one: scripts/build_custom_ops.sh --ops "
+      "{}",
+      op,
+      searched.empty() ? "no packages: the payload has none and HP_VENDOR_PATH is empty" : searched,
+      op);
 }
 
 Status find_symbol(const OpEntry& entry, std::string_view symbol, void** out) {
@@ -260,7 +285,8 @@ Status find_symbol(const OpEntry& entry, std::string_view symbol, void** out) {
   for (const auto& pkg : search().packages) {
     if (pkg->handle == entry.handle) return resolve(*pkg, std::string(symbol), out);
   }
-  return Status::error(ErrorCode::kInvalidArgument, "hp::ops::find_symbol: the entry is not from hp::ops::find");
+  return Status::error(ErrorCode::kInvalidArgument,
+                       "hp::ops::find_symbol: the entry is not from hp::ops::find");
 }
 
 std::vector<OpPackage> packages() {

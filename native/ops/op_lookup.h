@@ -22,14 +22,14 @@ namespace hp::ops {
 
 // One package of the search path, as its ops.json describes it.
 struct OpPackage {
-  std::string dir;                  // the package directory
-  std::string origin;               // "payload" or "HP_VENDOR_PATH"
+  std::string dir;     // the package directory
+  std::string origin;  // "payload" or "HP_VENDOR_PATH"
   std::string version;
-  std::string library;              // the op library's path
-  std::string registry_sha256;      // the registry the selection was made from
-  std::vector<std::string> targets; // the SoC targets its kernels were built for
-  std::vector<std::string> ops;     // in registry order
-  Status status;                    // not OK: the package is unusable (why)
+  std::string library;               // the op library's path
+  std::string registry_sha256;       // the registry the selection was made from
+  std::vector<std::string> targets;  // the SoC targets its kernels were built for
+  std::vector<std::string> ops;      // in registry order
+  Status status;                     // not OK: the package is unusable (why)
 };
 
 // An op resolved in a package: cast its entry points to the op's prototypes of
@@ -43,12 +43,16 @@ struct OpEntry {
   std::vector<std::string> socs;
   void* get_workspace_size = nullptr;
   void* execute = nullptr;
-  void* handle = nullptr;             // the library's dlopen handle (kept open for the process)
+  void* handle = nullptr;  // the library's dlopen handle (kept open for the process)
 
   template <typename F>
-  F workspace_fn() const { return reinterpret_cast<F>(get_workspace_size); }
+  F workspace_fn() const {
+    return reinterpret_cast<F>(get_workspace_size);
+  }
   template <typename F>
-  F execute_fn() const { return reinterpret_cast<F>(execute); }
+  F execute_fn() const {
+    return reinterpret_cast<F>(execute);
+  }
 };
 
 // The op named `op` (a registry name, e.g. "fused_deep_moe"), or NOT_FOUND naming the op and

@@ -1,9 +1,9 @@
 #include "platform/chip.h"
 
-#include <algorithm>
-#include <atomic>
 #include <cxxabi.h>
 #include <unistd.h>
+#include <algorithm>
+#include <atomic>
 
 #include <exception>
 #include <mutex>
@@ -25,9 +25,12 @@ std::string_view to_string(CoreType type) noexcept {
 
 std::string_view to_string(LaunchMode mode) noexcept {
   switch (mode) {
-    case LaunchMode::kCube: return "cube";
-    case LaunchMode::kVector: return "vector";
-    case LaunchMode::kMix: return "mix";
+    case LaunchMode::kCube:
+      return "cube";
+    case LaunchMode::kVector:
+      return "vector";
+    case LaunchMode::kMix:
+      return "mix";
   }
   return "unknown";
 }
@@ -53,7 +56,8 @@ class LaunchState {
   void rearm(int ratio, int resident_blocks, int total_blocks, double timeout_s,
              const WaitPolicy& policy) {
     if (ratio_ != ratio) ratio_ = ratio;
-    if (all_resident_ != (resident_blocks >= total_blocks)) all_resident_ = resident_blocks >= total_blocks;
+    if (all_resident_ != (resident_blocks >= total_blocks))
+      all_resident_ = resident_blocks >= total_blocks;
     if (timeout_s_ != timeout_s) timeout_s_ = timeout_s;
     if (policy_.spin != policy.spin || policy_.yield_for != policy.yield_for ||
         policy_.process_shared != policy.process_shared) {
@@ -133,9 +137,8 @@ BlockContext::BlockContext(LaunchState& launch, int block_idx, CoreType type, in
       block_dim_(launch.config_.block_dim),
       core_type_(type),
       sub_block_idx_(sub_block_idx),
-      sub_block_dim_(launch.config_.mode == LaunchMode::kMix && type == CoreType::kVector
-                         ? launch.ratio_
-                         : 1),
+      sub_block_dim_(
+          launch.config_.mode == LaunchMode::kMix && type == CoreType::kVector ? launch.ratio_ : 1),
       core_idx_(core_idx) {}
 
 std::string BlockContext::describe() const {
@@ -167,15 +170,16 @@ Status BlockContext::wait_flag(int id, std::uint32_t target) {
     case WaitResult::kReady:
       return Status::ok();
     case WaitResult::kCancelled:
-      return Status::error(ErrorCode::kAborted, "wait_flag(flag {} >= {}) abandoned: another block failed",
-                           id, target);
+      return Status::error(ErrorCode::kAborted,
+                           "wait_flag(flag {} >= {}) abandoned: another block failed", id, target);
     case WaitResult::kTimedOut:
       break;
   }
-  return Status::error(ErrorCode::kTimeout,
-                       "wait_flag(flag {} >= {}) timed out after {} s with the flag at {}: no block "
-                       "set it far enough (HP_WAIT_TIMEOUT_S sets the deadline)",
-                       id, target, launch_.timeout_s_, last);
+  return Status::error(
+      ErrorCode::kTimeout,
+      "wait_flag(flag {} >= {}) timed out after {} s with the flag at {}: no block "
+      "set it far enough (HP_WAIT_TIMEOUT_S sets the deadline)",
+      id, target, launch_.timeout_s_, last);
 }
 
 bool BlockContext::cancelled() const noexcept { return launch_.aborted(); }
@@ -191,8 +195,8 @@ Status BlockContext::sync_all() {
             launch_.barrier_.parties(), to_string(launch_.config_.mode),
             to_string(launch_.config_.mode));
   int arrived = 0;
-  switch (launch_.barrier_.arrive_and_wait(launch_.deadline(), launch_.policy_,
-                                           launch_.cancelled(), &arrived)) {
+  switch (launch_.barrier_.arrive_and_wait(launch_.deadline(), launch_.policy_, launch_.cancelled(),
+                                           &arrived)) {
     case WaitResult::kReady:
       return Status::ok();
     case WaitResult::kCancelled:
@@ -222,10 +226,10 @@ struct Chip::Impl {
   double wait_timeout_s = 0;
   WaitPolicy policy;
 
-  std::mutex launch_mutex;            // one launch at a time
-  WaitWord launch_generation;         // bumped to start a launch (and to stop)
-  WaitWord cores_done;                // cores finished with the current launch
-  LaunchState* current = nullptr;     // valid while a launch runs
+  std::mutex launch_mutex;         // one launch at a time
+  WaitWord launch_generation;      // bumped to start a launch (and to stop)
+  WaitWord cores_done;             // cores finished with the current launch
+  LaunchState* current = nullptr;  // valid while a launch runs
   const LaunchConfig* current_config = nullptr;
   bool stopping = false;
   std::vector<std::thread> threads;
@@ -240,8 +244,9 @@ struct Chip::Impl {
     const WaitPolicy idle_policy{.spin = policy.spin, .yield_for = policy.yield_for};
     for (;;) {
       std::uint32_t generation = 0;
-      wait_word(launch_generation, [seen](std::uint32_t v) { return v != seen; },
-                Clock::time_point::max(), idle_policy, nullptr, &generation);
+      wait_word(
+          launch_generation, [seen](std::uint32_t v) { return v != seen; },
+          Clock::time_point::max(), idle_policy, nullptr, &generation);
       seen = generation;
       if (stopping) return;
       run_blocks(core);
@@ -313,8 +318,11 @@ Status Chip::create(const ChipConfig& config, std::unique_ptr<Chip>* chip) {
   HP_RETURN_IF_ERROR(allowed_cpus(&allowed));
   // In the order given, a repeated CPU dropped: core i is pinned to the i-th CPU, so a list in
   // cores-first order (hprun --bind, the activation) gives cores distinct physical cores first.
-  for (int c : !config.cpus.empty() ? config.cpus : !env.chip_cpus.empty() ? env.chip_cpus : allowed) {
-    if (std::find(impl->cpus.begin(), impl->cpus.end(), c) == impl->cpus.end()) impl->cpus.push_back(c);
+  for (int c : !config.cpus.empty()     ? config.cpus
+               : !env.chip_cpus.empty() ? env.chip_cpus
+                                        : allowed) {
+    if (std::find(impl->cpus.begin(), impl->cpus.end(), c) == impl->cpus.end())
+      impl->cpus.push_back(c);
   }
   for (int c : impl->cpus) {
     HP_ENSURE(std::binary_search(allowed.begin(), allowed.end(), c), ErrorCode::kInvalidArgument,
@@ -355,13 +363,14 @@ Status Chip::create(const ChipConfig& config, std::unique_ptr<Chip>* chip) {
     // Pinned: one CPU per core. Otherwise every core may run on any of the chip's CPUs (and
     // not merely on those of the thread that created the chip).
     const int cpu = raw->cpus[core % raw->cpus.size()];
-    Status pinned = raw->pinned
-                        ? set_thread_affinity(raw->threads.back().native_handle(), std::span(&cpu, 1))
-                        : set_thread_affinity(raw->threads.back().native_handle(), raw->cpus);
-    if (!pinned.is_ok()) return pinned.with_context("setting the CPUs of chip core " + std::to_string(core));
+    Status pinned =
+        raw->pinned ? set_thread_affinity(raw->threads.back().native_handle(), std::span(&cpu, 1))
+                    : set_thread_affinity(raw->threads.back().native_handle(), raw->cpus);
+    if (!pinned.is_ok())
+      return pinned.with_context("setting the CPUs of chip core " + std::to_string(core));
   }
-  HP_LOG_DEBUG("chip: {} cube + {} vector cores on CPUs [{}], {}{}", raw->num_cube,
-               raw->num_vector, fmt::join(raw->cpus, ","), raw->pinned ? "pinned" : "not pinned",
+  HP_LOG_DEBUG("chip: {} cube + {} vector cores on CPUs [{}], {}{}", raw->num_cube, raw->num_vector,
+               fmt::join(raw->cpus, ","), raw->pinned ? "pinned" : "not pinned",
                oversubscribed ? ", oversubscribed" : "");
   *chip = std::move(built);
   return Status::ok();
@@ -380,8 +389,8 @@ Status Chip::validate_launch(const LaunchConfig& config, const Kernel& kernel) c
 }
 
 Status Chip::check_launch_config(const LaunchConfig& config) const {
-  HP_ENSURE(config.block_dim >= 1, ErrorCode::kInvalidArgument,
-            "launch: block_dim={} must be >= 1", config.block_dim);
+  HP_ENSURE(config.block_dim >= 1, ErrorCode::kInvalidArgument, "launch: block_dim={} must be >= 1",
+            config.block_dim);
   HP_ENSURE(config.num_flags >= 0 && config.num_flags <= (1 << 16), ErrorCode::kInvalidArgument,
             "launch: num_flags={} must be in [0, 65536]", config.num_flags);
   HP_ENSURE(config.mode != LaunchMode::kMix || config.block_dim <= impl_->num_cube,
@@ -408,9 +417,16 @@ Status Chip::launch(const LaunchConfig& config, const Kernel& kernel) {
 
   int total = config.block_dim, resident = config.block_dim;
   switch (config.mode) {
-    case LaunchMode::kMix: total = config.block_dim * (1 + ratio()); resident = total; break;
-    case LaunchMode::kCube: resident = std::min(total, impl_->num_cube); break;
-    case LaunchMode::kVector: resident = std::min(total, impl_->num_vector); break;
+    case LaunchMode::kMix:
+      total = config.block_dim * (1 + ratio());
+      resident = total;
+      break;
+    case LaunchMode::kCube:
+      resident = std::min(total, impl_->num_cube);
+      break;
+    case LaunchMode::kVector:
+      resident = std::min(total, impl_->num_vector);
+      break;
   }
 
   std::lock_guard lock(impl_->launch_mutex);
@@ -423,9 +439,9 @@ Status Chip::launch(const LaunchConfig& config, const Kernel& kernel) {
   std::uint32_t done = 0;
   // No deadline here: every wait inside a block has one, so the blocks always finish. The host
   // never spins: it may share a CPU with the cores it waits for.
-  wait_word(impl_->cores_done, [cores](std::uint32_t v) { return v == cores; },
-            Clock::time_point::max(),
-            WaitPolicy{.spin = 0, .yield_for = impl_->policy.yield_for}, nullptr, &done);
+  wait_word(
+      impl_->cores_done, [cores](std::uint32_t v) { return v == cores; }, Clock::time_point::max(),
+      WaitPolicy{.spin = 0, .yield_for = impl_->policy.yield_for}, nullptr, &done);
   impl_->current = nullptr;
   impl_->current_config = nullptr;
   return state.result();
@@ -449,7 +465,8 @@ struct BlockLaunch::Impl {
     if (config.block_dim != next.block_dim) config.block_dim = next.block_dim;
     if (config.num_flags != next.num_flags) config.num_flags = next.num_flags;
     if (config.wait_timeout_s != next.wait_timeout_s) config.wait_timeout_s = next.wait_timeout_s;
-    const int total = config.mode == LaunchMode::kMix ? config.block_dim * (1 + ratio) : config.block_dim;
+    const int total =
+        config.mode == LaunchMode::kMix ? config.block_dim * (1 + ratio) : config.block_dim;
     state.rearm(ratio, resident, total, config.wait_timeout_s.value_or(chip_timeout_s), policy);
   }
   LaunchConfig config;  // state refers to config and kernel: declared before it
@@ -478,8 +495,8 @@ Status BlockLaunch::result() const { return impl_->state.result(); }
 Status Chip::prepare_block_launch(const LaunchConfig& config, Kernel kernel, int resident_blocks,
                                   std::unique_ptr<BlockLaunch>* launch) const {
   HP_RETURN_IF_ERROR(validate_launch(config, kernel));
-  const int total = config.mode == LaunchMode::kMix ? config.block_dim * (1 + ratio())
-                                                    : config.block_dim;
+  const int total =
+      config.mode == LaunchMode::kMix ? config.block_dim * (1 + ratio()) : config.block_dim;
   HP_ENSURE(resident_blocks >= 1 && resident_blocks <= total, ErrorCode::kInvalidArgument,
             "prepare_block_launch: resident_blocks={} must be in [1, {}] (the launch's blocks)",
             resident_blocks, total);
@@ -489,9 +506,9 @@ Status Chip::prepare_block_launch(const LaunchConfig& config, Kernel kernel, int
     (*launch)->rearm(config, resident_blocks);
     return Status::ok();
   }
-  launch->reset(new BlockLaunch(std::make_unique<BlockLaunch::Impl>(
-      config, std::move(kernel), ratio(), resident_blocks, total, timeout, impl_->wait_timeout_s,
-      impl_->policy)));
+  launch->reset(new BlockLaunch(
+      std::make_unique<BlockLaunch::Impl>(config, std::move(kernel), ratio(), resident_blocks,
+                                          total, timeout, impl_->wait_timeout_s, impl_->policy)));
   return Status::ok();
 }
 

@@ -45,18 +45,19 @@ HP_API std::string_view to_string(LaunchMode mode) noexcept;
 
 struct ChipConfig {
   int num_cube = 1;
-  int num_vector = 2;                     // num_cube (1:1) or 2 * num_cube (1:2)
-  std::vector<int> cpus;                  // in pinning order; empty: HP_CHIP_CPUS, else the process's CPUs
-  std::optional<PinMode> pin;             // empty: HP_PIN_THREADS
-  std::optional<double> wait_timeout_s;   // empty: HP_WAIT_TIMEOUT_S
+  int num_vector = 2;  // num_cube (1:1) or 2 * num_cube (1:2)
+  // in pinning order; empty: HP_CHIP_CPUS, else the process's CPUs
+  std::vector<int> cpus;
+  std::optional<PinMode> pin;                     // empty: HP_PIN_THREADS
+  std::optional<double> wait_timeout_s;           // empty: HP_WAIT_TIMEOUT_S
   std::optional<std::int64_t> spin_before_block;  // empty: HP_SPIN_BEFORE_BLOCK
 };
 
 struct LaunchConfig {
   LaunchMode mode = LaunchMode::kMix;
   int block_dim = 1;
-  int num_flags = 64;                     // flag counters available to the kernel, ids [0, n)
-  std::optional<double> wait_timeout_s;   // empty: the chip's
+  int num_flags = 64;                    // flag counters available to the kernel, ids [0, n)
+  std::optional<double> wait_timeout_s;  // empty: the chip's
 };
 
 class LaunchState;
@@ -89,8 +90,7 @@ class HP_API BlockContext {
 
  private:
   friend class LaunchState;
-  BlockContext(LaunchState& launch, int block_idx, CoreType type, int sub_block_idx,
-               int core_idx);
+  BlockContext(LaunchState& launch, int block_idx, CoreType type, int sub_block_idx, int core_idx);
 
   LaunchState& launch_;
   int block_idx_;
@@ -141,10 +141,10 @@ class HP_API Chip {
 
   int num_cube() const noexcept;
   int num_vector() const noexcept;
-  int ratio() const noexcept;               // vector cores per cube core: 1 or 2
+  int ratio() const noexcept;                  // vector cores per cube core: 1 or 2
   std::span<const int> cpus() const noexcept;  // the CPUs the chip's cores run on
-  bool pinned() const noexcept;             // each core pinned to one CPU
-  bool oversubscribed() const noexcept;     // more cores than CPUs
+  bool pinned() const noexcept;                // each core pinned to one CPU
+  bool oversubscribed() const noexcept;        // more cores than CPUs
 
   // Runs the kernel SPMD and returns when every block has finished. Launches from several
   // threads are serialized.

@@ -24,7 +24,8 @@ void place_on_node(const NumaNode& node, int k, bool bind, std::vector<RankPlace
   for (std::size_t i = 0; i < n; ++i) {
     if (n <= cpus.size()) {
       const auto [begin, end] = share(i, cpus.size(), n);
-      out->push_back({{cpus.begin() + std::ptrdiff_t(begin), cpus.begin() + std::ptrdiff_t(end)}, mem});
+      out->push_back(
+          {{cpus.begin() + std::ptrdiff_t(begin), cpus.begin() + std::ptrdiff_t(end)}, mem});
     } else {
       out->push_back({{cpus[i % cpus.size()]}, mem});
     }

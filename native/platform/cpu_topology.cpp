@@ -26,7 +26,8 @@ std::vector<hwloc_obj_t> cores_inside(hwloc_topology_t t, hwloc_const_cpuset_t c
   std::vector<hwloc_obj_t> cores;
   const hwloc_obj_type_t type =
       hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
-  for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_obj_inside_cpuset_by_type(t, cpuset, type, o));) {
+  for (hwloc_obj_t o = nullptr;
+       (o = hwloc_get_next_obj_inside_cpuset_by_type(t, cpuset, type, o));) {
     cores.push_back(o);
   }
   return cores;
@@ -65,7 +66,8 @@ Status load(const char* synthetic, const std::set<int>* keep, ErrorCode bad_desc
             CpuTopology* out) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) {
-    return Status::error(ErrorCode::kSystemError, "hwloc_topology_init failed: {}", std::strerror(errno));
+    return Status::error(ErrorCode::kSystemError, "hwloc_topology_init failed: {}",
+                         std::strerror(errno));
   }
   TopologyHandle t(raw);
   if (synthetic != nullptr && hwloc_topology_set_synthetic(raw, synthetic) != 0) {
@@ -75,14 +77,16 @@ Status load(const char* synthetic, const std::set<int>* keep, ErrorCode bad_desc
                          synthetic);
   }
   if (hwloc_topology_load(raw) != 0) {
-    return Status::error(ErrorCode::kSystemError, "hwloc_topology_load failed: {}", std::strerror(errno));
+    return Status::error(ErrorCode::kSystemError, "hwloc_topology_load failed: {}",
+                         std::strerror(errno));
   }
   // HWLOC_XMLFILE or HWLOC_FSROOT make hwloc describe another machine: nothing of it is ours.
   const bool this_system = synthetic == nullptr && hwloc_topology_is_thissystem(raw) != 0;
-  *out = read_topology(raw, this_system ? keep : nullptr,
-                       synthetic != nullptr ? fmt::format("synthetic: {}", synthetic)
-                       : this_system        ? std::string("this system")
-                                            : std::string("another system (HWLOC_XMLFILE or HWLOC_FSROOT)"));
+  *out =
+      read_topology(raw, this_system ? keep : nullptr,
+                    synthetic != nullptr ? fmt::format("synthetic: {}", synthetic)
+                    : this_system        ? std::string("this system")
+                                  : std::string("another system (HWLOC_XMLFILE or HWLOC_FSROOT)"));
   HP_ENSURE(!out->nodes.empty(), ErrorCode::kInternal,
             "hwloc reports no NUMA node holding any of this process's CPUs");
   return Status::ok();

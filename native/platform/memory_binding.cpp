@@ -20,7 +20,8 @@ using NodeMask = unsigned long[kMaxNodes / kBitsPerWord];
 }  // namespace
 
 Status bind_memory(void* addr, std::size_t bytes, std::span<const int> nodes) {
-  HP_ENSURE(!nodes.empty(), ErrorCode::kInvalidArgument, "bind_memory needs at least one NUMA node");
+  HP_ENSURE(!nodes.empty(), ErrorCode::kInvalidArgument,
+            "bind_memory needs at least one NUMA node");
   NodeMask mask = {};
   for (int node : nodes) {
     HP_ENSURE(node >= 0 && node < kMaxNodes, ErrorCode::kInvalidArgument,

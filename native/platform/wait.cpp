@@ -6,9 +6,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <immintrin.h>
 #include <algorithm>
 #include <ctime>
-#include <immintrin.h>
 
 namespace hp::platform {
 namespace {
@@ -205,8 +205,8 @@ void heavy_fence() noexcept {
 void wake_all(WaitWord& word, bool process_shared) noexcept {
   if (word.waiters.load(std::memory_order_seq_cst) == 0) return;
   const int op = process_shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE;
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word.value), op, INT32_MAX, nullptr,
-          nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word.value), op, INT32_MAX, nullptr, nullptr,
+          0);
 }
 
 std::uint32_t add_and_wake(WaitWord& word, std::uint32_t delta, bool process_shared) noexcept {

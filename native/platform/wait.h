@@ -30,7 +30,7 @@ struct WaitWord {
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 
 struct WaitPolicy {
-  std::int64_t spin = 2000;   // pause iterations before yielding
+  std::int64_t spin = 2000;  // pause iterations before yielding
   // How long to keep yielding the CPU (sched_yield) before sleeping on the futex: a waiter
   // that yields costs its waker nothing, one that sleeps costs it a wake-up system call.
   std::chrono::microseconds yield_for{50};
@@ -63,7 +63,8 @@ HP_API WaitResult wait_word(WaitWord& word, const std::function<bool(std::uint32
 HP_API void wake_all(WaitWord& word, bool process_shared) noexcept;
 
 // Adds `delta` to the word (release + seq_cst) and wakes sleepers. Returns the new value.
-HP_API std::uint32_t add_and_wake(WaitWord& word, std::uint32_t delta, bool process_shared) noexcept;
+HP_API std::uint32_t add_and_wake(WaitWord& word, std::uint32_t delta,
+                                  bool process_shared) noexcept;
 
 // Eventcounts: waiting for a condition on other memory. `event` is a WaitWord that whoever
 // makes ready() true bumps with notify_event() after the change. The waiter registers, reads

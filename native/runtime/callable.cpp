@@ -55,8 +55,8 @@ Callable Callable::from_function(std::string name, TaskFunction function,
   return c;
 }
 
-Callable Callable::from_function(std::string name, TaskFunction function,
-                                 std::string_view identity, std::string name_space) {
+Callable Callable::from_function(std::string name, TaskFunction function, std::string_view identity,
+                                 std::string name_space) {
   return from_function(std::move(name), std::move(function), std::as_bytes(std::span(identity)),
                        std::move(name_space));
 }

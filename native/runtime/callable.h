@@ -52,8 +52,8 @@ class HP_API Callable {
 
   static Callable from_function(std::string name, TaskFunction function,
                                 std::span<const std::byte> identity, std::string name_space = {});
-  static Callable from_function(std::string name, TaskFunction function,
-                                std::string_view identity, std::string name_space = {});
+  static Callable from_function(std::string name, TaskFunction function, std::string_view identity,
+                                std::string name_space = {});
   // Loads `library_path` (dlopen) and finds `symbol` in it. NOT_FOUND (with the loader's
   // message) when the library or the symbol is missing, IO_ERROR when the file cannot be
   // read for its identity. `identity` empty: the default identity (see above).

@@ -15,8 +15,9 @@ ChipWorker::~ChipWorker() noexcept = default;
 std::vector<std::unique_ptr<TaskRing>> ChipWorker::take_rings(int slots, std::size_t heap_bytes) {
   std::lock_guard lock(rings_mutex_);
   // A run's rings all have its sizes: another size and the next run makes its own.
-  if (!idle_rings_.empty() && (idle_rings_.front()->capacity() != slots ||
-                               idle_rings_.front()->heap().capacity() != HeapRing::capacity_for(heap_bytes))) {
+  if (!idle_rings_.empty() &&
+      (idle_rings_.front()->capacity() != slots ||
+       idle_rings_.front()->heap().capacity() != HeapRing::capacity_for(heap_bytes))) {
     idle_rings_.clear();
   }
   return std::exchange(idle_rings_, {});
@@ -60,10 +61,11 @@ Status ChipWorker::run(int slot, const TaskArgs& args, const CallConfig& config)
               what, i);
   }
   const TaskFunction& function = callable->function();
-  Status s = chip_->launch(
-      {.mode = config.mode, .block_dim = config.block_num, .num_flags = config.num_flags,
-       .wait_timeout_s = config.wait_timeout_s},
-      [&](platform::BlockContext& block) { return function(args, block); });
+  Status s = chip_->launch({.mode = config.mode,
+                            .block_dim = config.block_num,
+                            .num_flags = config.num_flags,
+                            .wait_timeout_s = config.wait_timeout_s},
+                           [&](platform::BlockContext& block) { return function(args, block); });
   if (!s.is_ok()) s.with_context(what);
   return s;
 }

@@ -32,11 +32,11 @@ Status DepGraphObserver::create(const std::string& prefix, std::unique_ptr<DepGr
 void DepGraphObserver::on_scope_begin(const ScopeInfo& scope) {
   std::lock_guard lock(mu_);
   const std::uint64_t id = next_scope_++;
-  scopes_.push_back({{"id", id_string(id)},
-                     {"parent", open_scopes_.empty() ? Json(nullptr)
-                                                     : Json(id_string(open_scopes_.back()))},
-                     {"depth", scope.depth},
-                     {"site", site_string(scope.site)}});
+  scopes_.push_back(
+      {{"id", id_string(id)},
+       {"parent", open_scopes_.empty() ? Json(nullptr) : Json(id_string(open_scopes_.back()))},
+       {"depth", scope.depth},
+       {"site", site_string(scope.site)}});
   open_scopes_.push_back(id);
 }
 
@@ -46,7 +46,8 @@ void DepGraphObserver::on_scope_end(const ScopeInfo&) {
 }
 
 std::uint64_t DepGraphObserver::tensor_id(const TensorView& view) {
-  TensorKey key{reinterpret_cast<std::uintptr_t>(view.data()), static_cast<int>(view.dtype()),
+  TensorKey key{reinterpret_cast<std::uintptr_t>(view.data()),
+                static_cast<int>(view.dtype()),
                 {view.shape().begin(), view.shape().end()},
                 {view.strides().begin(), view.strides().end()}};
   auto [it, inserted] = tensor_ids_.try_emplace(std::move(key), tensor_ids_.size());
@@ -94,14 +95,14 @@ void DepGraphObserver::on_task_submit(const TaskInfo& task, std::span<const Depe
       accesses.push_back({TensorRegion::of(t), task.args->tag(i)});
     }
   }
-  tasks_.push_back({{"id", id_string(task.id)},
-                    {"callable", std::string(task.callable)},
-                    {"scope", open_scopes_.empty() ? Json(nullptr)
-                                                   : Json(id_string(open_scopes_.back()))},
-                    {"scope_depth", task.scope_depth},
-                    {"block_num", task.config.block_num},
-                    {"mode", std::string(platform::to_string(task.config.mode))},
-                    {"args", std::move(args)}});
+  tasks_.push_back(
+      {{"id", id_string(task.id)},
+       {"callable", std::string(task.callable)},
+       {"scope", open_scopes_.empty() ? Json(nullptr) : Json(id_string(open_scopes_.back()))},
+       {"scope_depth", task.scope_depth},
+       {"block_num", task.config.block_num},
+       {"mode", std::string(platform::to_string(task.config.mode))},
+       {"args", std::move(args)}});
   for (const Dependency& d : deps) {
     Json overlap_json = nullptr;
     if (d.arg_index >= 0 && static_cast<std::size_t>(d.arg_index) < accesses.size()) {

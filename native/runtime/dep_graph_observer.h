@@ -58,8 +58,8 @@ class DepGraphObserver final : public DiagnosticObserver {
     TensorRegion region;
     ArgTag tag;
   };
-  using TensorKey = std::tuple<std::uintptr_t, int, std::vector<std::int64_t>,
-                               std::vector<std::int64_t>>;
+  using TensorKey =
+      std::tuple<std::uintptr_t, int, std::vector<std::int64_t>, std::vector<std::int64_t>>;
 
   explicit DepGraphObserver(std::string prefix) : prefix_(std::move(prefix)) {}
   std::uint64_t tensor_id(const TensorView& view);

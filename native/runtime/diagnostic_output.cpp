@@ -61,8 +61,8 @@ Status OutputFile::open(const std::string& path) {
 void OutputFile::write(std::span<const std::byte> bytes) {
   if (file_ == nullptr || !error_.is_ok() || bytes.empty()) return;
   if (std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size()) {
-    error_ = Status::error(ErrorCode::kIoError, "cannot write the diagnostics file '{}': {}",
-                           path_, std::strerror(errno));
+    error_ = Status::error(ErrorCode::kIoError, "cannot write the diagnostics file '{}': {}", path_,
+                           std::strerror(errno));
     return;
   }
   size_ += bytes.size();

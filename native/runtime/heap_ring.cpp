@@ -16,7 +16,8 @@ bool HeapRing::allocate(std::size_t bytes, std::byte** data, std::uint64_t* mark
   const std::size_t n = rounded(bytes);
   if (n > capacity_ || capacity_ == 0) return false;
   if (!memory_) {
-    memory_.reset(static_cast<std::byte*>(::operator new[](capacity_, std::align_val_t(kAlignment))));
+    memory_.reset(
+        static_cast<std::byte*>(::operator new[](capacity_, std::align_val_t(kAlignment))));
   }
   if (head_ == tail_ && head_ % capacity_ != 0) {  // empty: restart at position 0
     head_ = tail_ = (head_ / capacity_ + 1) * capacity_;

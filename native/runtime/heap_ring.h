@@ -39,7 +39,9 @@ class HP_API HeapRing {  // exported for its unit test; the header is not instal
     return (bytes + kAlignment - 1) / kAlignment * kAlignment;
   }
   // The capacity a ring asked for `bytes` has (rounded down to kAlignment).
-  static std::size_t capacity_for(std::size_t bytes) noexcept { return bytes / kAlignment * kAlignment; }
+  static std::size_t capacity_for(std::size_t bytes) noexcept {
+    return bytes / kAlignment * kAlignment;
+  }
   std::string to_string() const;  // "3072 of 4096 bytes used"
 
  private:

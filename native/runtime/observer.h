@@ -51,8 +51,8 @@ struct RunInfo {
   int num_cube = 0;
   int num_vector = 0;
   int ratio = 0;
-  int num_rings = 0;            // rings per run: scope depths 0 .. num_rings - 1 (and deeper)
-  int task_ring_slots = 0;      // per ring
+  int num_rings = 0;                // rings per run: scope depths 0 .. num_rings - 1 (and deeper)
+  int task_ring_slots = 0;          // per ring
   std::size_t heap_ring_bytes = 0;  // per ring, as usable (rounded down to 64 bytes)
 };
 
@@ -71,7 +71,8 @@ struct ScopeSite {
   std::uint32_t line = 0;
 
   constexpr ScopeSite() = default;
-  constexpr ScopeSite(const char* file_name, std::uint32_t line_number) : file(file_name), line(line_number) {}
+  constexpr ScopeSite(const char* file_name, std::uint32_t line_number)
+      : file(file_name), line(line_number) {}
   // Implicit: scope() takes the caller's std::source_location.
   constexpr ScopeSite(const std::source_location& site)  // NOLINT(google-explicit-constructor)
       : file(site.file_name()), line(site.line()) {}

@@ -29,13 +29,14 @@ std::size_t heap_bytes_of(const TensorView& t) noexcept {
 
 struct Orchestrator::Impl {
   Impl(ChipWorker& w, Scheduler::Options options, std::vector<std::unique_ptr<TaskRing>> rings)
-      : worker(w), scheduler(w.chip(), std::move(options), std::move(rings)),
+      : worker(w),
+        scheduler(w.chip(), std::move(options), std::move(rings)),
         callables_generation(w.callable_generation()) {}
   ChipWorker& worker;
   Scheduler scheduler;
   TensorMap tensor_map;
   std::vector<std::vector<TaskSlot*>> scopes;  // the tasks each open scope holds; [0] is the root
-  std::vector<ScopeSite> scope_sites;  // parallel to scopes
+  std::vector<ScopeSite> scope_sites;          // parallel to scopes
   // Closed scopes' lists, emptied, for the next scopes to fill (no allocation per scope once
   // warm); its capacity covers every open scope, so that end_scope() never allocates.
   std::vector<std::vector<TaskSlot*>> spare_scopes;
@@ -95,7 +96,9 @@ struct Orchestrator::Impl {
   Occupancy occupancy(int ring, bool after_submit) {
     scheduler.reclaim(tensor_map, after_submit ? ring : -1);
     const RingState r = scheduler.ring_state(ring);
-    return {.ring = ring, .live_slots = r.live_slots, .heap_used = r.heap_used,
+    return {.ring = ring,
+            .live_slots = r.live_slots,
+            .heap_used = r.heap_used,
             .tensor_map_entries = tensor_map.size()};
   }
 };
@@ -107,14 +110,15 @@ Scope::~Scope() noexcept { orchestrator_.end_scope(); }
 
 Orchestrator::Orchestrator(ChipWorker& worker, const OrchestratorConfig& config,
                            double wait_timeout_s)
-    : impl_(std::make_unique<Impl>(worker,
-                                   Scheduler::Options{
-                                       .ring_slots = config.task_ring_slots,
-                                       .heap_bytes = config.heap_ring_bytes,
-                                       .wait_timeout_s = wait_timeout_s,
-                                       .observers = config.observers,
-                                   },
-                                   worker.take_rings(config.task_ring_slots, config.heap_ring_bytes))) {
+    : impl_(std::make_unique<Impl>(
+          worker,
+          Scheduler::Options{
+              .ring_slots = config.task_ring_slots,
+              .heap_bytes = config.heap_ring_bytes,
+              .wait_timeout_s = wait_timeout_s,
+              .observers = config.observers,
+          },
+          worker.take_rings(config.task_ring_slots, config.heap_ring_bytes))) {
   impl_->heap_capacity = HeapRing::capacity_for(config.heap_ring_bytes);
 }
 
@@ -140,8 +144,8 @@ int Orchestrator::begin_scope(ScopeSite site) {
   const int depth = scope_depth();
   if (impl_->observed()) {
     const int ring = std::min(depth, kMaxRing);
-    const ScopeInfo info{.depth = depth, .ring = ring, .site = site,
-                         .occupancy = impl_->occupancy(ring, false)};
+    const ScopeInfo info{
+        .depth = depth, .ring = ring, .site = site, .occupancy = impl_->occupancy(ring, false)};
     for (Observer* o : impl_->scheduler.observers()) {
       o->on_scope_begin(info);
     }
@@ -155,7 +159,9 @@ void Orchestrator::end_scope() noexcept {
   ScopeInfo info;
   if (impl_->observed()) {
     const int ring = std::min(depth, kMaxRing);
-    info = {.depth = depth, .ring = ring, .site = impl_->scope_sites.back(),
+    info = {.depth = depth,
+            .ring = ring,
+            .site = impl_->scope_sites.back(),
             .occupancy = impl_->occupancy(ring, false)};
   }
   impl_->scheduler.release_scope(impl_->scopes.back());
@@ -210,7 +216,8 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
   if (!impl.accepted_config || !(*impl.accepted_config == config)) {
     HP_ENSURE(config.block_num >= 1, ErrorCode::kInvalidArgument, "{}: block_num={} must be >= 1",
               what(), config.block_num);
-    if (Status s = chip.check_launch_config(launch_config); !s.is_ok()) return s.with_context(what());
+    if (Status s = chip.check_launch_config(launch_config); !s.is_ok())
+      return s.with_context(what());
     impl.accepted_config = config;
     impl.accepted_gang = impl.scheduler.gang_of(config);
   }
@@ -236,7 +243,7 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
   HP_RETURN_IF_ERROR(impl.scheduler.acquire(ring, id, heap_bytes, impl.tensor_map, &slot, &heap));
   ++impl.next_id;
 
-  slot->args = args;  // reuses the slot's capacity
+  slot->args = args;      // reuses the slot's capacity
   if (heap_bytes != 0) {  // some OUTPUT tensors: give them their memory
     const std::span<const TaskArgs::TensorArg> given = args.tensor_args();
     std::size_t offset = 0;
@@ -247,8 +254,12 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
     }
   }
   slot->callable = callable;
-  slot->info = TaskInfo{.id = id, .callable = slot->callable->name(), .callable_slot = callable_slot,
-                        .scope_depth = depth, .ring = ring, .config = config,
+  slot->info = TaskInfo{.id = id,
+                        .callable = slot->callable->name(),
+                        .callable_slot = callable_slot,
+                        .scope_depth = depth,
+                        .ring = ring,
+                        .config = config,
                         .args = &slot->args};
   slot->gang = impl.accepted_gang;
   slot->cores_outstanding.store(slot->gang, std::memory_order_relaxed);
@@ -262,7 +273,9 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
   } else {
     prepared = chip.prepare_block_launch(
         launch_config,
-        [slot](platform::BlockContext& block) { return slot->callable->function()(slot->args, block); },
+        [slot](platform::BlockContext& block) {
+          return slot->callable->function()(slot->args, block);
+        },
         slot->gang, &slot->launch);
   }
   if (!prepared.is_ok()) {  // the task is still published, skipped, so that the ring stays sound
@@ -280,11 +293,13 @@ Status Orchestrator::submit(int callable_slot, const TaskArgs& args, const CallC
     access.arg_index = static_cast<int>(i);
   }
   impl.deps.clear();
-  impl.scheduler.connect(slot, impl.tensor_map, impl.accesses, impl.observed() ? &impl.deps : nullptr);
+  impl.scheduler.connect(slot, impl.tensor_map, impl.accesses,
+                         impl.observed() ? &impl.deps : nullptr);
   impl.scopes.back().push_back(slot);
   if (impl.observed()) {
     const Occupancy occupancy = impl.occupancy(ring, true);
-    for (Observer* o : impl.scheduler.observers()) o->on_task_submit(slot->info, impl.deps, occupancy);
+    for (Observer* o : impl.scheduler.observers())
+      o->on_task_submit(slot->info, impl.deps, occupancy);
   }
   if (result != nullptr) {
     result->task = id;
@@ -305,8 +320,8 @@ Status Orchestrator::orchestrate(const Orchestration& orchestration) {
   } catch (const abi::__forced_unwind&) {
     throw;
   } catch (const std::exception& e) {
-    status = Status::error(ErrorCode::kKernelFailed, "the orchestration function threw: {}",
-                           e.what());
+    status =
+        Status::error(ErrorCode::kKernelFailed, "the orchestration function threw: {}", e.what());
   } catch (...) {
     status = Status::error(ErrorCode::kKernelFailed,
                            "the orchestration function threw a non-std::exception");
@@ -328,9 +343,9 @@ Status Orchestrator::execute(const Orchestration& orchestration) {
   }
   platform::Chip& chip = impl_->worker.chip();
   // One block per core for the whole run: each loops over the tasks assigned to its core.
-  Status launch_status =
-      chip.launch({.mode = LaunchMode::kMix, .block_dim = chip.num_cube(), .num_flags = 0},
-                  [this](platform::BlockContext& block) { return impl_->scheduler.core_main(block); });
+  Status launch_status = chip.launch(
+      {.mode = LaunchMode::kMix, .block_dim = chip.num_cube(), .num_flags = 0},
+      [this](platform::BlockContext& block) { return impl_->scheduler.core_main(block); });
   if (!launch_status.is_ok()) impl_->scheduler.abandon(launch_status);
   thread.join();
   if (Status first = impl_->scheduler.first_error(); !first.is_ok()) return first;
@@ -345,7 +360,8 @@ Status Orchestrator::run(ChipWorker& worker, const Orchestration& orchestration,
             "Orchestrator::run: the orchestration function is empty");
   HP_ENSURE(config.task_ring_slots >= 1 && config.task_ring_slots <= (1 << 20),
             ErrorCode::kInvalidArgument,
-            "OrchestratorConfig.task_ring_slots={} must be in [1, 1048576]", config.task_ring_slots);
+            "OrchestratorConfig.task_ring_slots={} must be in [1, 1048576]",
+            config.task_ring_slots);
   const double timeout = config.wait_timeout_s.value_or(settings().wait_timeout_s);
   HP_ENSURE(timeout > 0, ErrorCode::kInvalidArgument,
             "OrchestratorConfig.wait_timeout_s={} must be > 0", timeout);
@@ -358,8 +374,10 @@ Status Orchestrator::run(ChipWorker& worker, const Orchestration& orchestration,
   OrchestratorConfig effective = config;
   if (diagnostics) diagnostics->add_observers(&effective.observers);
   platform::Chip& chip = worker.chip();
-  const RunInfo run_info{.num_cube = chip.num_cube(), .num_vector = chip.num_vector(),
-                         .ratio = chip.ratio(), .num_rings = kMaxRing + 1,
+  const RunInfo run_info{.num_cube = chip.num_cube(),
+                         .num_vector = chip.num_vector(),
+                         .ratio = chip.ratio(),
+                         .num_rings = kMaxRing + 1,
                          .task_ring_slots = config.task_ring_slots,
                          .heap_ring_bytes = HeapRing::capacity_for(config.heap_ring_bytes)};
   for (Observer* o : effective.observers) o->on_run_begin(run_info);

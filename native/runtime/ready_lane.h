@@ -54,7 +54,8 @@ class alignas(64) ReadyLane {
         if (h >= tail_seen) return nullptr;
       }
       TaskSlot* slot = cells_[h % kCells].load(std::memory_order_relaxed);
-      if (head_.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+      if (head_.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel,
+                                      std::memory_order_relaxed)) {
         return slot;
       }
     }

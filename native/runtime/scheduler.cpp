@@ -15,7 +15,8 @@ namespace hp::runtime {
 using platform::CoreType;
 using platform::LaunchMode;
 
-Scheduler::Scheduler(platform::Chip& chip, Options options, std::vector<std::unique_ptr<TaskRing>> rings)
+Scheduler::Scheduler(platform::Chip& chip, Options options,
+                     std::vector<std::unique_ptr<TaskRing>> rings)
     : chip_(chip),
       options_(std::move(options)),
       num_cube_(chip.num_cube()),
@@ -49,9 +50,12 @@ Scheduler::~Scheduler() noexcept = default;
 
 int Scheduler::gang_of(const CallConfig& config) const noexcept {
   switch (config.mode) {
-    case LaunchMode::kCube: return std::min(config.block_num, num_cube_);
-    case LaunchMode::kVector: return std::min(config.block_num, num_vector_);
-    case LaunchMode::kMix: return config.block_num * (1 + ratio_);
+    case LaunchMode::kCube:
+      return std::min(config.block_num, num_cube_);
+    case LaunchMode::kVector:
+      return std::min(config.block_num, num_vector_);
+    case LaunchMode::kMix:
+      return config.block_num * (1 + ratio_);
   }
   return 1;
 }
@@ -61,12 +65,11 @@ std::string Scheduler::describe(const TaskSlot& slot) const {
 }
 
 std::string Scheduler::describe_ring(TaskRing& ring) {
-  std::string text = fmt::format("ring {} (scope depth {}{}): {} of {} slots live", ring.index(),
-                                 ring.index(), ring.index() == kRings - 1 ? " and deeper" : "",
-                                 ring.live(), ring.capacity());
+  std::string text =
+      fmt::format("ring {} (scope depth {}{}): {} of {} slots live", ring.index(), ring.index(),
+                  ring.index() == kRings - 1 ? " and deeper" : "", ring.live(), ring.capacity());
   if (TaskSlot* oldest = ring.oldest()) {
-    text += fmt::format(", oldest {} {}{}", describe(*oldest),
-                        to_string(oldest->observed_state()),
+    text += fmt::format(", oldest {} {}{}", describe(*oldest), to_string(oldest->observed_state()),
                         oldest->scope_held ? " and held by its open scope" : "");
   }
   if (ring.heap().capacity() > 0) text += fmt::format("; heap {}", ring.heap().to_string());
@@ -98,11 +101,7 @@ std::uint64_t Scheduler::completed() const noexcept {
 Status Scheduler::wait_for_progress(std::uint64_t seen, bool wake_on_failure,
                                     std::string_view what) {
   const auto result = platform::wait_event(
-      progress_event_,
-      [&] {
-        return completed() != seen ||
-               (wake_on_failure && failed());
-      },
+      progress_event_, [&] { return completed() != seen || (wake_on_failure && failed()); },
       platform::deadline_after(options_.wait_timeout_s), policy_, nullptr);
   if (result == platform::WaitResult::kReady) return Status::ok();
   std::string rings;
@@ -113,8 +112,7 @@ Status Scheduler::wait_for_progress(std::uint64_t seen, bool wake_on_failure,
                        "{}: no task completed for {} s ({} of {} published tasks completed{}); a "
                        "task may be stuck (OrchestratorConfig.wait_timeout_s or HP_WAIT_TIMEOUT_S "
                        "sets the deadline)",
-                       what, options_.wait_timeout_s, completed(),
-                       published_, rings);
+                       what, options_.wait_timeout_s, completed(), published_, rings);
 }
 
 // --- orchestration thread: slots, edges, publication, scopes ---
@@ -190,7 +188,8 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Ten
           "in submission order). Give the ring more room (OrchestratorConfig.task_ring_slots / "
           "heap_ring_bytes) or hold fewer tasks per scope (open a nested scope per loop "
           "iteration)",
-          id, heap_bytes > 0 ? fmt::format(" and {} heap bytes", HeapRing::rounded(heap_bytes)) : "",
+          id,
+          heap_bytes > 0 ? fmt::format(" and {} heap bytes", HeapRing::rounded(heap_bytes)) : "",
           describe_ring(ring));
     }
     const std::uint64_t seen = completed();
@@ -199,7 +198,8 @@ Status Scheduler::acquire(int ring_index, TaskId id, std::size_t heap_bytes, Ten
     const RingState state = ring.state();
     for (Observer* o : options_.observers) o->on_submit_blocked(state);
     HP_RETURN_IF_ERROR(wait_for_progress(
-        seen, true, fmt::format("submit of task {} waiting for ring {} to reclaim a slot", id, ring_index)));
+        seen, true,
+        fmt::format("submit of task {} waiting for ring {} to reclaim a slot", id, ring_index)));
   }
 }
 
@@ -268,8 +268,8 @@ void Scheduler::connect(TaskSlot* slot, TensorMap& map, std::span<const TensorAc
   }
   for (TaskId id : slot->args.explicit_dependencies()) {
     if (deps != nullptr) {
-      deps->push_back({.pred = id, .arg_index = -1, .source = DepSource::kExplicit,
-                       .kind = DepKind::kOrder});
+      deps->push_back(
+          {.pred = id, .arg_index = -1, .source = DepSource::kExplicit, .kind = DepKind::kOrder});
     }
     if (TaskSlot* pred = find_live(id)) order_after(slot, pred);
   }
@@ -303,10 +303,10 @@ void Scheduler::unref(TaskSlot* slot) noexcept {
 
 void Scheduler::mark_skipped(TaskSlot* slot) {
   if (!slot->skip.exchange(true, std::memory_order_acq_rel)) {
-    slot->status = Status::error(ErrorCode::kAborted, "{} skipped: {}", describe(*slot),
-                                 no_cores_.load(std::memory_order_acquire)
-                                     ? "the chip's cores never started"
-                                     : "the run already failed");
+    slot->status =
+        Status::error(ErrorCode::kAborted, "{} skipped: {}", describe(*slot),
+                      no_cores_.load(std::memory_order_acquire) ? "the chip's cores never started"
+                                                                : "the run already failed");
   }
 }
 
@@ -399,7 +399,8 @@ void Scheduler::complete_one(TaskSlot* t, Status status, bool ran, Core* me, Rel
   // submit could look, find the slot not consumed yet, and wait for a completion that never
   // comes).
   if (me != nullptr) {  // the calling thread is that core's (only it counts there)
-    me->completed.store(me->completed.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    me->completed.store(me->completed.load(std::memory_order_relaxed) + 1,
+                        std::memory_order_release);
   } else {
     completed_.fetch_add(1, std::memory_order_acq_rel);
   }
@@ -460,7 +461,8 @@ bool Scheduler::try_place(TaskSlot* slot) {
     const bool cube = mode == LaunchMode::kCube;
     const int first = cube ? 0 : num_cube_;
     const int count = cube ? num_cube_ : num_vector_;
-    for (int c = first + count - 1; c >= first && groups < slot->gang; --c) groups += claim(c) ? 1 : 0;
+    for (int c = first + count - 1; c >= first && groups < slot->gang; --c)
+      groups += claim(c) ? 1 : 0;
   }
   const int needed = mode == LaunchMode::kMix ? blocks : slot->gang;
   if (groups < needed) {
@@ -560,7 +562,8 @@ Scheduler::Work Scheduler::next_work(Core& me) {
           [&] {
             const CoreState s = me.state.load(std::memory_order_acquire);
             return s == CoreState::kAssigned || stopping_.load(std::memory_order_acquire) ||
-                   (s == CoreState::kIdle && (queue.size() > 0 || (lanes_ && !lanes_[type].empty())) &&
+                   (s == CoreState::kIdle &&
+                    (queue.size() > 0 || (lanes_ && !lanes_[type].empty())) &&
                     gangs_waiting_[type].load(std::memory_order_acquire) == 0);
           },
           platform::Clock::time_point::max(), core_policy_, nullptr);
@@ -675,8 +678,8 @@ Status Scheduler::wait_all() {
     }
     if (!timeout.is_ok()) {  // tasks still running after the timeout: their own waits end them
       platform::wait_event(
-          progress_event_, [&] { return completed() != seen; },
-          platform::Clock::time_point::max(), policy_, nullptr);
+          progress_event_, [&] { return completed() != seen; }, platform::Clock::time_point::max(),
+          policy_, nullptr);
       continue;
     }
     Status s = wait_for_progress(seen, false, "waiting for the run's tasks to complete");

@@ -75,7 +75,8 @@ class Scheduler {
 
   // `rings`: kRings rings of options' size, kept from an earlier run on this chip (empty: new
   // ones).
-  Scheduler(platform::Chip& chip, Options options, std::vector<std::unique_ptr<TaskRing>> rings = {});
+  Scheduler(platform::Chip& chip, Options options,
+            std::vector<std::unique_ptr<TaskRing>> rings = {});
   ~Scheduler() noexcept;
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -165,8 +166,8 @@ class Scheduler {
   };
   // What completing tasks made ready, handed out when the completion is done.
   struct Released {
-    ReadyBatch ready[2];              // single-core tasks, by core type
-    std::vector<TaskSlot*> skipped;   // to complete without running
+    ReadyBatch ready[2];             // single-core tasks, by core type
+    std::vector<TaskSlot*> skipped;  // to complete without running
     // Handed out by the orchestration thread (publish): single-core tasks go to lanes_, and
     // lane[type] says one did.
     bool by_orchestration_thread = false;
@@ -230,8 +231,8 @@ class Scheduler {
   // light notifies are not available here (platform/wait.h): then they use ready_.
   std::unique_ptr<ReadyLane[]> lanes_;
 
-  mutable std::mutex mutex_;       // gang queues and placement
-  std::deque<TaskSlot*> gangs_[3]; // by platform::LaunchMode
+  mutable std::mutex mutex_;                                // gang queues and placement
+  std::deque<TaskSlot*> gangs_[3];                          // by platform::LaunchMode
   alignas(64) std::atomic<int> gangs_waiting_[2] = {0, 0};  // queued gangs needing each core type
 
   mutable std::mutex error_mutex_;

@@ -80,8 +80,10 @@ void ScopeStatsObserver::on_task_submit(const TaskInfo&, std::span<const Depende
 }
 
 void ScopeStatsObserver::on_submit_blocked(const RingState& ring) {
-  const Occupancy full{.ring = ring.ring, .live_slots = ring.live_slots,
-                       .heap_used = ring.heap_used, .tensor_map_entries = 0};
+  const Occupancy full{.ring = ring.ring,
+                       .live_slots = ring.live_slots,
+                       .heap_used = ring.heap_used,
+                       .tensor_map_entries = 0};
   std::lock_guard lock(mu_);
   for (Frame& frame : open_) absorb(frame, full);
 }

@@ -7,15 +7,15 @@
 
 #include <sched.h>
 
-#include <atomic>
 #include <immintrin.h>
+#include <atomic>
 
 namespace hp::runtime {
 
 class SpinLock {
  public:
   void lock() noexcept {
-    for (int spins = 0; locked_.exchange(true, std::memory_order_acquire); ) {
+    for (int spins = 0; locked_.exchange(true, std::memory_order_acquire);) {
       while (locked_.load(std::memory_order_relaxed)) {
         if (++spins < 64) {
           _mm_pause();

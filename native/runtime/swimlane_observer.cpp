@@ -95,8 +95,8 @@ void SwimlaneObserver::on_task_submit(const TaskInfo& task, std::span<const Depe
     }
   }
   task_order_.push_back(task.id);
-  submits_.push_back({.name = fmt::format("submit task {}", task.id), .start = t, .end = t,
-                      .task = task.id});
+  submits_.push_back(
+      {.name = fmt::format("submit task {}", task.id), .start = t, .end = t, .task = task.id});
 }
 
 void SwimlaneObserver::on_task_ready(const TaskInfo& task) {
@@ -120,8 +120,11 @@ void SwimlaneObserver::on_task_end(const TaskInfo& task, int core_idx) {
   if (core_idx < 0 || static_cast<std::size_t>(core_idx) >= core_started_.size()) return;
   std::int64_t& started = core_started_[static_cast<std::size_t>(core_idx)];
   if (started == kNever) return;
-  core_spans_.push_back({.name = std::string(task.callable), .start = started, .end = t,
-                         .task = task.id, .core = core_idx});
+  core_spans_.push_back({.name = std::string(task.callable),
+                         .start = started,
+                         .end = t,
+                         .task = task.id,
+                         .core = core_idx});
   started = kNever;
 }
 
@@ -147,13 +150,13 @@ Json SwimlaneObserver::build_trace() const {
   }
   for (int c = 0; c < cores; ++c) {
     const std::string name =
-        c < run_.num_cube
-            ? fmt::format("cube core {}", c)
-            : fmt::format("vector core {} (cluster {})", c,
-                          run_.ratio > 0 ? (c - run_.num_cube) / run_.ratio : 0);
+        c < run_.num_cube ? fmt::format("cube core {}", c)
+                          : fmt::format("vector core {} (cluster {})", c,
+                                        run_.ratio > 0 ? (c - run_.num_cube) / run_.ratio : 0);
     events.push_back(metadata("thread_name", pid_of(c), c, {{"name", name}}));
   }
-  events.push_back(metadata("thread_name", kOrchestratorPid, 0, {{"name", "orchestration thread"}}));
+  events.push_back(
+      metadata("thread_name", kOrchestratorPid, 0, {{"name", "orchestration thread"}}));
 
   // Core rows.
   std::unordered_map<TaskId, const Span*> first_span;
@@ -179,19 +182,28 @@ Json SwimlaneObserver::build_trace() const {
 
   // Orchestrator row (scopes and waits nest: they all happen on the orchestration thread).
   for (const Span& s : orchestrator_spans_) {
-    events.push_back({{"ph", "X"}, {"cat", "orchestrator"}, {"name", s.name},
-                      {"pid", kOrchestratorPid}, {"tid", 0}, {"ts", micros(s.start)},
+    events.push_back({{"ph", "X"},
+                      {"cat", "orchestrator"},
+                      {"name", s.name},
+                      {"pid", kOrchestratorPid},
+                      {"tid", 0},
+                      {"ts", micros(s.start)},
                       {"dur", micros(s.end - s.start)}});
   }
   for (const Span& s : submits_) {
-    events.push_back({{"ph", "i"}, {"s", "t"}, {"cat", "orchestrator"}, {"name", s.name},
-                      {"pid", kOrchestratorPid}, {"tid", 0}, {"ts", micros(s.start)},
+    events.push_back({{"ph", "i"},
+                      {"s", "t"},
+                      {"cat", "orchestrator"},
+                      {"name", s.name},
+                      {"pid", kOrchestratorPid},
+                      {"tid", 0},
+                      {"ts", micros(s.start)},
                       {"args", {{"task", id_string(s.task)}}}});
   }
 
   // Scheduler rows: pending and queued spans, each kind packed greedily into lanes.
-  auto lanes = [&](const char* phase, const char* lane_name, int tid_base,
-                   std::int64_t Task::*from, std::int64_t Task::*to) {
+  auto lanes = [&](const char* phase, const char* lane_name, int tid_base, std::int64_t Task::*from,
+                   std::int64_t Task::*to) {
     std::vector<std::pair<std::int64_t, TaskId>> starts;
     for (TaskId id : task_order_) {
       const Task& t = tasks_.at(id);
@@ -209,10 +221,13 @@ Json SwimlaneObserver::build_trace() const {
                                   {{"name", fmt::format("{} {}", lane_name, lane)}}));
       }
       lane_end[lane] = t.*to;
-      events.push_back({{"ph", "X"}, {"cat", "scheduler"},
+      events.push_back({{"ph", "X"},
+                        {"cat", "scheduler"},
                         {"name", fmt::format("{} task {}", phase, id)},
-                        {"pid", kSchedulerPid}, {"tid", tid_base + static_cast<int>(lane)},
-                        {"ts", micros(start)}, {"dur", micros(t.*to - start)},
+                        {"pid", kSchedulerPid},
+                        {"tid", tid_base + static_cast<int>(lane)},
+                        {"ts", micros(start)},
+                        {"dur", micros(t.*to - start)},
                         {"args", {{"task", id_string(id)}, {"callable", t.callable}}}});
     }
   };
@@ -231,18 +246,30 @@ Json SwimlaneObserver::build_trace() const {
       const Span& p = *pred_span->second;
       const Span& s = *succ_span->second;
       const Json args = {{"pred", id_string(pred)}, {"succ", id_string(succ)}};
-      events.push_back({{"ph", "s"}, {"cat", "dependency"}, {"name", "dep"}, {"id", flow},
-                        {"pid", pid_of(p.core)}, {"tid", p.core}, {"ts", mid(p)}, {"args", args}});
-      events.push_back({{"ph", "f"}, {"bp", "e"}, {"cat", "dependency"}, {"name", "dep"},
-                        {"id", flow}, {"pid", pid_of(s.core)}, {"tid", s.core}, {"ts", mid(s)},
+      events.push_back({{"ph", "s"},
+                        {"cat", "dependency"},
+                        {"name", "dep"},
+                        {"id", flow},
+                        {"pid", pid_of(p.core)},
+                        {"tid", p.core},
+                        {"ts", mid(p)},
+                        {"args", args}});
+      events.push_back({{"ph", "f"},
+                        {"bp", "e"},
+                        {"cat", "dependency"},
+                        {"name", "dep"},
+                        {"id", flow},
+                        {"pid", pid_of(s.core)},
+                        {"tid", s.core},
+                        {"ts", mid(s)},
                         {"args", args}});
       ++flow;
     }
   }
-  return Json{{"traceEvents", std::move(events)},
-              {"displayTimeUnit", "ns"},
-              {"otherData", {{"schema", "hyper_parallel.swimlane"},
-                             {"schema_version", kSchemaVersion}}}};
+  return Json{
+      {"traceEvents", std::move(events)},
+      {"displayTimeUnit", "ns"},
+      {"otherData", {{"schema", "hyper_parallel.swimlane"}, {"schema_version", kSchemaVersion}}}};
 }
 
 Status SwimlaneObserver::finish() {

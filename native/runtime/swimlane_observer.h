@@ -89,13 +89,13 @@ class SwimlaneObserver final : public DiagnosticObserver {
   std::mutex mu_;
   RunInfo run_;
   std::unordered_map<TaskId, Task> tasks_;
-  std::vector<TaskId> task_order_;     // submission order
+  std::vector<TaskId> task_order_;          // submission order
   std::vector<std::int64_t> core_started_;  // per core: the running span's start
   std::vector<Span> core_spans_;
   std::vector<Span> orchestrator_spans_;
   std::vector<Span> open_scopes_;
   std::vector<Span> submits_;  // instants: start == end
-  Span blocked_;  // the wait of the current submit, while blocked_open_
+  Span blocked_;               // the wait of the current submit, while blocked_open_
   bool blocked_open_ = false;
 };
 

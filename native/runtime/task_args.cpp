@@ -6,11 +6,16 @@ namespace hp::runtime {
 
 std::string_view to_string(ArgTag tag) noexcept {
   switch (tag) {
-    case ArgTag::kInput: return "INPUT";
-    case ArgTag::kOutput: return "OUTPUT";
-    case ArgTag::kInOut: return "INOUT";
-    case ArgTag::kOutputExisting: return "OUTPUT_EXISTING";
-    case ArgTag::kNoDep: return "NO_DEP";
+    case ArgTag::kInput:
+      return "INPUT";
+    case ArgTag::kOutput:
+      return "OUTPUT";
+    case ArgTag::kInOut:
+      return "INOUT";
+    case ArgTag::kOutputExisting:
+      return "OUTPUT_EXISTING";
+    case ArgTag::kNoDep:
+      return "NO_DEP";
   }
   return "UNKNOWN";
 }
@@ -33,7 +38,9 @@ Status TaskArgs::validate(std::string_view what) const {
   for (int i = 0; i < num_tensors(); ++i) {
     const TensorArg& arg = tensors_[static_cast<std::size_t>(i)];
     // Formatted only for an error: validate runs on every submit.
-    auto name = [&] { return fmt::format("{}: tensor argument {} ({})", what, i, to_string(arg.tag)); };
+    auto name = [&] {
+      return fmt::format("{}: tensor argument {} ({})", what, i, to_string(arg.tag));
+    };
     if (arg.tag == ArgTag::kOutput) {
       HP_ENSURE(arg.view.data() == nullptr, ErrorCode::kInvalidArgument,
                 "{} has data; OUTPUT tensors are allocated by the runtime: pass dtype and shape "

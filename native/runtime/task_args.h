@@ -115,7 +115,8 @@ class InlineVector {
   void append(It first, It last) {
     const auto n = static_cast<std::size_t>(std::distance(first, last));
     if (size_ + n > capacity()) grow(std::max(size_ + n, capacity() * 2));
-    for (T* out = data() + size_; first != last; ++first, ++out) ::new (static_cast<void*>(out)) T(*first);
+    for (T* out = data() + size_; first != last; ++first, ++out)
+      ::new (static_cast<void*>(out)) T(*first);
     size_ += static_cast<std::uint32_t>(n);
   }
 
@@ -252,7 +253,9 @@ class HP_API TaskArgs {
 
   int num_tensors() const noexcept { return static_cast<int>(tensors_.size()); }
   // The tensor arguments in order (what tensor(i) and tag(i) return, without the index checks).
-  std::span<const TensorArg> tensor_args() const noexcept { return {tensors_.data(), tensors_.size()}; }
+  std::span<const TensorArg> tensor_args() const noexcept {
+    return {tensors_.data(), tensors_.size()};
+  }
   const TensorView& tensor(int i) const { return tensors_.at(static_cast<std::size_t>(i)).view; }
   ArgTag tag(int i) const { return tensors_.at(static_cast<std::size_t>(i)).tag; }
   int num_scalars() const noexcept { return static_cast<int>(scalars_.size()); }
@@ -308,15 +311,19 @@ class HP_API TaskArgs {
   }
   template <typename T>
   static constexpr DType scalar_dtype_of() {
-    if constexpr (std::is_same_v<T, float>) return DType::kFP32;
-    else if constexpr (std::is_same_v<T, double>) return DType::kFP64;
+    if constexpr (std::is_same_v<T, float>)
+      return DType::kFP32;
+    else if constexpr (std::is_same_v<T, double>)
+      return DType::kFP64;
     else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && std::is_signed_v<T>) {
-      return sizeof(T) == 1 ? DType::kInt8
+      return sizeof(T) == 1   ? DType::kInt8
              : sizeof(T) == 4 ? DType::kInt32
              : sizeof(T) == 8 ? DType::kInt64
                               : DType::kCount;
-    } else if constexpr (std::is_same_v<T, std::uint8_t>) return DType::kUInt8;
-    else return DType::kCount;  // opaque bits
+    } else if constexpr (std::is_same_v<T, std::uint8_t>)
+      return DType::kUInt8;
+    else
+      return DType::kCount;  // opaque bits
   }
   struct ScalarArg {
     std::uint64_t bits;

@@ -23,7 +23,9 @@ namespace hp::runtime {
 class TaskRing {
  public:
   TaskRing(int index, int slots, std::size_t heap_bytes)
-      : index_(index), capacity_(slots), slots_(std::make_unique<TaskSlot[]>(static_cast<std::size_t>(slots))),
+      : index_(index),
+        capacity_(slots),
+        slots_(std::make_unique<TaskSlot[]>(static_cast<std::size_t>(slots))),
         heap_(heap_bytes) {}
 
   int index() const noexcept { return index_; }
@@ -50,9 +52,7 @@ class TaskRing {
   // The slot that is reclaimed next, or null when none is live.
   TaskSlot* oldest() noexcept { return head_ == tail_ ? nullptr : &slots_[tail_slot_]; }
   // The newest live slot, or null.
-  TaskSlot* newest() noexcept {
-    return head_ == tail_ ? nullptr : &slots_[preceding(head_slot_)];
-  }
+  TaskSlot* newest() noexcept { return head_ == tail_ ? nullptr : &slots_[preceding(head_slot_)]; }
   // The live slot of task `id`, or null. Ids increase from tail to head; they are consecutive
   // when every task submitted since the oldest live one went to this ring (one scope depth), so
   // that slot is tried first, then a binary search.
@@ -62,7 +62,8 @@ class TaskRing {
     if (id < first || id > slots_[preceding(head_slot_)].id) return nullptr;
     if (const std::uint64_t offset = id - first; offset < head_ - tail_) {
       std::size_t guess = tail_slot_ + static_cast<std::size_t>(offset);
-      if (guess >= static_cast<std::size_t>(capacity_)) guess -= static_cast<std::size_t>(capacity_);
+      if (guess >= static_cast<std::size_t>(capacity_))
+        guess -= static_cast<std::size_t>(capacity_);
       if (slots_[guess].id == id) return &slots_[guess];
     }
     std::uint64_t lo = tail_, hi = head_;

@@ -71,20 +71,20 @@ struct alignas(kCoreReadBytes) TaskSlot {
   const Callable* callable = nullptr;
   // Kept across reuses of the slot and re-armed per task (no allocation per task).
   std::unique_ptr<platform::BlockLaunch> launch;
-  int gang = 1;                          // cores the task occupies at once
-  std::vector<TaskSlot*> kept_alive;     // predecessors whose memory this task holds
-  TaskArgs args;  // OUTPUT tensors carry their heap-ring memory
+  int gang = 1;                       // cores the task occupies at once
+  std::vector<TaskSlot*> kept_alive;  // predecessors whose memory this task holds
+  TaskArgs args;                      // OUTPUT tensors carry their heap-ring memory
 
   // --- orchestration thread only ---
   alignas(64) TaskId id = kNoTask;
-  std::uint64_t heap_mark = 0;  // release the heap ring to here at reclaim
-  bool scope_held = false;  // its scope is open (or it escaped to one that is)
+  std::uint64_t heap_mark = 0;             // release the heap ring to here at reclaim
+  bool scope_held = false;                 // its scope is open (or it escaped to one that is)
   std::vector<std::uint32_t> map_entries;  // its tensor map entries, removed at reclaim
   // The last submitting task that linked an edge to this one (order_after: only while this one's
   // `consumers` was open).
   TaskId connect_stamp = kNoTask;
-  std::vector<Edge> waits;         // its edges after first_wait, in its predecessors' `consumers`
-  int edges_linked = 0;            // edges linked (fanin counts their completions)
+  std::vector<Edge> waits;  // its edges after first_wait, in its predecessors' `consumers`
+  int edges_linked = 0;     // edges linked (fanin counts their completions)
 
   // --- shared ---
   alignas(64) std::atomic<Edge*> consumers{nullptr};  // see above
@@ -102,12 +102,14 @@ struct alignas(kCoreReadBytes) TaskSlot {
   std::atomic<bool> skip{false};
   Edge first_wait;  // its first edge (see above), on the line of its fanin
   std::atomic<int> cores_outstanding{0};
-  TaskSlot* next_ready = nullptr;    // link of the ready queue the task waits in
+  TaskSlot* next_ready = nullptr;  // link of the ready queue the task waits in
 
   // CONSUMED: completed, no consumer keeps it, no scope holds it; the orchestration thread may
   // reclaim it (the acquire pairs with the release of the last refs decrement). The task's
   // state reads COMPLETED until then: CONSUMED is this condition, which observed_state() shows.
-  bool consumed() const noexcept { return !scope_held && refs.load(std::memory_order_acquire) == 0; }
+  bool consumed() const noexcept {
+    return !scope_held && refs.load(std::memory_order_acquire) == 0;
+  }
   TaskState observed_state() const noexcept {
     return consumed() ? TaskState::kConsumed : state.load(std::memory_order_acquire);
   }
@@ -141,7 +143,8 @@ struct alignas(kCoreReadBytes) TaskSlot {
 // is not standard-layout is conditionally supported; GCC and Clang support it.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
-static_assert(offsetof(TaskSlot, args) <= kCoreReadBytes, "a core reads more than kCoreReadBytes of a slot");
+static_assert(offsetof(TaskSlot, args) <= kCoreReadBytes,
+              "a core reads more than kCoreReadBytes of a slot");
 #pragma GCC diagnostic pop
 
 }  // namespace hp::runtime

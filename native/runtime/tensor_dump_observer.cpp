@@ -73,8 +73,9 @@ TensorDumpObserver::Range TensorDumpObserver::capture(const TaskArgs& args, cons
   } else {
     const TensorView& t = args.tensor(entry.arg);
     if (t.is_contiguous()) {
-      bin_.write(std::span<const std::byte>(static_cast<const std::byte*>(t.data()),
-                                            static_cast<std::size_t>(t.numel()) * t.element_size()));
+      bin_.write(
+          std::span<const std::byte>(static_cast<const std::byte*>(t.data()),
+                                     static_cast<std::size_t>(t.numel()) * t.element_size()));
     } else {
       pack_row_major(t, &scratch_);
       bin_.write(scratch_);
@@ -98,8 +99,12 @@ void TensorDumpObserver::on_task_ready(const TaskInfo& task) {
   for (int i = 0; i < args.num_tensors(); ++i) {
     if (level_ < 2 && !args.dump_marked(i)) continue;
     const TensorView& t = args.tensor(i);
-    add(Entry{.task = task.id, .callable = std::string(task.callable), .scalar = false, .arg = i,
-              .tag = args.tag(i), .dtype = std::string(to_string(t.dtype())),
+    add(Entry{.task = task.id,
+              .callable = std::string(task.callable),
+              .scalar = false,
+              .arg = i,
+              .tag = args.tag(i),
+              .dtype = std::string(to_string(t.dtype())),
               .shape = {t.shape().begin(), t.shape().end()},
               .strides = {t.strides().begin(), t.strides().end()},
               .address = reinterpret_cast<std::uintptr_t>(t.data())});
@@ -107,7 +112,10 @@ void TensorDumpObserver::on_task_ready(const TaskInfo& task) {
   if (level_ >= 2) {
     for (int i = 0; i < args.num_scalars(); ++i) {
       const std::optional<DType> dtype = args.scalar_dtype(i);
-      add(Entry{.task = task.id, .callable = std::string(task.callable), .scalar = true, .arg = i,
+      add(Entry{.task = task.id,
+                .callable = std::string(task.callable),
+                .scalar = true,
+                .arg = i,
                 .dtype = dtype ? std::string(to_string(*dtype)) : std::string("bits64")});
     }
   }

@@ -86,7 +86,7 @@ class TensorDumpObserver final : public DiagnosticObserver {
   OutputFile bin_;
   std::vector<Entry> entries_;
   std::unordered_map<TaskId, std::vector<std::size_t>> awaiting_after_;  // task -> entries
-  std::vector<std::byte> scratch_;  // a strided tensor, packed
+  std::vector<std::byte> scratch_;                                       // a strided tensor, packed
 };
 
 }  // namespace hp::runtime

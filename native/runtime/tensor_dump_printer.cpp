@@ -21,16 +21,24 @@ T load(const std::byte* p) {
 std::string element_string(const TensorDumpEntry& entry, const std::byte* p) {
   if (!entry.dtype) return fmt::format("{:#018x}", load<std::uint64_t>(p));
   switch (*entry.dtype) {
-    case DType::kInt8: return fmt::format("{}", load<std::int8_t>(p));
-    case DType::kUInt8: return fmt::format("{}", load<std::uint8_t>(p));
-    case DType::kInt32: return fmt::format("{}", load<std::int32_t>(p));
-    case DType::kInt64: return fmt::format("{}", load<std::int64_t>(p));
-    case DType::kBF16: return fmt::format("{}", bf16_to_float(load<std::uint16_t>(p)));
+    case DType::kInt8:
+      return fmt::format("{}", load<std::int8_t>(p));
+    case DType::kUInt8:
+      return fmt::format("{}", load<std::uint8_t>(p));
+    case DType::kInt32:
+      return fmt::format("{}", load<std::int32_t>(p));
+    case DType::kInt64:
+      return fmt::format("{}", load<std::int64_t>(p));
+    case DType::kBF16:
+      return fmt::format("{}", bf16_to_float(load<std::uint16_t>(p)));
     case DType::kFP16:
       return fmt::format("{}", static_cast<float>(std::bit_cast<_Float16>(load<std::uint16_t>(p))));
-    case DType::kFP32: return fmt::format("{}", load<float>(p));
-    case DType::kFP64: return fmt::format("{}", load<double>(p));
-    case DType::kCount: break;
+    case DType::kFP32:
+      return fmt::format("{}", load<float>(p));
+    case DType::kFP64:
+      return fmt::format("{}", load<double>(p));
+    case DType::kCount:
+      break;
   }
   return "?";
 }
@@ -53,8 +61,8 @@ std::string format_dump_header(const TensorDumpEntry& entry, DumpPhase phase) {
 std::string format_dump_values(const TensorDumpEntry& entry, std::span<const std::byte> bytes,
                                const DumpPrintOptions& options) {
   const std::size_t esize = entry.element_size();
-  const std::int64_t numel = std::min<std::int64_t>(
-      entry.numel(), static_cast<std::int64_t>(bytes.size() / esize));
+  const std::int64_t numel =
+      std::min<std::int64_t>(entry.numel(), static_cast<std::int64_t>(bytes.size() / esize));
   std::string out;
   if (entry.shape.empty()) {
     if (numel >= 1) out = "= " + element_string(entry, bytes.data()) + "\n";

@@ -63,14 +63,15 @@ Status TensorDump::open(const std::string& prefix, TensorDump* out) {
   TensorDump dump;
   try {
     dump.level_ = doc.at("level").get<int>();
-    dump.bin_path_ = (std::filesystem::path(prefix) / doc.at("bin_file").get<std::string>()).string();
+    dump.bin_path_ =
+        (std::filesystem::path(prefix) / doc.at("bin_file").get<std::string>()).string();
     const Json& entries = doc.at("entries");
     for (std::size_t i = 0; i < entries.size(); ++i) {
       try {
         dump.entries_.push_back(parse_entry(entries.at(i)));
       } catch (const std::exception& e) {
-        return Status::error(ErrorCode::kCorruptData, "'{}': entry {} is malformed: {}",
-                             json_path, i, e.what());
+        return Status::error(ErrorCode::kCorruptData, "'{}': entry {} is malformed: {}", json_path,
+                             i, e.what());
       }
     }
   } catch (const std::exception& e) {
@@ -80,9 +81,9 @@ Status TensorDump::open(const std::string& prefix, TensorDump* out) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(dump.bin_path_, ec);
   if (ec) {
-    return Status::error(ec == std::errc::no_such_file_or_directory ? ErrorCode::kNotFound
-                                                                     : ErrorCode::kIoError,
-                         "cannot read the dump's values '{}': {}", dump.bin_path_, ec.message());
+    return Status::error(
+        ec == std::errc::no_such_file_or_directory ? ErrorCode::kNotFound : ErrorCode::kIoError,
+        "cannot read the dump's values '{}': {}", dump.bin_path_, ec.message());
   }
   dump.bin_size_ = size;
   for (const TensorDumpEntry& e : dump.entries_) {
@@ -101,8 +102,7 @@ Status TensorDump::open(const std::string& prefix, TensorDump* out) {
   return Status::ok();
 }
 
-Status TensorDump::find(TaskId task, DumpArgKind kind, int arg,
-                        const TensorDumpEntry** out) const {
+Status TensorDump::find(TaskId task, DumpArgKind kind, int arg, const TensorDumpEntry** out) const {
   std::string present;
   for (const TensorDumpEntry& e : entries_) {
     if (e.task != task) continue;
@@ -120,8 +120,9 @@ Status TensorDump::find(TaskId task, DumpArgKind kind, int arg,
                          level_ == 1 ? "only arguments marked with TaskArgs::dump() are captured"
                                      : "every argument of every task that ran is captured");
   }
-  return Status::error(ErrorCode::kNotFound, "task {} has no {} argument {} in the dump; it has: {}",
-                       task, to_string(kind), arg, present);
+  return Status::error(ErrorCode::kNotFound,
+                       "task {} has no {} argument {} in the dump; it has: {}", task,
+                       to_string(kind), arg, present);
 }
 
 Status TensorDump::read(const TensorDumpEntry& entry, DumpPhase phase,

@@ -24,8 +24,8 @@ namespace hp::runtime {
 enum class DumpPhase : std::uint8_t { kBefore, kAfter };
 enum class DumpArgKind : std::uint8_t { kTensor, kScalar };
 
-HP_API std::string_view to_string(DumpPhase phase) noexcept;    // "before" | "after"
-HP_API std::string_view to_string(DumpArgKind kind) noexcept;   // "tensor" | "scalar"
+HP_API std::string_view to_string(DumpPhase phase) noexcept;   // "before" | "after"
+HP_API std::string_view to_string(DumpArgKind kind) noexcept;  // "tensor" | "scalar"
 
 struct DumpRange {
   std::uint64_t offset = 0;  // into tensor_dump.bin
@@ -36,14 +36,14 @@ struct TensorDumpEntry {
   TaskId task = kNoTask;
   std::string callable;
   DumpArgKind kind = DumpArgKind::kTensor;
-  int arg = 0;                       // among the task's tensors, or among its scalars
-  std::string tag;                   // "INPUT", ...; empty for scalars
-  std::optional<DType> dtype;        // empty: "bits64" (an opaque 64-bit scalar)
-  std::vector<std::int64_t> shape;   // [] for scalars
+  int arg = 0;                      // among the task's tensors, or among its scalars
+  std::string tag;                  // "INPUT", ...; empty for scalars
+  std::optional<DType> dtype;       // empty: "bits64" (an opaque 64-bit scalar)
+  std::vector<std::int64_t> shape;  // [] for scalars
   std::vector<std::int64_t> strides;
   std::optional<DumpRange> before;
-  std::optional<DumpRange> after;    // empty when the task never completed
-  std::string status;                // "OK", an error code name, or empty
+  std::optional<DumpRange> after;  // empty when the task never completed
+  std::string status;              // "OK", an error code name, or empty
 
   std::int64_t numel() const noexcept {
     std::int64_t n = 1;

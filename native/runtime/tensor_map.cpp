@@ -63,7 +63,8 @@ void TensorMap::place(std::size_t i, const Slot& slot) noexcept {
 void TensorMap::grow() {
   // The new table is allocated before the old one is given up (a failed allocation changes
   // nothing).
-  std::vector<Slot> old(std::max<std::size_t>(64, table_.size() * 2), Slot{kEmptyKey, {kNone, kNone}});
+  std::vector<Slot> old(std::max<std::size_t>(64, table_.size() * 2),
+                        Slot{kEmptyKey, {kNone, kNone}});
   table_.swap(old);
   const std::size_t mask = table_.size() - 1;
   for (const Slot& slot : old) {
@@ -156,7 +157,8 @@ void TensorMap::unlink(std::uint32_t index) {
     class_head_[w][e.size_class] = n.class_next;
   }
   if (n.class_next != kNone) entries_[n.class_next].class_prev = e.class_prev;
-  if (--class_count_[w][e.size_class] == 0) classes_in_use_[w] &= ~(std::uint64_t{1} << e.size_class);
+  if (--class_count_[w][e.size_class] == 0)
+    classes_in_use_[w] &= ~(std::uint64_t{1} << e.size_class);
   class_straddling_[w][e.size_class] -= straddles(n, e.size_class) ? 1 : 0;
   e.live = false;
   e.owner = nullptr;
@@ -242,11 +244,12 @@ constexpr DepKind kKindOf[5][2] = {
         covered->push_back({ai, index});
       }
       // Built in place, each member once (emplace_back() then assignments stored each twice).
-      found->emplace_back(Dependency{.pred = e.task,
-                                     .arg_index = a.arg_index,
-                                     .source = e.creator ? DepSource::kCreator : DepSource::kTensorMap,
-                                     .kind = kind[e.write ? 1 : 0]},
-                          e.owner, !no_dep, e.creator);
+      found->emplace_back(
+          Dependency{.pred = e.task,
+                     .arg_index = a.arg_index,
+                     .source = e.creator ? DepSource::kCreator : DepSource::kTensorMap,
+                     .kind = kind[e.write ? 1 : 0]},
+          e.owner, !no_dep, e.creator);
     }
   }
 }
@@ -349,7 +352,8 @@ void TensorMap::record(TaskId task, TaskSlot* owner, std::span<const TensorAcces
 // submitting thread).
 [[gnu::flatten]] void TensorMap::remove(TaskId task, std::span<const std::uint32_t> handles) {
   for (std::uint32_t index : handles) {
-    if (index < entries_.size() && entries_[index].live && entries_[index].task == task) unlink(index);
+    if (index < entries_.size() && entries_[index].live && entries_[index].task == task)
+      unlink(index);
   }
 }
 

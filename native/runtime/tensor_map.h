@@ -98,7 +98,7 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   // or a class's entries that do not overlap the lookup touches 24 bytes of each, not the
   // entry's line.
   struct Near {
-    std::uintptr_t lo = 0, hi = 0;  // copies of region.lo()/hi()
+    std::uintptr_t lo = 0, hi = 0;     // copies of region.lo()/hi()
     std::uint32_t next = kNone;        // in its bucket
     std::uint32_t class_next = kNone;  // in its class list
   };
@@ -132,7 +132,8 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
   void gather_near(std::uintptr_t lo, std::uintptr_t hi, bool writes_only);
   // The accesses' dependencies; with `covered`, also the entries each contiguous write access
   // covers (pairs of access index and entry index), for record_accesses.
-  void find_dependencies(std::span<const TensorAccess> accesses, std::vector<FoundDependency>* found,
+  void find_dependencies(std::span<const TensorAccess> accesses,
+                         std::vector<FoundDependency>* found,
                          std::vector<std::pair<int, std::uint32_t>>* covered);
   // overlaps() of an access's region and entry i's.
   bool overlaps_entry(const TensorRegion& a, std::uint32_t i) const {
@@ -172,7 +173,7 @@ class HP_API TensorMap {  // exported for its unit test; the header is not insta
     return (n.lo >> size_class) != ((n.hi - 1) >> size_class);
   }
   std::uint64_t classes_in_use_[2] = {0, 0};  // bit k: class k non-empty
-  std::vector<std::uint32_t> near_found_;  // gather_near's
+  std::vector<std::uint32_t> near_found_;     // gather_near's
   std::vector<std::pair<int, std::uint32_t>> covered_;
 };
 

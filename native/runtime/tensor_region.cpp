@@ -67,8 +67,8 @@ void TensorRegion::assign_layout(const TensorView& view) {
     const Dim d = outer[static_cast<std::size_t>(i)];
     if (d.stride < reach) r.nested_ = false;
     reach += (d.extent - 1) * d.stride;
-    r.runs_ = std::min<std::int64_t>(r.runs_ * std::min(d.extent, kMaxExactRuns + 1),
-                                     kMaxExactRuns + 1);
+    r.runs_ =
+        std::min<std::int64_t>(r.runs_ * std::min(d.extent, kMaxExactRuns + 1), kMaxExactRuns + 1);
   }
   r.outer_dims_ = m;
   for (int i = 0; i < m; ++i) {  // stored outermost first
@@ -79,8 +79,8 @@ void TensorRegion::assign_layout(const TensorView& view) {
 }
 
 std::string TensorRegion::to_string() const {
-  return fmt::format("bytes [{:#x}, {:#x}) in {} run(s) of {} bytes{}", lo_, hi_, runs_,
-                     run_bytes_, nested_ ? "" : " (interleaved)");
+  return fmt::format("bytes [{:#x}, {:#x}) in {} run(s) of {} bytes{}", lo_, hi_, runs_, run_bytes_,
+                     nested_ ? "" : " (interleaved)");
 }
 
 // Walks the contiguous runs of a nested region in increasing address order.
@@ -89,7 +89,9 @@ class RunCursor {
   explicit RunCursor(const TensorRegion& r) : r_(r), start_(r.lo_) {}
   bool done() const noexcept { return done_; }
   std::uintptr_t start() const noexcept { return start_; }
-  std::uintptr_t end() const noexcept { return start_ + static_cast<std::uintptr_t>(r_.run_bytes_); }
+  std::uintptr_t end() const noexcept {
+    return start_ + static_cast<std::uintptr_t>(r_.run_bytes_);
+  }
   void next() noexcept {
     for (int d = r_.outer_dims_ - 1; d >= 0; --d) {
       const auto i = static_cast<std::size_t>(d);

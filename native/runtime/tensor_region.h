@@ -117,7 +117,8 @@ inline bool overlaps(const TensorRegion& a, const TensorRegion& b) {
   return (a.contiguous() && b.contiguous()) || overlaps_runs(a, b);
 }
 inline bool covers(const TensorRegion& outer, const TensorRegion& inner) {
-  return outer.contiguous() && !outer.empty() && outer.lo() <= inner.lo() && inner.hi() <= outer.hi();
+  return outer.contiguous() && !outer.empty() && outer.lo() <= inner.lo() &&
+         inner.hi() <= outer.hi();
 }
 
 }  // namespace hp::runtime

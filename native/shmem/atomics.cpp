@@ -12,8 +12,8 @@ namespace {
 // target's waiters when `wakes`), or the same op through the transport when it cannot be done
 // by load/store (the transport gets the word's segment offset).
 template <typename T, typename Local>
-Status apply(std::string_view what, const T* dest, int pe, AtomicOp op, const T* operand, const T* compare,
-             T* result, bool wakes, Local local) {
+Status apply(std::string_view what, const T* dest, int pe, AtomicOp op, const T* operand,
+             const T* compare, T* result, bool wakes, Local local) {
   Context* ctx = nullptr;
   HP_RETURN_IF_ERROR(require_context(what, &ctx));
   HP_RETURN_IF_ERROR(ctx->check_pe(pe, what));
@@ -35,8 +35,9 @@ Status apply(std::string_view what, const T* dest, int pe, AtomicOp op, const T*
 
 template <typename T>
 Status atomic_fetch_add(T* dest, T value, int pe, T* old) {
-  return apply<T>("atomic_fetch_add", dest, pe, AtomicOp::kFetchAdd, &value, nullptr, old, true,
-                  [&](std::atomic_ref<T> w) { *old = w.fetch_add(value, std::memory_order_seq_cst); });
+  return apply<T>(
+      "atomic_fetch_add", dest, pe, AtomicOp::kFetchAdd, &value, nullptr, old, true,
+      [&](std::atomic_ref<T> w) { *old = w.fetch_add(value, std::memory_order_seq_cst); });
 }
 
 template <typename T>
@@ -57,8 +58,9 @@ Status atomic_compare_swap(T* dest, T cond, T value, int pe, T* old) {
 
 template <typename T>
 Status atomic_swap(T* dest, T value, int pe, T* old) {
-  return apply<T>("atomic_swap", dest, pe, AtomicOp::kSwap, &value, nullptr, old, true,
-                  [&](std::atomic_ref<T> w) { *old = w.exchange(value, std::memory_order_seq_cst); });
+  return apply<T>(
+      "atomic_swap", dest, pe, AtomicOp::kSwap, &value, nullptr, old, true,
+      [&](std::atomic_ref<T> w) { *old = w.exchange(value, std::memory_order_seq_cst); });
 }
 
 template <typename T>
@@ -73,12 +75,12 @@ Status atomic_set(T* dest, T value, int pe) {
                   [&](std::atomic_ref<T> w) { w.store(value, std::memory_order_seq_cst); });
 }
 
-#define HP_SHMEM_INSTANTIATE_ATOMICS(T)                                      \
-  template HP_API Status atomic_fetch_add<T>(T*, T, int, T*);                \
-  template HP_API Status atomic_add<T>(T*, T, int);                          \
-  template HP_API Status atomic_compare_swap<T>(T*, T, T, int, T*);          \
-  template HP_API Status atomic_swap<T>(T*, T, int, T*);                     \
-  template HP_API Status atomic_fetch<T>(const T*, int, T*);                 \
+#define HP_SHMEM_INSTANTIATE_ATOMICS(T)                             \
+  template HP_API Status atomic_fetch_add<T>(T*, T, int, T*);       \
+  template HP_API Status atomic_add<T>(T*, T, int);                 \
+  template HP_API Status atomic_compare_swap<T>(T*, T, T, int, T*); \
+  template HP_API Status atomic_swap<T>(T*, T, int, T*);            \
+  template HP_API Status atomic_fetch<T>(const T*, int, T*);        \
   template HP_API Status atomic_set<T>(T*, T, int);
 
 HP_SHMEM_INSTANTIATE_ATOMICS(std::int32_t)

@@ -27,7 +27,6 @@
 
 namespace hp::shmem {
 
-
 namespace {
 
 // ---- access to the members' data --------------------------------------------------------------
@@ -230,9 +229,12 @@ using Kernel = Status (*)(const Call&, std::size_t, std::size_t, std::byte*);
 template <typename E>
 Kernel for_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return &reduce_members<E, ReduceOp::kSum>;
-    case ReduceOp::kMax: return &reduce_members<E, ReduceOp::kMax>;
-    case ReduceOp::kMin: return &reduce_members<E, ReduceOp::kMin>;
+    case ReduceOp::kSum:
+      return &reduce_members<E, ReduceOp::kSum>;
+    case ReduceOp::kMax:
+      return &reduce_members<E, ReduceOp::kMax>;
+    case ReduceOp::kMin:
+      return &reduce_members<E, ReduceOp::kMin>;
   }
   return nullptr;
 }
@@ -243,12 +245,23 @@ Status pick_reduction(std::string_view what, DType dtype, ReduceOp op, Kernel* f
             ErrorCode::kInvalidArgument, "{}: reduce op {} is not SUM (0), MAX (1) or MIN (2)",
             what, int(op));
   switch (dtype) {
-    case DType::kInt32: *fn = for_op<Plain<std::int32_t>>(op); return Status::ok();
-    case DType::kInt64: *fn = for_op<Plain<std::int64_t>>(op); return Status::ok();
-    case DType::kFP32: *fn = for_op<Plain<float>>(op); return Status::ok();
-    case DType::kFP64: *fn = for_op<Plain<double>>(op); return Status::ok();
-    case DType::kBF16: *fn = for_op<BF16>(op); return Status::ok();
-    default: break;
+    case DType::kInt32:
+      *fn = for_op<Plain<std::int32_t>>(op);
+      return Status::ok();
+    case DType::kInt64:
+      *fn = for_op<Plain<std::int64_t>>(op);
+      return Status::ok();
+    case DType::kFP32:
+      *fn = for_op<Plain<float>>(op);
+      return Status::ok();
+    case DType::kFP64:
+      *fn = for_op<Plain<double>>(op);
+      return Status::ok();
+    case DType::kBF16:
+      *fn = for_op<BF16>(op);
+      return Status::ok();
+    default:
+      break;
   }
   HP_ENSURE(dtype_size(dtype) != 0, ErrorCode::kInvalidArgument, "{}: dtype {} is not a DType",
             what, int(dtype));
@@ -269,8 +282,9 @@ Status broadcast(Team team, void* dest, const void* source, std::size_t bytes, i
             "broadcast: root {} is not a PE of team {} (PEs 0..{})", root, team, call.n() - 1);
   HP_RETURN_IF_ERROR(set_buffers(&call, dest, bytes, source, bytes));
   const int from = call.world(root);
-  return run(call,
-             [&](std::byte* out) { return copy_from(*call.ctx, out, from, call.source_offset, bytes); });
+  return run(call, [&](std::byte* out) {
+    return copy_from(*call.ctx, out, from, call.source_offset, bytes);
+  });
 }
 
 Status fcollect(Team team, void* dest, const void* source, std::size_t bytes) {
@@ -345,8 +359,8 @@ struct FreeAligned {
 
 // out = the members' `count` elements of `element` bytes at `offset`, combined in team order,
 // chunk by chunk (at most kChunkBytes, at least one element) into a 64-byte aligned accumulator.
-Status combine_members(const Call& call, std::size_t offset, std::size_t count,
-                       std::size_t element, ReduceFn combine, void* user, std::byte* out) {
+Status combine_members(const Call& call, std::size_t offset, std::size_t count, std::size_t element,
+                       ReduceFn combine, void* user, std::byte* out) {
   constexpr std::size_t kChunkBytes = 16 << 10;
   const std::size_t chunk = std::max<std::size_t>(1, kChunkBytes / element);
   const std::size_t room = (chunk * element + 63) / 64 * 64;  // keeps scratch 64-byte aligned
@@ -397,8 +411,8 @@ Status reduce_scatter(Team team, void* dest, const void* source, std::size_t cou
 
 Status allreduce_with(Team team, void* dest, const void* source, std::size_t count,
                       std::size_t element_bytes, ReduceFn combine, void* user) {
-  return reduction_with("allreduce_with", team, dest, source, count, false, element_bytes,
-                        combine, user);
+  return reduction_with("allreduce_with", team, dest, source, count, false, element_bytes, combine,
+                        user);
 }
 
 Status reduce_scatter_with(Team team, void* dest, const void* source, std::size_t count_per_pe,

@@ -71,8 +71,9 @@ Status Context::load_u64(int target, std::size_t offset, std::uint64_t* out) con
   if (atomics_via_transport(target)) {
     return transport->atomic(target, offset, AtomicOp::kFetch, 8, nullptr, nullptr, out);
   }
-  *out = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(segments[target] + offset))
-             .load(std::memory_order_acquire);
+  *out =
+      std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(segments[target] + offset))
+          .load(std::memory_order_acquire);
   return Status::ok();
 }
 
@@ -129,10 +130,11 @@ void set_wait_policies(Context& ctx, const Settings& env, int local_pes, bool sh
   const auto yield_for = std::chrono::microseconds(env.yield_before_sleep_us);
   ctx.policy = platform::WaitPolicy{
       .spin = crowded ? std::min(env.spin_before_block, kCrowdedSpin) : env.spin_before_block,
-      .yield_for = yield_for, .process_shared = shared};
-  ctx.collective_policy = platform::WaitPolicy{
-      .spin = crowded ? 0 : env.spin_before_block, .yield_for = yield_for,
+      .yield_for = yield_for,
       .process_shared = shared};
+  ctx.collective_policy = platform::WaitPolicy{.spin = crowded ? 0 : env.spin_before_block,
+                                               .yield_for = yield_for,
+                                               .process_shared = shared};
 }
 
 Status finalize_context(Context& ctx) {

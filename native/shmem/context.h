@@ -49,20 +49,20 @@ static_assert(sizeof(ControlArea) <= kControlBytes);
 // A team: its members as world PEs, in team order, and this PE's place in it.
 struct TeamState {
   bool valid = false;
-  std::vector<int> members;     // team PE index -> world PE
-  int my_index = -1;            // -1: this PE is not a member
+  std::vector<int> members;         // team PE index -> world PE
+  int my_index = -1;                // -1: this PE is not a member
   std::uint64_t barrier_epoch = 0;  // barriers this PE completed on this team
 };
 
 struct Context {
   int pe = -1;
   int n_pes = 0;
-  std::string transport_kind;            // of the mapped PEs: "threads", "shm", "self", "mpi"
-  JobSegment* job = nullptr;             // the job's control segment
-  std::unique_ptr<JobSegment> owned_job; // set when this context owns it (process jobs)
-  std::vector<std::byte*> segments;      // each PE's segment in this address space
-  std::vector<std::size_t> mapped_bytes; // per PE: bytes to munmap at finalize (0: not ours)
-  std::size_t segment_bytes = 0;         // kControlBytes + heap bytes
+  std::string transport_kind;             // of the mapped PEs: "threads", "shm", "self", "mpi"
+  JobSegment* job = nullptr;              // the job's control segment
+  std::unique_ptr<JobSegment> owned_job;  // set when this context owns it (process jobs)
+  std::vector<std::byte*> segments;       // each PE's segment in this address space
+  std::vector<std::size_t> mapped_bytes;  // per PE: bytes to munmap at finalize (0: not ours)
+  std::size_t segment_bytes = 0;          // kControlBytes + heap bytes
   std::unique_ptr<HeapAllocator> allocator;
   double timeout_s = 120;
   // Point-to-point waits (wait_until, signals) and collective ones (barriers): when the host's
@@ -71,10 +71,10 @@ struct Context {
   // (spinning only delays it). See bench/shmem for the measurements behind the choice.
   platform::WaitPolicy policy;
   platform::WaitPolicy collective_policy;
-  int init_count = 0;                    // init() calls not yet matched by finalize()
+  int init_count = 0;                          // init() calls not yet matched by finalize()
   std::unique_ptr<RemoteTransport> transport;  // for unmapped PEs (MPI); null: all mapped
-  std::vector<TeamState> teams;          // index = Team handle; [0] = world
-  std::mutex team_mutex;                 // team creation/destruction by several threads of a PE
+  std::vector<TeamState> teams;                // index = Team handle; [0] = world
+  std::mutex team_mutex;  // team creation/destruction by several threads of a PE
 
   std::byte* heap_base(int target) const noexcept { return segments[target] + kControlBytes; }
   std::size_t heap_bytes() const noexcept { return segment_bytes - kControlBytes; }

@@ -19,8 +19,8 @@ Status HeapAllocator::allocate(std::size_t bytes, std::size_t alignment, std::si
   HP_ENSURE(alignment == 0 || std::has_single_bit(alignment), ErrorCode::kInvalidArgument,
             "alignment {} is not a power of two", alignment);
   HP_ENSURE(alignment <= kMaxAlignment, ErrorCode::kInvalidArgument,
-            "alignment {} is larger than {}: the symmetric heap aligns up to 2 MiB",
-            alignment, kMaxAlignment);
+            "alignment {} is larger than {}: the symmetric heap aligns up to 2 MiB", alignment,
+            kMaxAlignment);
   alignment = std::max(alignment, kMinAlignment);
   // Round sizes up to the minimum alignment: the next block then starts on a fresh line.
   const std::size_t size = std::max<std::size_t>(bytes, 1);

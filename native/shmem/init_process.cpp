@@ -37,16 +37,17 @@ std::size_t segment_bytes_for(std::size_t heap_bytes) {
 }
 
 Status errno_error(std::string_view what, const std::string& name) {
-  return Status::error(errno == ENOMEM || errno == ENOSPC ? ErrorCode::kOutOfMemory
-                                                          : ErrorCode::kSystemError,
-                       "{} '{}': {}", what, name, std::strerror(errno));
+  return Status::error(
+      errno == ENOMEM || errno == ENOSPC ? ErrorCode::kOutOfMemory : ErrorCode::kSystemError,
+      "{} '{}': {}", what, name, std::strerror(errno));
 }
 
 // Creates (or opens) and maps a PE's heap segment; a created one is bound to `mem_nodes`.
 Status map_segment(const std::string& name, bool create, std::size_t bytes, std::byte** out,
                    std::span<const int> mem_nodes = {}) {
   const int fd = shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
-  if (fd < 0) return errno_error(create ? "cannot create heap segment" : "cannot open heap segment", name);
+  if (fd < 0)
+    return errno_error(create ? "cannot create heap segment" : "cannot open heap segment", name);
   if (create && ftruncate(fd, off_t(bytes)) != 0) {
     Status s = errno_error("cannot size heap segment (is /dev/shm large enough?)", name);
     close(fd);
@@ -93,9 +94,8 @@ Status init_single(std::unique_ptr<Context>* out) {
   ctx->job = ctx->owned_job.get();
   fill_common(*ctx, 0, 1, settings(), false);
   ctx->transport_kind = "self";
-  HP_RETURN_IF_ERROR(
-      map_segment_aligned(-1, ctx->segment_bytes, kControlBytes, /*populate=*/false, &ctx->segments[0],
-                          settings().mem_nodes));
+  HP_RETURN_IF_ERROR(map_segment_aligned(-1, ctx->segment_bytes, kControlBytes, /*populate=*/false,
+                                         &ctx->segments[0], settings().mem_nodes));
   ctx->mapped_bytes[0] = ctx->segment_bytes;
   ctx->job->pe(0).state.store(std::uint32_t(PeState::kReady));
   *out = std::move(ctx);

@@ -17,7 +17,7 @@ namespace {
 
 Status errno_status(std::string_view what, std::string_view name) {
   const int err = errno;
-  return Status::error(err == ENOENT ? ErrorCode::kNotFound
+  return Status::error(err == ENOENT   ? ErrorCode::kNotFound
                        : err == EEXIST ? ErrorCode::kAlreadyExists
                                        : ErrorCode::kSystemError,
                        "{} '{}': {}", what, name, std::strerror(err));

@@ -52,7 +52,7 @@ struct alignas(64) PeSlot {
   std::atomic<std::uint32_t> state{0};
   std::atomic<std::int32_t> pid{0};
   std::atomic<std::int32_t> wait_status{-1};  // waitpid() status once it ended, else -1
-  alignas(64) platform::WaitWord doorbell;     // eventcount of this PE's symmetric memory
+  alignas(64) platform::WaitWord doorbell;    // eventcount of this PE's symmetric memory
 };
 
 struct alignas(64) JobHeader {
@@ -103,8 +103,8 @@ class HP_API JobSegment {
   void wake_all_doorbells() noexcept;
 
   // Shared-memory object names of a job.
-  static std::string control_name(std::string_view job_id);           // "/hp.<job>.ctl"
-  static std::string heap_name(std::string_view job_id, int pe);      // "/hp.<job>.heap.<pe>"
+  static std::string control_name(std::string_view job_id);       // "/hp.<job>.ctl"
+  static std::string heap_name(std::string_view job_id, int pe);  // "/hp.<job>.heap.<pe>"
   // Removes every shared-memory object of the job ("/dev/shm/hp.<job>.*"); returns how many.
   static int unlink_all(std::string_view job_id) noexcept;
   // Job ids: [A-Za-z0-9_-], 1..40 characters.

@@ -27,7 +27,8 @@ Status checked_offset(std::string_view what, const void* symmetric, std::size_t 
 }
 
 Status checked_signal(Context& ctx, std::uint64_t* sig_addr, std::size_t* offset) {
-  HP_RETURN_IF_ERROR(ctx.heap_offset(sig_addr, sizeof(std::uint64_t), "put_signal sig_addr", offset));
+  HP_RETURN_IF_ERROR(
+      ctx.heap_offset(sig_addr, sizeof(std::uint64_t), "put_signal sig_addr", offset));
   HP_ENSURE(reinterpret_cast<std::uintptr_t>(sig_addr) % alignof(std::uint64_t) == 0,
             ErrorCode::kMisaligned, "put_signal: sig_addr {} is not 8-byte aligned",
             static_cast<void*>(sig_addr));
@@ -42,8 +43,8 @@ bool word_copy(void* dest, const void* source, bool store) {
     std::memcpy(&value, source, sizeof(W));
     std::atomic_ref<W>(*static_cast<W*>(dest)).store(value, std::memory_order_release);
   } else {
-    const W value =
-        std::atomic_ref<W>(*static_cast<W*>(const_cast<void*>(source))).load(std::memory_order_acquire);
+    const W value = std::atomic_ref<W>(*static_cast<W*>(const_cast<void*>(source)))
+                        .load(std::memory_order_acquire);
     std::memcpy(dest, &value, sizeof(W));
   }
   return true;

@@ -13,7 +13,8 @@ namespace hp::shmem {
 Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, bool populate,
                            std::byte** out, std::span<const int> mem_nodes) {
   const std::size_t reserved = bytes + kHeapAlignment;
-  void* reservation = mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* reservation =
+      mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (reservation == MAP_FAILED) {
     return Status::error(ErrorCode::kOutOfMemory, "cannot reserve {} bytes of address space: {}",
                          reserved, std::strerror(errno));
@@ -44,8 +45,10 @@ Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, b
   }
   // Release the reservation around the segment.
   auto* reservation_end = static_cast<std::byte*>(reservation) + reserved;
-  if (start > reservation) munmap(reservation, std::size_t(start - static_cast<std::byte*>(reservation)));
-  if (start + bytes < reservation_end) munmap(start + bytes, std::size_t(reservation_end - (start + bytes)));
+  if (start > reservation)
+    munmap(reservation, std::size_t(start - static_cast<std::byte*>(reservation)));
+  if (start + bytes < reservation_end)
+    munmap(start + bytes, std::size_t(reservation_end - (start + bytes)));
   *out = start;
   return Status::ok();
 }

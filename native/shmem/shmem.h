@@ -41,12 +41,18 @@ HP_API std::string_view to_string(Cmp cmp) noexcept;
 template <typename T>
 constexpr bool satisfies(T value, Cmp cmp, T target) noexcept {
   switch (cmp) {
-    case Cmp::kEq: return value == target;
-    case Cmp::kNe: return value != target;
-    case Cmp::kGt: return value > target;
-    case Cmp::kGe: return value >= target;
-    case Cmp::kLt: return value < target;
-    case Cmp::kLe: return value <= target;
+    case Cmp::kEq:
+      return value == target;
+    case Cmp::kNe:
+      return value != target;
+    case Cmp::kGt:
+      return value > target;
+    case Cmp::kGe:
+      return value >= target;
+    case Cmp::kLt:
+      return value < target;
+    case Cmp::kLe:
+      return value <= target;
   }
   return false;
 }
@@ -94,8 +100,8 @@ class ThreadBinding {
   ThreadBinding& operator=(const ThreadBinding&) = delete;
 };
 
-HP_API int my_pe() noexcept;    // -1 before init
-HP_API int n_pes() noexcept;    // -1 before init
+HP_API int my_pe() noexcept;  // -1 before init
+HP_API int n_pes() noexcept;  // -1 before init
 // How this PE reaches `pe`: "self", "threads", "shm" (load/store), "mpi" (RMA), or "" (bad pe).
 HP_API std::string_view transport_name(int pe) noexcept;
 HP_API std::size_t heap_size() noexcept;  // usable bytes of the symmetric heap
@@ -190,8 +196,8 @@ inline constexpr Team kTeamInvalid = -1;
 // parent) form a new team; PEs outside it get kTeamInvalid.
 HP_API Status team_split_strided(Team parent, int start, int stride, int size, Team* out);
 HP_API Status team_destroy(Team team);
-HP_API int team_my_pe(Team team) noexcept;   // -1 if not a member
-HP_API int team_n_pes(Team team) noexcept;   // -1 if invalid
+HP_API int team_my_pe(Team team) noexcept;  // -1 if not a member
+HP_API int team_n_pes(Team team) noexcept;  // -1 if invalid
 // `pe` of `source` as a PE index of `dest`, or -1.
 HP_API int team_translate_pe(Team source, int pe, Team dest) noexcept;
 HP_API Status team_sync(Team team);

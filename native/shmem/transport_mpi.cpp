@@ -42,7 +42,11 @@ class MpiTransport final : public RemoteTransport {
  public:
   MpiTransport(MPI_Comm world, MPI_Comm node, MPI_Win win, MPI_Win shared_win, bool owns_mpi,
                bool serialize, std::vector<std::size_t> pads)
-      : world_(world), node_(node), win_(win), shared_win_(shared_win), owns_mpi_(owns_mpi),
+      : world_(world),
+        node_(node),
+        win_(win),
+        shared_win_(shared_win),
+        owns_mpi_(owns_mpi),
         pads_(std::move(pads)) {
     if (serialize) mutex_.emplace();
   }
@@ -170,8 +174,9 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
   if (!initialized) {
     // SERIALIZED, not MULTIPLE: every MPI call here holds the transport's mutex anyway, and some
     // one-sided components (osc/pt2pt over TCP) refuse MPI_THREAD_MULTIPLE.
-    HP_RETURN_IF_ERROR(mpi_status(
-        MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread", -1));
+    HP_RETURN_IF_ERROR(
+        mpi_status(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided),
+                   "MPI_Init_thread", -1));
   } else {
     MPI_Query_thread(&provided);
   }
@@ -201,9 +206,9 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
     HP_RETURN_IF_ERROR(mpi_status(MPI_Win_allocate(bytes, 1, MPI_INFO_NULL, world, &base, &win),
                                   "MPI_Win_allocate of the symmetric heap", rank));
   } else {
-    HP_RETURN_IF_ERROR(mpi_status(
-        MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
-        "MPI_Comm_split_type", rank));
+    HP_RETURN_IF_ERROR(
+        mpi_status(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
+                   "MPI_Comm_split_type", rank));
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "alloc_shared_noncontig", "true");
@@ -227,7 +232,8 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
       // The peer's own pad: the shared memory may sit at another address in its process,
       // and the segment offsets must be the same for both of us.
       if (world_rank != MPI_UNDEFINED) {
-        out->segments[std::size_t(world_rank)] = static_cast<std::byte*>(peer) + pads[std::size_t(world_rank)];
+        out->segments[std::size_t(world_rank)] =
+            static_cast<std::byte*>(peer) + pads[std::size_t(world_rank)];
       }
     }
     MPI_Group_free(&node_group);

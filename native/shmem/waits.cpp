@@ -41,12 +41,18 @@ bool active(const int* status, std::size_t i) { return status == nullptr || stat
 
 std::string_view to_string(Cmp cmp) noexcept {
   switch (cmp) {
-    case Cmp::kEq: return "EQ";
-    case Cmp::kNe: return "NE";
-    case Cmp::kGt: return "GT";
-    case Cmp::kGe: return "GE";
-    case Cmp::kLt: return "LT";
-    case Cmp::kLe: return "LE";
+    case Cmp::kEq:
+      return "EQ";
+    case Cmp::kNe:
+      return "NE";
+    case Cmp::kGt:
+      return "GT";
+    case Cmp::kGe:
+      return "GE";
+    case Cmp::kLt:
+      return "LT";
+    case Cmp::kLe:
+      return "LE";
   }
   return "?";
 }
@@ -77,7 +83,8 @@ Status wait_until_all(T* ivars, std::size_t n, const int* status, Cmp cmp, T val
   std::size_t next = 0;  // words before `next` are satisfied (they only need to be seen once)
   return ctx->wait_local(
       [&] {
-        while (next < n && (!active(status, next) || satisfies(load(&ivars[next]), cmp, value))) ++next;
+        while (next < n && (!active(status, next) || satisfies(load(&ivars[next]), cmp, value)))
+          ++next;
         return next == n;
       },
       [&] { return describe("wait_until_all", *ctx, &ivars[next], cmp, value); });
@@ -140,17 +147,17 @@ Status signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t value,
   HP_RETURN_IF_ERROR(require_context("signal_wait_until", &ctx));
   HP_RETURN_IF_ERROR(check_words(*ctx, "signal_wait_until", sig_addr, 1, cmp));
   std::uint64_t seen = 0;
-  HP_RETURN_IF_ERROR(ctx->wait_local(
-      [&] { return satisfies(seen = load(sig_addr), cmp, value); },
-      [&] { return describe("signal_wait_until", *ctx, sig_addr, cmp, value); }));
+  HP_RETURN_IF_ERROR(
+      ctx->wait_local([&] { return satisfies(seen = load(sig_addr), cmp, value); },
+                      [&] { return describe("signal_wait_until", *ctx, sig_addr, cmp, value); }));
   if (value_out != nullptr) *value_out = seen;
   return Status::ok();
 }
 
-#define HP_SHMEM_INSTANTIATE_WAITS(T)                                                       \
-  template HP_API Status wait_until<T>(T*, Cmp, T);                                         \
-  template HP_API Status test<T>(T*, Cmp, T, bool*);                                        \
-  template HP_API Status wait_until_all<T>(T*, std::size_t, const int*, Cmp, T);            \
+#define HP_SHMEM_INSTANTIATE_WAITS(T)                                                          \
+  template HP_API Status wait_until<T>(T*, Cmp, T);                                            \
+  template HP_API Status test<T>(T*, Cmp, T, bool*);                                           \
+  template HP_API Status wait_until_all<T>(T*, std::size_t, const int*, Cmp, T);               \
   template HP_API Status wait_until_any<T>(T*, std::size_t, const int*, Cmp, T, std::size_t*); \
   template HP_API Status wait_until_some<T>(T*, std::size_t, const int*, Cmp, T, std::size_t*, \
                                             std::size_t*);

@@ -131,18 +131,22 @@ PYBIND11_MODULE(_hp_core, m) {
   m.def("version", [] { return std::string(hp::version()); });
   m.def("error_codes", &error_codes, "[(number, name)] of every stable error code");
   m.def("setting_specs", &setting_specs, "the table of every HP_* environment variable");
-  m.def("settings_error", [] {
-    const hp::Status& s = hp::settings_status();
-    return s.is_ok() ? py::object(py::none()) : py::object(py::str(s.to_string()));
-  }, "the error of reading the runtime settings from the environment, or None");
+  m.def(
+      "settings_error",
+      [] {
+        const hp::Status& s = hp::settings_status();
+        return s.is_ok() ? py::object(py::none()) : py::object(py::str(s.to_string()));
+      },
+      "the error of reading the runtime settings from the environment, or None");
   m.def("sha256_hex", [](py::bytes data) {
     std::string_view view = data;
     return hp::to_hex(hp::sha256(view));
   });
   m.def("cpu_features", &cpu_features);
   m.def("dtypes", &dtypes, "[(name, bytes per element)] of every native dtype, in its numbering");
-  m.def("soc_targets", &soc_targets, "[(name, [cpu feature, ...])] of every SoC target, narrowest first");
-  m.def("platform_selftest", &platform_selftest, py::arg("num_cube") = 1,
-        py::arg("num_vector") = 2, py::arg("groups") = py::none(),
+  m.def("soc_targets", &soc_targets,
+        "[(name, [cpu feature, ...])] of every SoC target, narrowest first");
+  m.def("platform_selftest", &platform_selftest, py::arg("num_cube") = 1, py::arg("num_vector") = 2,
+        py::arg("groups") = py::none(),
         "one mix launch of `groups` (default num_cube) groups on a fresh chip");
 }

@@ -22,7 +22,6 @@ const char* interned(const std::string& file) {
   return files.insert(file).first->c_str();
 }
 
-
 using runtime::ArgTag;
 
 TensorView tensor_view(const TensorSpec& spec) {
@@ -52,10 +51,18 @@ runtime::TaskArgs task_args(const std::vector<TensorSpec>& tensors,
   for (const TensorSpec& spec : tensors) {
     const int tag = std::get<0>(spec);
     switch (static_cast<ArgTag>(tag)) {
-      case ArgTag::kInput: args.input(tensor_view(spec)); break;
-      case ArgTag::kInOut: args.inout(tensor_view(spec)); break;
-      case ArgTag::kOutputExisting: args.output_existing(tensor_view(spec)); break;
-      case ArgTag::kNoDep: args.no_dep(tensor_view(spec)); break;
+      case ArgTag::kInput:
+        args.input(tensor_view(spec));
+        break;
+      case ArgTag::kInOut:
+        args.inout(tensor_view(spec));
+        break;
+      case ArgTag::kOutputExisting:
+        args.output_existing(tensor_view(spec));
+        break;
+      case ArgTag::kNoDep:
+        args.no_dep(tensor_view(spec));
+        break;
       case ArgTag::kOutput: {  // dtype and shape only: the runtime gives it memory
         DType dtype{};
         check(parse_dtype(std::get<2>(spec), &dtype));
@@ -67,17 +74,25 @@ runtime::TaskArgs task_args(const std::vector<TensorSpec>& tensors,
     }
   }
   for (const auto& [dtype, value] : scalars) {
-    if (dtype == "int8") add_scalar<std::int8_t>(args, value, dtype);
-    else if (dtype == "uint8") add_scalar<std::uint8_t>(args, value, dtype);
-    else if (dtype == "int32") add_scalar<std::int32_t>(args, value, dtype);
-    else if (dtype == "int64") add_scalar<std::int64_t>(args, value, dtype);
-    else if (dtype == "fp32") add_scalar<float>(args, value, dtype);
-    else if (dtype == "fp64") add_scalar<double>(args, value, dtype);
-    else if (dtype == "bits64") add_scalar<std::uint64_t>(args, value, dtype);
+    if (dtype == "int8")
+      add_scalar<std::int8_t>(args, value, dtype);
+    else if (dtype == "uint8")
+      add_scalar<std::uint8_t>(args, value, dtype);
+    else if (dtype == "int32")
+      add_scalar<std::int32_t>(args, value, dtype);
+    else if (dtype == "int64")
+      add_scalar<std::int64_t>(args, value, dtype);
+    else if (dtype == "fp32")
+      add_scalar<float>(args, value, dtype);
+    else if (dtype == "fp64")
+      add_scalar<double>(args, value, dtype);
+    else if (dtype == "bits64")
+      add_scalar<std::uint64_t>(args, value, dtype);
     else {
       raise(Status::error(ErrorCode::kInvalidArgument,
                           "scalar dtype '{}': expected int8, uint8, int32, int64, fp32, fp64 or "
-                          "bits64", dtype));
+                          "bits64",
+                          dtype));
     }
   }
   if (!dependencies.empty()) args.set_dependencies(dependencies);
@@ -165,9 +180,9 @@ void run_orchestration(runtime::ChipWorker& worker, py::function orchestration,
           try {
             orchestration(handle_object);
           } catch (py::error_already_set& e) {
-            orchestration_status = Status::error(
-                ErrorCode::kAborted, "the orchestration function raised {}",
-                py::str(e.type().attr("__name__")).cast<std::string>());
+            orchestration_status =
+                Status::error(ErrorCode::kAborted, "the orchestration function raised {}",
+                              py::str(e.type().attr("__name__")).cast<std::string>());
             raised.emplace(std::move(e));
           }
           {

@@ -42,25 +42,35 @@ struct PythonFunction {
 };
 
 std::shared_ptr<PythonFunction> hold(py::function fn, std::string name) {
-  return std::shared_ptr<PythonFunction>(
-      new PythonFunction{std::move(fn), std::move(name)}, [](PythonFunction* f) {
-        if (!Py_IsInitialized()) return;  // interpreter gone: leak rather than crash
-        py::gil_scoped_acquire gil;
-        delete f;
-      });
+  return std::shared_ptr<PythonFunction>(new PythonFunction{std::move(fn), std::move(name)},
+                                         [](PythonFunction* f) {
+                                           if (!Py_IsInitialized())
+                                             return;  // interpreter gone: leak rather than crash
+                                           py::gil_scoped_acquire gil;
+                                           delete f;
+                                         });
 }
 
 const char* numpy_type(DType dtype) {
   switch (dtype) {
-    case DType::kInt8: return "int8";
-    case DType::kUInt8: return "uint8";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kBF16: return "uint16";  // numpy has no bfloat16: the bits
-    case DType::kFP16: return "float16";
-    case DType::kFP32: return "float32";
-    case DType::kFP64: return "float64";
-    case DType::kCount: break;
+    case DType::kInt8:
+      return "int8";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kBF16:
+      return "uint16";  // numpy has no bfloat16: the bits
+    case DType::kFP16:
+      return "float16";
+    case DType::kFP32:
+      return "float32";
+    case DType::kFP64:
+      return "float64";
+    case DType::kCount:
+      break;
   }
   return nullptr;
 }
@@ -69,13 +79,20 @@ py::object scalar_value(const runtime::TaskArgs& args, int i) {
   const std::optional<DType> dtype = args.scalar_dtype(i);
   if (!dtype) return py::int_(args.scalar_bits(i));
   switch (*dtype) {
-    case DType::kInt8: return py::int_(args.scalar_as<std::int8_t>(i));
-    case DType::kUInt8: return py::int_(args.scalar_as<std::uint8_t>(i));
-    case DType::kInt32: return py::int_(args.scalar_as<std::int32_t>(i));
-    case DType::kInt64: return py::int_(args.scalar_as<std::int64_t>(i));
-    case DType::kFP32: return py::float_(args.scalar_as<float>(i));
-    case DType::kFP64: return py::float_(args.scalar_as<double>(i));
-    default: return py::int_(args.scalar_bits(i));
+    case DType::kInt8:
+      return py::int_(args.scalar_as<std::int8_t>(i));
+    case DType::kUInt8:
+      return py::int_(args.scalar_as<std::uint8_t>(i));
+    case DType::kInt32:
+      return py::int_(args.scalar_as<std::int32_t>(i));
+    case DType::kInt64:
+      return py::int_(args.scalar_as<std::int64_t>(i));
+    case DType::kFP32:
+      return py::float_(args.scalar_as<float>(i));
+    case DType::kFP64:
+      return py::float_(args.scalar_as<double>(i));
+    default:
+      return py::int_(args.scalar_bits(i));
   }
 }
 
@@ -131,8 +148,8 @@ Status call_block(const PythonFunction& f, const runtime::TaskArgs& args, BlockC
 py::object tensor_array(const TensorView& view, bool writable) {
   const char* type = numpy_type(view.dtype());
   if (type == nullptr) {
-    raise(Status::error(ErrorCode::kDTypeMismatch, "tensor {} has no numpy dtype",
-                        view.to_string()));
+    raise(
+        Status::error(ErrorCode::kDTypeMismatch, "tensor {} has no numpy dtype", view.to_string()));
   }
   std::vector<py::ssize_t> shape(view.shape().begin(), view.shape().end());
   std::vector<py::ssize_t> strides;
@@ -161,25 +178,32 @@ void define_block_class(py::module_& m) {
                                             "and its cross-core flags (platform/chip.h)")
       .def_property_readonly("block_idx", [](const Block& b) { return b.get().block_idx(); })
       .def_property_readonly("block_dim", [](const Block& b) { return b.get().block_dim(); })
-      .def_property_readonly("core_type", [](const Block& b) {
-        return std::string(platform::to_string(b.get().core_type()));
-      })
-      .def_property_readonly("sub_block_idx", [](const Block& b) { return b.get().sub_block_idx(); })
-      .def_property_readonly("sub_block_dim", [](const Block& b) { return b.get().sub_block_dim(); })
+      .def_property_readonly(
+          "core_type",
+          [](const Block& b) { return std::string(platform::to_string(b.get().core_type())); })
+      .def_property_readonly("sub_block_idx",
+                             [](const Block& b) { return b.get().sub_block_idx(); })
+      .def_property_readonly("sub_block_dim",
+                             [](const Block& b) { return b.get().sub_block_dim(); })
       .def_property_readonly("core_idx", [](const Block& b) { return b.get().core_idx(); })
       .def_property_readonly("cancelled", [](const Block& b) { return b.get().cancelled(); })
-      .def("set_flag", [](const Block& b, int id, std::uint32_t delta) {
-        check(b.get().set_flag(id, delta));
-      }, py::arg("id"), py::arg("delta") = 1)
+      .def(
+          "set_flag",
+          [](const Block& b, int id, std::uint32_t delta) { check(b.get().set_flag(id, delta)); },
+          py::arg("id"), py::arg("delta") = 1)
       .def("flag_value", [](const Block& b, int id) { return b.get().flag_value(id); })
-      .def("wait_flag", [](const Block& b, int id, std::uint32_t target) {
-        BlockContext& context = b.get();
-        blocking([&] { return context.wait_flag(id, target); });
-      }, py::arg("id"), py::arg("target"))
-      .def("sync_all", [](const Block& b) {
-        BlockContext& context = b.get();
-        blocking([&] { return context.sync_all(); });
-      })
+      .def(
+          "wait_flag",
+          [](const Block& b, int id, std::uint32_t target) {
+            BlockContext& context = b.get();
+            blocking([&] { return context.wait_flag(id, target); });
+          },
+          py::arg("id"), py::arg("target"))
+      .def("sync_all",
+           [](const Block& b) {
+             BlockContext& context = b.get();
+             blocking([&] { return context.sync_all(); });
+           })
       .def("__repr__", [](const Block& b) { return "<Block " + b.get().describe() + ">"; });
 }
 

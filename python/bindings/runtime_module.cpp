@@ -35,7 +35,8 @@ struct PyChipWorker {
     worker.reset();
   }
   rt::ChipWorker& get() const {
-    if (!worker) raise(hp::Status::error(hp::ErrorCode::kFailedPrecondition, "the worker was closed"));
+    if (!worker)
+      raise(hp::Status::error(hp::ErrorCode::kFailedPrecondition, "the worker was closed"));
     return *worker;
   }
 };
@@ -50,7 +51,9 @@ hp::platform::LaunchMode parse_mode(const std::string& mode) {
 
 rt::CallConfig call_config(const std::string& mode, int block_dim, int num_flags,
                            std::optional<double> timeout_s) {
-  return {.mode = parse_mode(mode), .block_num = block_dim, .num_flags = num_flags,
+  return {.mode = parse_mode(mode),
+          .block_num = block_dim,
+          .num_flags = num_flags,
           .wait_timeout_s = timeout_s};
 }
 
@@ -61,8 +64,11 @@ rt::OrchestratorConfig run_config(int task_ring_slots, std::size_t heap_ring_byt
   config.task_ring_slots = task_ring_slots;
   config.heap_ring_bytes = heap_ring_bytes;
   config.wait_timeout_s = timeout_s;
-  config.diagnostics = {.output_prefix = output_prefix, .dump_args = dump_args,
-                        .scope_stats = scope_stats, .dep_gen = dep_gen, .swimlane = swimlane};
+  config.diagnostics = {.output_prefix = output_prefix,
+                        .dump_args = dump_args,
+                        .scope_stats = scope_stats,
+                        .dep_gen = dep_gen,
+                        .swimlane = swimlane};
   return config;
 }
 
@@ -75,22 +81,29 @@ PYBIND11_MODULE(_hp_runtime, m) {
   hp::python::define_block_class(m);
 
   py::class_<rt::Callable>(m, "Callable")
-      .def_static("from_function", [](py::function fn, std::string name, py::bytes identity) {
-        rt::Callable out;
-        check(hp::python::python_callable(std::move(fn), std::move(name),
-                                          identity_string(identity), &out));
-        return out;
-      }, py::arg("fn"), py::arg("name"), py::arg("identity"))
-      .def_static("from_library", [](const std::string& path, const std::string& symbol,
-                                     std::optional<py::bytes> identity) {
-        rt::Callable out;
-        const std::string bytes = identity ? identity_string(*identity) : std::string();
-        const auto* data = reinterpret_cast<const std::byte*>(bytes.data());
-        check(rt::Callable::from_library(path, symbol, &out, {}, {data, bytes.size()}));
-        return out;
-      }, py::arg("path"), py::arg("symbol"), py::arg("identity") = py::none())
+      .def_static(
+          "from_function",
+          [](py::function fn, std::string name, py::bytes identity) {
+            rt::Callable out;
+            check(hp::python::python_callable(std::move(fn), std::move(name),
+                                              identity_string(identity), &out));
+            return out;
+          },
+          py::arg("fn"), py::arg("name"), py::arg("identity"))
+      .def_static(
+          "from_library",
+          [](const std::string& path, const std::string& symbol,
+             std::optional<py::bytes> identity) {
+            rt::Callable out;
+            const std::string bytes = identity ? identity_string(*identity) : std::string();
+            const auto* data = reinterpret_cast<const std::byte*>(bytes.data());
+            check(rt::Callable::from_library(path, symbol, &out, {}, {data, bytes.size()}));
+            return out;
+          },
+          py::arg("path"), py::arg("symbol"), py::arg("identity") = py::none())
       .def_property_readonly("name", &rt::Callable::name)
-      .def_property_readonly("kind", [](const rt::Callable& c) { return std::string(rt::to_string(c.kind())); })
+      .def_property_readonly(
+          "kind", [](const rt::Callable& c) { return std::string(rt::to_string(c.kind())); })
       .def_property_readonly("name_space", &rt::Callable::name_space)
       .def_property_readonly("hashid", [](const rt::Callable& c) { return c.handle().hashid(); });
 
@@ -122,39 +135,50 @@ PYBIND11_MODULE(_hp_runtime, m) {
   py::class_<PyChipWorker>(m, "ChipWorker")
       .def(py::init([](int num_cube, int num_vector, std::vector<int> cpus,
                        std::optional<double> timeout_s) {
-        auto w = std::make_unique<PyChipWorker>();
-        hp::platform::ChipConfig config{.num_cube = num_cube, .num_vector = num_vector,
-                                        .cpus = std::move(cpus), .wait_timeout_s = timeout_s};
-        blocking([&] { return rt::ChipWorker::create(config, &w->worker); });
-        return w;
-      }), py::arg("num_cube"), py::arg("num_vector"), py::arg("cpus"), py::arg("timeout_s"))
-      .def("register_callable", [](PyChipWorker& w, const rt::Callable& c) {
-        int slot = -1;
-        check(w.get().register_callable(c, &slot));
-        return slot;
-      })
-      .def("unregister_callable", [](PyChipWorker& w, int slot) {
-        // The last reference to a Python function is released with the GIL (python_task.h).
-        check(w.get().unregister_callable(slot));
-      })
-      .def("callable_references", [](const PyChipWorker& w, int slot) {
-        return w.get().callable_references(slot);
-      })
-      .def("callable_name", [](const PyChipWorker& w, int slot) {
-        std::shared_ptr<const rt::Callable> c;
-        check(w.get().callable(slot, &c));
-        return c->name();
-      })
-      .def_property_readonly("num_cube", [](const PyChipWorker& w) { return w.get().chip().num_cube(); })
-      .def_property_readonly("num_vector", [](const PyChipWorker& w) { return w.get().chip().num_vector(); })
+             auto w = std::make_unique<PyChipWorker>();
+             hp::platform::ChipConfig config{.num_cube = num_cube,
+                                             .num_vector = num_vector,
+                                             .cpus = std::move(cpus),
+                                             .wait_timeout_s = timeout_s};
+             blocking([&] { return rt::ChipWorker::create(config, &w->worker); });
+             return w;
+           }),
+           py::arg("num_cube"), py::arg("num_vector"), py::arg("cpus"), py::arg("timeout_s"))
+      .def("register_callable",
+           [](PyChipWorker& w, const rt::Callable& c) {
+             int slot = -1;
+             check(w.get().register_callable(c, &slot));
+             return slot;
+           })
+      .def("unregister_callable",
+           [](PyChipWorker& w, int slot) {
+             // The last reference to a Python function is released with the GIL (python_task.h).
+             check(w.get().unregister_callable(slot));
+           })
+      .def("callable_references",
+           [](const PyChipWorker& w, int slot) { return w.get().callable_references(slot); })
+      .def("callable_name",
+           [](const PyChipWorker& w, int slot) {
+             std::shared_ptr<const rt::Callable> c;
+             check(w.get().callable(slot, &c));
+             return c->name();
+           })
+      .def_property_readonly("num_cube",
+                             [](const PyChipWorker& w) { return w.get().chip().num_cube(); })
+      .def_property_readonly("num_vector",
+                             [](const PyChipWorker& w) { return w.get().chip().num_vector(); })
       .def_property_readonly("ratio", [](const PyChipWorker& w) { return w.get().chip().ratio(); })
-      .def_property_readonly("cpus", [](const PyChipWorker& w) {
-        auto cpus = w.get().chip().cpus();
-        return std::vector<int>(cpus.begin(), cpus.end());
-      })
-      .def("run", [](PyChipWorker& w, py::function orchestration, const rt::OrchestratorConfig& config) {
-        hp::python::run_orchestration(w.get(), std::move(orchestration), config);
-      }, py::arg("orchestration"), py::arg("config"))
+      .def_property_readonly("cpus",
+                             [](const PyChipWorker& w) {
+                               auto cpus = w.get().chip().cpus();
+                               return std::vector<int>(cpus.begin(), cpus.end());
+                             })
+      .def(
+          "run",
+          [](PyChipWorker& w, py::function orchestration, const rt::OrchestratorConfig& config) {
+            hp::python::run_orchestration(w.get(), std::move(orchestration), config);
+          },
+          py::arg("orchestration"), py::arg("config"))
       .def("close", [](PyChipWorker& w) {
         py::gil_scoped_release release;
         w.worker.reset();

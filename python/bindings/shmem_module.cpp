@@ -32,8 +32,8 @@ shmem::Cmp parse_cmp(const std::string& cmp) {
 shmem::SignalOp parse_op(const std::string& op) {
   if (op == "set") return shmem::SignalOp::kSet;
   if (op == "add") return shmem::SignalOp::kAdd;
-  hp::python::raise(hp::Status::error(hp::ErrorCode::kInvalidArgument,
-                                      "op='{}': expected 'set' or 'add'", op));
+  hp::python::raise(
+      hp::Status::error(hp::ErrorCode::kInvalidArgument, "op='{}': expected 'set' or 'add'", op));
 }
 
 }  // namespace
@@ -91,7 +91,8 @@ PYBIND11_MODULE(_hp_shmem, m) {
     return seen;
   });
   m.def("fcollect", [](std::uintptr_t dest, std::uintptr_t source, std::size_t bytes) {
-    blocking([&] { return shmem::fcollect(shmem::kTeamWorld, address(dest), address(source), bytes); });
+    blocking(
+        [&] { return shmem::fcollect(shmem::kTeamWorld, address(dest), address(source), bytes); });
   });
   m.def("quiet", [] { blocking([] { return shmem::quiet(); }); });
 }

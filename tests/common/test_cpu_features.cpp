@@ -48,7 +48,8 @@ TEST(CpuFeatures, EveryFieldIsNamedOnceAndListedWhenPresent) {
   const std::string listed = "," + f.to_string() + ",";
   for (const CpuFeatureField& field : cpu_feature_fields()) {
     EXPECT_TRUE(names.insert(std::string(field.name)).second) << field.name;
-    EXPECT_EQ(listed.find("," + std::string(field.name) + ",") != std::string::npos, f.*field.member)
+    EXPECT_EQ(listed.find("," + std::string(field.name) + ",") != std::string::npos,
+              f.*field.member)
         << field.name;
   }
   EXPECT_TRUE(names.count("prfchw"));

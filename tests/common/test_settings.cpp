@@ -290,7 +290,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(BadValue{"HP_WAIT_TIMEOUT_S", "abc"}, BadValue{"HP_WAIT_TIMEOUT_S", "0"},
                       BadValue{"HP_WAIT_TIMEOUT_S", "-1"}, BadValue{"HP_WAIT_TIMEOUT_S", "5s"},
                       BadValue{"HP_WAIT_TIMEOUT_S", "inf"}, BadValue{"HP_WAIT_TIMEOUT_S", "nan"},
-                      BadValue{"HP_WAIT_TIMEOUT_S", "1e-300"},  // a 0 ns deadline
+                      BadValue{"HP_WAIT_TIMEOUT_S", "1e-300"},      // a 0 ns deadline
                       BadValue{"HP_SPIN_BEFORE_BLOCK", "2000000"},  // would outlast deadlines
                       BadValue{"HP_SPIN_BEFORE_BLOCK", "-5"},
                       BadValue{"HP_SPIN_BEFORE_BLOCK", "1.5"},
@@ -378,8 +378,8 @@ TEST(ParseCpuList, LargestCpu) {
 }
 
 TEST(ParseCpuList, BadInputIsInvalidArgument) {
-  for (const char* text : {"x", "3-1", "-1", "1-", "-", "1,,2", ",1", "1,", "1-2-3", "1.5", "+1", "0x1",
-                           "a-b", "65536", "0-65536", "99999999999"}) {
+  for (const char* text : {"x", "3-1", "-1", "1-", "-", "1,,2", ",1", "1,", "1-2-3", "1.5", "+1",
+                           "0x1", "a-b", "65536", "0-65536", "99999999999"}) {
     std::vector<int> cpus = {42};
     const Status status = parse_cpu_list(text, &cpus);
     EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument) << "'" << text << "'";

@@ -20,8 +20,7 @@ using ::testing::HasSubstr;
 // FIPS 180-2 test vectors.
 constexpr const char* kEmptyHex =
     "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
-constexpr const char* kAbcHex =
-    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+constexpr const char* kAbcHex = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 constexpr const char* kTwoBlockText = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
 constexpr const char* kTwoBlockHex =
     "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1";
@@ -46,7 +45,9 @@ TEST(Sha256, MillionAIncrementally) {
   EXPECT_EQ(to_hex(h.finish()), kMillionAHex);
 }
 
-TEST(Sha256, MillionAOneShot) { EXPECT_EQ(to_hex(sha256(std::string(1000000, 'a'))), kMillionAHex); }
+TEST(Sha256, MillionAOneShot) {
+  EXPECT_EQ(to_hex(sha256(std::string(1000000, 'a'))), kMillionAHex);
+}
 
 TEST(Sha256, IncrementalEqualsOneShot) {
   std::string text;

@@ -16,7 +16,8 @@ TEST(SocTargets, EveryRequiredFeatureIsOneCpuFeaturesKnows) {
   ASSERT_FALSE(soc_targets().empty());
   for (const SocTarget& t : soc_targets()) {
     EXPECT_FALSE(t.requires_features.empty()) << t.name;
-    for (std::string_view f : t.requires_features) EXPECT_TRUE(known.count(f)) << t.name << " needs " << f;
+    for (std::string_view f : t.requires_features)
+      EXPECT_TRUE(known.count(f)) << t.name << " needs " << f;
   }
 }
 
@@ -26,8 +27,8 @@ TEST(SocTargets, NarrowestFirstEachNeedsWhatTheOneBeforeNeeds) {
     const std::set<std::string_view> wider(targets[i].requires_features.begin(),
                                            targets[i].requires_features.end());
     for (std::string_view f : targets[i - 1].requires_features) {
-      EXPECT_TRUE(wider.count(f)) << targets[i].name << " lacks " << f << " that " << targets[i - 1].name
-                                  << " needs";
+      EXPECT_TRUE(wider.count(f)) << targets[i].name << " lacks " << f << " that "
+                                  << targets[i - 1].name << " needs";
     }
   }
 }
@@ -40,7 +41,8 @@ TEST(SocTargets, FindAndMissingFeatures) {
 
   CpuFeatures none;
   std::string all;
-  for (std::string_view f : first.requires_features) all += (all.empty() ? "" : ",") + std::string(f);
+  for (std::string_view f : first.requires_features)
+    all += (all.empty() ? "" : ",") + std::string(f);
   EXPECT_EQ(missing_cpu_features(first, none), all);
 
   CpuFeatures every;

@@ -23,13 +23,12 @@ using ::testing::HasSubstr;
 // Storage for views that need a non-null data pointer; never read.
 alignas(64) std::byte g_storage[1 << 12];
 
-TensorView strided(DType dtype, std::vector<std::int64_t> shape,
-                   std::vector<std::int64_t> strides, void* data = g_storage) {
+TensorView strided(DType dtype, std::vector<std::int64_t> shape, std::vector<std::int64_t> strides,
+                   void* data = g_storage) {
   return TensorView(data, dtype, shape, strides);
 }
 
-TensorView contiguous(DType dtype, const std::vector<std::int64_t>& shape,
-                      void* data = g_storage) {
+TensorView contiguous(DType dtype, const std::vector<std::int64_t>& shape, void* data = g_storage) {
   return TensorView(data, dtype, std::span<const std::int64_t>(shape));
 }
 
@@ -228,8 +227,7 @@ TEST(TensorView, ValidateRejectsRankAboveEight) {
   EXPECT_EQ(status.code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("big"));
   EXPECT_EQ(view.to_string(), "invalid tensor view");
-  EXPECT_EQ(strided(DType::kFP32, nine, nine).validate("big").code(),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(strided(DType::kFP32, nine, nine).validate("big").code(), ErrorCode::kInvalidArgument);
 }
 
 TEST(TensorView, ValidateRejectsStridesOfAnotherRank) {
@@ -271,7 +269,8 @@ TEST(TensorView, WellFormedAgreesWithValidate) {
   auto pick = [&](std::int64_t lo, std::int64_t hi) {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
   };
-  const std::int64_t sizes[] = {-1, 0, 1, 2, 7, std::int64_t(1) << 31, std::int64_t(1) << 40, INT64_MAX};
+  const std::int64_t sizes[] = {-1,       0, 1, 2, 7, std::int64_t(1) << 31, std::int64_t(1) << 40,
+                                INT64_MAX};
   int good = 0, bad = 0, dense = 0;
   for (int trial = 0; trial < 20000; ++trial) {
     const auto dtype = static_cast<DType>(pick(0, static_cast<int>(DType::kCount)));
@@ -280,8 +279,9 @@ TEST(TensorView, WellFormedAgreesWithValidate) {
     for (std::int64_t& d : shape) d = pick(0, 5) == 0 ? sizes[pick(0, 7)] : pick(1, 8);
     for (std::int64_t& s : strides) s = pick(0, 5) == 0 ? sizes[pick(0, 7)] : pick(0, 64);
     void* data = pick(0, 9) == 0 ? nullptr : g_storage;
-    const TensorView view = pick(0, 1) == 0 ? TensorView(data, dtype, std::span<const std::int64_t>(shape))
-                                            : TensorView(data, dtype, shape, strides);
+    const TensorView view = pick(0, 1) == 0
+                                ? TensorView(data, dtype, std::span<const std::int64_t>(shape))
+                                : TensorView(data, dtype, shape, strides);
     const Status status = view.validate("t");
     ASSERT_EQ(view.well_formed(), status.is_ok()) << view.to_string() << ": " << status.message();
     ASSERT_NE(status.code(), ErrorCode::kInternal) << status.message();
@@ -337,7 +337,8 @@ TEST(TensorView, WithDataKeepsTheLayoutAndTheRankError) {
   EXPECT_EQ(moved.data(), static_cast<void*>(g_storage));
   EXPECT_TRUE(moved.dense());
   EXPECT_EQ(moved.to_string(), no_data.to_string());
-  const TensorView bad_rank(nullptr, DType::kFP32, std::vector<std::int64_t>(TensorView::kMaxDims + 1, 1));
+  const TensorView bad_rank(nullptr, DType::kFP32,
+                            std::vector<std::int64_t>(TensorView::kMaxDims + 1, 1));
   EXPECT_FALSE(bad_rank.with_data(g_storage).well_formed());
   EXPECT_FALSE(bad_rank.with_data(g_storage).dense());
 }
@@ -358,7 +359,8 @@ TEST(TensorView, CopyToAndCopyOverGiveWhatACopyGives) {
       TensorView(),
       contiguous(DType::kInt32, {5}),
       contiguous(DType::kBF16, {2, 3, 4, 5}),
-      TensorView(g_storage, DType::kFP32, std::vector<std::int64_t>{4, 3}, std::vector<std::int64_t>{1, 4}),
+      TensorView(g_storage, DType::kFP32, std::vector<std::int64_t>{4, 3},
+                 std::vector<std::int64_t>{1, 4}),
       contiguous(DType::kInt8, {3, 0}),
       TensorView(nullptr, DType::kFP32, {7, 7}),
       contiguous(DType::kFP32, std::vector<std::int64_t>(TensorView::kMaxDims + 1, 1)),
@@ -373,7 +375,8 @@ TEST(TensorView, CopyToAndCopyOverGiveWhatACopyGives) {
         } else {
           from.copy_over(&to);
         }
-        SCOPED_TRACE(from.to_string() + " over " + over.to_string() + (zeroing ? " (copy_to)" : " (copy_over)"));
+        SCOPED_TRACE(from.to_string() + " over " + over.to_string() +
+                     (zeroing ? " (copy_to)" : " (copy_over)"));
         EXPECT_EQ(to.data(), from.data());
         EXPECT_EQ(to.dtype(), from.dtype());
         EXPECT_EQ(to.to_string(), from.to_string());

@@ -26,10 +26,10 @@
 
 namespace hp::kernels::testing {
 
-#define HP_ASSERT_OK(expr)                                        \
-  do {                                                            \
-    const ::hp::Status hp_status_ = (expr);                       \
-    ASSERT_TRUE(hp_status_.is_ok()) << hp_status_.to_string();    \
+#define HP_ASSERT_OK(expr)                                     \
+  do {                                                         \
+    const ::hp::Status hp_status_ = (expr);                    \
+    ASSERT_TRUE(hp_status_.is_ok()) << hp_status_.to_string(); \
   } while (0)
 
 inline std::filesystem::path test_dir() {
@@ -37,8 +37,8 @@ inline std::filesystem::path test_dir() {
 }
 
 inline const std::vector<std::string>& targets_under_test() {
-  static const std::vector<std::string> names = {"x86_64_v3", "x86_64_v4", "x86_64_v4_fma", "x86_64_amx",
-                                                 "x86_64_amx_emulated"};
+  static const std::vector<std::string> names = {"x86_64_v3", "x86_64_v4", "x86_64_v4_fma",
+                                                 "x86_64_amx", "x86_64_amx_emulated"};
   return names;
 }
 
@@ -51,12 +51,13 @@ inline const KernelTable* load_or_skip(const std::string& name) {
     if (!cpu_supports("x86_64_v4", cpu) || !cpu.avx512_bf16) {
       return nullptr;  // the emulated tiles still run AVX-512 (VNNI, BF16) code
     }
-    s = load_target_library((test_dir() / "lib" / "libhyper_parallel_kernels_x86_64_amx_emulated.so").string(), "",
-                            &table);
+    s = load_target_library(
+        (test_dir() / "lib" / "libhyper_parallel_kernels_x86_64_amx_emulated.so").string(), "",
+        &table);
   } else if (name == "x86_64_v4_fma") {  // v4's bf16 GEMMs on FMAs, where v4 itself uses vdpbf16ps
     if (!cpu_supports("x86_64_v4", cpu_features())) return nullptr;
-    s = load_target_library((test_dir() / "lib" / "libhyper_parallel_kernels_x86_64_v4_fma.so").string(), "",
-                            &table);
+    s = load_target_library(
+        (test_dir() / "lib" / "libhyper_parallel_kernels_x86_64_v4_fma.so").string(), "", &table);
   } else {
     s = load_target(name, &table);
     if (s.code() == ErrorCode::kIsaUnsupported) return nullptr;
@@ -69,7 +70,9 @@ class TargetTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     table_ = load_or_skip(GetParam());
-    if (!table_ && !HasFailure()) GTEST_SKIP() << GetParam() << ": this CPU lacks its instructions (" << cpu_features().to_string() << ")";
+    if (!table_ && !HasFailure())
+      GTEST_SKIP() << GetParam() << ": this CPU lacks its instructions ("
+                   << cpu_features().to_string() << ")";
     ASSERT_NE(table_, nullptr);
     Status s = load_target("reference", &reference_);
     ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -81,10 +84,13 @@ class TargetTest : public ::testing::TestWithParam<std::string> {
   const KernelTable* reference_ = nullptr;
 };
 
-inline std::string target_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+inline std::string target_name(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param;
+}
 
-#define HP_INSTANTIATE_FOR_TARGETS(suite)                                                             \
-  INSTANTIATE_TEST_SUITE_P(Targets, suite, ::testing::ValuesIn(::hp::kernels::testing::targets_under_test()), \
+#define HP_INSTANTIATE_FOR_TARGETS(suite)                                                     \
+  INSTANTIATE_TEST_SUITE_P(Targets, suite,                                                    \
+                           ::testing::ValuesIn(::hp::kernels::testing::targets_under_test()), \
                            ::hp::kernels::testing::target_name)
 
 struct Rng {

@@ -18,7 +18,8 @@ std::vector<std::uint16_t> bf16s(Rng& rng, std::size_t n) {
 
 class Bf16Gemm : public TargetTest {
  protected:
-  std::vector<float> run(const KernelTable& t, const Bf16GemmProblem& p, int workers, std::size_t out_elems) {
+  std::vector<float> run(const KernelTable& t, const Bf16GemmProblem& p, int workers,
+                         std::size_t out_elems) {
     std::vector<float> out(out_elems, -7.0f);
     Bf16GemmProblem q = p;
     q.out = TensorView(out.data(), DType::kFP32, p.out.shape());
@@ -37,7 +38,8 @@ class Bf16Gemm : public TargetTest {
     return out;
   }
 
-  void compare(const std::vector<float>& want, const std::vector<float>& got, const std::vector<float>& abs_sum) {
+  void compare(const std::vector<float>& want, const std::vector<float>& got,
+               const std::vector<float>& abs_sum) {
     ASSERT_EQ(want.size(), got.size());
     for (std::size_t i = 0; i < want.size(); ++i) {
       ASSERT_LE(std::fabs(want[i] - got[i]), std::ldexp(abs_sum[i], -18) + 1e-30f)
@@ -51,7 +53,8 @@ class Bf16Gemm : public TargetTest {
   // are padded with a NaN, which must not reach the result (pairs of K read past an odd K).
   // `groups` and `hidden` choose the tiles: whole blocks of rows and columns are accumulated in
   // the output itself, the others in the workspace.
-  void input_gradient(bool transposed, std::vector<std::int64_t> groups = {5, 0, 70, 1}, std::int64_t hidden = 150) {
+  void input_gradient(bool transposed, std::vector<std::int64_t> groups = {5, 0, 70, 1},
+                      std::int64_t hidden = 150) {
     Rng rng(31);
     const std::vector<std::int64_t> offsets = prefix_sums(groups);
     const auto experts = static_cast<std::int64_t>(groups.size());
@@ -64,7 +67,8 @@ class Bf16Gemm : public TargetTest {
       return std::size_t(transposed ? (e * hidden + h) * inter + i : (e * inter + i) * hidden + h);
     };
     const std::int64_t bshape[] = {experts, inter, hidden};
-    const std::int64_t bstrides[] = {hidden * inter, transposed ? 1 : hidden, transposed ? inter : 1};
+    const std::int64_t bstrides[] = {hidden * inter, transposed ? 1 : hidden,
+                                     transposed ? inter : 1};
     Bf16GemmProblem p;
     p.kind = Bf16GemmKind::kInput;
     const std::int64_t ashape[] = {rows, inter}, astrides[] = {ld, 1};
@@ -77,8 +81,8 @@ class Bf16Gemm : public TargetTest {
       for (std::int64_t r = offsets[std::size_t(e)]; r < offsets[std::size_t(e) + 1]; ++r) {
         for (std::int64_t h = 0; h < hidden; ++h) {
           for (std::int64_t i = 0; i < inter; ++i) {
-            abs_sum[std::size_t(r * hidden + h)] +=
-                std::fabs(bf16_to_float(dy[std::size_t(r * ld + i)]) * bf16_to_float(w[at(e, i, h)]));
+            abs_sum[std::size_t(r * hidden + h)] += std::fabs(
+                bf16_to_float(dy[std::size_t(r * ld + i)]) * bf16_to_float(w[at(e, i, h)]));
           }
         }
       }
@@ -109,7 +113,8 @@ TEST_P(Bf16Gemm, PanelsAreRefusedWhereTheyDoNotFit) {
   const std::int64_t offsets[] = {0, 2, 6};
   std::vector<float> out(6 * 70);
   Bf16Panels panels;
-  ASSERT_TRUE(pack_bf16_panels(target(), TensorView(w.data(), DType::kBF16, {2, 40, 70}), &panels).is_ok());
+  ASSERT_TRUE(
+      pack_bf16_panels(target(), TensorView(w.data(), DType::kBF16, {2, 40, 70}), &panels).is_ok());
   if (panels.empty()) GTEST_SKIP() << target().target << " has no bf16 panels";
   Bf16GemmProblem p{.kind = Bf16GemmKind::kInput,
                     .a = TensorView(dy.data(), DType::kBF16, {6, 40}),
@@ -124,7 +129,8 @@ TEST_P(Bf16Gemm, PanelsAreRefusedWhereTheyDoNotFit) {
   other.out = TensorView(out.data(), DType::kFP32, {6, 64});
   EXPECT_EQ(plan_bf16_gemm(target(), other, 1, &plan).code(), ErrorCode::kShapeMismatch);
   Bf16Panels three;
-  ASSERT_TRUE(pack_bf16_panels(target(), TensorView(w.data(), DType::kBF16, {3, 40, 40}), &three).is_ok());
+  ASSERT_TRUE(
+      pack_bf16_panels(target(), TensorView(w.data(), DType::kBF16, {3, 40, 40}), &three).is_ok());
   other = p;
   other.b_panels = &three;
   EXPECT_EQ(plan_bf16_gemm(target(), other, 1, &plan).code(), ErrorCode::kShapeMismatch);
@@ -161,8 +167,8 @@ TEST_P(Bf16Gemm, WeightGradientMatchesReference) {
     for (std::int64_t r = offsets[std::size_t(e)]; r < offsets[std::size_t(e) + 1]; ++r) {
       for (std::int64_t i = 0; i < m; ++i) {
         for (std::int64_t j = 0; j < n; ++j) {
-          abs_sum[std::size_t((e * m + i) * n + j)] +=
-              std::fabs(bf16_to_float(x[std::size_t(r * m + i)]) * bf16_to_float(dy[std::size_t(r * n + j)]));
+          abs_sum[std::size_t((e * m + i) * n + j)] += std::fabs(
+              bf16_to_float(x[std::size_t(r * m + i)]) * bf16_to_float(dy[std::size_t(r * n + j)]));
         }
       }
     }

@@ -10,8 +10,8 @@ class GemmArguments : public ::testing::Test {
     HP_ASSERT_OK(load_target("reference", &t_));
     std::vector<std::int8_t> w(std::size_t(2 * 64 * 32), 1);
     std::vector<float> s(2 * 32, 1.0f);
-    HP_ASSERT_OK(pack_weights(TensorView(w.data(), DType::kInt8, {2, 64, 32}), TensorView(s.data(), DType::kFP32, {2, 32}),
-                              {}, &packed_));
+    HP_ASSERT_OK(pack_weights(TensorView(w.data(), DType::kInt8, {2, 64, 32}),
+                              TensorView(s.data(), DType::kFP32, {2, 32}), {}, &packed_));
     p_.a = TensorView(a_.data(), DType::kInt8, {4, 64});
     p_.a_scale = TensorView(scale_.data(), DType::kFP32, {4});
     p_.offsets = TensorView(offsets_.data(), DType::kInt64, {3});
@@ -81,7 +81,8 @@ TEST(WorkSplit, BalancesSkewedExperts) {
   EXPECT_EQ(bounds.back(), space.total());
   std::vector<std::int64_t> rows(4, 0);
   for (int w = 0; w < 4; ++w) {
-    space.for_each(bounds[std::size_t(w)], bounds[std::size_t(w) + 1], [&](const Tile& t) { rows[std::size_t(w)] += t.row_end - t.row_begin; });
+    space.for_each(bounds[std::size_t(w)], bounds[std::size_t(w) + 1],
+                   [&](const Tile& t) { rows[std::size_t(w)] += t.row_end - t.row_begin; });
   }
   for (int w = 0; w < 4; ++w) {
     EXPECT_GT(rows[std::size_t(w)], 200) << "worker " << w;

@@ -44,7 +44,8 @@ struct Problem {
     rows = offsets.back();
     const bool swiglu = c.epilogue == Epilogue::kDequantSwigluQuant;
     out_cols = swiglu ? c.n / 2 : c.n;
-    const int wlo = c.type == WeightType::kInt4 ? -8 : -128, whi = c.type == WeightType::kInt4 ? 7 : 127;
+    const int wlo = c.type == WeightType::kInt4 ? -8 : -128,
+              whi = c.type == WeightType::kInt4 ? 7 : 127;
     a = rng.int8s(std::size_t(rows * c.k));
     w = rng.int8s(std::size_t(experts * c.k * c.n), wlo, whi);
     if (extreme == 1) {  // every product at its largest magnitude
@@ -52,7 +53,8 @@ struct Problem {
       std::fill(w.begin(), w.end(), std::int8_t(wlo));
     } else if (extreme == 2) {  // +-127 activations, zero rows in between
       for (std::int64_t r = 0; r < rows; ++r) {
-        for (std::int64_t i = 0; i < c.k; ++i) a[std::size_t(r * c.k + i)] = r % 3 == 1 ? 0 : (i % 2 ? 127 : -127);
+        for (std::int64_t i = 0; i < c.k; ++i)
+          a[std::size_t(r * c.k + i)] = r % 3 == 1 ? 0 : (i % 2 ? 127 : -127);
       }
     }
     a_scale = rng.reals(std::size_t(rows), 1e-4f, 2e-3f);
@@ -89,7 +91,8 @@ struct Problem {
     p.epilogue = c.epilogue;
     p.out = TensorView(o.out.data(), out_dtype, {rows, out_cols});
     if (swiglu) p.out_scale = TensorView(o.out_scale.data(), DType::kFP32, {rows});
-    if (c.epilogue == Epilogue::kDequantScale) p.row_factor = TensorView(row_factor.data(), DType::kFP32, {rows});
+    if (c.epilogue == Epilogue::kDequantScale)
+      p.row_factor = TensorView(row_factor.data(), DType::kFP32, {rows});
     if (c.smooth) p.smooth = TensorView(smooth.data(), DType::kFP32, {experts, out_cols});
     return p;
   }
@@ -105,8 +108,9 @@ struct Problem {
     std::vector<std::thread> threads;
     for (int wk = 0; wk < workers; ++wk) {
       threads.emplace_back([&plan, wk] {
-        std::unique_ptr<void, decltype(&std::free)> ws(std::aligned_alloc(64, std::max<std::uint64_t>(64, plan.workspace_bytes())),
-                                                       &std::free);
+        std::unique_ptr<void, decltype(&std::free)> ws(
+            std::aligned_alloc(64, std::max<std::uint64_t>(64, plan.workspace_bytes())),
+            &std::free);
         plan.run(wk, ws.get());
       });
     }
@@ -115,16 +119,19 @@ struct Problem {
   }
 };
 
-void expect_same(const Problem::Output& want, const Problem::Output& got, const Problem& p, const std::string& what) {
+void expect_same(const Problem::Output& want, const Problem::Output& got, const Problem& p,
+                 const std::string& what) {
   const bool swiglu = p.c.epilogue == Epilogue::kDequantSwigluQuant;
   ASSERT_EQ(want.out.size(), got.out.size());
   const std::size_t elem = swiglu ? 1 : dtype_size(p.c.out_dtype);
   for (std::size_t i = 0; i < want.out.size(); i += elem) {
     if (std::memcmp(&want.out[i], &got.out[i], elem) != 0) {
-      const std::int64_t index = std::int64_t(i / elem), r = index / p.out_cols, col = index % p.out_cols;
+      const std::int64_t index = std::int64_t(i / elem), r = index / p.out_cols,
+                         col = index % p.out_cols;
       std::string values;
       if (swiglu) {
-        values = fmt::format("{} vs {}", int(std::int8_t(want.out[i])), int(std::int8_t(got.out[i])));
+        values =
+            fmt::format("{} vs {}", int(std::int8_t(want.out[i])), int(std::int8_t(got.out[i])));
       } else if (elem == 4) {
         float x, y;
         std::memcpy(&x, &want.out[i], 4);
@@ -136,7 +143,8 @@ void expect_same(const Problem::Output& want, const Problem::Output& got, const 
         std::memcpy(&y, &got.out[i], 2);
         values = fmt::format("{} vs {}", bf16_to_float(x), bf16_to_float(y));
       }
-      FAIL() << what << ": " << describe(p.c) << ": out[" << r << "][" << col << "] reference " << values;
+      FAIL() << what << ": " << describe(p.c) << ": out[" << r << "][" << col << "] reference "
+             << values;
     }
   }
   if (swiglu) {
@@ -173,7 +181,8 @@ TEST_P(GroupedGemm, DequantMatchesReferenceOnRandomShapes) {
   for (int i = 0; i < 12; ++i) {
     Case c;
     const std::int64_t experts = shapes.uniform(1, 4);
-    for (std::int64_t e = 0; e < experts; ++e) c.group_rows.push_back(shapes.uniform(0, 3) == 0 ? 0 : shapes.uniform(1, 70));
+    for (std::int64_t e = 0; e < experts; ++e)
+      c.group_rows.push_back(shapes.uniform(0, 3) == 0 ? 0 : shapes.uniform(1, 70));
     c.k = shapes.uniform(1, 300);
     c.n = shapes.uniform(1, 150);
     c.out_dtype = i % 2 ? DType::kBF16 : DType::kFP32;
@@ -184,12 +193,12 @@ TEST_P(GroupedGemm, DequantMatchesReferenceOnRandomShapes) {
 
 TEST_P(GroupedGemm, EdgeShapes) {
   const std::vector<Case> cases = {
-      {.group_rows = {0, 0, 0}, .k = 64, .n = 32},            // no rows at all
-      {.group_rows = {1}, .k = 1, .n = 1},                     // the smallest problem
-      {.group_rows = {0, 1, 0, 1}, .k = 3, .n = 17},           // M = 1 groups between empty ones
-      {.group_rows = {200, 1, 0, 3}, .k = 128, .n = 64},       // skewed groups
-      {.group_rows = {33}, .k = 65, .n = 48},                  // K just past a tile
-      {.group_rows = {16, 32}, .k = 256, .n = 128},            // exact multiples of every tile
+      {.group_rows = {0, 0, 0}, .k = 64, .n = 32},        // no rows at all
+      {.group_rows = {1}, .k = 1, .n = 1},                // the smallest problem
+      {.group_rows = {0, 1, 0, 1}, .k = 3, .n = 17},      // M = 1 groups between empty ones
+      {.group_rows = {200, 1, 0, 3}, .k = 128, .n = 64},  // skewed groups
+      {.group_rows = {33}, .k = 65, .n = 48},             // K just past a tile
+      {.group_rows = {16, 32}, .k = 256, .n = 128},       // exact multiples of every tile
       {.group_rows = {5, 6}, .k = 1000, .n = 16, .out_dtype = DType::kBF16},
       // with 256x64 tiles, one row block of 300 rows (AMX: 9 row pairs and a single row tile)
       // over K in chunks, and a last column block of 18
@@ -219,15 +228,16 @@ TEST_P(GroupedGemm, Int32AccumulatorsAreExact) {
   std::fill(p.w_scale.begin(), p.w_scale.end(), 1.0f);
   const std::int64_t shape[] = {p.experts, c.k, c.n};
   const std::int64_t sshape[] = {p.experts, c.n};
-  HP_ASSERT_OK(pack_weights(TensorView(p.w.data(), DType::kInt8, shape), TensorView(p.w_scale.data(), DType::kFP32, sshape),
-                            {}, &p.packed));
+  HP_ASSERT_OK(pack_weights(TensorView(p.w.data(), DType::kInt8, shape),
+                            TensorView(p.w_scale.data(), DType::kFP32, sshape), {}, &p.packed));
   const Problem::Output got = p.run(target(), 2);
   for (std::int64_t e = 0; e < p.experts; ++e) {
     for (std::int64_t r = p.offsets[std::size_t(e)]; r < p.offsets[std::size_t(e) + 1]; ++r) {
       for (std::int64_t col = 0; col < c.n; ++col) {
         std::int32_t acc = 0;
         for (std::int64_t i = 0; i < c.k; ++i) {
-          acc += std::int32_t(p.a[std::size_t(r * c.k + i)]) * p.w[std::size_t((e * c.k + i) * c.n + col)];
+          acc += std::int32_t(p.a[std::size_t(r * c.k + i)]) *
+                 p.w[std::size_t((e * c.k + i) * c.n + col)];
         }
         float v;
         std::memcpy(&v, &got.out[std::size_t(r * c.n + col) * 4], 4);
@@ -240,14 +250,23 @@ TEST_P(GroupedGemm, Int32AccumulatorsAreExact) {
 TEST_P(GroupedGemm, DequantScaleMatchesReference) {
   check({.group_rows = {3, 0, 50, 1}, .k = 200, .n = 96, .epilogue = Epilogue::kDequantScale}, 400);
   if (HasFatalFailure()) return;
-  check({.group_rows = {64}, .k = 1408, .n = 70, .epilogue = Epilogue::kDequantScale, .out_dtype = DType::kBF16}, 401);
+  check({.group_rows = {64},
+         .k = 1408,
+         .n = 70,
+         .epilogue = Epilogue::kDequantScale,
+         .out_dtype = DType::kBF16},
+        401);
 }
 
 TEST_P(GroupedGemm, SwigluQuantMatchesReference) {
   const std::vector<Case> cases = {
       {.group_rows = {4, 0, 37}, .k = 96, .n = 2 * 40, .epilogue = Epilogue::kDequantSwigluQuant},
       {.group_rows = {1}, .k = 64, .n = 2 * 16, .epilogue = Epilogue::kDequantSwigluQuant},
-      {.group_rows = {70, 2}, .k = 300, .n = 2 * 75, .epilogue = Epilogue::kDequantSwigluQuant, .smooth = true},
+      {.group_rows = {70, 2},
+       .k = 300,
+       .n = 2 * 75,
+       .epilogue = Epilogue::kDequantSwigluQuant,
+       .smooth = true},
       {.group_rows = {20}, .k = 2048, .n = 2 * 176, .epilogue = Epilogue::kDequantSwigluQuant},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -259,11 +278,24 @@ TEST_P(GroupedGemm, SwigluQuantMatchesReference) {
 TEST_P(GroupedGemm, W4A8MatchesReference) {
   const std::vector<Case> cases = {
       {.group_rows = {5, 0, 30}, .k = 256, .n = 48, .type = WeightType::kInt4},
-      {.group_rows = {17}, .k = 300, .n = 33, .type = WeightType::kInt4, .group_size = 64},  // per-group scales
-      {.group_rows = {9, 9}, .k = 512, .n = 2 * 24, .type = WeightType::kInt4, .group_size = 128,
+      {.group_rows = {17},
+       .k = 300,
+       .n = 33,
+       .type = WeightType::kInt4,
+       .group_size = 64},  // per-group scales
+      {.group_rows = {9, 9},
+       .k = 512,
+       .n = 2 * 24,
+       .type = WeightType::kInt4,
+       .group_size = 128,
        .epilogue = Epilogue::kDequantSwigluQuant},
-      {.group_rows = {12}, .k = 192, .n = 64, .type = WeightType::kInt4, .group_size = 64,
-       .epilogue = Epilogue::kDequantScale, .out_dtype = DType::kBF16},
+      {.group_rows = {12},
+       .k = 192,
+       .n = 64,
+       .type = WeightType::kInt4,
+       .group_size = 64,
+       .epilogue = Epilogue::kDequantScale,
+       .out_dtype = DType::kBF16},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     check(cases[i], 600 + i);

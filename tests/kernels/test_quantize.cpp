@@ -17,14 +17,19 @@ struct Quantized {
 class Quantize : public TargetTest {
  protected:
   // x: rows x cols of fp32 (converted to bf16 when bf16 is set).
-  Quantized run(const KernelTable& t, const std::vector<float>& x, std::int64_t rows, std::int64_t cols, bool bf16,
-                const std::vector<float>* smooth, float static_scale) {
+  Quantized run(const KernelTable& t, const std::vector<float>& x, std::int64_t rows,
+                std::int64_t cols, bool bf16, const std::vector<float>* smooth,
+                float static_scale) {
     std::vector<std::uint16_t> xb(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) xb[i] = float_to_bf16(x[i]);
-    Quantized out{std::vector<std::int8_t>(std::size_t(rows * cols), 99), std::vector<float>(std::size_t(rows), -1.0f)};
-    const TensorView xv = bf16 ? TensorView(xb.data(), DType::kBF16, {rows, cols})
-                               : TensorView(const_cast<float*>(x.data()), DType::kFP32, {rows, cols});
-    const TensorView sv = smooth ? TensorView(const_cast<float*>(smooth->data()), DType::kFP32, {cols}) : TensorView();
+    Quantized out{std::vector<std::int8_t>(std::size_t(rows * cols), 99),
+                  std::vector<float>(std::size_t(rows), -1.0f)};
+    const TensorView xv =
+        bf16 ? TensorView(xb.data(), DType::kBF16, {rows, cols})
+             : TensorView(const_cast<float*>(x.data()), DType::kFP32, {rows, cols});
+    const TensorView sv = smooth
+                              ? TensorView(const_cast<float*>(smooth->data()), DType::kFP32, {cols})
+                              : TensorView();
     const Status s = quantize(t, xv, TensorView(out.q.data(), DType::kInt8, {rows, cols}),
                               TensorView(out.scale.data(), DType::kFP32, {rows}), sv, static_scale);
     EXPECT_TRUE(s.is_ok()) << s.to_string();
@@ -38,16 +43,19 @@ TEST_P(Quantize, MatchesReferenceBitForBit) {
     const std::int64_t rows = 9;
     std::vector<float> x = rng.reals(std::size_t(rows * cols), -3.0f, 3.0f);
     std::fill_n(x.begin() + cols, cols, 0.0f);  // row 1: all zero (scale 0, q 0)
-    for (std::int64_t c = 0; c < cols; ++c) x[std::size_t(2 * cols + c)] = c % 2 ? 1e30f : -1e30f;  // huge
+    // huge
+    for (std::int64_t c = 0; c < cols; ++c) x[std::size_t(2 * cols + c)] = c % 2 ? 1e30f : -1e30f;
     x[std::size_t(3 * cols)] = 1e-38f;  // a denormal-adjacent magnitude
     const std::vector<float> smooth = rng.reals(std::size_t(cols), 0.25f, 4.0f);
     for (bool bf16 : {false, true}) {
       for (bool with_smooth : {false, true}) {
         for (float static_scale : {0.0f, 0.02f}) {
-          const auto want = run(reference(), x, rows, cols, bf16, with_smooth ? &smooth : nullptr, static_scale);
-          const auto got = run(target(), x, rows, cols, bf16, with_smooth ? &smooth : nullptr, static_scale);
-          ASSERT_EQ(want.q, got.q) << "cols " << cols << " bf16 " << bf16 << " smooth " << with_smooth << " static "
-                                   << static_scale;
+          const auto want =
+              run(reference(), x, rows, cols, bf16, with_smooth ? &smooth : nullptr, static_scale);
+          const auto got =
+              run(target(), x, rows, cols, bf16, with_smooth ? &smooth : nullptr, static_scale);
+          ASSERT_EQ(want.q, got.q) << "cols " << cols << " bf16 " << bf16 << " smooth "
+                                   << with_smooth << " static " << static_scale;
           ASSERT_EQ(0, std::memcmp(want.scale.data(), got.scale.data(), want.scale.size() * 4));
         }
       }
@@ -78,7 +86,8 @@ TEST_P(Quantize, NonFiniteRowsAreNamed) {
   x[5 * 32] = std::numeric_limits<float>::infinity();
   std::vector<std::int8_t> q(x.size());
   std::vector<float> scale(6);
-  const Status s = quantize(target(), TensorView(x.data(), DType::kFP32, {6, 32}), TensorView(q.data(), DType::kInt8, {6, 32}),
+  const Status s = quantize(target(), TensorView(x.data(), DType::kFP32, {6, 32}),
+                            TensorView(q.data(), DType::kInt8, {6, 32}),
                             TensorView(scale.data(), DType::kFP32, {6}));
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(s.message().find("2 row(s)"), std::string::npos) << s.message();
@@ -92,7 +101,8 @@ TEST_P(Quantize, DequantizeMatchesReference) {
   std::vector<float> scale = rng.reals(std::size_t(rows), 0.0f, 0.1f);
   for (DType dt : {DType::kFP32, DType::kBF16}) {
     std::vector<std::uint8_t> want(std::size_t(rows * cols) * dtype_size(dt)), got(want.size());
-    const TensorView qv(q.data(), DType::kInt8, {rows, cols}), sv(scale.data(), DType::kFP32, {rows});
+    const TensorView qv(q.data(), DType::kInt8, {rows, cols}),
+        sv(scale.data(), DType::kFP32, {rows});
     HP_ASSERT_OK(dequantize(reference(), qv, sv, TensorView(want.data(), dt, {rows, cols})));
     HP_ASSERT_OK(dequantize(target(), qv, sv, TensorView(got.data(), dt, {rows, cols})));
     EXPECT_EQ(want, got) << to_string(dt);
@@ -114,24 +124,31 @@ class QuantizeArguments : public ::testing::Test {
 
 TEST_F(QuantizeArguments, WrongShapesAndTypesAreNamed) {
   const TensorView x(x_.data(), DType::kFP32, {2, 4});
-  EXPECT_EQ(quantize(*t_, x, TensorView(q_.data(), DType::kInt8, {4, 2}), TensorView(s_.data(), DType::kFP32, {2})).code(),
+  EXPECT_EQ(quantize(*t_, x, TensorView(q_.data(), DType::kInt8, {4, 2}),
+                     TensorView(s_.data(), DType::kFP32, {2}))
+                .code(),
             ErrorCode::kShapeMismatch);
-  EXPECT_EQ(quantize(*t_, x, TensorView(q_.data(), DType::kUInt8, {2, 4}), TensorView(s_.data(), DType::kFP32, {2})).code(),
-            ErrorCode::kDTypeMismatch);
-  EXPECT_EQ(quantize(*t_, TensorView(x_.data(), DType::kInt32, {2, 4}), TensorView(q_.data(), DType::kInt8, {2, 4}),
+  EXPECT_EQ(quantize(*t_, x, TensorView(q_.data(), DType::kUInt8, {2, 4}),
                      TensorView(s_.data(), DType::kFP32, {2}))
                 .code(),
             ErrorCode::kDTypeMismatch);
-  EXPECT_EQ(quantize(*t_, x, TensorView(q_.data(), DType::kInt8, {2, 4}), TensorView(s_.data(), DType::kFP32, {2}),
+  EXPECT_EQ(quantize(*t_, TensorView(x_.data(), DType::kInt32, {2, 4}),
+                     TensorView(q_.data(), DType::kInt8, {2, 4}),
                      TensorView(s_.data(), DType::kFP32, {2}))
                 .code(),
-            ErrorCode::kShapeMismatch);  // smooth must have cols entries
-  EXPECT_EQ(quantize(*t_, x, TensorView(q_.data(), DType::kInt8, {2, 4}), TensorView(s_.data(), DType::kFP32, {2}), {},
-                     -1.0f)
+            ErrorCode::kDTypeMismatch);
+  EXPECT_EQ(
+      quantize(*t_, x, TensorView(q_.data(), DType::kInt8, {2, 4}),
+               TensorView(s_.data(), DType::kFP32, {2}), TensorView(s_.data(), DType::kFP32, {2}))
+          .code(),
+      ErrorCode::kShapeMismatch);  // smooth must have cols entries
+  EXPECT_EQ(quantize(*t_, x, TensorView(q_.data(), DType::kInt8, {2, 4}),
+                     TensorView(s_.data(), DType::kFP32, {2}), {}, -1.0f)
                 .code(),
             ErrorCode::kInvalidArgument);
   const std::int64_t shape[] = {2, 4}, strides[] = {1, 2};  // column-major rows
-  EXPECT_EQ(quantize(*t_, TensorView(x_.data(), DType::kFP32, shape, strides), TensorView(q_.data(), DType::kInt8, {2, 4}),
+  EXPECT_EQ(quantize(*t_, TensorView(x_.data(), DType::kFP32, shape, strides),
+                     TensorView(q_.data(), DType::kInt8, {2, 4}),
                      TensorView(s_.data(), DType::kFP32, {2}))
                 .code(),
             ErrorCode::kInvalidArgument);

@@ -44,12 +44,14 @@ TEST_P(RowSum, MatchesReferenceBitForBit) {
           const Rows rows = make_rows(rng, n, cols, in);
           const std::vector<float> w = rng.reals(std::size_t(n), 0.0f, 1.0f);
           for (bool weighted : {false, true}) {
-            const std::span<const float> ws = weighted ? std::span<const float>(w) : std::span<const float>();
+            const std::span<const float> ws =
+                weighted ? std::span<const float>(w) : std::span<const float>();
             std::vector<std::uint8_t> want(std::size_t(cols) * dtype_size(out), 0xAB), got(want);
-            HP_ASSERT_OK(row_sum(reference(), rows.ptrs, in, ws, TensorView(want.data(), out, {cols})));
+            HP_ASSERT_OK(
+                row_sum(reference(), rows.ptrs, in, ws, TensorView(want.data(), out, {cols})));
             HP_ASSERT_OK(row_sum(target(), rows.ptrs, in, ws, TensorView(got.data(), out, {cols})));
-            ASSERT_EQ(want, got) << to_string(in) << " -> " << to_string(out) << " n=" << n << " cols=" << cols
-                                 << " weighted=" << weighted;
+            ASSERT_EQ(want, got) << to_string(in) << " -> " << to_string(out) << " n=" << n
+                                 << " cols=" << cols << " weighted=" << weighted;
           }
         }
       }
@@ -63,12 +65,15 @@ TEST_P(RowSum, NextRowsChangeNothing) {
   for (DType in : {DType::kFP32, DType::kBF16}) {
     for (std::int64_t cols : {15, 2048, 7168}) {
       const Rows rows = make_rows(rng, 8, cols, in), next = make_rows(rng, 8, cols, in);
-      std::vector<const void*> odd = {nullptr, next.ptrs[0], reinterpret_cast<const void*>(std::uintptr_t(64))};
+      std::vector<const void*> odd = {nullptr, next.ptrs[0],
+                                      reinterpret_cast<const void*>(std::uintptr_t(64))};
       std::vector<float> plain(static_cast<std::size_t>(cols)), got(plain.size());
-      HP_ASSERT_OK(row_sum(target(), rows.ptrs, in, {}, TensorView(plain.data(), DType::kFP32, {cols})));
+      HP_ASSERT_OK(
+          row_sum(target(), rows.ptrs, in, {}, TensorView(plain.data(), DType::kFP32, {cols})));
       for (const auto& hint : {next.ptrs, odd}) {
         std::fill(got.begin(), got.end(), -1.0f);
-        HP_ASSERT_OK(row_sum(target(), rows.ptrs, in, {}, TensorView(got.data(), DType::kFP32, {cols}), hint));
+        HP_ASSERT_OK(row_sum(target(), rows.ptrs, in, {},
+                             TensorView(got.data(), DType::kFP32, {cols}), hint));
         ASSERT_EQ(std::memcmp(plain.data(), got.data(), plain.size() * sizeof(float)), 0)
             << to_string(in) << " cols=" << cols;
       }
@@ -81,7 +86,8 @@ TEST_P(RowSum, SpecialValuesMatchTheReference) {
   const std::int64_t cols = 128;
   std::vector<float> a(static_cast<std::size_t>(cols)), b(static_cast<std::size_t>(cols));
   for (std::int64_t c = 0; c < cols; ++c) {
-    const std::uint32_t tie = 0x3F808000u + std::uint32_t(c % 4) * 0x10000u;  // halfway between two bf16
+    // halfway between two bf16
+    const std::uint32_t tie = 0x3F808000u + std::uint32_t(c % 4) * 0x10000u;
     std::memcpy(&a[std::size_t(c)], &tie, 4);
     b[std::size_t(c)] = 0.0f;
   }
@@ -96,7 +102,8 @@ TEST_P(RowSum, SpecialValuesMatchTheReference) {
   const void* rows[2] = {a.data(), b.data()};
   for (DType out : {DType::kFP32, DType::kBF16}) {
     std::vector<std::uint8_t> want(std::size_t(cols) * dtype_size(out)), got(want.size());
-    HP_ASSERT_OK(row_sum(reference(), rows, DType::kFP32, {}, TensorView(want.data(), out, {cols})));
+    HP_ASSERT_OK(
+        row_sum(reference(), rows, DType::kFP32, {}, TensorView(want.data(), out, {cols})));
     HP_ASSERT_OK(row_sum(target(), rows, DType::kFP32, {}, TensorView(got.data(), out, {cols})));
     EXPECT_EQ(want, got) << to_string(out);
   }
@@ -111,7 +118,8 @@ TEST_P(RowSum, ComputesTheWeightedSumInOrder) {
   EXPECT_EQ(out[0], 3.0f);
   EXPECT_EQ(out[1], 6.0f);
   EXPECT_EQ(out[2], 9.0f);
-  HP_ASSERT_OK(row_sum(target(), std::span<const void* const>(), DType::kFP32, {}, TensorView(out, DType::kFP32, {3})));
+  HP_ASSERT_OK(row_sum(target(), std::span<const void* const>(), DType::kFP32, {},
+                       TensorView(out, DType::kFP32, {3})));
   EXPECT_EQ(out[0], 0.0f);  // no rows: zeros
 }
 
@@ -120,14 +128,18 @@ TEST_P(RowSum, RejectsBadArguments) {
   const void* rows[1] = {a};
   const float w[2] = {1.0f, 1.0f};
   float out[4];
-  EXPECT_EQ(row_sum(target(), rows, DType::kInt8, {}, TensorView(out, DType::kFP32, {4})).code(), ErrorCode::kDTypeMismatch);
-  EXPECT_EQ(row_sum(target(), rows, DType::kFP32, {}, TensorView(out, DType::kInt32, {4})).code(), ErrorCode::kDTypeMismatch);
-  EXPECT_EQ(row_sum(target(), rows, DType::kFP32, w, TensorView(out, DType::kFP32, {4})).code(), ErrorCode::kShapeMismatch);
+  EXPECT_EQ(row_sum(target(), rows, DType::kInt8, {}, TensorView(out, DType::kFP32, {4})).code(),
+            ErrorCode::kDTypeMismatch);
+  EXPECT_EQ(row_sum(target(), rows, DType::kFP32, {}, TensorView(out, DType::kInt32, {4})).code(),
+            ErrorCode::kDTypeMismatch);
+  EXPECT_EQ(row_sum(target(), rows, DType::kFP32, w, TensorView(out, DType::kFP32, {4})).code(),
+            ErrorCode::kShapeMismatch);
   EXPECT_EQ(row_sum(target(), rows, DType::kFP32, {}, TensorView(out, DType::kFP32, {2, 2})).code(),
             ErrorCode::kShapeMismatch);
   const void* null_rows[1] = {nullptr};
-  EXPECT_EQ(row_sum(target(), null_rows, DType::kFP32, {}, TensorView(out, DType::kFP32, {4})).code(),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(
+      row_sum(target(), null_rows, DType::kFP32, {}, TensorView(out, DType::kFP32, {4})).code(),
+      ErrorCode::kInvalidArgument);
 }
 
 HP_INSTANTIATE_FOR_TARGETS(RowSum);

@@ -15,7 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path payload_dir() { return test_dir().parent_path().parent_path() / "payload" / "hyper_parallel"; }
+fs::path payload_dir() {
+  return test_dir().parent_path().parent_path() / "payload" / "hyper_parallel";
+}
 
 struct InfoRun {
   int exit_code;
@@ -24,13 +26,15 @@ struct InfoRun {
 
 // Runs hp-kernel-info (from `slice`/bin) with an environment prefix, e.g. "HP_KERNEL_TARGET=x".
 InfoRun kernel_info(const fs::path& slice, const std::string& env) {
-  const std::string command = "env -u HP_KERNEL_TARGET " + env + " " + (slice / "bin" / "hp-kernel-info").string();
+  const std::string command =
+      "env -u HP_KERNEL_TARGET " + env + " " + (slice / "bin" / "hp-kernel-info").string();
   FILE* pipe = popen(command.c_str(), "r");
   std::string text;
   char buffer[4096];
   while (pipe && std::fgets(buffer, sizeof(buffer), pipe)) text += buffer;
   const int status = pipe ? pclose(pipe) : -1;
-  InfoRun r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, nlohmann::json::parse(text, nullptr, false)};
+  InfoRun r{WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+            nlohmann::json::parse(text, nullptr, false)};
   return r;
 }
 
@@ -48,7 +52,8 @@ TEST(Targets, EveryTargetOfThePayloadIsInstalled) {
   const std::vector<std::string> installed = installed_targets();
   for (const std::string soc : manifest.at("soc_list")) {
     if (soc == "sm_90") continue;
-    EXPECT_NE(std::find(installed.begin(), installed.end(), soc), installed.end()) << soc << " is missing";
+    EXPECT_NE(std::find(installed.begin(), installed.end(), soc), installed.end())
+        << soc << " is missing";
   }
 }
 
@@ -89,7 +94,8 @@ TEST(Targets, UnknownAndUnsupportedNamesAreErrors) {
     EXPECT_NE(s.message().find("amx_tile"), std::string::npos) << s.message();
   }
   // A library without a kernel table.
-  const Status s = load_target_library((payload_dir() / "core" / "lib" / "libhyper_parallel_common.so").string(), "", &table);
+  const Status s = load_target_library(
+      (payload_dir() / "core" / "lib" / "libhyper_parallel_common.so").string(), "", &table);
   EXPECT_EQ(s.code(), ErrorCode::kCorruptData) << s.to_string();
   EXPECT_EQ(load_target_library("/nonexistent/libx.so", "", &table).code(), ErrorCode::kNotFound);
 }
@@ -97,7 +103,8 @@ TEST(Targets, UnknownAndUnsupportedNamesAreErrors) {
 TEST(Targets, AmxPermissionIsAskedOnceAndAgreesWithCpuid) {
   std::vector<std::thread> threads;
   std::vector<ErrorCode> codes(4);
-  for (int i = 0; i < 4; ++i) threads.emplace_back([&codes, i] { codes[std::size_t(i)] = request_amx_permission().code(); });
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&codes, i] { codes[std::size_t(i)] = request_amx_permission().code(); });
   for (auto& t : threads) t.join();
   for (ErrorCode c : codes) EXPECT_EQ(c, codes[0]);
   if (cpu_features().amx_tile) {
@@ -113,7 +120,8 @@ TEST(Targets, OverrideForcesATarget) {
     const InfoRun r = kernel_info(slice, "HP_KERNEL_TARGET=" + name);
     if (cpu_supports(name, cpu_features())) {
       EXPECT_EQ(r.exit_code, 0) << r.out.dump();
-      EXPECT_EQ(r.out.value("selected", nlohmann::json()).dump(), "\"" + name + "\"") << r.out.dump();
+      EXPECT_EQ(r.out.value("selected", nlohmann::json()).dump(), "\"" + name + "\"")
+          << r.out.dump();
     } else {
       EXPECT_EQ(r.exit_code, 1) << r.out.dump();
       EXPECT_EQ(r.out["error"]["code"], "ISA_UNSUPPORTED") << r.out.dump();
@@ -136,14 +144,16 @@ TEST(Targets, AVendorWithoutARunnableTargetIsIsaUnsupported) {
     if (!cpu_supports(name, cpu_features())) unrunnable.push_back(name);
   }
   if (unrunnable.empty()) GTEST_SKIP() << "this CPU runs every installed target";
-  const fs::path root = fs::temp_directory_path() / ("hp-kernels-vendor-" + std::to_string(getpid()));
+  const fs::path root =
+      fs::temp_directory_path() / ("hp-kernels-vendor-" + std::to_string(getpid()));
   fs::remove_all(root);
   const fs::path slice = root / "hyper_parallel" / "multicore", from = payload_dir() / "multicore";
   fs::create_directories(slice / "bin");
   fs::create_directories(slice / "lib" / "kernels");
   fs::create_symlink(payload_dir() / "core", root / "hyper_parallel" / "core");
   fs::copy_file(from / "bin" / "hp-kernel-info", slice / "bin" / "hp-kernel-info");
-  fs::copy_file(from / "lib" / "libhyper_parallel_kernels.so", slice / "lib" / "libhyper_parallel_kernels.so");
+  fs::copy_file(from / "lib" / "libhyper_parallel_kernels.so",
+                slice / "lib" / "libhyper_parallel_kernels.so");
   for (const std::string& name : unrunnable) {
     const std::string file = "libhyper_parallel_kernels_" + name + ".so";
     fs::copy_file(from / "lib" / "kernels" / file, slice / "lib" / "kernels" / file);

@@ -16,8 +16,8 @@ struct Weights {
   std::vector<float> s1, s2;        // [E, 2I], [E, H]
 };
 
-inline Weights make_weights(std::int64_t hidden, std::int64_t inter, std::int64_t experts, std::uint32_t seed = 77,
-                            int limit = 127) {
+inline Weights make_weights(std::int64_t hidden, std::int64_t inter, std::int64_t experts,
+                            std::uint32_t seed = 77, int limit = 127) {
   Weights w;
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> q(-limit - (limit == 7 ? 1 : 0), limit);
@@ -27,8 +27,10 @@ inline Weights make_weights(std::int64_t hidden, std::int64_t inter, std::int64_
   for (auto& v : w.w2) v = std::int8_t(q(rng));
   w.s1.resize(std::size_t(experts * 2 * inter));
   w.s2.resize(std::size_t(experts * hidden));
-  for (auto& v : w.s1) v = (0.5f + float(rng() % 100) / 100.0f) / (float(limit) * std::sqrt(float(hidden)));
-  for (auto& v : w.s2) v = (0.5f + float(rng() % 100) / 100.0f) / (float(limit) * std::sqrt(float(inter)));
+  for (auto& v : w.s1)
+    v = (0.5f + float(rng() % 100) / 100.0f) / (float(limit) * std::sqrt(float(hidden)));
+  for (auto& v : w.s2)
+    v = (0.5f + float(rng() % 100) / 100.0f) / (float(limit) * std::sqrt(float(inter)));
   return w;
 }
 

@@ -17,10 +17,10 @@ enum class Routing { kUniform, kAllToExpert0, kSomeRanksEmpty };
 
 struct Inputs {
   std::int64_t tokens = 0;
-  std::vector<float> x;             // [T, H], small dyadic values: sums below are exact
-  std::vector<std::int64_t> idx;    // [T, K]
-  std::vector<float> weights;       // [T, K], dyadic, summing to 1 over a token's valid slots
-  std::vector<std::uint8_t> active; // [T]
+  std::vector<float> x;              // [T, H], small dyadic values: sums below are exact
+  std::vector<std::int64_t> idx;     // [T, K]
+  std::vector<float> weights;        // [T, K], dyadic, summing to 1 over a token's valid slots
+  std::vector<std::uint8_t> active;  // [T]
 };
 
 struct Case {
@@ -30,14 +30,16 @@ struct Case {
   std::uint32_t seed = 1;
   int vector_cores = 0;  // > 0: dispatch and combine split their work over a chip's vector cores
   double capacity_factor = 0.0;  // BufferConfig's
-  bool zero_copy = false;  // BufferConfig::zero_copy_combine: combine reads the expert rows in place
+  // BufferConfig::zero_copy_combine: combine reads the expert rows in place
+  bool zero_copy = false;
   DispatchPath path = DispatchPath::kAuto;  // BufferConfig::dispatch_path
 };
 
 inline Inputs make_inputs(const Case& c, int rank, int ranks) {
   Inputs in;
   std::mt19937 rng(c.seed * 7919u + std::uint32_t(rank));
-  in.tokens = c.routing == Routing::kSomeRanksEmpty && rank % 2 == 1 ? 0 : c.tokens + rank;  // T differs by rank
+  // T differs by rank
+  in.tokens = c.routing == Routing::kSomeRanksEmpty && rank % 2 == 1 ? 0 : c.tokens + rank;
   in.x.resize(std::size_t(in.tokens * c.hidden));
   for (auto& v : in.x) v = float(int(rng() % 129) - 64) / 8.0f;
   in.idx.assign(std::size_t(in.tokens * c.topk), -1);
@@ -50,7 +52,8 @@ inline Inputs make_inputs(const Case& c, int rank, int ranks) {
       chosen.push_back(0);
     } else {
       while (std::int64_t(chosen.size()) < c.topk) {
-        const std::int64_t e = std::int64_t(rng() % std::uint32_t(c.experts + 1)) - 1;  // -1 sometimes
+        // -1 sometimes
+        const std::int64_t e = std::int64_t(rng() % std::uint32_t(c.experts + 1)) - 1;
         if (e >= 0 && std::find(chosen.begin(), chosen.end(), e) != chosen.end()) continue;
         chosen.push_back(e);
       }
@@ -89,16 +92,21 @@ inline bool all_mapped() {
 
 // A buffer for case c (lossless, fp32), on every rank.
 inline Status make_case_buffer(const Case& c, CommKind comm, std::unique_ptr<Buffer>* buffer) {
-  return Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + hp::shmem::n_pes(),
-                         .num_experts = c.experts, .topk = c.topk, .comm = comm},
+  return Buffer::create({.hidden = c.hidden,
+                         .max_tokens_per_rank = c.tokens + hp::shmem::n_pes(),
+                         .num_experts = c.experts,
+                         .topk = c.topk,
+                         .comm = comm},
                         buffer);
 }
 
 // Views of a rank's fp32 inputs as dispatch arguments.
 inline DispatchArgs input_args(const Inputs& in, const Case& c) {
   return {.x = TensorView(const_cast<float*>(in.x.data()), DType::kFP32, {in.tokens, c.hidden}),
-          .topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {in.tokens, c.topk}),
-          .topk_weights = TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {in.tokens, c.topk})};
+          .topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64,
+                                 {in.tokens, c.topk}),
+          .topk_weights =
+              TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {in.tokens, c.topk})};
 }
 
 // The small batch of the error tests: 4 tokens of H = 16, top-2 of 2 x R experts, all on
@@ -109,7 +117,11 @@ struct SmallBatch {
 
   // The buffer such batches fit: H = 16, up to 8 tokens, top-2 of 2 experts per rank.
   static BufferConfig config(CommKind comm) {
-    return {.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * hp::shmem::n_pes(), .topk = 2, .comm = comm};
+    return {.hidden = 16,
+            .max_tokens_per_rank = 8,
+            .num_experts = 2 * hp::shmem::n_pes(),
+            .topk = 2,
+            .comm = comm};
   }
 
   DispatchArgs args() {

@@ -24,15 +24,15 @@
 namespace hp::moe {
 namespace {
 
-using hp::shmem::testing::run_scenario;
 using hp::moe::testing::all_mapped;
 using hp::moe::testing::Case;
+using hp::moe::testing::input_args;
 using hp::moe::testing::Inputs;
+using hp::moe::testing::make_case_buffer;
 using hp::moe::testing::make_inputs;
 using hp::moe::testing::Routing;
 using hp::moe::testing::SmallBatch;
-using hp::moe::testing::input_args;
-using hp::moe::testing::make_case_buffer;
+using hp::shmem::testing::run_scenario;
 
 // One expected received row: the source and token, its local expert and weight.
 struct Expected {
@@ -52,7 +52,8 @@ std::vector<std::vector<Expected>> expected_rows(const Case& c, int me, int rank
       for (std::int64_t k = 0; k < c.topk; ++k) {
         const std::int64_t e = in.idx[std::size_t(t * c.topk + k)];
         if (e / per_rank != me || e < 0) continue;
-        rows[std::size_t(e % per_rank)].push_back({s, t, e, in.weights[std::size_t(t * c.topk + k)]});
+        rows[std::size_t(e % per_rank)].push_back(
+            {s, t, e, in.weights[std::size_t(t * c.topk + k)]});
       }
     }
   }
@@ -62,15 +63,15 @@ std::vector<std::vector<Expected>> expected_rows(const Case& c, int me, int rank
 // y [T, H] is exactly factor(t) x in.x for every token; the first mismatch is a failure named
 // with `what` (false).
 template <typename Factor>
-bool y_is_scaled_x(const std::vector<float>& y, const Inputs& in, std::int64_t hidden, Factor factor,
-                   const std::string& what) {
+bool y_is_scaled_x(const std::vector<float>& y, const Inputs& in, std::int64_t hidden,
+                   Factor factor, const std::string& what) {
   for (std::int64_t t = 0; t < in.tokens; ++t) {
     const float f = factor(t);
     for (std::int64_t j = 0; j < hidden; ++j) {
       const float want = f * in.x[std::size_t(t * hidden + j)];
       if (y[std::size_t(t * hidden + j)] != want) {
-        ADD_FAILURE() << what << " y[" << t << "][" << j << "] = " << y[std::size_t(t * hidden + j)] << ", expected "
-                      << want;
+        ADD_FAILURE() << what << " y[" << t << "][" << j << "] = " << y[std::size_t(t * hidden + j)]
+                      << ", expected " << want;
         return false;
       }
     }
@@ -80,8 +81,9 @@ bool y_is_scaled_x(const std::vector<float>& y, const Inputs& in, std::int64_t h
 
 // r holds exactly the rows rank `me` must receive of every rank's inputs (`every`), grouped by
 // local expert (padded to `alignment`), quantised or in x_dtype as dispatched.
-Status expect_received_rows(const Case& c, const std::vector<Inputs>& every, const DispatchResult& r, Quant quant,
-                            DType x_dtype, std::int64_t alignment) {
+Status expect_received_rows(const Case& c, const std::vector<Inputs>& every,
+                            const DispatchResult& r, Quant quant, DType x_dtype,
+                            std::int64_t alignment) {
   const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
   const auto expected = expected_rows(c, me, ranks);
   const hp::kernels::KernelTable* table = nullptr;
@@ -106,27 +108,34 @@ Status expect_received_rows(const Case& c, const std::vector<Inputs>& every, con
         float scale = 0;
         std::vector<float> x_row(xs, xs + c.hidden);
         std::vector<std::uint16_t> x_row_bf16(std::size_t(c.hidden));
-        for (std::int64_t j = 0; j < c.hidden; ++j) x_row_bf16[std::size_t(j)] = float_to_bf16(x_row[std::size_t(j)]);
+        for (std::int64_t j = 0; j < c.hidden; ++j)
+          x_row_bf16[std::size_t(j)] = float_to_bf16(x_row[std::size_t(j)]);
         HP_EXPECT_OK(hp::kernels::quantize(
             *table,
             x_dtype == DType::kBF16 ? TensorView(x_row_bf16.data(), DType::kBF16, {1, c.hidden})
                                     : TensorView(x_row.data(), DType::kFP32, {1, c.hidden}),
-            TensorView(q.data(), DType::kInt8, {1, c.hidden}), TensorView(&scale, DType::kFP32, {1})));
-        EXPECT_EQ(std::memcmp(r.x_bytes.data() + row * c.hidden, q.data(), q.size()), 0) << "row " << row;
+            TensorView(q.data(), DType::kInt8, {1, c.hidden}),
+            TensorView(&scale, DType::kFP32, {1})));
+        EXPECT_EQ(std::memcmp(r.x_bytes.data() + row * c.hidden, q.data(), q.size()), 0)
+            << "row " << row;
         EXPECT_EQ(r.x_scale[std::size_t(row)], scale);
       } else {
         for (std::int64_t j = 0; j < c.hidden; ++j) {
-          const float got = x_dtype == DType::kBF16
-                                ? bf16_to_float(reinterpret_cast<const std::uint16_t*>(r.x_bytes.data())[row * c.hidden + j])
-                                : reinterpret_cast<const float*>(r.x_bytes.data())[row * c.hidden + j];
+          const float got =
+              x_dtype == DType::kBF16
+                  ? bf16_to_float(reinterpret_cast<const std::uint16_t*>(
+                        r.x_bytes.data())[row * c.hidden + j])
+                  : reinterpret_cast<const float*>(r.x_bytes.data())[row * c.hidden + j];
           if (got != xs[j]) {
-            ADD_FAILURE() << "rank " << me << " row " << row << " col " << j << ": " << got << " vs " << xs[j];
+            ADD_FAILURE() << "rank " << me << " row " << row << " col " << j << ": " << got
+                          << " vs " << xs[j];
             return Status::ok();
           }
         }
       }
     }
-    for (std::int64_t row = first + std::int64_t(expected[le].size()); row < r.expert_offsets[le + 1]; ++row) {
+    for (std::int64_t row = first + std::int64_t(expected[le].size());
+         row < r.expert_offsets[le + 1]; ++row) {
       EXPECT_EQ(r.handle.row_src_rank[std::size_t(row)], -1);  // pad rows
     }
   }
@@ -134,17 +143,24 @@ Status expect_received_rows(const Case& c, const std::vector<Inputs>& every, con
 }
 
 // Runs one dispatch + combine with `comm` and checks everything against the reference.
-Status check_round_trip(const Case& c, CommKind comm, Quant quant, DType x_dtype, std::int64_t alignment) {
+Status check_round_trip(const Case& c, CommKind comm, Quant quant, DType x_dtype,
+                        std::int64_t alignment) {
   const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
   std::unique_ptr<hp::platform::Chip> chip;
-  if (c.vector_cores > 0) HP_EXPECT_OK(hp::platform::Chip::create({.num_cube = 1, .num_vector = c.vector_cores}, &chip));
+  if (c.vector_cores > 0)
+    HP_EXPECT_OK(hp::platform::Chip::create({.num_cube = 1, .num_vector = c.vector_cores}, &chip));
   std::unique_ptr<Buffer> buffer;
   // bf16 runs combine bf16 rows: their return rows are made 2 bytes wide.
-  const Status created = Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
-                                         .num_experts = c.experts, .topk = c.topk,
-                                         .combine_element_bytes = x_dtype == DType::kBF16 ? 2 : 4, .comm = comm,
-                                         .capacity_factor = c.capacity_factor, .chip = chip.get(),
-                                         .zero_copy_combine = c.zero_copy, .dispatch_path = c.path},
+  const Status created = Buffer::create({.hidden = c.hidden,
+                                         .max_tokens_per_rank = c.tokens + ranks,
+                                         .num_experts = c.experts,
+                                         .topk = c.topk,
+                                         .combine_element_bytes = x_dtype == DType::kBF16 ? 2 : 4,
+                                         .comm = comm,
+                                         .capacity_factor = c.capacity_factor,
+                                         .chip = chip.get(),
+                                         .zero_copy_combine = c.zero_copy,
+                                         .dispatch_path = c.path},
                                         &buffer);
   if ((comm == CommKind::kWindow || c.path == DispatchPath::kPull) && !all_mapped()) {
     // Not every rank maps every peer's heap (the mpi transport): the window context and the
@@ -193,17 +209,20 @@ Status check_round_trip(const Case& c, CommKind comm, Quant quant, DType x_dtype
   std::vector<std::uint16_t> out_bf16(out.size());
   for (std::size_t i = 0; i < out.size(); ++i) out_bf16[i] = float_to_bf16(out[i]);
   std::vector<float> y(std::size_t(in.tokens * c.hidden), -1.0f);
-  TensorView expert_out = x_dtype == DType::kBF16 ? TensorView(out_bf16.data(), DType::kBF16, {r.rows, c.hidden})
-                                                  : TensorView(out.data(), DType::kFP32, {r.rows, c.hidden});
+  TensorView expert_out = x_dtype == DType::kBF16
+                              ? TensorView(out_bf16.data(), DType::kBF16, {r.rows, c.hidden})
+                              : TensorView(out.data(), DType::kFP32, {r.rows, c.hidden});
   if (c.zero_copy) {  // the same rows, written where combine reads them in place
     TensorView rows;
     HP_EXPECT_OK(buffer->combine_buffer(r.handle, &rows));
     EXPECT_EQ(rows.dtype(), expert_out.dtype());
     EXPECT_EQ(rows.dim(0), r.rows);
-    std::memcpy(rows.data(), expert_out.data(), std::size_t(r.rows * c.hidden) * expert_out.element_size());
+    std::memcpy(rows.data(), expert_out.data(),
+                std::size_t(r.rows * c.hidden) * expert_out.element_size());
     expert_out = rows;
   }
-  HP_EXPECT_OK(buffer->combine(expert_out, r.handle, TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden}),
+  HP_EXPECT_OK(buffer->combine(expert_out, r.handle,
+                               TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden}),
                                TensorView(r.topk_weights.data(), DType::kFP32, {r.rows})));
   for (std::int64_t t = 0; t < in.tokens; ++t) {
     for (std::int64_t j = 0; j < c.hidden; ++j) {
@@ -212,16 +231,18 @@ Status check_round_trip(const Case& c, CommKind comm, Quant quant, DType x_dtype
         for (std::int64_t k = 0; k < c.topk; ++k) {
           const std::int64_t e = in.idx[std::size_t(t * c.topk + k)];
           if (e < 0) continue;
-          const double xe = x_dtype == DType::kBF16 ? double(bf16_to_float(float_to_bf16(float(e + 1) * in.x[std::size_t(t * c.hidden + j)])))
-                                                    : double(e + 1) * in.x[std::size_t(t * c.hidden + j)];
+          const double xe = x_dtype == DType::kBF16
+                                ? double(bf16_to_float(float_to_bf16(
+                                      float(e + 1) * in.x[std::size_t(t * c.hidden + j)])))
+                                : double(e + 1) * in.x[std::size_t(t * c.hidden + j)];
           want += double(in.weights[std::size_t(t * c.topk + k)]) * xe;
         }
       }
       // fp32: exact (dyadic weights, few-bit values). bf16: partial rows are rounded once.
       const double tol = x_dtype == DType::kBF16 ? 1e-2 * (std::fabs(want) + 1) : 0.0;
       if (std::fabs(double(y[std::size_t(t * c.hidden + j)]) - want) > tol) {
-        ADD_FAILURE() << "rank " << me << " y[" << t << "][" << j << "] = " << y[std::size_t(t * c.hidden + j)]
-                      << ", expected " << want;
+        ADD_FAILURE() << "rank " << me << " y[" << t << "][" << j
+                      << "] = " << y[std::size_t(t * c.hidden + j)] << ", expected " << want;
         return Status::ok();
       }
     }
@@ -235,27 +256,32 @@ TEST_P(DispatchCombine, UniformFp32) {
   run_scenario([&] { return check_round_trip(Case{}, GetParam(), Quant::kNone, DType::kFP32, 1); });
 }
 TEST_P(DispatchCombine, UniformBf16Aligned) {
-  run_scenario([&] { return check_round_trip(Case{.seed = 2}, GetParam(), Quant::kNone, DType::kBF16, 16); });
+  run_scenario([&] {
+    return check_round_trip(Case{.seed = 2}, GetParam(), Quant::kNone, DType::kBF16, 16);
+  });
 }
 TEST_P(DispatchCombine, QuantisedInt8) {
-  run_scenario([&] { return check_round_trip(Case{.seed = 3}, GetParam(), Quant::kDynamicInt8, DType::kFP32, 1); });
+  run_scenario([&] {
+    return check_round_trip(Case{.seed = 3}, GetParam(), Quant::kDynamicInt8, DType::kFP32, 1);
+  });
 }
 TEST_P(DispatchCombine, AllTokensToExpertZero) {
   run_scenario([&] {
-    return check_round_trip(Case{.routing = Routing::kAllToExpert0, .seed = 4}, GetParam(), Quant::kNone,
-                            DType::kFP32, 1);
+    return check_round_trip(Case{.routing = Routing::kAllToExpert0, .seed = 4}, GetParam(),
+                            Quant::kNone, DType::kFP32, 1);
   });
 }
 TEST_P(DispatchCombine, EmptyRanksAndMask) {
   run_scenario([&] {
-    return check_round_trip(Case{.routing = Routing::kSomeRanksEmpty, .masked = true, .seed = 5}, GetParam(),
-                            Quant::kDynamicInt8, DType::kBF16, 4);
+    return check_round_trip(Case{.routing = Routing::kSomeRanksEmpty, .masked = true, .seed = 5},
+                            GetParam(), Quant::kDynamicInt8, DType::kBF16, 4);
   });
 }
 TEST_P(DispatchCombine, RepeatedCallsOnOneBuffer) {
   run_scenario([&]() -> Status {
     for (std::uint32_t seed = 10; seed < 14; ++seed) {
-      HP_RETURN_IF_ERROR(check_round_trip(Case{.tokens = 7, .seed = seed}, GetParam(), Quant::kNone, DType::kFP32, 1));
+      HP_RETURN_IF_ERROR(check_round_trip(Case{.tokens = 7, .seed = seed}, GetParam(), Quant::kNone,
+                                          DType::kFP32, 1));
     }
     return Status::ok();
   });
@@ -266,17 +292,21 @@ TEST_P(DispatchCombine, RepeatedCallsOnOneBuffer) {
 TEST_P(DispatchCombine, PushAndPullPaths) {
   run_scenario([&]() -> Status {
     for (DispatchPath path : {DispatchPath::kPush, DispatchPath::kPull}) {
-      HP_RETURN_IF_ERROR(check_round_trip(Case{.path = path}, GetParam(), Quant::kNone, DType::kFP32, 1));
-      HP_RETURN_IF_ERROR(check_round_trip(Case{.seed = 2, .path = path}, GetParam(), Quant::kNone, DType::kBF16, 16));
       HP_RETURN_IF_ERROR(
-          check_round_trip(Case{.seed = 3, .path = path}, GetParam(), Quant::kDynamicInt8, DType::kBF16, 1));
-      HP_RETURN_IF_ERROR(check_round_trip(Case{.routing = Routing::kAllToExpert0, .seed = 4, .path = path},
-                                          GetParam(), Quant::kNone, DType::kFP32, 4));
+          check_round_trip(Case{.path = path}, GetParam(), Quant::kNone, DType::kFP32, 1));
+      HP_RETURN_IF_ERROR(check_round_trip(Case{.seed = 2, .path = path}, GetParam(), Quant::kNone,
+                                          DType::kBF16, 16));
+      HP_RETURN_IF_ERROR(check_round_trip(Case{.seed = 3, .path = path}, GetParam(),
+                                          Quant::kDynamicInt8, DType::kBF16, 1));
+      HP_RETURN_IF_ERROR(
+          check_round_trip(Case{.routing = Routing::kAllToExpert0, .seed = 4, .path = path},
+                           GetParam(), Quant::kNone, DType::kFP32, 4));
       HP_RETURN_IF_ERROR(check_round_trip(
-          Case{.routing = Routing::kSomeRanksEmpty, .masked = true, .seed = 5, .path = path}, GetParam(),
-          Quant::kDynamicInt8, DType::kFP32, 1));
-      HP_RETURN_IF_ERROR(check_round_trip(Case{.seed = 6, .vector_cores = 2, .zero_copy = true, .path = path},
-                                          GetParam(), Quant::kDynamicInt8, DType::kFP32, 1));
+          Case{.routing = Routing::kSomeRanksEmpty, .masked = true, .seed = 5, .path = path},
+          GetParam(), Quant::kDynamicInt8, DType::kFP32, 1));
+      HP_RETURN_IF_ERROR(
+          check_round_trip(Case{.seed = 6, .vector_cores = 2, .zero_copy = true, .path = path},
+                           GetParam(), Quant::kDynamicInt8, DType::kFP32, 1));
     }
     return Status::ok();
   });
@@ -291,12 +321,17 @@ TEST_P(DispatchCombine, BufferLargerThanTheHeapFailsEveryRank) {
       if (path == DispatchPath::kPull && !all_mapped()) continue;
       // zero_copy_combine: no return rows in the window, so the records or the send window fail.
       std::unique_ptr<Buffer> buffer;
-      const Status s = Buffer::create({.hidden = 4096, .max_tokens_per_rank = 1 << 20,
-                                       .num_experts = 2 * hp::shmem::n_pes(), .topk = 2, .comm = GetParam(),
-                                       .zero_copy_combine = true, .dispatch_path = path},
+      const Status s = Buffer::create({.hidden = 4096,
+                                       .max_tokens_per_rank = 1 << 20,
+                                       .num_experts = 2 * hp::shmem::n_pes(),
+                                       .topk = 2,
+                                       .comm = GetParam(),
+                                       .zero_copy_combine = true,
+                                       .dispatch_path = path},
                                       &buffer);
       EXPECT_EQ(s.code(), ErrorCode::kOutOfMemory) << s.to_string();
-      EXPECT_NE(s.message().find(path == DispatchPath::kPull ? "send window" : "records"), std::string::npos)
+      EXPECT_NE(s.message().find(path == DispatchPath::kPull ? "send window" : "records"),
+                std::string::npos)
           << s.to_string();
       EXPECT_NE(s.message().find("HP_SHMEM_HEAP_SIZE"), std::string::npos) << s.to_string();
       EXPECT_EQ(buffer, nullptr);
@@ -334,8 +369,11 @@ TEST_P(DispatchCombine, BackToBackDispatchesWithASlowRank) {
       if (path == DispatchPath::kPull && !all_mapped()) continue;
       const Case base{.path = path};
       std::unique_ptr<Buffer> buffer;
-      HP_RETURN_IF_ERROR(Buffer::create({.hidden = base.hidden, .max_tokens_per_rank = base.tokens + ranks,
-                                         .num_experts = base.experts, .topk = base.topk, .comm = GetParam(),
+      HP_RETURN_IF_ERROR(Buffer::create({.hidden = base.hidden,
+                                         .max_tokens_per_rank = base.tokens + ranks,
+                                         .num_experts = base.experts,
+                                         .topk = base.topk,
+                                         .comm = GetParam(),
                                          .dispatch_path = path},
                                         &buffer));
       for (std::uint32_t seed = 50; seed < 54; ++seed) {
@@ -352,15 +390,15 @@ TEST_P(DispatchCombine, BackToBackDispatchesWithASlowRank) {
         r.topk_weights.resize(std::size_t(r.rows));
         r.expert_offsets = r.handle.expert_offsets;
         r.tokens_per_expert = r.handle.tokens_per_expert;
-        HP_EXPECT_OK(buffer->dispatch_data(args, &r.handle,
-                                           {.x = r.x(), .topk_weights = TensorView(r.topk_weights.data(), DType::kFP32,
-                                                                                   {r.rows})},
-                                           [&](std::int64_t local_expert) {
-                                             if (me == 1 && local_expert == 0) {
-                                               std::this_thread::sleep_for(std::chrono::milliseconds(30));
-                                             }
-                                             return Status::ok();
-                                           }));
+        HP_EXPECT_OK(buffer->dispatch_data(
+            args, &r.handle,
+            {.x = r.x(), .topk_weights = TensorView(r.topk_weights.data(), DType::kFP32, {r.rows})},
+            [&](std::int64_t local_expert) {
+              if (me == 1 && local_expert == 0) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(30));
+              }
+              return Status::ok();
+            }));
         HP_RETURN_IF_ERROR(expect_received_rows(c, every, r, Quant::kNone, DType::kFP32, 1));
       }
       HP_RETURN_IF_ERROR(buffer->destroy());
@@ -373,12 +411,13 @@ TEST_P(DispatchCombine, BackToBackDispatchesWithASlowRank) {
 // fewer than cores on some ranks).
 TEST_P(DispatchCombine, OnVectorCores) {
   run_scenario([&]() -> Status {
-    HP_RETURN_IF_ERROR(check_round_trip(Case{.seed = 20, .vector_cores = 2}, GetParam(), Quant::kDynamicInt8,
-                                        DType::kBF16, 4));
-    HP_RETURN_IF_ERROR(check_round_trip(Case{.tokens = 1, .seed = 21, .vector_cores = 2}, GetParam(), Quant::kNone,
-                                        DType::kFP32, 1));
-    return check_round_trip(Case{.routing = Routing::kSomeRanksEmpty, .masked = true, .seed = 22, .vector_cores = 1},
-                            GetParam(), Quant::kNone, DType::kFP32, 1);
+    HP_RETURN_IF_ERROR(check_round_trip(Case{.seed = 20, .vector_cores = 2}, GetParam(),
+                                        Quant::kDynamicInt8, DType::kBF16, 4));
+    HP_RETURN_IF_ERROR(check_round_trip(Case{.tokens = 1, .seed = 21, .vector_cores = 2},
+                                        GetParam(), Quant::kNone, DType::kFP32, 1));
+    return check_round_trip(
+        Case{.routing = Routing::kSomeRanksEmpty, .masked = true, .seed = 22, .vector_cores = 1},
+        GetParam(), Quant::kNone, DType::kFP32, 1);
   });
 }
 
@@ -388,16 +427,20 @@ TEST_P(DispatchCombine, OnVectorCores) {
 TEST_P(DispatchCombine, ZeroCopyCombine) {
   run_scenario([&]() -> Status {
     const CommKind comm = GetParam();
-    HP_RETURN_IF_ERROR(check_round_trip(Case{.zero_copy = true}, comm, Quant::kNone, DType::kFP32, 1));
-    HP_RETURN_IF_ERROR(check_round_trip(Case{.seed = 2, .zero_copy = true}, comm, Quant::kNone, DType::kBF16, 16));
-    HP_RETURN_IF_ERROR(check_round_trip(Case{.seed = 3, .zero_copy = true}, comm, Quant::kDynamicInt8, DType::kFP32, 1));
-    HP_RETURN_IF_ERROR(check_round_trip(Case{.routing = Routing::kAllToExpert0, .seed = 4, .zero_copy = true}, comm,
-                                        Quant::kNone, DType::kFP32, 1));
+    HP_RETURN_IF_ERROR(
+        check_round_trip(Case{.zero_copy = true}, comm, Quant::kNone, DType::kFP32, 1));
+    HP_RETURN_IF_ERROR(
+        check_round_trip(Case{.seed = 2, .zero_copy = true}, comm, Quant::kNone, DType::kBF16, 16));
+    HP_RETURN_IF_ERROR(check_round_trip(Case{.seed = 3, .zero_copy = true}, comm,
+                                        Quant::kDynamicInt8, DType::kFP32, 1));
+    HP_RETURN_IF_ERROR(
+        check_round_trip(Case{.routing = Routing::kAllToExpert0, .seed = 4, .zero_copy = true},
+                         comm, Quant::kNone, DType::kFP32, 1));
     HP_RETURN_IF_ERROR(check_round_trip(
-        Case{.routing = Routing::kSomeRanksEmpty, .masked = true, .seed = 5, .zero_copy = true}, comm,
-        Quant::kDynamicInt8, DType::kBF16, 4));
-    return check_round_trip(Case{.seed = 20, .vector_cores = 2, .zero_copy = true}, comm, Quant::kDynamicInt8,
-                            DType::kBF16, 4);
+        Case{.routing = Routing::kSomeRanksEmpty, .masked = true, .seed = 5, .zero_copy = true},
+        comm, Quant::kDynamicInt8, DType::kBF16, 4));
+    return check_round_trip(Case{.seed = 20, .vector_cores = 2, .zero_copy = true}, comm,
+                            Quant::kDynamicInt8, DType::kBF16, 4);
   });
 }
 
@@ -410,11 +453,15 @@ TEST_P(DispatchCombine, ZeroCopyCombineOverManyCalls) {
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     std::unique_ptr<Buffer> buffer;
     const Case base{.zero_copy = true};
-    HP_RETURN_IF_ERROR(Buffer::create({.hidden = base.hidden, .max_tokens_per_rank = base.tokens + ranks,
-                                       .num_experts = base.experts, .topk = base.topk, .comm = GetParam(),
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = base.hidden,
+                                       .max_tokens_per_rank = base.tokens + ranks,
+                                       .num_experts = base.experts,
+                                       .topk = base.topk,
+                                       .comm = GetParam(),
                                        .zero_copy_combine = true},
                                       &buffer));
-    const Routing routings[] = {Routing::kUniform, Routing::kAllToExpert0, Routing::kUniform, Routing::kSomeRanksEmpty};
+    const Routing routings[] = {Routing::kUniform, Routing::kAllToExpert0, Routing::kUniform,
+                                Routing::kSomeRanksEmpty};
     DispatchResult r;
     for (std::uint32_t round = 0; round < 4; ++round) {
       Case c = base;
@@ -431,17 +478,19 @@ TEST_P(DispatchCombine, ZeroCopyCombineOverManyCalls) {
         auto* dst = static_cast<float*>(rows.data());
         for (std::int64_t i = 0; i < r.rows * c.hidden; ++i) dst[i] = float(pass + 1) * x_rows[i];
         std::vector<float> y(in.x.size(), -1.0f);
-        HP_RETURN_IF_ERROR(buffer->combine(rows, r.handle, TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden}),
-                                           TensorView(r.topk_weights.data(), DType::kFP32, {r.rows}), pass == 0));
+        HP_RETURN_IF_ERROR(buffer->combine(
+            rows, r.handle, TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden}),
+            TensorView(r.topk_weights.data(), DType::kFP32, {r.rows}), pass == 0));
         const auto factor = [&](std::int64_t t) {
           float weight = 0;  // unweighted: the number of experts the token went to
           for (std::int64_t k = 0; k < c.topk; ++k) {
-            if (in.idx[std::size_t(t * c.topk + k)] >= 0) weight += pass == 0 ? in.weights[std::size_t(t * c.topk + k)] : 1.0f;
+            if (in.idx[std::size_t(t * c.topk + k)] >= 0)
+              weight += pass == 0 ? in.weights[std::size_t(t * c.topk + k)] : 1.0f;
           }
           return float(pass + 1) * weight;
         };
-        const std::string what = "rank " + std::to_string(me) + " round " + std::to_string(round) + " pass " +
-                                 std::to_string(pass);
+        const std::string what = "rank " + std::to_string(me) + " round " + std::to_string(round) +
+                                 " pass " + std::to_string(pass);
         if (!y_is_scaled_x(y, in, c.hidden, factor, what)) return Status::ok();
       }
     }
@@ -458,8 +507,12 @@ TEST_P(DispatchCombine, ZeroCopyTwoCombinesOfTheSameRows) {
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     const std::int64_t hidden = 256, tokens = me == 0 ? 2048 : 1, experts = 2 * ranks;
     std::unique_ptr<Buffer> buffer;
-    HP_RETURN_IF_ERROR(Buffer::create({.hidden = hidden, .max_tokens_per_rank = 2048, .num_experts = experts,
-                                       .topk = 2, .comm = GetParam(), .zero_copy_combine = true},
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = hidden,
+                                       .max_tokens_per_rank = 2048,
+                                       .num_experts = experts,
+                                       .topk = 2,
+                                       .comm = GetParam(),
+                                       .zero_copy_combine = true},
                                       &buffer));
     std::vector<float> x(std::size_t(tokens * hidden)), w(std::size_t(tokens * 2), 0.5f);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 13) - 6);
@@ -469,23 +522,25 @@ TEST_P(DispatchCombine, ZeroCopyTwoCombinesOfTheSameRows) {
       idx[std::size_t(2 * t + 1)] = (t + 1) % experts;
     }
     DispatchResult r;
-    HP_RETURN_IF_ERROR(buffer->dispatch({.x = TensorView(x.data(), DType::kFP32, {tokens, hidden}),
-                                         .topk_idx = TensorView(idx.data(), DType::kInt64, {tokens, 2}),
-                                         .topk_weights = TensorView(w.data(), DType::kFP32, {tokens, 2})},
-                                        &r));
+    HP_RETURN_IF_ERROR(
+        buffer->dispatch({.x = TensorView(x.data(), DType::kFP32, {tokens, hidden}),
+                          .topk_idx = TensorView(idx.data(), DType::kInt64, {tokens, 2}),
+                          .topk_weights = TensorView(w.data(), DType::kFP32, {tokens, 2})},
+                         &r));
     TensorView rows;
     HP_RETURN_IF_ERROR(buffer->combine_buffer(r.handle, &rows));
     std::memcpy(rows.data(), r.x_bytes.data(), r.x_bytes.size());
     std::vector<float> weighted(x.size(), -1.0f), plain(x.size(), -1.0f);
     const TensorView row_weights(r.topk_weights.data(), DType::kFP32, {r.rows});
-    HP_RETURN_IF_ERROR(buffer->combine(rows, r.handle, TensorView(weighted.data(), DType::kFP32, {tokens, hidden}),
-                                       row_weights));
-    HP_RETURN_IF_ERROR(buffer->combine(rows, r.handle, TensorView(plain.data(), DType::kFP32, {tokens, hidden}),
+    HP_RETURN_IF_ERROR(buffer->combine(
+        rows, r.handle, TensorView(weighted.data(), DType::kFP32, {tokens, hidden}), row_weights));
+    HP_RETURN_IF_ERROR(buffer->combine(rows, r.handle,
+                                       TensorView(plain.data(), DType::kFP32, {tokens, hidden}),
                                        row_weights, /*weighted=*/false));
     for (std::size_t i = 0; i < x.size(); ++i) {
       if (weighted[i] != x[i] || plain[i] != 2 * x[i]) {
-        ADD_FAILURE() << "rank " << me << " element " << i << ": weighted " << weighted[i] << ", plain " << plain[i]
-                      << ", x " << x[i];
+        ADD_FAILURE() << "rank " << me << " element " << i << ": weighted " << weighted[i]
+                      << ", plain " << plain[i] << ", x " << x[i];
         break;
       }
     }
@@ -513,11 +568,13 @@ TEST_P(DispatchCombine, ZeroCopyCombineMisuse) {
       std::fill_n(static_cast<float*>(rows.data()), r.rows * 16, 1.0f);
       std::vector<float> own(std::size_t(r.rows * 16), 1.0f), y(4 * 16, -1.0f);
       const bool bad = round == 0 && me == ranks - 1;
-      const Status s = buffer->combine(bad ? TensorView(own.data(), DType::kFP32, {r.rows, 16}) : rows, r.handle,
-                                       TensorView(y.data(), DType::kFP32, {4, 16}),
-                                       TensorView(r.topk_weights.data(), DType::kFP32, {r.rows}));
+      const Status s =
+          buffer->combine(bad ? TensorView(own.data(), DType::kFP32, {r.rows, 16}) : rows, r.handle,
+                          TensorView(y.data(), DType::kFP32, {4, 16}),
+                          TensorView(r.topk_weights.data(), DType::kFP32, {r.rows}));
       if (round == 0) {
-        EXPECT_EQ(s.code(), bad ? ErrorCode::kInvalidArgument : ErrorCode::kAborted) << s.to_string();
+        EXPECT_EQ(s.code(), bad ? ErrorCode::kInvalidArgument : ErrorCode::kAborted)
+            << s.to_string();
       } else {
         HP_EXPECT_OK(s);
         EXPECT_EQ(y[0], 1.0f);  // the token's two weights sum to 1
@@ -545,8 +602,12 @@ TEST_P(DispatchCombine, CapacityGrowsOnOverflow) {
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     std::unique_ptr<Buffer> buffer;
     const std::int64_t tmax = c.tokens + ranks;
-    HP_RETURN_IF_ERROR(Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = tmax, .num_experts = c.experts,
-                                       .topk = c.topk, .comm = GetParam(), .capacity_factor = 1.0},
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = c.hidden,
+                                       .max_tokens_per_rank = tmax,
+                                       .num_experts = c.experts,
+                                       .topk = c.topk,
+                                       .comm = GetParam(),
+                                       .capacity_factor = 1.0},
                                       &buffer));
     EXPECT_EQ(buffer->record_capacity(), tmax);  // 1.0 x T_max x min(K = 1, R)
     const Inputs in = make_inputs(c, me, ranks);
@@ -571,8 +632,13 @@ TEST_P(DispatchCombine, CapacityOverflowWithoutGrowthFailsEveryRank) {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
     std::unique_ptr<Buffer> buffer;
-    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 1,
-                                       .comm = GetParam(), .capacity_factor = 1.0, .grow_on_overflow = false},
+    HP_RETURN_IF_ERROR(Buffer::create({.hidden = 16,
+                                       .max_tokens_per_rank = 8,
+                                       .num_experts = 2 * ranks,
+                                       .topk = 1,
+                                       .comm = GetParam(),
+                                       .capacity_factor = 1.0,
+                                       .grow_on_overflow = false},
                                       &buffer));
     std::vector<float> x(8 * 16, 1.0f), w(8, 1.0f);
     std::vector<std::int64_t> to_zero(8, 0), to_own(8, 2 * me);
@@ -608,7 +674,8 @@ TEST_P(DispatchCombine, RoundTripOfTheIdentityIsX) {
     args.expert_alignment = 3;
     HP_RETURN_IF_ERROR(buffer->dispatch(args, &r));
     std::vector<float> y(in.x.size(), -1.0f);
-    HP_RETURN_IF_ERROR(buffer->combine(r.x(), r.handle, TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden}),
+    HP_RETURN_IF_ERROR(buffer->combine(r.x(), r.handle,
+                                       TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden}),
                                        TensorView(r.topk_weights.data(), DType::kFP32, {r.rows})));
     const auto sent = [&](std::int64_t t) {  // 1 for tokens that went to an expert, else 0
       bool any = false;
@@ -627,20 +694,28 @@ TEST_P(DispatchCombine, StreamedCombineOfTheIdentityIsX) {
   run_scenario([&]() -> Status {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
     if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
-    for (const Case c : {Case{.masked = true, .seed = 71}, Case{.routing = Routing::kSomeRanksEmpty, .seed = 72}}) {
+    for (const Case c : {Case{.masked = true, .seed = 71},
+                         Case{.routing = Routing::kSomeRanksEmpty, .seed = 72}}) {
       std::unique_ptr<Buffer> buffer;
-      HP_RETURN_IF_ERROR(Buffer::create({.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks,
-                                         .num_experts = c.experts, .topk = c.topk, .comm = GetParam(),
+      HP_RETURN_IF_ERROR(Buffer::create({.hidden = c.hidden,
+                                         .max_tokens_per_rank = c.tokens + ranks,
+                                         .num_experts = c.experts,
+                                         .topk = c.topk,
+                                         .comm = GetParam(),
                                          .streamed_combine = true},
                                         &buffer));
       const Inputs in = make_inputs(c, me, ranks);
       DispatchArgs args = input_args(in, c);
-      if (c.masked) args.x_active_mask = TensorView(const_cast<std::uint8_t*>(in.active.data()), DType::kUInt8, {in.tokens});
+      if (c.masked)
+        args.x_active_mask =
+            TensorView(const_cast<std::uint8_t*>(in.active.data()), DType::kUInt8, {in.tokens});
       const auto expected = expected_rows(c, me, ranks);
-      for (int round = 0; round < 3; ++round) {  // both halves of the pair region, then the first again
+      // both halves of the pair region, then the first again
+      for (int round = 0; round < 3; ++round) {
         Handle h;
         HP_RETURN_IF_ERROR(buffer->notify_dispatch(args, &h));
-        std::vector<float> rows(std::size_t(h.rows * c.hidden)), scale(std::size_t(h.rows)), weight(std::size_t(h.rows));
+        std::vector<float> rows(std::size_t(h.rows * c.hidden)), scale(std::size_t(h.rows)),
+            weight(std::size_t(h.rows));
         std::vector<std::int64_t> ready;
         HP_RETURN_IF_ERROR(buffer->dispatch_data(
             args, &h,
@@ -653,7 +728,8 @@ TEST_P(DispatchCombine, StreamedCombineOfTheIdentityIsX) {
               for (std::size_t i = 0; i < expected[std::size_t(le)].size(); ++i) {
                 const Expected& e = expected[std::size_t(le)][i];
                 const Inputs src = make_inputs(c, e.src, ranks);
-                EXPECT_EQ(rows[std::size_t((first + std::int64_t(i)) * c.hidden)], src.x[std::size_t(e.token * c.hidden)])
+                EXPECT_EQ(rows[std::size_t((first + std::int64_t(i)) * c.hidden)],
+                          src.x[std::size_t(e.token * c.hidden)])
                     << "rank " << me << " expert " << le << " row " << i;
               }
               return Status::ok();
@@ -663,20 +739,25 @@ TEST_P(DispatchCombine, StreamedCombineOfTheIdentityIsX) {
         EXPECT_EQ(ready, in_order);
         // Each row times its weight, streamed in batches from the last rows to the first.
         for (std::int64_t r = 0; r < h.rows; ++r) {
-          for (std::int64_t j = 0; j < c.hidden; ++j) rows[std::size_t(r * c.hidden + j)] *= weight[std::size_t(r)];
+          for (std::int64_t j = 0; j < c.hidden; ++j)
+            rows[std::size_t(r * c.hidden + j)] *= weight[std::size_t(r)];
         }
         std::vector<float> y(in.x.size(), -1.0f);
-        HP_RETURN_IF_ERROR(buffer->combine_stream_begin(h, TensorView(rows.data(), DType::kFP32, {h.rows, c.hidden}),
-                                                        TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden})));
-        for (std::int64_t end = h.rows; end > 0; end -= 5) HP_RETURN_IF_ERROR(buffer->combine_stream_rows(std::max<std::int64_t>(0, end - 5), end));
+        HP_RETURN_IF_ERROR(buffer->combine_stream_begin(
+            h, TensorView(rows.data(), DType::kFP32, {h.rows, c.hidden}),
+            TensorView(y.data(), DType::kFP32, {in.tokens, c.hidden})));
+        for (std::int64_t end = h.rows; end > 0; end -= 5)
+          HP_RETURN_IF_ERROR(buffer->combine_stream_rows(std::max<std::int64_t>(0, end - 5), end));
         HP_RETURN_IF_ERROR(buffer->combine_stream_end());
-        const auto sent = [&](std::int64_t t) {  // 1 for active tokens that went to an expert, else 0
+        // 1 for active tokens that went to an expert, else 0
+        const auto sent = [&](std::int64_t t) {
           bool any = false;
           for (std::int64_t k = 0; k < c.topk; ++k) any |= in.idx[std::size_t(t * c.topk + k)] >= 0;
           any &= !c.masked || in.active[std::size_t(t)] != 0;
           return any ? 1.0f : 0.0f;
         };
-        if (!y_is_scaled_x(y, in, c.hidden, sent, "rank " + std::to_string(me) + " round " + std::to_string(round))) {
+        if (!y_is_scaled_x(y, in, c.hidden, sent,
+                           "rank " + std::to_string(me) + " round " + std::to_string(round))) {
           return Status::ok();
         }
       }
@@ -699,7 +780,8 @@ TEST_P(DispatchCombine, StreamedCombineRejections) {
       DispatchResult r;
       HP_RETURN_IF_ERROR(plain->dispatch(batch.args(), &r));
       std::vector<float> y(4 * 16);
-      const Status s = plain->combine_stream_begin(r.handle, r.x(), TensorView(y.data(), DType::kFP32, {4, 16}));
+      const Status s =
+          plain->combine_stream_begin(r.handle, r.x(), TensorView(y.data(), DType::kFP32, {4, 16}));
       EXPECT_EQ(s.code(), ErrorCode::kFailedPrecondition) << s.to_string();
       HP_RETURN_IF_ERROR(plain->destroy());
     }
@@ -712,8 +794,9 @@ TEST_P(DispatchCombine, StreamedCombineRejections) {
       HP_RETURN_IF_ERROR(buffer->dispatch(batch.args(), &r));
       std::vector<float> out(std::size_t(r.rows * 16), 0.5f), y(4 * 16, -1.0f);
       const bool bad = round == 0 && me == ranks - 1;
-      HP_RETURN_IF_ERROR(buffer->combine_stream_begin(r.handle, TensorView(out.data(), DType::kFP32, {r.rows, 16}),
-                                                      TensorView(y.data(), DType::kFP32, {bad ? 3 : 4, 16})));
+      HP_RETURN_IF_ERROR(
+          buffer->combine_stream_begin(r.handle, TensorView(out.data(), DType::kFP32, {r.rows, 16}),
+                                       TensorView(y.data(), DType::kFP32, {bad ? 3 : 4, 16})));
       HP_RETURN_IF_ERROR(buffer->combine_stream_rows(0, r.rows));
       const Status s = buffer->combine_stream_end();
       if (round == 0) {
@@ -739,35 +822,41 @@ TEST_P(DispatchCombine, DispatchAndCombineAreAdjoint) {
     HP_RETURN_IF_ERROR(make_case_buffer(c, GetParam(), &buffer));
     const Inputs in = make_inputs(c, me, ranks);
     std::vector<float> yv(in.x.size());
-    for (std::size_t i = 0; i < yv.size(); ++i) yv[i] = float(int((i * 7 + std::size_t(me) * 3) % 11) - 5);
+    for (std::size_t i = 0; i < yv.size(); ++i)
+      yv[i] = float(int((i * 7 + std::size_t(me) * 3) % 11) - 5);
     DispatchResult r;  // dispatch(y): y's rows at the experts
     HP_RETURN_IF_ERROR(buffer->dispatch(
         {.x = TensorView(yv.data(), DType::kFP32, {in.tokens, c.hidden}),
-         .topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64, {in.tokens, c.topk}),
-         .topk_weights = TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {in.tokens, c.topk})},
+         .topk_idx = TensorView(const_cast<std::int64_t*>(in.idx.data()), DType::kInt64,
+                                {in.tokens, c.topk}),
+         .topk_weights =
+             TensorView(const_cast<float*>(in.weights.data()), DType::kFP32, {in.tokens, c.topk})},
         &r));
     std::vector<float> e(std::size_t(r.rows * c.hidden));
     for (std::size_t i = 0; i < e.size(); ++i) e[i] = float(int((i * 5 + std::size_t(me)) % 9) - 4);
     const auto* dy = reinterpret_cast<const float*>(r.x_bytes.data());
     for (bool weighted : {false, true}) {
       std::vector<float> ce(yv.size());
-      HP_RETURN_IF_ERROR(buffer->combine(TensorView(e.data(), DType::kFP32, {r.rows, c.hidden}), r.handle,
-                                         TensorView(ce.data(), DType::kFP32, {in.tokens, c.hidden}),
-                                         TensorView(r.topk_weights.data(), DType::kFP32, {r.rows}), weighted));
+      HP_RETURN_IF_ERROR(
+          buffer->combine(TensorView(e.data(), DType::kFP32, {r.rows, c.hidden}), r.handle,
+                          TensorView(ce.data(), DType::kFP32, {in.tokens, c.hidden}),
+                          TensorView(r.topk_weights.data(), DType::kFP32, {r.rows}), weighted));
       // [0]: <combine(e), y> on this rank; [1]: <e, (w x) dispatch(y)> on this rank.
       double local[2] = {0, 0};
       for (std::size_t i = 0; i < yv.size(); ++i) local[0] += double(ce[i]) * double(yv[i]);
       for (std::int64_t row = 0; row < r.rows; ++row) {
         const double w = weighted ? double(r.topk_weights[std::size_t(row)]) : 1.0;
         for (std::int64_t j = 0; j < c.hidden; ++j) {
-          local[1] += w * double(e[std::size_t(row * c.hidden + j)]) * double(dy[row * c.hidden + j]);
+          local[1] +=
+              w * double(e[std::size_t(row * c.hidden + j)]) * double(dy[row * c.hidden + j]);
         }
       }
       void* sym = nullptr;
       HP_RETURN_IF_ERROR(hp::shmem::calloc(std::size_t(2 * ranks + 2), sizeof(double), &sym));
       auto* all = static_cast<double*>(sym);
       std::memcpy(all + 2 * ranks, local, sizeof(local));
-      HP_RETURN_IF_ERROR(hp::shmem::fcollect(hp::shmem::kTeamWorld, all, all + 2 * ranks, sizeof(local)));
+      HP_RETURN_IF_ERROR(
+          hp::shmem::fcollect(hp::shmem::kTeamWorld, all, all + 2 * ranks, sizeof(local)));
       double sums[2] = {0, 0};
       for (int rank = 0; rank < ranks; ++rank) {
         sums[0] += all[2 * rank];
@@ -803,9 +892,21 @@ TEST_P(DispatchCombine, EachBadInputFailsEveryRank) {
         {"expert id out of range", ErrorCode::kOutOfRange, {0, 1, 1, 2 * ranks, 0, 3, 1, 0}},
         {"negative expert id other than -1", ErrorCode::kOutOfRange, {0, 1, 1, -2, 0, 3, 1, 0}},
         {"an expert twice in one token", ErrorCode::kInvalidArgument, {0, 1, 1, 1, 0, 3, 1, 0}},
-        {"x with another H than the buffer's", ErrorCode::kShapeMismatch, {0, 1, 1, 2, 0, 3, 1, 0}, 17},
-        {"weights of the wrong dtype", ErrorCode::kDTypeMismatch, {0, 1, 1, 2, 0, 3, 1, 0}, 16, true},
-        {"topk_idx of the wrong shape", ErrorCode::kShapeMismatch, {0, 1, 1, 2, 0, 3, 1, 0}, 16, false, 1},
+        {"x with another H than the buffer's",
+         ErrorCode::kShapeMismatch,
+         {0, 1, 1, 2, 0, 3, 1, 0},
+         17},
+        {"weights of the wrong dtype",
+         ErrorCode::kDTypeMismatch,
+         {0, 1, 1, 2, 0, 3, 1, 0},
+         16,
+         true},
+        {"topk_idx of the wrong shape",
+         ErrorCode::kShapeMismatch,
+         {0, 1, 1, 2, 0, 3, 1, 0},
+         16,
+         false,
+         1},
     };
     const std::vector<std::int64_t> good = {0, 1, 1, 2, 0, 3, 1, 0};
     for (const Bad& bad : cases) {
@@ -816,17 +917,20 @@ TEST_P(DispatchCombine, EachBadInputFailsEveryRank) {
       DispatchResult r;
       const Status s = buffer->dispatch(
           {.x = TensorView(x.data(), DType::kFP32, {4, hidden}),
-           .topk_idx = TensorView(const_cast<std::int64_t*>(idx.data()), DType::kInt64, {8 / cols, cols}),
+           .topk_idx =
+               TensorView(const_cast<std::int64_t*>(idx.data()), DType::kInt64, {8 / cols, cols}),
            .topk_weights = mine && bad.int_weights ? TensorView(w_int.data(), DType::kInt32, {4, 2})
                                                    : TensorView(w.data(), DType::kFP32, {4, 2})},
           &r);
-      EXPECT_EQ(s.code(), mine ? bad.code : ErrorCode::kAborted) << bad.what << ": " << s.to_string();
+      EXPECT_EQ(s.code(), mine ? bad.code : ErrorCode::kAborted)
+          << bad.what << ": " << s.to_string();
     }
     DispatchResult r;
-    HP_EXPECT_OK(buffer->dispatch({.x = TensorView(x.data(), DType::kFP32, {4, 16}),
-                                   .topk_idx = TensorView(const_cast<std::int64_t*>(good.data()), DType::kInt64, {4, 2}),
-                                   .topk_weights = TensorView(w.data(), DType::kFP32, {4, 2})},
-                                  &r));
+    HP_EXPECT_OK(buffer->dispatch(
+        {.x = TensorView(x.data(), DType::kFP32, {4, 16}),
+         .topk_idx = TensorView(const_cast<std::int64_t*>(good.data()), DType::kInt64, {4, 2}),
+         .topk_weights = TensorView(w.data(), DType::kFP32, {4, 2})},
+        &r));
     return buffer->destroy();
   });
 }
@@ -864,13 +968,12 @@ TEST_P(DispatchCombine, BadExpertIdOnOneRankFailsEveryRank) {
     SmallBatch batch;
     if (me == ranks - 1) batch.idx[3] = 2 * ranks;  // out of range
     DispatchResult r;
-    const Status s = buffer->dispatch(batch.args(),
-                                      &r);
-    EXPECT_EQ(s.code(), me == ranks - 1 ? ErrorCode::kOutOfRange : ErrorCode::kAborted) << s.to_string();
+    const Status s = buffer->dispatch(batch.args(), &r);
+    EXPECT_EQ(s.code(), me == ranks - 1 ? ErrorCode::kOutOfRange : ErrorCode::kAborted)
+        << s.to_string();
     // The buffer stays usable: a good dispatch afterwards works on every rank.
     batch.idx[3] = 2;
-    HP_EXPECT_OK(buffer->dispatch(batch.args(),
-                                  &r));
+    HP_EXPECT_OK(buffer->dispatch(batch.args(), &r));
     return buffer->destroy();
   });
 }
@@ -896,7 +999,8 @@ TEST_P(DispatchCombine, RanksDisagreeingOnTheRowsFailEveryRank) {
         if (me == 0 && variant == 1) a.x = TensorView(x_bf16.data(), DType::kBF16, {4, 16});
         const Status s = buffer->dispatch(a, &r);
         EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
-        EXPECT_NE(s.message().find("the same x dtype and quant"), std::string::npos) << s.to_string();
+        EXPECT_NE(s.message().find("the same x dtype and quant"), std::string::npos)
+            << s.to_string();
       }
       HP_EXPECT_OK(buffer->dispatch(batch.args(), &r));
       HP_RETURN_IF_ERROR(buffer->destroy());
@@ -916,13 +1020,13 @@ TEST_P(DispatchCombine, BadCombineInputOnOneRankFailsEveryRank) {
     SmallBatch batch;
     for (int round = 0; round < 2; ++round) {
       DispatchResult r;
-      HP_RETURN_IF_ERROR(buffer->dispatch(batch.args(),
-                                          &r));
+      HP_RETURN_IF_ERROR(buffer->dispatch(batch.args(), &r));
       std::vector<float> out(std::size_t(r.rows * 16), 1.0f), y(4 * 16, -1.0f);
       const bool bad = round == 0 && me == ranks - 1;
-      const Status s = buffer->combine(TensorView(out.data(), bad ? DType::kInt32 : DType::kFP32, {r.rows, 16}),
-                                       r.handle, TensorView(y.data(), DType::kFP32, {4, 16}),
-                                       TensorView(r.topk_weights.data(), DType::kFP32, {r.rows}));
+      const Status s =
+          buffer->combine(TensorView(out.data(), bad ? DType::kInt32 : DType::kFP32, {r.rows, 16}),
+                          r.handle, TensorView(y.data(), DType::kFP32, {4, 16}),
+                          TensorView(r.topk_weights.data(), DType::kFP32, {r.rows}));
       if (round == 0) {
         EXPECT_EQ(s.code(), bad ? ErrorCode::kDTypeMismatch : ErrorCode::kAborted) << s.to_string();
       } else {
@@ -988,7 +1092,10 @@ TEST_P(DispatchCombine, RanksDisagreeingOnConfigFailEverywhere) {
         {"zero_copy_combine", [](BufferConfig& c) { c.zero_copy_combine = true; }},
         {"dispatch_path", [](BufferConfig& c) { c.dispatch_path = DispatchPath::kPush; }}};
     for (const auto& [name, change] : fields) {
-      BufferConfig config{.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
+      BufferConfig config{.hidden = 16,
+                          .max_tokens_per_rank = 8,
+                          .num_experts = 2 * ranks,
+                          .topk = 2,
                           .comm = GetParam()};
       if (me == 0) change(config);
       std::unique_ptr<Buffer> buffer;
@@ -1012,8 +1119,7 @@ TEST_P(DispatchCombine, CombineWiderThanTheBufferIsRejected) {
     HP_EXPECT_OK(Buffer::create(config, &buffer));
     SmallBatch batch;
     DispatchResult r;
-    HP_EXPECT_OK(buffer->dispatch(batch.args(),
-                                  &r));
+    HP_EXPECT_OK(buffer->dispatch(batch.args(), &r));
     std::vector<float> out(std::size_t(r.rows * 16), 1.0f), y(4 * 16);
     const Status s = buffer->combine(TensorView(out.data(), DType::kFP32, {r.rows, 16}), r.handle,
                                      TensorView(y.data(), DType::kFP32, {4, 16}),
@@ -1024,8 +1130,11 @@ TEST_P(DispatchCombine, CombineWiderThanTheBufferIsRejected) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Comm, DispatchCombine, ::testing::Values(CommKind::kShmem, CommKind::kWindow),
-                         [](const auto& info) { return info.param == CommKind::kShmem ? "shmem" : "window"; });
+INSTANTIATE_TEST_SUITE_P(Comm, DispatchCombine,
+                         ::testing::Values(CommKind::kShmem, CommKind::kWindow),
+                         [](const auto& info) {
+                           return info.param == CommKind::kShmem ? "shmem" : "window";
+                         });
 
 }  // namespace
 }  // namespace hp::moe

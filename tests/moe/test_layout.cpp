@@ -38,8 +38,9 @@ TEST(DispatchLayout, MaskedTokensGoNowhere) {
 TEST(DispatchLayout, Errors) {
   DispatchLayout l;
   std::vector<std::int64_t> out_of_range = {0, 8};
-  EXPECT_EQ(dispatch_layout(TensorView(out_of_range.data(), DType::kInt64, {1, 2}), 8, 2, &l).code(),
-            ErrorCode::kOutOfRange);
+  EXPECT_EQ(
+      dispatch_layout(TensorView(out_of_range.data(), DType::kInt64, {1, 2}), 8, 2, &l).code(),
+      ErrorCode::kOutOfRange);
   std::vector<std::int64_t> negative = {-2, 1};
   EXPECT_EQ(dispatch_layout(TensorView(negative.data(), DType::kInt64, {1, 2}), 8, 2, &l).code(),
             ErrorCode::kOutOfRange);
@@ -52,7 +53,8 @@ TEST(DispatchLayout, Errors) {
   std::vector<float> floats = {0, 1};
   EXPECT_EQ(dispatch_layout(TensorView(floats.data(), DType::kFP32, {1, 2}), 8, 2, &l).code(),
             ErrorCode::kDTypeMismatch);
-  EXPECT_EQ(dispatch_layout(TensorView(ok.data(), DType::kInt64, {2}), 8, 2, &l).code(), ErrorCode::kShapeMismatch);
+  EXPECT_EQ(dispatch_layout(TensorView(ok.data(), DType::kInt64, {2}), 8, 2, &l).code(),
+            ErrorCode::kShapeMismatch);
 }
 
 }  // namespace

@@ -65,33 +65,49 @@ Status check_backward(const GradShape& g, CommKind comm) {
   if (comm == CommKind::kWindow && !all_mapped()) return Status::ok();
   Case c = g.c;
   c.experts = g.experts_per_rank * ranks;
-  const std::int64_t H = c.hidden, I = g.inter, K = c.topk, E = c.experts, local = g.experts_per_rank;
+  const std::int64_t H = c.hidden, I = g.inter, K = c.topk, E = c.experts,
+                     local = g.experts_per_rank;
   const std::int64_t si = g.shared_inter, Is = std::max<std::int64_t>(si, 1);
   const Weights w = make_weights(H, I, E), sw = make_weights(H, Is, 1, 78);
   auto shared_view = [&](const auto& v, DType type, std::initializer_list<std::int64_t> shape) {
     return si > 0 ? view(v, type, shape) : TensorView();
   };
   // Smooth-quant scales in [0.5, 2): smooth1 [H], smooth2 [E, I], the shared expert's [1, Is].
-  std::vector<float> s1(static_cast<std::size_t>(H)), s2(static_cast<std::size_t>(E * I)), ss2(static_cast<std::size_t>(Is));
+  std::vector<float> s1(static_cast<std::size_t>(H)), s2(static_cast<std::size_t>(E * I)),
+      ss2(static_cast<std::size_t>(Is));
   std::mt19937 smooth_rng(31);
   for (auto* v : {&s1, &s2, &ss2}) {
     for (auto& x : *v) x = 0.5f + 1.5f * float(smooth_rng() % 1000) / 1000.0f;
   }
-  auto smooth_view = [&](const std::vector<float>& v, std::int64_t offset, std::initializer_list<std::int64_t> shape) {
-    return g.smooth ? TensorView(const_cast<float*>(v.data()) + offset, DType::kFP32, shape) : TensorView();
+  auto smooth_view = [&](const std::vector<float>& v, std::int64_t offset,
+                         std::initializer_list<std::int64_t> shape) {
+    return g.smooth ? TensorView(const_cast<float*>(v.data()) + offset, DType::kFP32, shape)
+                    : TensorView();
   };
   std::unique_ptr<hp::platform::Chip> chip;
   if (g.vector_cores > 0) {
-    HP_EXPECT_OK(hp::platform::Chip::create({.num_cube = g.cube_cores, .num_vector = g.vector_cores}, &chip));
+    HP_EXPECT_OK(hp::platform::Chip::create(
+        {.num_cube = g.cube_cores, .num_vector = g.vector_cores}, &chip));
   }
   std::unique_ptr<MoeLayer> layer;
   HP_RETURN_IF_ERROR(MoeLayer::create(
-      {.hidden = H, .intermediate = I, .num_experts = E, .topk = K, .max_tokens_per_rank = c.tokens + ranks,
-       .shared_intermediate = si, .comm = comm, .chip = chip.get(), .backward = true},
-      {.w1 = TensorView(const_cast<std::int8_t*>(w.w1.data()) + me * local * H * 2 * I, DType::kInt8, {local, H, 2 * I}),
-       .w1_scale = TensorView(const_cast<float*>(w.s1.data()) + me * local * 2 * I, DType::kFP32, {local, 2 * I}),
-       .w2 = TensorView(const_cast<std::int8_t*>(w.w2.data()) + me * local * I * H, DType::kInt8, {local, I, H}),
-       .w2_scale = TensorView(const_cast<float*>(w.s2.data()) + me * local * H, DType::kFP32, {local, H}),
+      {.hidden = H,
+       .intermediate = I,
+       .num_experts = E,
+       .topk = K,
+       .max_tokens_per_rank = c.tokens + ranks,
+       .shared_intermediate = si,
+       .comm = comm,
+       .chip = chip.get(),
+       .backward = true},
+      {.w1 = TensorView(const_cast<std::int8_t*>(w.w1.data()) + me * local * H * 2 * I,
+                        DType::kInt8, {local, H, 2 * I}),
+       .w1_scale = TensorView(const_cast<float*>(w.s1.data()) + me * local * 2 * I, DType::kFP32,
+                              {local, 2 * I}),
+       .w2 = TensorView(const_cast<std::int8_t*>(w.w2.data()) + me * local * I * H, DType::kInt8,
+                        {local, I, H}),
+       .w2_scale =
+           TensorView(const_cast<float*>(w.s2.data()) + me * local * H, DType::kFP32, {local, H}),
        .shared_w1 = shared_view(sw.w1, DType::kInt8, {1, H, 2 * si}),
        .shared_w1_scale = shared_view(sw.s1, DType::kFP32, {1, 2 * si}),
        .shared_w2 = shared_view(sw.w2, DType::kInt8, {1, si, H}),
@@ -153,8 +169,9 @@ Status check_backward(const GradShape& g, CommKind comm) {
   std::vector<std::uint16_t> dy16(dy.size());
   for (std::size_t i = 0; i < dy.size(); ++i) dy16[i] = float_to_bf16(dy[i]);
   const std::size_t elem = dtype_size(grad_type);
-  std::vector<std::uint8_t> dx(std::size_t(T * H) * elem), dw1(std::size_t(local * H * 2 * I) * elem),
-      dw2(std::size_t(local * I * H) * elem), sdw1(std::size_t(H * 2 * Is) * elem), sdw2(std::size_t(Is * H) * elem);
+  std::vector<std::uint8_t> dx(std::size_t(T * H) * elem),
+      dw1(std::size_t(local * H * 2 * I) * elem), dw2(std::size_t(local * I * H) * elem),
+      sdw1(std::size_t(H * 2 * Is) * elem), sdw2(std::size_t(Is * H) * elem);
   std::vector<float> d_topk(std::size_t(T * K));
   for (int call = 0; call < 2; ++call) {
     for (auto* v : {&dx, &dw1, &dw2, &sdw1, &sdw2}) std::fill(v->begin(), v->end(), 0xA5);
@@ -181,7 +198,8 @@ Status check_backward(const GradShape& g, CommKind comm) {
     return out;
   };
   auto slice = [&](const std::vector<float>& global, std::int64_t per_expert) {
-    return std::vector<float>(global.begin() + me * local * per_expert, global.begin() + (me + 1) * local * per_expert);
+    return std::vector<float>(global.begin() + me * local * per_expert,
+                              global.begin() + (me + 1) * local * per_expert);
   };
   // bf16 GEMM inputs (x~, h~, dY, dA and the weights rounded to bf16) against fp64: about 1%.
   const double tol = 3e-2;
@@ -202,7 +220,8 @@ Status check_backward(const GradShape& g, CommKind comm) {
       }
     }
     if (c.masked && in.active[std::size_t(t)] == 0) {
-      for (std::int64_t j = 0; j < H; ++j) EXPECT_EQ(dxf[std::size_t(t * H + j)], 0.0f) << "token " << t;
+      for (std::int64_t j = 0; j < H; ++j)
+        EXPECT_EQ(dxf[std::size_t(t * H + j)], 0.0f) << "token " << t;
     }
   }
   return layer->destroy();
@@ -211,29 +230,36 @@ Status check_backward(const GradShape& g, CommKind comm) {
 class MoeLayerGradTest : public ::testing::TestWithParam<CommKind> {};
 
 TEST_P(MoeLayerGradTest, SeveralExpertsPerRank) {
-  run_scenario([&] { return check_backward(GradShape{.c = {.tokens = 12, .topk = 3}}, GetParam()); });
+  run_scenario(
+      [&] { return check_backward(GradShape{.c = {.tokens = 12, .topk = 3}}, GetParam()); });
 }
 TEST_P(MoeLayerGradTest, MaskedWithASharedExpertInBf16) {
   run_scenario([&] {
-    return check_backward(GradShape{.c = {.tokens = 12, .topk = 3, .masked = true}, .shared_inter = 40, .bf16 = true},
-                          GetParam());
+    return check_backward(
+        GradShape{.c = {.tokens = 12, .topk = 3, .masked = true}, .shared_inter = 40, .bf16 = true},
+        GetParam());
   });
 }
 TEST_P(MoeLayerGradTest, SmoothQuantWithASharedExpert) {
   run_scenario([&] {
-    return check_backward(GradShape{.c = {.tokens = 12, .topk = 3}, .shared_inter = 40, .smooth = true}, GetParam());
+    return check_backward(
+        GradShape{.c = {.tokens = 12, .topk = 3}, .shared_inter = 40, .smooth = true}, GetParam());
   });
 }
 TEST_P(MoeLayerGradTest, AllTokensToOneExpert) {  // the other experts' weight gradients are zero
   run_scenario([&] {
-    return check_backward(GradShape{.c = {.tokens = 10, .topk = 2, .routing = Routing::kAllToExpert0}}, GetParam());
+    return check_backward(
+        GradShape{.c = {.tokens = 10, .topk = 2, .routing = Routing::kAllToExpert0}}, GetParam());
   });
 }
 TEST_P(MoeLayerGradTest, SomeRanksWithoutTokensOnAChip) {
   run_scenario([&] {
     return check_backward(
-        GradShape{.c = {.hidden = 128, .tokens = 10, .topk = 2, .routing = Routing::kSomeRanksEmpty}, .inter = 64,
-                  .experts_per_rank = 1, .vector_cores = 2},
+        GradShape{
+            .c = {.hidden = 128, .tokens = 10, .topk = 2, .routing = Routing::kSomeRanksEmpty},
+            .inter = 64,
+            .experts_per_rank = 1,
+            .vector_cores = 2},
         GetParam());
   });
 }
@@ -241,9 +267,10 @@ TEST_P(MoeLayerGradTest, SomeRanksWithoutTokensOnAChip) {
 // Two cube cores: G = dY W2^T and dW2 run side by side, dW1 under the combine.
 TEST_P(MoeLayerGradTest, OnTwoCubeCoresWithASharedExpert) {
   run_scenario([&] {
-    return check_backward(GradShape{.c = {.tokens = 12, .topk = 3}, .shared_inter = 40, .vector_cores = 4,
-                                    .cube_cores = 2},
-                          GetParam());
+    return check_backward(
+        GradShape{
+            .c = {.tokens = 12, .topk = 3}, .shared_inter = 40, .vector_cores = 4, .cube_cores = 2},
+        GetParam());
   });
 }
 
@@ -258,16 +285,25 @@ TEST_P(MoeLayerGradTest, BadArgumentsFailEveryRank) {
                                 .w1_scale = view(w.s1, {local, 2 * I}),
                                 .w2 = view(w.w2, DType::kInt8, {local, I, H}),
                                 .w2_scale = view(w.s2, {local, H})};
-    MoeLayerConfig config{.hidden = H, .intermediate = I, .num_experts = ranks * local, .topk = K,
-                          .max_tokens_per_rank = T, .comm = GetParam()};
-    std::vector<float> x(std::size_t(T * H), 0.5f), wts(std::size_t(T * K), 0.5f), dy(x.size(), 1.0f), dx(x.size()),
-        d_topk(std::size_t(T * K)), dw1(w.w1.size()), dw2(w.w2.size());
+    MoeLayerConfig config{.hidden = H,
+                          .intermediate = I,
+                          .num_experts = ranks * local,
+                          .topk = K,
+                          .max_tokens_per_rank = T,
+                          .comm = GetParam()};
+    std::vector<float> x(std::size_t(T * H), 0.5f), wts(std::size_t(T * K), 0.5f),
+        dy(x.size(), 1.0f), dx(x.size()), d_topk(std::size_t(T * K)), dw1(w.w1.size()),
+        dw2(w.w2.size());
     std::vector<std::int64_t> idx(std::size_t(T * K));
     for (std::int64_t i = 0; i < T * K; ++i) idx[std::size_t(i)] = i % 2 == 0 ? 0 : ranks - 1;
     if (ranks == 1) std::fill(idx.begin() + 1, idx.end(), -1);
-    MoeGradArgs args{.x = view(x, {T, H}), .topk_idx = view(idx, DType::kInt64, {T, K}),
-                     .topk_weights = view(wts, {T, K}), .dy = view(dy, {T, H}), .dx = view(dx, {T, H}),
-                     .d_topk_weights = view(d_topk, {T, K}), .dw1 = view(dw1, {local, H, 2 * I}),
+    MoeGradArgs args{.x = view(x, {T, H}),
+                     .topk_idx = view(idx, DType::kInt64, {T, K}),
+                     .topk_weights = view(wts, {T, K}),
+                     .dy = view(dy, {T, H}),
+                     .dx = view(dx, {T, H}),
+                     .d_topk_weights = view(d_topk, {T, K}),
+                     .dw1 = view(dw1, {local, H, 2 * I}),
                      .dw2 = view(dw2, {local, I, H})};
     {
       std::unique_ptr<MoeLayer> layer;
@@ -283,11 +319,13 @@ TEST_P(MoeLayerGradTest, BadArgumentsFailEveryRank) {
     MoeGradArgs bad = args;
     if (me == 0) bad.dw2 = view(dw2, {local, H, I});  // transposed
     Status st = layer->backward(bad);
-    EXPECT_EQ(st.code(), me == 0 ? ErrorCode::kShapeMismatch : ErrorCode::kAborted) << st.to_string();
+    EXPECT_EQ(st.code(), me == 0 ? ErrorCode::kShapeMismatch : ErrorCode::kAborted)
+        << st.to_string();
     bad = args;
     if (me == ranks - 1) bad.dy = view(dy, {T, H - 1});
     st = layer->backward(bad);
-    EXPECT_EQ(st.code(), me == ranks - 1 ? ErrorCode::kShapeMismatch : ErrorCode::kAborted) << st.to_string();
+    EXPECT_EQ(st.code(), me == ranks - 1 ? ErrorCode::kShapeMismatch : ErrorCode::kAborted)
+        << st.to_string();
     HP_RETURN_IF_ERROR(layer->backward(args));  // the layer still works
     return layer->destroy();
   });
@@ -305,16 +343,23 @@ TEST(MoeReferenceGrad, MatchesFiniteDifferencesOfTheFloatReference) {
   for (auto& v : x) v = normal(rng);
   for (auto& v : wts) v = 0.3f + 0.4f * float(rng() % 100) / 100.0f;
   std::vector<std::int64_t> idx = {0, 2, 1, -1, 2, 1, 0, 1, 2, 0};
-  std::vector<float> dx(x.size()), d_topk(wts.size()), dw1(w.w1.size(), 0.0f), dw2(w.w2.size(), 0.0f);
+  std::vector<float> dx(x.size()), d_topk(wts.size()), dw1(w.w1.size(), 0.0f),
+      dw2(w.w2.size(), 0.0f);
   auto forward_args = [&]() {
-    return MoeReferenceArgs{.w1 = view(w.w1, DType::kInt8, {E, H, 2 * I}), .w1_scale = view(w.s1, {E, 2 * I}),
-                            .w2 = view(w.w2, DType::kInt8, {E, I, H}), .w2_scale = view(w.s2, {E, H}),
-                            .x = view(x, {T, H}), .topk_idx = view(idx, DType::kInt64, {T, K}),
+    return MoeReferenceArgs{.w1 = view(w.w1, DType::kInt8, {E, H, 2 * I}),
+                            .w1_scale = view(w.s1, {E, 2 * I}),
+                            .w2 = view(w.w2, DType::kInt8, {E, I, H}),
+                            .w2_scale = view(w.s2, {E, H}),
+                            .x = view(x, {T, H}),
+                            .topk_idx = view(idx, DType::kInt64, {T, K}),
                             .topk_weights = view(wts, {T, K})};
   };
-  const Status st = moe_reference_quantized_grad({.forward = forward_args(), .dy = view(dy, {T, H}), .dx = view(dx, {T, H}),
-                                             .d_topk_weights = view(d_topk, {T, K}), .dw1 = view(dw1, {E, H, 2 * I}),
-                                             .dw2 = view(dw2, {E, I, H})});
+  const Status st = moe_reference_quantized_grad({.forward = forward_args(),
+                                                  .dy = view(dy, {T, H}),
+                                                  .dx = view(dx, {T, H}),
+                                                  .d_topk_weights = view(d_topk, {T, K}),
+                                                  .dw1 = view(dw1, {E, H, 2 * I}),
+                                                  .dw2 = view(dw2, {E, I, H})});
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   auto loss = [&](bool quantized) {  // <dy, y>
     std::vector<float> y(x.size());
@@ -360,7 +405,8 @@ TEST(MoeReferenceGrad, MatchesFiniteDifferencesOfTheFloatReference) {
     for (std::int64_t e = 0; e < E; ++e)
       for (std::int64_t k = 0; k < H; ++k)
         for (std::int64_t n = 0; n < 2 * I; ++n) {
-          const std::size_t at = std::size_t((e * H + k) * 2 * I + n), col = std::size_t(e * 2 * I + n);
+          const std::size_t at = std::size_t((e * H + k) * 2 * I + n),
+                            col = std::size_t(e * 2 * I + n);
           s += double(dw1[at]) * w.w1[at] * d[col];
         }
     return s;
@@ -377,8 +423,11 @@ TEST(MoeReferenceGrad, MatchesFiniteDifferencesOfTheFloatReference) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Comm, MoeLayerGradTest, ::testing::Values(CommKind::kShmem, CommKind::kWindow),
-                         [](const auto& info) { return info.param == CommKind::kShmem ? "shmem" : "window"; });
+INSTANTIATE_TEST_SUITE_P(Comm, MoeLayerGradTest,
+                         ::testing::Values(CommKind::kShmem, CommKind::kWindow),
+                         [](const auto& info) {
+                           return info.param == CommKind::kShmem ? "shmem" : "window";
+                         });
 
 }  // namespace
 }  // namespace hp::moe

@@ -18,13 +18,20 @@ MoeTiling plan(const MoeProblem& p) {
   return t;
 }
 
-const WorkspaceRegion& region(const std::vector<WorkspaceRegion>& regions, const std::string& name) {
-  return *std::find_if(regions.begin(), regions.end(), [&](const WorkspaceRegion& r) { return r.name == name; });
+const WorkspaceRegion& region(const std::vector<WorkspaceRegion>& regions,
+                              const std::string& name) {
+  return *std::find_if(regions.begin(), regions.end(),
+                       [&](const WorkspaceRegion& r) { return r.name == name; });
 }
 
 TEST(WorkspacePlan, SeedFormulasForQwenLikeShapes) {
   // H = 2048, I = 768, top-8 of 32 experts over 4 ranks, 256 tokens per rank, no reuse.
-  const MoeProblem p{.tokens = 256, .hidden = 2048, .intermediate = 768, .topk = 8, .experts = 32, .ranks = 4,
+  const MoeProblem p{.tokens = 256,
+                     .hidden = 2048,
+                     .intermediate = 768,
+                     .topk = 8,
+                     .experts = 32,
+                     .ranks = 4,
                      .reuse = false};
   const MoeTiling t = plan(p);
   EXPECT_EQ(t.path, MoePath::kDeep);
@@ -39,7 +46,8 @@ TEST(WorkspacePlan, SeedFormulasForQwenLikeShapes) {
   EXPECT_EQ(region(regions, "swiglu").bytes, m * 1536 * 4);
   EXPECT_EQ(region(regions, "x2Token").bytes, m * 768);
   EXPECT_EQ(region(regions, "swapSpace").bytes, m * 2048 * 4);  // max(2I, H) fp32
-  EXPECT_EQ(region(regions, "y2Token").bytes, 0);               // deep fuse: combine in GMM2's epilogue
+  // deep fuse: combine in GMM2's epilogue
+  EXPECT_EQ(region(regions, "y2Token").bytes, 0);
   EXPECT_EQ(region(regions, "groupList").bytes, 8 * 8);
   EXPECT_EQ(region(regions, "expandIdx").bytes, 256 * 8 * 4);
   EXPECT_EQ(region(regions, "epSendCount").bytes, 4 * 8 * 4);
@@ -60,14 +68,20 @@ TEST(WorkspacePlan, PathsFollowTheirTriggers) {
   t = plan(p);
   EXPECT_EQ(t.path, MoePath::kShared);
   EXPECT_EQ(t.vector_per_cube, 2);
-  EXPECT_EQ(t.exec_flags, kExecSharedExpert | kExecXActiveMask | kExecSmoothQuant | kExecTensorList);
+  EXPECT_EQ(t.exec_flags,
+            kExecSharedExpert | kExecXActiveMask | kExecSmoothQuant | kExecTensorList);
   EXPECT_EQ(t.shared_tokens, 16);
   p.experts = 8;
   EXPECT_EQ(plan(p).exec_flags & kExecDeepFuse, kExecDeepFuse);
 }
 
 TEST(WorkspacePlan, CapacityAndAlignment) {
-  MoeProblem p{.tokens = 100, .hidden = 64, .intermediate = 32, .topk = 8, .experts = 16, .ranks = 4,
+  MoeProblem p{.tokens = 100,
+               .hidden = 64,
+               .intermediate = 32,
+               .topk = 8,
+               .experts = 16,
+               .ranks = 4,
                .expert_alignment = 16};
   EXPECT_EQ(plan(p).max_recv_rows, 4 * 100 * 4 + 4 * 15);  // min(K, E_local) = 4, plus padding
   p.max_recv_rows = 500;
@@ -84,11 +98,18 @@ TEST(WorkspacePlan, NoLiveOverlapAndReuseSavesWhatItSays) {
   for (std::int64_t tokens : {0, 1, 7, 256}) {
     for (std::int64_t hidden : {64, 2048, 7168}) {
       for (std::int64_t inter : {96, 768}) {
-        for (auto [experts, ranks] : {std::pair<std::int64_t, std::int64_t>{4, 4}, {32, 4}, {16, 2}}) {
+        for (auto [experts, ranks] :
+             {std::pair<std::int64_t, std::int64_t>{4, 4}, {32, 4}, {16, 2}}) {
           for (std::int64_t shared : {0, 384}) {
             for (std::int64_t system : {0, 1000}) {
-              MoeProblem p{.tokens = tokens, .hidden = hidden, .intermediate = inter, .topk = 4, .experts = experts,
-                           .ranks = ranks, .expert_alignment = 8, .shared_intermediate = shared,
+              MoeProblem p{.tokens = tokens,
+                           .hidden = hidden,
+                           .intermediate = inter,
+                           .topk = 4,
+                           .experts = experts,
+                           .ranks = ranks,
+                           .expert_alignment = 8,
+                           .shared_intermediate = shared,
                            .system_bytes = system};
               p.reuse = false;
               const MoeTiling separate = plan(p);
@@ -107,9 +128,12 @@ TEST(WorkspacePlan, NoLiveOverlapAndReuseSavesWhatItSays) {
                   EXPECT_EQ(a.offset % 64, 0) << a.name;
                   for (const auto& b : regions) {
                     if (&a == &b || a.bytes == 0 || b.bytes == 0) continue;
-                    const bool live_together = a.first_phase <= b.last_phase && b.first_phase <= a.last_phase;
-                    const bool share_bytes = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
-                    EXPECT_FALSE(live_together && share_bytes) << a.name << " and " << b.name << " overlap";
+                    const bool live_together =
+                        a.first_phase <= b.last_phase && b.first_phase <= a.last_phase;
+                    const bool share_bytes =
+                        a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+                    EXPECT_FALSE(live_together && share_bytes)
+                        << a.name << " and " << b.name << " overlap";
                   }
                 }
                 if (t == &reused && tokens > 0) {
@@ -118,7 +142,8 @@ TEST(WorkspacePlan, NoLiveOverlapAndReuseSavesWhatItSays) {
                   for (const auto& a : regions) {
                     for (const auto& b : regions) {
                       shared_bytes |= &a != &b && a.bytes > 0 && b.bytes > 0 &&
-                                      a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+                                      a.offset < b.offset + b.bytes &&
+                                      b.offset < a.offset + a.bytes;
                     }
                   }
                   EXPECT_TRUE(shared_bytes);

@@ -9,8 +9,8 @@ int hp_op_api_header_is_c(void) {
   t.ndim = HP_TENSOR_MAX_DIMS;
   config.comm = HP_MOE_COMM_SHMEM;
   /* Every entry point has the declared type. */
-  hpStatus (*ops[])(void*, uint64_t, hpOpExecutor*) = {hpDispatchLayout, hpNotifyDispatch, hpMoeDispatchNormal,
-                                                      hpMoeCombineNormal};
+  hpStatus (*ops[])(void*, uint64_t, hpOpExecutor*) = {hpDispatchLayout, hpNotifyDispatch,
+                                                       hpMoeDispatchNormal, hpMoeCombineNormal};
   const char* (*message)(void) = hpGetLastErrorMessage;
   return t.ndim == 8 && config.comm == 1 && sizeof(ops) / sizeof(ops[0]) == 4 && message() != NULL;
 }

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "hyper_parallel_op_api.h"
-#include "ops/op_tensor.h"
 #include "moe/moe_layer.h"
 #include "moe/routing_inputs.h"
 #include "moe/workspace_plan.h"
+#include "ops/op_tensor.h"
 #include "shmem/scenario.h"
 
 extern "C" int hp_op_api_header_is_c(void);
@@ -44,13 +44,16 @@ TEST(OpApi, DispatchLayout) {
   const std::vector<std::int64_t> idx = {0, 3, 2, -1, 1, 0};  // T = 3, K = 2, E = 4, R = 2
   std::vector<std::int64_t> per_rank(2), per_expert(4);
   std::vector<std::uint8_t> in_rank(6);
-  const hpTensor t_idx = tensor(idx.data(), HP_DTYPE_INT64, {3, 2}), t_rank = tensor(per_rank.data(), HP_DTYPE_INT64, {2}),
+  const hpTensor t_idx = tensor(idx.data(), HP_DTYPE_INT64, {3, 2}),
+                 t_rank = tensor(per_rank.data(), HP_DTYPE_INT64, {2}),
                  t_expert = tensor(per_expert.data(), HP_DTYPE_INT64, {4}),
                  t_in = tensor(in_rank.data(), HP_DTYPE_UINT8, {3, 2});
-  ASSERT_EQ(two_phase([&](uint64_t* w, hpOpExecutor** e) {
-              return hpDispatchLayoutGetWorkspaceSize(&t_idx, 4, 2, &t_rank, &t_expert, &t_in, w, e);
-            },
-            hpDispatchLayout),
+  ASSERT_EQ(two_phase(
+                [&](uint64_t* w, hpOpExecutor** e) {
+                  return hpDispatchLayoutGetWorkspaceSize(&t_idx, 4, 2, &t_rank, &t_expert, &t_in,
+                                                          w, e);
+                },
+                hpDispatchLayout),
             HP_STATUS_OK)
       << hpGetLastErrorMessage();
   EXPECT_EQ(per_rank, (std::vector<std::int64_t>{2, 2}));
@@ -62,19 +65,23 @@ TEST(OpApi, DispatchLayout) {
   hpOpExecutor* e = nullptr;
   EXPECT_EQ(hpDispatchLayoutGetWorkspaceSize(&t_idx, 4, 2, &short_rank, &t_expert, &t_in, &w, &e),
             HP_STATUS_SHAPE_MISMATCH);
-  EXPECT_NE(std::strstr(hpGetLastErrorMessage(), "tokensPerRank"), nullptr) << hpGetLastErrorMessage();
+  EXPECT_NE(std::strstr(hpGetLastErrorMessage(), "tokensPerRank"), nullptr)
+      << hpGetLastErrorMessage();
   // An id out of range fails in the run.
   const std::vector<std::int64_t> bad = {0, 9, 2, -1, 1, 0};
   const hpTensor t_bad = tensor(bad.data(), HP_DTYPE_INT64, {3, 2});
-  EXPECT_EQ(two_phase([&](uint64_t* w2, hpOpExecutor** e2) {
-              return hpDispatchLayoutGetWorkspaceSize(&t_bad, 4, 2, &t_rank, &t_expert, &t_in, w2, e2);
-            },
-            hpDispatchLayout),
+  EXPECT_EQ(two_phase(
+                [&](uint64_t* w2, hpOpExecutor** e2) {
+                  return hpDispatchLayoutGetWorkspaceSize(&t_bad, 4, 2, &t_rank, &t_expert, &t_in,
+                                                          w2, e2);
+                },
+                hpDispatchLayout),
             HP_STATUS_OUT_OF_RANGE);
   EXPECT_EQ(hpDispatchLayoutGetWorkspaceSize(&t_idx, 4, 2, &t_rank, &t_expert, &t_in, nullptr, &e),
             HP_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(hpDispatchLayout(nullptr, 0, nullptr), HP_STATUS_INVALID_ARGUMENT);
-  ASSERT_EQ(hpDispatchLayoutGetWorkspaceSize(&t_idx, 4, 2, &t_rank, &t_expert, &t_in, &w, &e), HP_STATUS_OK);
+  ASSERT_EQ(hpDispatchLayoutGetWorkspaceSize(&t_idx, 4, 2, &t_rank, &t_expert, &t_in, &w, &e),
+            HP_STATUS_OK);
   hpOpExecutorDestroy(e);  // never run
 }
 
@@ -88,42 +95,54 @@ TEST_P(OpApiRoundTrip, MatchesTheReference) {
     if (GetParam() == HP_MOE_COMM_WINDOW && !all_mapped()) return Status::ok();
     const Case c{.seed = 60};
     const std::int64_t local = c.experts / ranks;
-    hpMoeBufferConfig config{.hidden = c.hidden, .max_tokens_per_rank = c.tokens + ranks, .num_experts = c.experts,
-                             .topk = c.topk, .max_element_bytes = 4, .combine_element_bytes = 4, .comm = GetParam(),
-                             .grow_on_overflow = 1, .capacity_factor = 0.0};
+    hpMoeBufferConfig config{.hidden = c.hidden,
+                             .max_tokens_per_rank = c.tokens + ranks,
+                             .num_experts = c.experts,
+                             .topk = c.topk,
+                             .max_element_bytes = 4,
+                             .combine_element_bytes = 4,
+                             .comm = GetParam(),
+                             .grow_on_overflow = 1,
+                             .capacity_factor = 0.0};
     hpMoeBuffer* buffer = nullptr;
     EXPECT_EQ(hpMoeBufferCreate(&config, &buffer), HP_STATUS_OK) << hpGetLastErrorMessage();
     const Inputs in = make_inputs(c, me, ranks);
     const hpTensor x = tensor(in.x.data(), HP_DTYPE_FP32, {in.tokens, c.hidden}),
                    idx = tensor(in.idx.data(), HP_DTYPE_INT64, {in.tokens, c.topk}),
                    w = tensor(in.weights.data(), HP_DTYPE_FP32, {in.tokens, c.topk});
-    std::vector<std::int64_t> per_expert(static_cast<std::size_t>(local)), offsets(static_cast<std::size_t>(local + 1));
+    std::vector<std::int64_t> per_expert(static_cast<std::size_t>(local)),
+        offsets(static_cast<std::size_t>(local + 1));
     const hpTensor t_per = tensor(per_expert.data(), HP_DTYPE_INT64, {local}),
                    t_off = tensor(offsets.data(), HP_DTYPE_INT64, {local + 1});
-    EXPECT_EQ(two_phase([&](uint64_t* ws, hpOpExecutor** e) {
-                return hpNotifyDispatchGetWorkspaceSize(buffer, &x, &idx, &w, nullptr, HP_MOE_QUANT_NONE, 4, &t_per,
-                                                        &t_off, ws, e);
-              },
-              hpNotifyDispatch),
+    EXPECT_EQ(two_phase(
+                  [&](uint64_t* ws, hpOpExecutor** e) {
+                    return hpNotifyDispatchGetWorkspaceSize(
+                        buffer, &x, &idx, &w, nullptr, HP_MOE_QUANT_NONE, 4, &t_per, &t_off, ws, e);
+                  },
+                  hpNotifyDispatch),
               HP_STATUS_OK)
         << hpGetLastErrorMessage();
     const std::int64_t rows = offsets.back();
-    std::vector<float> recv_x(std::size_t(rows * c.hidden), -1.0f), recv_w(std::size_t(rows), -1.0f);
+    std::vector<float> recv_x(std::size_t(rows * c.hidden), -1.0f),
+        recv_w(std::size_t(rows), -1.0f);
     std::vector<std::int32_t> src(std::size_t(rows * 2), -7);
     const hpTensor t_x = tensor(recv_x.data(), HP_DTYPE_FP32, {rows, c.hidden}),
                    t_w = tensor(recv_w.data(), HP_DTYPE_FP32, {rows}),
                    t_src = tensor(src.data(), HP_DTYPE_INT32, {rows, 2});
-    EXPECT_EQ(two_phase([&](uint64_t* ws, hpOpExecutor** e) {
-                return hpMoeDispatchNormalGetWorkspaceSize(buffer, &x, &idx, &w, nullptr, HP_MOE_QUANT_NONE, 4, &t_x,
-                                                           nullptr, &t_w, &t_src, ws, e);
-              },
-              hpMoeDispatchNormal),
+    EXPECT_EQ(two_phase(
+                  [&](uint64_t* ws, hpOpExecutor** e) {
+                    return hpMoeDispatchNormalGetWorkspaceSize(buffer, &x, &idx, &w, nullptr,
+                                                               HP_MOE_QUANT_NONE, 4, &t_x, nullptr,
+                                                               &t_w, &t_src, ws, e);
+                  },
+                  hpMoeDispatchNormal),
               HP_STATUS_OK)
         << hpGetLastErrorMessage();
     // Rows: each local expert's, padded to 4; a real row holds its source token's x.
     std::vector<float> out(recv_x.size(), 0.0f);
     for (std::int64_t le = 0; le < local; ++le) {
-      EXPECT_EQ(offsets[std::size_t(le) + 1] - offsets[std::size_t(le)], (per_expert[std::size_t(le)] + 3) / 4 * 4);
+      EXPECT_EQ(offsets[std::size_t(le) + 1] - offsets[std::size_t(le)],
+                (per_expert[std::size_t(le)] + 3) / 4 * 4);
       for (std::int64_t r = offsets[std::size_t(le)]; r < offsets[std::size_t(le) + 1]; ++r) {
         const int s = src[std::size_t(r * 2)];
         const std::int32_t t = src[std::size_t(r * 2 + 1)];
@@ -131,19 +150,23 @@ TEST_P(OpApiRoundTrip, MatchesTheReference) {
         EXPECT_EQ(s < 0, pad);
         if (pad) continue;
         const Inputs src_in = make_inputs(c, s, ranks);
-        EXPECT_EQ(std::memcmp(recv_x.data() + r * c.hidden, src_in.x.data() + t * c.hidden, std::size_t(c.hidden) * 4), 0);
+        EXPECT_EQ(std::memcmp(recv_x.data() + r * c.hidden, src_in.x.data() + t * c.hidden,
+                              std::size_t(c.hidden) * 4),
+                  0);
         for (std::int64_t j = 0; j < c.hidden; ++j) {
-          out[std::size_t(r * c.hidden + j)] = float(me * local + le + 1) * recv_x[std::size_t(r * c.hidden + j)];
+          out[std::size_t(r * c.hidden + j)] =
+              float(me * local + le + 1) * recv_x[std::size_t(r * c.hidden + j)];
         }
       }
     }
     std::vector<float> y(std::size_t(in.tokens * c.hidden), -1.0f);
     const hpTensor t_out = tensor(out.data(), HP_DTYPE_FP32, {rows, c.hidden}),
                    t_y = tensor(y.data(), HP_DTYPE_FP32, {in.tokens, c.hidden});
-    EXPECT_EQ(two_phase([&](uint64_t* ws, hpOpExecutor** e) {
-                return hpMoeCombineNormalGetWorkspaceSize(buffer, &t_out, &t_w, &t_y, ws, e);
-              },
-              hpMoeCombineNormal),
+    EXPECT_EQ(two_phase(
+                  [&](uint64_t* ws, hpOpExecutor** e) {
+                    return hpMoeCombineNormalGetWorkspaceSize(buffer, &t_out, &t_w, &t_y, ws, e);
+                  },
+                  hpMoeCombineNormal),
               HP_STATUS_OK)
         << hpGetLastErrorMessage();
     for (std::int64_t t = 0; t < in.tokens; ++t) {
@@ -151,11 +174,13 @@ TEST_P(OpApiRoundTrip, MatchesTheReference) {
         double want = 0;
         for (std::int64_t k = 0; k < c.topk; ++k) {
           const std::int64_t e = in.idx[std::size_t(t * c.topk + k)];
-          if (e >= 0) want += double(in.weights[std::size_t(t * c.topk + k)]) * double(e + 1) * in.x[std::size_t(t * c.hidden + j)];
+          if (e >= 0)
+            want += double(in.weights[std::size_t(t * c.topk + k)]) * double(e + 1) *
+                    in.x[std::size_t(t * c.hidden + j)];
         }
         if (double(y[std::size_t(t * c.hidden + j)]) != want) {
-          ADD_FAILURE() << "rank " << me << " y[" << t << "][" << j << "] = " << y[std::size_t(t * c.hidden + j)]
-                        << ", expected " << want;
+          ADD_FAILURE() << "rank " << me << " y[" << t << "][" << j
+                        << "] = " << y[std::size_t(t * c.hidden + j)] << ", expected " << want;
           return Status::ok();
         }
       }
@@ -174,9 +199,16 @@ TEST_P(OpApiRoundTrip, LowLatencyMatchesTheReference) {
     if (GetParam() == HP_MOE_COMM_WINDOW && !all_mapped()) return Status::ok();
     const Case c{.seed = 61};
     const std::int64_t local = c.experts / ranks, t_max = c.tokens + ranks, rows = ranks * t_max;
-    hpMoeBufferConfig config{.hidden = c.hidden, .max_tokens_per_rank = t_max, .num_experts = c.experts,
-                             .topk = c.topk, .max_element_bytes = 4, .combine_element_bytes = 4, .comm = GetParam(),
-                             .grow_on_overflow = 1, .capacity_factor = 0.0, .low_latency = 1};
+    hpMoeBufferConfig config{.hidden = c.hidden,
+                             .max_tokens_per_rank = t_max,
+                             .num_experts = c.experts,
+                             .topk = c.topk,
+                             .max_element_bytes = 4,
+                             .combine_element_bytes = 4,
+                             .comm = GetParam(),
+                             .grow_on_overflow = 1,
+                             .capacity_factor = 0.0,
+                             .low_latency = 1};
     hpMoeBuffer* buffer = nullptr;
     EXPECT_EQ(hpMoeBufferCreate(&config, &buffer), HP_STATUS_OK) << hpGetLastErrorMessage();
     const Inputs in = make_inputs(c, me, ranks);
@@ -184,18 +216,21 @@ TEST_P(OpApiRoundTrip, LowLatencyMatchesTheReference) {
                    idx = tensor(in.idx.data(), HP_DTYPE_INT64, {in.tokens, c.topk}),
                    w = tensor(in.weights.data(), HP_DTYPE_FP32, {in.tokens, c.topk});
     std::vector<float> recv_x(std::size_t(local * rows * c.hidden));
-    std::vector<std::int64_t> count(static_cast<std::size_t>(local)), range(static_cast<std::size_t>(local * ranks * 2));
+    std::vector<std::int64_t> count(static_cast<std::size_t>(local)),
+        range(static_cast<std::size_t>(local * ranks * 2));
     std::vector<std::int32_t> src(std::size_t(local * rows * 2));
     const hpTensor t_x = tensor(recv_x.data(), HP_DTYPE_FP32, {local, rows, c.hidden}),
                    t_count = tensor(count.data(), HP_DTYPE_INT64, {local}),
                    t_range = tensor(range.data(), HP_DTYPE_INT64, {local, ranks, 2}),
                    t_src = tensor(src.data(), HP_DTYPE_INT32, {local, rows, 2});
     for (int call = 0; call < 2; ++call) {
-      EXPECT_EQ(two_phase([&](uint64_t* ws, hpOpExecutor** e) {
-                  return hpMoeDispatchLowLatencyGetWorkspaceSize(buffer, &x, &idx, &w, nullptr, HP_MOE_QUANT_NONE,
-                                                                 &t_x, nullptr, &t_count, &t_range, &t_src, ws, e);
-                },
-                hpMoeDispatchLowLatency),
+      EXPECT_EQ(two_phase(
+                    [&](uint64_t* ws, hpOpExecutor** e) {
+                      return hpMoeDispatchLowLatencyGetWorkspaceSize(
+                          buffer, &x, &idx, &w, nullptr, HP_MOE_QUANT_NONE, &t_x, nullptr, &t_count,
+                          &t_range, &t_src, ws, e);
+                    },
+                    hpMoeDispatchLowLatency),
                 HP_STATUS_OK)
           << hpGetLastErrorMessage();
       std::vector<float> out(recv_x.size(), 0.0f);
@@ -210,8 +245,8 @@ TEST_P(OpApiRoundTrip, LowLatencyMatchesTheReference) {
           EXPECT_GE(s, 0);
           if (s < 0) continue;
           const Inputs src_in = make_inputs(c, s, ranks);
-          EXPECT_EQ(std::memcmp(recv_x.data() + row * std::size_t(c.hidden), src_in.x.data() + t * c.hidden,
-                                std::size_t(c.hidden) * 4),
+          EXPECT_EQ(std::memcmp(recv_x.data() + row * std::size_t(c.hidden),
+                                src_in.x.data() + t * c.hidden, std::size_t(c.hidden) * 4),
                     0);
           for (std::int64_t j = 0; j < c.hidden; ++j) {
             out[row * std::size_t(c.hidden) + std::size_t(j)] =
@@ -222,10 +257,12 @@ TEST_P(OpApiRoundTrip, LowLatencyMatchesTheReference) {
       std::vector<float> y(std::size_t(in.tokens * c.hidden), -1.0f);
       const hpTensor t_out = tensor(out.data(), HP_DTYPE_FP32, {local, rows, c.hidden}),
                      t_y = tensor(y.data(), HP_DTYPE_FP32, {in.tokens, c.hidden});
-      EXPECT_EQ(two_phase([&](uint64_t* ws, hpOpExecutor** e) {
-                  return hpMoeCombineLowLatencyGetWorkspaceSize(buffer, &t_out, &w, &t_y, ws, e);
-                },
-                hpMoeCombineLowLatency),
+      EXPECT_EQ(two_phase(
+                    [&](uint64_t* ws, hpOpExecutor** e) {
+                      return hpMoeCombineLowLatencyGetWorkspaceSize(buffer, &t_out, &w, &t_y, ws,
+                                                                    e);
+                    },
+                    hpMoeCombineLowLatency),
                 HP_STATUS_OK)
           << hpGetLastErrorMessage();
       for (std::int64_t t = 0; t < in.tokens; ++t) {
@@ -247,11 +284,13 @@ TEST_P(OpApiRoundTrip, LowLatencyMatchesTheReference) {
       }
     }
     // Quantised without recvXScale: this rank's error after the collective (every rank here).
-    EXPECT_EQ(two_phase([&](uint64_t* ws, hpOpExecutor** e) {
-                return hpMoeDispatchLowLatencyGetWorkspaceSize(buffer, &x, &idx, &w, nullptr, HP_MOE_QUANT_DYNAMIC_INT8,
-                                                               &t_x, nullptr, &t_count, nullptr, nullptr, ws, e);
-              },
-              hpMoeDispatchLowLatency),
+    EXPECT_EQ(two_phase(
+                  [&](uint64_t* ws, hpOpExecutor** e) {
+                    return hpMoeDispatchLowLatencyGetWorkspaceSize(
+                        buffer, &x, &idx, &w, nullptr, HP_MOE_QUANT_DYNAMIC_INT8, &t_x, nullptr,
+                        &t_count, nullptr, nullptr, ws, e);
+                  },
+                  hpMoeDispatchLowLatency),
               HP_STATUS_DTYPE_MISMATCH)
         << hpGetLastErrorMessage();
     EXPECT_EQ(hpMoeBufferDestroy(buffer), HP_STATUS_OK);
@@ -265,29 +304,40 @@ TEST_P(OpApiRoundTrip, BadInputOnOneRankFailsEveryRank) {
   run_scenario([&]() -> Status {
     const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
     if (GetParam() == HP_MOE_COMM_WINDOW && !all_mapped()) return Status::ok();
-    hpMoeBufferConfig config{.hidden = 16, .max_tokens_per_rank = 8, .num_experts = 2 * ranks, .topk = 2,
-                             .max_element_bytes = 4, .combine_element_bytes = 4, .comm = GetParam(),
-                             .grow_on_overflow = 1, .capacity_factor = 0.0};
+    hpMoeBufferConfig config{.hidden = 16,
+                             .max_tokens_per_rank = 8,
+                             .num_experts = 2 * ranks,
+                             .topk = 2,
+                             .max_element_bytes = 4,
+                             .combine_element_bytes = 4,
+                             .comm = GetParam(),
+                             .grow_on_overflow = 1,
+                             .capacity_factor = 0.0};
     hpMoeBuffer* buffer = nullptr;
     EXPECT_EQ(hpMoeBufferCreate(&config, &buffer), HP_STATUS_OK) << hpGetLastErrorMessage();
     std::vector<float> xs(4 * 16, 1.0f), ws(8, 0.5f);
     std::vector<std::int64_t> ids = {0, 1, 1, 2, 0, 3, 1, 0};
     std::vector<std::int64_t> per_expert(2), offsets(3);
-    const hpTensor x = tensor(xs.data(), HP_DTYPE_FP32, {4, 16}), w = tensor(ws.data(), HP_DTYPE_FP32, {4, 2}),
+    const hpTensor x = tensor(xs.data(), HP_DTYPE_FP32, {4, 16}),
+                   w = tensor(ws.data(), HP_DTYPE_FP32, {4, 2}),
                    t_per = tensor(per_expert.data(), HP_DTYPE_INT64, {2}),
                    t_off = tensor(offsets.data(), HP_DTYPE_INT64, {3}),
                    t_off_bad = tensor(offsets.data(), HP_DTYPE_INT64, {2});
     auto notify = [&](const hpTensor* idx, const hpTensor* off) {
-      return two_phase([&](uint64_t* wsz, hpOpExecutor** e) {
-        return hpNotifyDispatchGetWorkspaceSize(buffer, &x, idx, &w, nullptr, HP_MOE_QUANT_NONE, 1, &t_per, off, wsz, e);
-      }, hpNotifyDispatch);
+      return two_phase(
+          [&](uint64_t* wsz, hpOpExecutor** e) {
+            return hpNotifyDispatchGetWorkspaceSize(buffer, &x, idx, &w, nullptr, HP_MOE_QUANT_NONE,
+                                                    1, &t_per, off, wsz, e);
+          },
+          hpNotifyDispatch);
     };
     if (me == ranks - 1) ids[3] = 2 * ranks;
     const hpTensor idx = tensor(ids.data(), HP_DTYPE_INT64, {4, 2});
     EXPECT_EQ(notify(&idx, &t_off), me == ranks - 1 ? HP_STATUS_OUT_OF_RANGE : HP_STATUS_ABORTED);
     EXPECT_NE(std::strlen(hpGetLastErrorMessage()), 0u);
     ids[3] = 2;
-    EXPECT_EQ(notify(&idx, me == 0 ? &t_off_bad : &t_off), me == 0 ? HP_STATUS_SHAPE_MISMATCH : HP_STATUS_ABORTED);
+    EXPECT_EQ(notify(&idx, me == 0 ? &t_off_bad : &t_off),
+              me == 0 ? HP_STATUS_SHAPE_MISMATCH : HP_STATUS_ABORTED);
     EXPECT_EQ(notify(&idx, &t_off), HP_STATUS_OK) << hpGetLastErrorMessage();  // usable again
     EXPECT_EQ(hpMoeBufferDestroy(buffer), HP_STATUS_OK);
     return Status::ok();
@@ -304,12 +354,20 @@ struct LayerCase {
   std::vector<std::int64_t> idx;
 
   LayerCase(int me, int ranks)
-      : E(local * ranks), w1(std::size_t(local * H * 2 * I)), w2(std::size_t(local * I * H)),
-        s1(std::size_t(local * 2 * I), 1.0f / 1000), s2(std::size_t(local * H), 1.0f / 500), x(std::size_t(T * H)),
-        w(std::size_t(T * K), 0.5f), idx(std::size_t(T * K)) {
-    for (std::size_t i = 0; i < w1.size(); ++i) w1[i] = std::int8_t(int((i * 37 + std::size_t(me) * 11) % 255) - 127);
-    for (std::size_t i = 0; i < w2.size(); ++i) w2[i] = std::int8_t(int((i * 53 + std::size_t(me) * 7) % 255) - 127);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(int((i * 13 + std::size_t(me)) % 17) - 8) / 4;
+      : E(local * ranks),
+        w1(std::size_t(local * H * 2 * I)),
+        w2(std::size_t(local * I * H)),
+        s1(std::size_t(local * 2 * I), 1.0f / 1000),
+        s2(std::size_t(local * H), 1.0f / 500),
+        x(std::size_t(T * H)),
+        w(std::size_t(T * K), 0.5f),
+        idx(std::size_t(T * K)) {
+    for (std::size_t i = 0; i < w1.size(); ++i)
+      w1[i] = std::int8_t(int((i * 37 + std::size_t(me) * 11) % 255) - 127);
+    for (std::size_t i = 0; i < w2.size(); ++i)
+      w2[i] = std::int8_t(int((i * 53 + std::size_t(me) * 7) % 255) - 127);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      x[i] = float(int((i * 13 + std::size_t(me)) % 17) - 8) / 4;
     for (std::int64_t t = 0; t < T; ++t) {
       idx[std::size_t(t * K)] = (t + me) % E;
       idx[std::size_t(t * K + 1)] = (t + me + 1 + t % 3) % E;
@@ -332,8 +390,10 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
     const hpTensor t_w1 = tensor(w1.data(), HP_DTYPE_INT8, {local, H, 2 * I}),
                    t_s1 = tensor(s1.data(), HP_DTYPE_FP32, {local, 2 * I}),
                    t_w2 = tensor(w2.data(), HP_DTYPE_INT8, {local, I, H}),
-                   t_s2 = tensor(s2.data(), HP_DTYPE_FP32, {local, H}), t_x = tensor(x.data(), HP_DTYPE_FP32, {T, H}),
-                   t_idx = tensor(idx.data(), HP_DTYPE_INT64, {T, K}), t_w = tensor(w.data(), HP_DTYPE_FP32, {T, K});
+                   t_s2 = tensor(s2.data(), HP_DTYPE_FP32, {local, H}),
+                   t_x = tensor(x.data(), HP_DTYPE_FP32, {T, H}),
+                   t_idx = tensor(idx.data(), HP_DTYPE_INT64, {T, K}),
+                   t_w = tensor(w.data(), HP_DTYPE_FP32, {T, K});
     // A shared expert too (the same weights on every rank).
     const std::int64_t SI = 16;
     std::vector<std::int8_t> sw1(std::size_t(H * 2 * SI)), sw2(std::size_t(SI * H));
@@ -342,61 +402,92 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
     std::vector<float> ss1(std::size_t(2 * SI), 1.0f / 1000), ss2(std::size_t(H), 1.0f / 300);
     const hpTensor t_sw1 = tensor(sw1.data(), HP_DTYPE_INT8, {1, H, 2 * SI}),
                    t_ss1 = tensor(ss1.data(), HP_DTYPE_FP32, {1, 2 * SI}),
-                   t_sw2 = tensor(sw2.data(), HP_DTYPE_INT8, {1, SI, H}), t_ss2 = tensor(ss2.data(), HP_DTYPE_FP32, {1, H});
-    const hpHyperMegaMoeConfig config{.hidden = H, .intermediate = I, .num_experts = E, .topk = K,
-                                      .max_tokens_per_rank = T, .comm = GetParam(), .shared_intermediate = SI,
+                   t_sw2 = tensor(sw2.data(), HP_DTYPE_INT8, {1, SI, H}),
+                   t_ss2 = tensor(ss2.data(), HP_DTYPE_FP32, {1, H});
+    const hpHyperMegaMoeConfig config{.hidden = H,
+                                      .intermediate = I,
+                                      .num_experts = E,
+                                      .topk = K,
+                                      .max_tokens_per_rank = T,
+                                      .comm = GetParam(),
+                                      .shared_intermediate = SI,
                                       .backward = 1};
     hpHyperMegaMoeLayer* layer = nullptr;
-    EXPECT_EQ(hpHyperMegaMoeCreate(&config, &t_w1, &t_s1, &t_w2, &t_s2, &t_sw1, &t_ss1, &t_sw2, &t_ss2, &layer),
+    EXPECT_EQ(hpHyperMegaMoeCreate(&config, &t_w1, &t_s1, &t_w2, &t_s2, &t_sw1, &t_ss1, &t_sw2,
+                                   &t_ss2, &layer),
               HP_STATUS_OK)
         << hpGetLastErrorMessage();
     std::vector<float> y(std::size_t(T * H), -1.0f);
     const hpTensor t_y = tensor(y.data(), HP_DTYPE_FP32, {T, H});
     uint64_t bytes = 0;
     hpOpExecutor* exec = nullptr;
-    EXPECT_EQ(hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec), HP_STATUS_OK);
+    EXPECT_EQ(
+        hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec),
+        HP_STATUS_OK);
     MoeTiling plan;
-    HP_EXPECT_OK(plan_moe({.tokens = T, .hidden = H, .intermediate = I, .topk = K, .experts = E, .ranks = ranks,
+    HP_EXPECT_OK(plan_moe({.tokens = T,
+                           .hidden = H,
+                           .intermediate = I,
+                           .topk = K,
+                           .experts = E,
+                           .ranks = ranks,
                            .shared_intermediate = SI},
                           &plan));
     EXPECT_EQ(bytes, std::uint64_t(plan.total_bytes));
     std::vector<std::uint8_t> storage(bytes + 64, 0xCD);
-    void* ws = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 63) & ~std::uintptr_t(63));
+    void* ws = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 63) &
+                                       ~std::uintptr_t(63));
     EXPECT_EQ(hpHyperMegaMoe(ws, bytes, exec), HP_STATUS_OK) << hpGetLastErrorMessage();
     // The C++ layer on the same weights and tokens.
     std::unique_ptr<MoeLayer> cpp;
     HP_RETURN_IF_ERROR(MoeLayer::create(
-        {.hidden = H, .intermediate = I, .num_experts = E, .topk = K, .max_tokens_per_rank = T, .shared_intermediate = SI,
-         .comm = GetParam() == HP_MOE_COMM_WINDOW ? CommKind::kWindow : CommKind::kShmem, .backward = true},
-        {.w1 = TensorView(w1.data(), DType::kInt8, {local, H, 2 * I}), .w1_scale = TensorView(s1.data(), DType::kFP32, {local, 2 * I}),
-         .w2 = TensorView(w2.data(), DType::kInt8, {local, I, H}), .w2_scale = TensorView(s2.data(), DType::kFP32, {local, H}),
+        {.hidden = H,
+         .intermediate = I,
+         .num_experts = E,
+         .topk = K,
+         .max_tokens_per_rank = T,
+         .shared_intermediate = SI,
+         .comm = GetParam() == HP_MOE_COMM_WINDOW ? CommKind::kWindow : CommKind::kShmem,
+         .backward = true},
+        {.w1 = TensorView(w1.data(), DType::kInt8, {local, H, 2 * I}),
+         .w1_scale = TensorView(s1.data(), DType::kFP32, {local, 2 * I}),
+         .w2 = TensorView(w2.data(), DType::kInt8, {local, I, H}),
+         .w2_scale = TensorView(s2.data(), DType::kFP32, {local, H}),
          .shared_w1 = TensorView(sw1.data(), DType::kInt8, {1, H, 2 * SI}),
          .shared_w1_scale = TensorView(ss1.data(), DType::kFP32, {1, 2 * SI}),
          .shared_w2 = TensorView(sw2.data(), DType::kInt8, {1, SI, H}),
          .shared_w2_scale = TensorView(ss2.data(), DType::kFP32, {1, H})},
         &cpp));
     std::vector<float> y_cpp(y.size());
-    HP_RETURN_IF_ERROR(cpp->forward(TensorView(x.data(), DType::kFP32, {T, H}), TensorView(idx.data(), DType::kInt64, {T, K}),
-                                    TensorView(w.data(), DType::kFP32, {T, K}), TensorView(y_cpp.data(), DType::kFP32, {T, H})));
+    HP_RETURN_IF_ERROR(cpp->forward(TensorView(x.data(), DType::kFP32, {T, H}),
+                                    TensorView(idx.data(), DType::kInt64, {T, K}),
+                                    TensorView(w.data(), DType::kFP32, {T, K}),
+                                    TensorView(y_cpp.data(), DType::kFP32, {T, H})));
     EXPECT_EQ(y, y_cpp);
     // The backward, through the ABI (workspace 0) and in C++.
     std::vector<float> dy(y.size());
-    for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = float(int((i * 7 + std::size_t(me)) % 11) - 5) / 8;
+    for (std::size_t i = 0; i < dy.size(); ++i)
+      dy[i] = float(int((i * 7 + std::size_t(me)) % 11) - 5) / 8;
     struct Grads {
       std::vector<float> dx, d_topk, dw1, dw2, sdw1, sdw2;
     };
-    Grads abi{.dx = std::vector<float>(x.size()), .d_topk = std::vector<float>(w.size()),
-              .dw1 = std::vector<float>(w1.size()), .dw2 = std::vector<float>(w2.size()),
-              .sdw1 = std::vector<float>(sw1.size()), .sdw2 = std::vector<float>(sw2.size())};
+    Grads abi{.dx = std::vector<float>(x.size()),
+              .d_topk = std::vector<float>(w.size()),
+              .dw1 = std::vector<float>(w1.size()),
+              .dw2 = std::vector<float>(w2.size()),
+              .sdw1 = std::vector<float>(sw1.size()),
+              .sdw2 = std::vector<float>(sw2.size())};
     Grads cpp_grads = abi;
-    const hpTensor t_dy = tensor(dy.data(), HP_DTYPE_FP32, {T, H}), t_dx = tensor(abi.dx.data(), HP_DTYPE_FP32, {T, H}),
+    const hpTensor t_dy = tensor(dy.data(), HP_DTYPE_FP32, {T, H}),
+                   t_dx = tensor(abi.dx.data(), HP_DTYPE_FP32, {T, H}),
                    t_dtopk = tensor(abi.d_topk.data(), HP_DTYPE_FP32, {T, K}),
                    t_dw1 = tensor(abi.dw1.data(), HP_DTYPE_FP32, {local, H, 2 * I}),
                    t_dw2 = tensor(abi.dw2.data(), HP_DTYPE_FP32, {local, I, H}),
                    t_sdw1 = tensor(abi.sdw1.data(), HP_DTYPE_FP32, {1, H, 2 * SI}),
                    t_sdw2 = tensor(abi.sdw2.data(), HP_DTYPE_FP32, {1, SI, H});
-    EXPECT_EQ(hpHyperMegaMoeGradGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_dy, &t_dx, &t_dtopk, &t_dw1,
-                                                 &t_dw2, &t_sdw1, &t_sdw2, &bytes, &exec),
+    EXPECT_EQ(hpHyperMegaMoeGradGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_dy, &t_dx,
+                                                 &t_dtopk, &t_dw1, &t_dw2, &t_sdw1, &t_sdw2, &bytes,
+                                                 &exec),
               HP_STATUS_OK);
     EXPECT_EQ(bytes, 0u);
     EXPECT_EQ(hpHyperMegaMoeGrad(nullptr, 0, exec), HP_STATUS_OK) << hpGetLastErrorMessage();
@@ -422,7 +513,9 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
     EXPECT_NE(abi.dw1, std::vector<float>(abi.dw1.size(), 0.0f));
     HP_RETURN_IF_ERROR(cpp->destroy());
     // One byte short on rank 0.
-    EXPECT_EQ(hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec), HP_STATUS_OK);
+    EXPECT_EQ(
+        hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec),
+        HP_STATUS_OK);
     EXPECT_EQ(hpHyperMegaMoe(ws, bytes - (me == 0 ? 1 : 0), exec),
               me == 0 ? HP_STATUS_INVALID_ARGUMENT : HP_STATUS_ABORTED);
     EXPECT_EQ(hpHyperMegaMoeDestroy(layer), HP_STATUS_OK);
@@ -442,7 +535,8 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeWithWeightsListsSmoothAndTheDeepPath) {
     auto &w1 = c.w1, &w2 = c.w2;
     auto &s1 = c.s1, &s2 = c.s2, &x = c.x, &w = c.w;
     auto& idx = c.idx;
-    std::vector<float> smooth1(static_cast<std::size_t>(H)), smooth2(static_cast<std::size_t>(local * I));
+    std::vector<float> smooth1(static_cast<std::size_t>(H)),
+        smooth2(static_cast<std::size_t>(local * I));
     for (std::size_t i = 0; i < smooth1.size(); ++i) smooth1[i] = 0.5f + float(i % 7) / 4;
     for (std::size_t i = 0; i < smooth2.size(); ++i) smooth2[i] = 0.75f + float(i % 5) / 8;
     std::vector<hpTensor> w1_list, s1_list, w2_list, s2_list;
@@ -454,41 +548,65 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeWithWeightsListsSmoothAndTheDeepPath) {
     }
     const hpTensor t_smooth1 = tensor(smooth1.data(), HP_DTYPE_FP32, {H}),
                    t_smooth2 = tensor(smooth2.data(), HP_DTYPE_FP32, {local, I});
-    const hpHyperMegaMoeWeights weights{.numListed = local, .w1List = w1_list.data(), .w1ScaleList = s1_list.data(),
-                                        .w2List = w2_list.data(), .w2ScaleList = s2_list.data(),
-                                        .smooth1 = &t_smooth1, .smooth2 = &t_smooth2};
-    const hpHyperMegaMoeConfig config{.hidden = H, .intermediate = I, .num_experts = E, .topk = K,
-                                      .max_tokens_per_rank = T, .comm = GetParam(), .path = HP_MOE_PATH_DEEP,
-                                      .cube_cores = 1, .vector_cores = 2};
+    const hpHyperMegaMoeWeights weights{.numListed = local,
+                                        .w1List = w1_list.data(),
+                                        .w1ScaleList = s1_list.data(),
+                                        .w2List = w2_list.data(),
+                                        .w2ScaleList = s2_list.data(),
+                                        .smooth1 = &t_smooth1,
+                                        .smooth2 = &t_smooth2};
+    const hpHyperMegaMoeConfig config{.hidden = H,
+                                      .intermediate = I,
+                                      .num_experts = E,
+                                      .topk = K,
+                                      .max_tokens_per_rank = T,
+                                      .comm = GetParam(),
+                                      .path = HP_MOE_PATH_DEEP,
+                                      .cube_cores = 1,
+                                      .vector_cores = 2};
     hpHyperMegaMoeLayer* layer = nullptr;
-    EXPECT_EQ(hpHyperMegaMoeCreateWithWeights(&config, &weights, &layer), HP_STATUS_OK) << hpGetLastErrorMessage();
-    const hpTensor t_x = tensor(x.data(), HP_DTYPE_FP32, {T, H}), t_idx = tensor(idx.data(), HP_DTYPE_INT64, {T, K}),
+    EXPECT_EQ(hpHyperMegaMoeCreateWithWeights(&config, &weights, &layer), HP_STATUS_OK)
+        << hpGetLastErrorMessage();
+    const hpTensor t_x = tensor(x.data(), HP_DTYPE_FP32, {T, H}),
+                   t_idx = tensor(idx.data(), HP_DTYPE_INT64, {T, K}),
                    t_w = tensor(w.data(), HP_DTYPE_FP32, {T, K});
     std::vector<float> y(std::size_t(T * H), -1.0f);
     const hpTensor t_y = tensor(y.data(), HP_DTYPE_FP32, {T, H});
     uint64_t bytes = 0;
     hpOpExecutor* exec = nullptr;
-    EXPECT_EQ(hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec), HP_STATUS_OK);
+    EXPECT_EQ(
+        hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec),
+        HP_STATUS_OK);
     std::vector<std::uint8_t> storage(bytes + 64);
-    void* ws = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 63) & ~std::uintptr_t(63));
+    void* ws = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 63) &
+                                       ~std::uintptr_t(63));
     EXPECT_EQ(hpHyperMegaMoe(ws, bytes, exec), HP_STATUS_OK) << hpGetLastErrorMessage();
     EXPECT_EQ(hpHyperMegaMoeDestroy(layer), HP_STATUS_OK);
     std::unique_ptr<hp::platform::Chip> chip;
     HP_RETURN_IF_ERROR(hp::platform::Chip::create({.num_cube = 1, .num_vector = 2}, &chip));
     std::unique_ptr<MoeLayer> cpp;
     HP_RETURN_IF_ERROR(MoeLayer::create(
-        {.hidden = H, .intermediate = I, .num_experts = E, .topk = K, .max_tokens_per_rank = T,
-         .comm = GetParam() == HP_MOE_COMM_WINDOW ? CommKind::kWindow : CommKind::kShmem, .chip = chip.get(),
+        {.hidden = H,
+         .intermediate = I,
+         .num_experts = E,
+         .topk = K,
+         .max_tokens_per_rank = T,
+         .comm = GetParam() == HP_MOE_COMM_WINDOW ? CommKind::kWindow : CommKind::kShmem,
+         .chip = chip.get(),
          .path = LayerPath::kDeep},
-        {.w1 = TensorView(w1.data(), DType::kInt8, {local, H, 2 * I}), .w1_scale = TensorView(s1.data(), DType::kFP32, {local, 2 * I}),
-         .w2 = TensorView(w2.data(), DType::kInt8, {local, I, H}), .w2_scale = TensorView(s2.data(), DType::kFP32, {local, H}),
+        {.w1 = TensorView(w1.data(), DType::kInt8, {local, H, 2 * I}),
+         .w1_scale = TensorView(s1.data(), DType::kFP32, {local, 2 * I}),
+         .w2 = TensorView(w2.data(), DType::kInt8, {local, I, H}),
+         .w2_scale = TensorView(s2.data(), DType::kFP32, {local, H}),
          .smooth1 = TensorView(smooth1.data(), DType::kFP32, {H}),
          .smooth2 = TensorView(smooth2.data(), DType::kFP32, {local, I})},
         &cpp));
     EXPECT_TRUE(cpp->deep());
     std::vector<float> y_cpp(y.size());
-    HP_RETURN_IF_ERROR(cpp->forward(TensorView(x.data(), DType::kFP32, {T, H}), TensorView(idx.data(), DType::kInt64, {T, K}),
-                                    TensorView(w.data(), DType::kFP32, {T, K}), TensorView(y_cpp.data(), DType::kFP32, {T, H})));
+    HP_RETURN_IF_ERROR(cpp->forward(TensorView(x.data(), DType::kFP32, {T, H}),
+                                    TensorView(idx.data(), DType::kInt64, {T, K}),
+                                    TensorView(w.data(), DType::kFP32, {T, K}),
+                                    TensorView(y_cpp.data(), DType::kFP32, {T, H})));
     EXPECT_EQ(y, y_cpp);
     HP_RETURN_IF_ERROR(cpp->destroy());
     // A bad core count on one rank: its error there, every other rank fails too.
@@ -502,8 +620,11 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeWithWeightsListsSmoothAndTheDeepPath) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Comm, OpApiRoundTrip, ::testing::Values(HP_MOE_COMM_SHMEM, HP_MOE_COMM_WINDOW),
-                         [](const auto& info) { return info.param == HP_MOE_COMM_SHMEM ? "shmem" : "window"; });
+INSTANTIATE_TEST_SUITE_P(Comm, OpApiRoundTrip,
+                         ::testing::Values(HP_MOE_COMM_SHMEM, HP_MOE_COMM_WINDOW),
+                         [](const auto& info) {
+                           return info.param == HP_MOE_COMM_SHMEM ? "shmem" : "window";
+                         });
 
 }  // namespace
 }  // namespace hp::moe

@@ -27,7 +27,8 @@ TEST(OpLookup, FindsThePayloadsOps) {
   EXPECT_EQ(e.package, pkgs[0].dir);
   EXPECT_TRUE(e.family.empty());
   // The entry points are the package library's, the ones this test links.
-  EXPECT_EQ(e.workspace_fn<decltype(&hpDispatchLayoutGetWorkspaceSize)>(), &hpDispatchLayoutGetWorkspaceSize);
+  EXPECT_EQ(e.workspace_fn<decltype(&hpDispatchLayoutGetWorkspaceSize)>(),
+            &hpDispatchLayoutGetWorkspaceSize);
   EXPECT_EQ(e.execute_fn<decltype(&hpDispatchLayout)>(), &hpDispatchLayout);
   void* create = nullptr;
   ASSERT_TRUE(find_symbol(e, "hpMoeBufferCreate", &create).is_ok());

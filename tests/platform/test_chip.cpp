@@ -99,7 +99,8 @@ TEST(Chip, FlagsPublishWritesFromCubeToVector) {
       auto& data = tiles[ctx.block_idx()];
       if (ctx.core_type() == CoreType::kCube) {
         for (int t = 0; t < kTiles; ++t) {
-          for (int w = 0; w < kTileWords; ++w) data[t * kTileWords + w] = iteration * 100000 + t * 1000 + w;
+          for (int w = 0; w < kTileWords; ++w)
+            data[t * kTileWords + w] = iteration * 100000 + t * 1000 + w;
           HP_RETURN_IF_ERROR(ctx.set_flag(ctx.block_idx()));
         }
         return Status::ok();
@@ -139,8 +140,9 @@ TEST(Chip, SyncAllSeparatesPhases) {
   std::vector<int> slots(blocks, -1);
   std::atomic<int> wrong{0};
   Status s = chip->launch({.mode = LaunchMode::kMix, .block_dim = 2}, [&](BlockContext& ctx) {
-    const int me = ctx.core_type() == CoreType::kCube ? ctx.block_idx()
-                                                       : 2 + ctx.block_idx() * 2 + ctx.sub_block_idx();
+    const int me = ctx.core_type() == CoreType::kCube
+                       ? ctx.block_idx()
+                       : 2 + ctx.block_idx() * 2 + ctx.sub_block_idx();
     for (int round = 0; round < kRounds; ++round) {
       slots[me] = round;
       HP_RETURN_IF_ERROR(ctx.sync_all());
@@ -231,10 +233,11 @@ TEST(Chip, ErrorInOneBlockCancelsTheOthersAndReachesTheCaller) {
 
 TEST(Chip, ExceptionInABlockBecomesKernelFailed) {
   auto chip = make_chip(1, 1);
-  Status s = chip->launch({.mode = LaunchMode::kVector, .block_dim = 3}, [&](BlockContext& ctx) -> Status {
-    if (ctx.block_idx() == 2) throw std::runtime_error("boom in block two");
-    return Status::ok();
-  });
+  Status s =
+      chip->launch({.mode = LaunchMode::kVector, .block_dim = 3}, [&](BlockContext& ctx) -> Status {
+        if (ctx.block_idx() == 2) throw std::runtime_error("boom in block two");
+        return Status::ok();
+      });
   EXPECT_EQ(s.code(), ErrorCode::kKernelFailed);
   EXPECT_THAT(s.message(), HasSubstr("boom in block two"));
   EXPECT_THAT(s.message(), HasSubstr("block 2 (vector"));
@@ -324,11 +327,11 @@ TEST(Chip, AutoPinningLeavesOversubscribedCoresFree) {
   EXPECT_FALSE(chip->pinned());
   EXPECT_TRUE(chip->oversubscribed());
   std::vector<int> affinity;
-  Status s = chip->launch({.mode = LaunchMode::kCube, .block_dim = 1}, [&](BlockContext&) {
-    return current_thread_affinity(&affinity);
-  });
+  Status s = chip->launch({.mode = LaunchMode::kCube, .block_dim = 1},
+                          [&](BlockContext&) { return current_thread_affinity(&affinity); });
   ASSERT_TRUE(s.is_ok()) << s.to_string();
-  EXPECT_EQ(affinity, std::vector<int>{cpus[0]});  // confined to the chip's CPUs, not pinned per core
+  // confined to the chip's CPUs, not pinned per core
+  EXPECT_EQ(affinity, std::vector<int>{cpus[0]});
 }
 
 TEST(Chip, LaunchFromOneOfItsOwnBlocksIsRefused) {
@@ -386,7 +389,8 @@ TEST(Chip, HugeBlockDimWithAnEarlyFailureEnds) {
   auto chip = make_chip(1, 2);
   Status s = chip->launch({.mode = LaunchMode::kVector, .block_dim = INT_MAX},
                           [](BlockContext& ctx) -> Status {
-                            if (ctx.block_idx() == 0) return Status::error(ErrorCode::kInternal, "stop");
+                            if (ctx.block_idx() == 0)
+                              return Status::error(ErrorCode::kInternal, "stop");
                             return Status::ok();
                           });
   EXPECT_EQ(s.code(), ErrorCode::kInternal);
@@ -405,16 +409,17 @@ TEST(Chip, FlagCounterWrapIsAnError) {
 TEST(Chip, LongKernelsSeeCancellation) {
   auto chip = make_chip(1, 1);
   std::atomic<bool> saw_cancel{false};
-  Status s = chip->launch({.mode = LaunchMode::kMix, .block_dim = 1}, [&](BlockContext& ctx) -> Status {
-    if (ctx.core_type() == CoreType::kCube) {
-      HP_RETURN_IF_ERROR(ctx.wait_flag(0, 1));  // fail only once the vector block runs
-      return Status::error(ErrorCode::kInternal, "fail");
-    }
-    HP_RETURN_IF_ERROR(ctx.set_flag(0));
-    while (!ctx.cancelled()) std::this_thread::yield();  // a compute loop that polls
-    saw_cancel = true;
-    return Status::ok();
-  });
+  Status s =
+      chip->launch({.mode = LaunchMode::kMix, .block_dim = 1}, [&](BlockContext& ctx) -> Status {
+        if (ctx.core_type() == CoreType::kCube) {
+          HP_RETURN_IF_ERROR(ctx.wait_flag(0, 1));  // fail only once the vector block runs
+          return Status::error(ErrorCode::kInternal, "fail");
+        }
+        HP_RETURN_IF_ERROR(ctx.set_flag(0));
+        while (!ctx.cancelled()) std::this_thread::yield();  // a compute loop that polls
+        saw_cancel = true;
+        return Status::ok();
+      });
   EXPECT_EQ(s.code(), ErrorCode::kInternal);
   EXPECT_TRUE(saw_cancel.load());
 }
@@ -466,16 +471,17 @@ TEST(Chip, BlockLaunchRunsTheBlocksItsCallerPlaces) {
   ASSERT_TRUE(Chip::create({.num_cube = 1, .num_vector = 2}, &chip).is_ok());
   std::vector<int> seen;
   std::unique_ptr<BlockLaunch> launch;
-  ASSERT_TRUE(chip->prepare_block_launch({.mode = LaunchMode::kVector, .block_dim = 4},
-                                         [&](BlockContext& ctx) -> Status {
-                                           EXPECT_EQ(ctx.block_dim(), 4);
-                                           seen.push_back(ctx.block_idx());
-                                           if (ctx.block_idx() == 2) {
-                                             return Status::error(ErrorCode::kInvalidArgument, "bad block");
-                                           }
-                                           return Status::ok();
-                                         },
-                                         1, &launch)
+  ASSERT_TRUE(chip->prepare_block_launch(
+                      {.mode = LaunchMode::kVector, .block_dim = 4},
+                      [&](BlockContext& ctx) -> Status {
+                        EXPECT_EQ(ctx.block_dim(), 4);
+                        seen.push_back(ctx.block_idx());
+                        if (ctx.block_idx() == 2) {
+                          return Status::error(ErrorCode::kInvalidArgument, "bad block");
+                        }
+                        return Status::ok();
+                      },
+                      1, &launch)
                   .is_ok());
   for (int b = 0; b < 4; ++b) launch->run_block(b, CoreType::kVector, 0, 1);
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 2}));  // block 3 skipped after the failure
@@ -483,12 +489,14 @@ TEST(Chip, BlockLaunchRunsTheBlocksItsCallerPlaces) {
   EXPECT_EQ(launch->result().code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(launch->result().message(), HasSubstr("block 2"));
   // Validated as launch() is.
-  EXPECT_EQ(chip->prepare_block_launch({.mode = LaunchMode::kMix, .block_dim = 2},
-                                       [](BlockContext&) { return Status::ok(); }, 1, &launch)
+  EXPECT_EQ(chip->prepare_block_launch(
+                    {.mode = LaunchMode::kMix, .block_dim = 2},
+                    [](BlockContext&) { return Status::ok(); }, 1, &launch)
                 .code(),
             ErrorCode::kInvalidArgument);
-  EXPECT_EQ(chip->prepare_block_launch({.mode = LaunchMode::kCube, .block_dim = 2},
-                                       [](BlockContext&) { return Status::ok(); }, 3, &launch)
+  EXPECT_EQ(chip->prepare_block_launch(
+                    {.mode = LaunchMode::kCube, .block_dim = 2},
+                    [](BlockContext&) { return Status::ok(); }, 3, &launch)
                 .code(),
             ErrorCode::kInvalidArgument);
 }
@@ -499,25 +507,27 @@ TEST(Chip, ABlockLaunchIsReArmedInPlaceForTheNextKernel) {
   std::unique_ptr<Chip> chip;
   ASSERT_TRUE(Chip::create({.num_cube = 1, .num_vector = 1}, &chip).is_ok());
   std::unique_ptr<BlockLaunch> launch;
-  ASSERT_TRUE(chip->prepare_block_launch({.mode = LaunchMode::kVector, .block_dim = 1, .num_flags = 4},
-                                         [](BlockContext& ctx) -> Status {
-                                           HP_RETURN_IF_ERROR(ctx.set_flag(3, 5));
-                                           return Status::error(ErrorCode::kInternal, "first");
-                                         },
-                                         1, &launch)
+  ASSERT_TRUE(chip->prepare_block_launch(
+                      {.mode = LaunchMode::kVector, .block_dim = 1, .num_flags = 4},
+                      [](BlockContext& ctx) -> Status {
+                        HP_RETURN_IF_ERROR(ctx.set_flag(3, 5));
+                        return Status::error(ErrorCode::kInternal, "first");
+                      },
+                      1, &launch)
                   .is_ok());
   launch->run_block(0, CoreType::kVector, 0, 1);
   ASSERT_TRUE(launch->failed());
   const BlockLaunch* first = launch.get();
   std::vector<std::uint32_t> flags;
   int dim = 0;
-  ASSERT_TRUE(chip->prepare_block_launch({.mode = LaunchMode::kVector, .block_dim = 2, .num_flags = 8},
-                                         [&](BlockContext& ctx) -> Status {
-                                           dim = ctx.block_dim();
-                                           for (int f = 0; f < 8; ++f) flags.push_back(ctx.flag_value(f));
-                                           return ctx.set_flag(7);
-                                         },
-                                         1, &launch)
+  ASSERT_TRUE(chip->prepare_block_launch(
+                      {.mode = LaunchMode::kVector, .block_dim = 2, .num_flags = 8},
+                      [&](BlockContext& ctx) -> Status {
+                        dim = ctx.block_dim();
+                        for (int f = 0; f < 8; ++f) flags.push_back(ctx.flag_value(f));
+                        return ctx.set_flag(7);
+                      },
+                      1, &launch)
                   .is_ok());
   EXPECT_EQ(launch.get(), first);  // the same object
   EXPECT_FALSE(launch->failed());
@@ -527,16 +537,18 @@ TEST(Chip, ABlockLaunchIsReArmedInPlaceForTheNextKernel) {
   EXPECT_EQ(dim, 2);
   EXPECT_EQ(flags, std::vector<std::uint32_t>(8, 0));
   // Fewer flags, then more again: the flags set in between are back at 0.
-  ASSERT_TRUE(chip->prepare_block_launch({.mode = LaunchMode::kVector, .block_dim = 1, .num_flags = 2},
-                                         [](BlockContext&) { return Status::ok(); }, 1, &launch)
+  ASSERT_TRUE(chip->prepare_block_launch(
+                      {.mode = LaunchMode::kVector, .block_dim = 1, .num_flags = 2},
+                      [](BlockContext&) { return Status::ok(); }, 1, &launch)
                   .is_ok());
-  ASSERT_TRUE(chip->prepare_block_launch({.mode = LaunchMode::kVector, .block_dim = 1, .num_flags = 8},
-                                         [&](BlockContext& ctx) -> Status {
-                                           EXPECT_EQ(ctx.flag_value(7), 0u);
-                                           EXPECT_EQ(ctx.set_flag(8).code(), ErrorCode::kOutOfRange);
-                                           return Status::ok();
-                                         },
-                                         1, &launch)
+  ASSERT_TRUE(chip->prepare_block_launch(
+                      {.mode = LaunchMode::kVector, .block_dim = 1, .num_flags = 8},
+                      [&](BlockContext& ctx) -> Status {
+                        EXPECT_EQ(ctx.flag_value(7), 0u);
+                        EXPECT_EQ(ctx.set_flag(8).code(), ErrorCode::kOutOfRange);
+                        return Status::ok();
+                      },
+                      1, &launch)
                   .is_ok());
   launch->run_block(0, CoreType::kVector, 0, 1);
   EXPECT_TRUE(launch->result().is_ok());

@@ -202,7 +202,8 @@ struct Mapping {
   std::size_t bytes = 1u << 20;
   void* addr = nullptr;
   explicit Mapping(int fd = -1) {
-    addr = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, fd >= 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS, fd, 0);
+    addr = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                fd >= 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS, fd, 0);
     EXPECT_NE(addr, MAP_FAILED);
   }
   ~Mapping() { munmap(addr, bytes); }

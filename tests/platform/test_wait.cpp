@@ -21,8 +21,8 @@ TEST(Wait, ReadyValueReturnsAtOnce) {
   WaitWord w;
   w.value = 5;
   std::uint32_t last = 0;
-  EXPECT_EQ(wait_word(w, [](std::uint32_t v) { return v == 5; }, deadline_after(10), {}, nullptr,
-                      &last),
+  EXPECT_EQ(wait_word(
+                w, [](std::uint32_t v) { return v == 5; }, deadline_after(10), {}, nullptr, &last),
             WaitResult::kReady);
   EXPECT_EQ(last, 5u);
 }
@@ -31,8 +31,9 @@ TEST(Wait, PassesTheDeadlineWithTheLastValue) {
   WaitWord w;
   w.value = 1;
   std::uint32_t last = 0;
-  EXPECT_EQ(wait_word(w, [](std::uint32_t v) { return v >= 2; }, deadline_after(0.05), kSleepAtOnce,
-                      nullptr, &last),
+  EXPECT_EQ(wait_word(
+                w, [](std::uint32_t v) { return v >= 2; }, deadline_after(0.05), kSleepAtOnce,
+                nullptr, &last),
             WaitResult::kTimedOut);
   EXPECT_EQ(last, 1u);
 }
@@ -45,8 +46,9 @@ TEST(Wait, CancellationIsSeenWithoutAWake) {
     cancel = true;  // deliberately no wake_all: the bounded sleep slice must notice
   });
   std::uint32_t last = 0;
-  EXPECT_EQ(wait_word(w, [](std::uint32_t v) { return v != 0; }, deadline_after(30), kSleepAtOnce,
-                      [&] { return cancel.load(); }, &last),
+  EXPECT_EQ(wait_word(
+                w, [](std::uint32_t v) { return v != 0; }, deadline_after(30), kSleepAtOnce,
+                [&] { return cancel.load(); }, &last),
             WaitResult::kCancelled);
   t.join();
 }
@@ -59,8 +61,9 @@ TEST(Wait, PingPongThroughTheFutexLosesNoWakeUps) {
   std::thread other([&] {
     for (std::uint32_t i = 1; i <= kRounds; ++i) {
       std::uint32_t last = 0;
-      ASSERT_EQ(wait_word(ping, [i](std::uint32_t v) { return v >= i; }, deadline_after(20),
-                          kSleepAtOnce, nullptr, &last),
+      ASSERT_EQ(wait_word(
+                    ping, [i](std::uint32_t v) { return v >= i; }, deadline_after(20), kSleepAtOnce,
+                    nullptr, &last),
                 WaitResult::kReady);
       add_and_wake(pong, 1, false);
     }
@@ -68,8 +71,9 @@ TEST(Wait, PingPongThroughTheFutexLosesNoWakeUps) {
   for (std::uint32_t i = 1; i <= kRounds; ++i) {
     add_and_wake(ping, 1, false);
     std::uint32_t last = 0;
-    ASSERT_EQ(wait_word(pong, [i](std::uint32_t v) { return v >= i; }, deadline_after(20),
-                        kSleepAtOnce, nullptr, &last),
+    ASSERT_EQ(wait_word(
+                  pong, [i](std::uint32_t v) { return v >= i; }, deadline_after(20), kSleepAtOnce,
+                  nullptr, &last),
               WaitResult::kReady);
   }
   other.join();
@@ -90,8 +94,9 @@ TEST(Wait, LightNotifyPingPongLosesNoWakeUps) {
   constexpr std::uint32_t kRounds = 5000;
   std::thread other([&] {
     for (std::uint32_t i = 1; i <= kRounds; ++i) {
-      ASSERT_EQ(wait_event(ping_event, [&] { return ping.load(std::memory_order_acquire) >= i; },
-                           deadline_after(20), policy, nullptr),
+      ASSERT_EQ(wait_event(
+                    ping_event, [&] { return ping.load(std::memory_order_acquire) >= i; },
+                    deadline_after(20), policy, nullptr),
                 WaitResult::kReady);
       pong.store(i, std::memory_order_release);
       notify_event_light(pong_event);
@@ -100,16 +105,17 @@ TEST(Wait, LightNotifyPingPongLosesNoWakeUps) {
   for (std::uint32_t i = 1; i <= kRounds; ++i) {
     ping.store(i, std::memory_order_release);
     notify_event_light(ping_event);
-    ASSERT_EQ(wait_event(pong_event, [&] { return pong.load(std::memory_order_acquire) >= i; },
-                         deadline_after(20), policy, nullptr),
+    ASSERT_EQ(wait_event(
+                  pong_event, [&] { return pong.load(std::memory_order_acquire) >= i; },
+                  deadline_after(20), policy, nullptr),
               WaitResult::kReady);
   }
   other.join();
 }
 
 TEST(Wait, WakesAWaiterInAnotherProcess) {
-  void* mem = mmap(nullptr, sizeof(WaitWord), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
+  void* mem =
+      mmap(nullptr, sizeof(WaitWord), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mem, MAP_FAILED);
   auto* word = new (mem) WaitWord();
   const pid_t child = fork();
@@ -120,9 +126,11 @@ TEST(Wait, WakesAWaiterInAnotherProcess) {
     _exit(0);
   }
   std::uint32_t last = 0;
-  const WaitPolicy shared{.spin = 0, .yield_for = std::chrono::microseconds(0), .process_shared = true};
-  EXPECT_EQ(wait_word(*word, [](std::uint32_t v) { return v == 7; }, deadline_after(20), shared,
-                      nullptr, &last),
+  const WaitPolicy shared{
+      .spin = 0, .yield_for = std::chrono::microseconds(0), .process_shared = true};
+  EXPECT_EQ(wait_word(
+                *word, [](std::uint32_t v) { return v == 7; }, deadline_after(20), shared, nullptr,
+                &last),
             WaitResult::kReady);
   int status = 0;
   waitpid(child, &status, 0);
@@ -135,11 +143,13 @@ TEST(Wait, LongSpinsHonourDeadlineAndCancellation) {
   WaitWord w;
   std::uint32_t last = 0;
   const WaitPolicy spin_long{.spin = 2'000'000'000, .yield_for = std::chrono::microseconds(0)};
-  EXPECT_EQ(wait_word(w, [](std::uint32_t v) { return v != 0; }, deadline_after(0.05), spin_long,
-                      nullptr, &last),
+  EXPECT_EQ(wait_word(
+                w, [](std::uint32_t v) { return v != 0; }, deadline_after(0.05), spin_long, nullptr,
+                &last),
             WaitResult::kTimedOut);
-  EXPECT_EQ(wait_word(w, [](std::uint32_t v) { return v != 0; }, deadline_after(60), spin_long,
-                      [] { return true; }, &last),
+  EXPECT_EQ(wait_word(
+                w, [](std::uint32_t v) { return v != 0; }, deadline_after(60), spin_long,
+                [] { return true; }, &last),
             WaitResult::kCancelled);
 }
 
@@ -151,7 +161,8 @@ TEST(Wait, EventWaitLooksOncePerPollInterval) {
   const auto looks_in = [&](std::chrono::milliseconds span) {
     int looks = 0;
     const auto start = Clock::now();
-    EXPECT_EQ(wait_event(event, [&] { return ++looks < 0; }, start + span, policy, nullptr),
+    EXPECT_EQ(wait_event(
+                  event, [&] { return ++looks < 0; }, start + span, policy, nullptr),
               WaitResult::kTimedOut);
     const auto elapsed = Clock::now() - start;
     return std::pair{looks, elapsed};
@@ -168,17 +179,19 @@ TEST(Wait, EventWaitLooksOncePerPollInterval) {
 TEST(Wait, EventWaitWithAPollIntervalSeesTheNotify) {
   WaitWord event;
   std::atomic<bool> flag{false};
-  for (const auto yield_for : {std::chrono::microseconds(0), std::chrono::microseconds(60'000'000)}) {
+  for (const auto yield_for :
+       {std::chrono::microseconds(0), std::chrono::microseconds(60'000'000)}) {
     flag = false;
-    const WaitPolicy policy{.spin = 0, .yield_for = yield_for,
-                            .poll_interval = std::chrono::milliseconds(5)};
+    const WaitPolicy policy{
+        .spin = 0, .yield_for = yield_for, .poll_interval = std::chrono::milliseconds(5)};
     std::thread notifier([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       flag.store(true, std::memory_order_release);
       notify_event(event, false);
     });
-    EXPECT_EQ(wait_event(event, [&] { return flag.load(std::memory_order_acquire); },
-                         deadline_after(60), policy, nullptr),
+    EXPECT_EQ(wait_event(
+                  event, [&] { return flag.load(std::memory_order_acquire); }, deadline_after(60),
+                  policy, nullptr),
               WaitResult::kReady);
     notifier.join();
   }
@@ -189,10 +202,12 @@ TEST(Wait, EventWaitWithAPollIntervalSeesTheNotify) {
 // interval passed: millions of looks).
 TEST(Wait, EventWaitReturnsOnItsLastLookBeforeSleeping) {
   WaitWord event;
-  const WaitPolicy policy{.spin = 0, .yield_for = std::chrono::microseconds(0),
+  const WaitPolicy policy{.spin = 0,
+                          .yield_for = std::chrono::microseconds(0),
                           .poll_interval = std::chrono::seconds(2)};
   int looks = 0;
-  EXPECT_EQ(wait_event(event, [&] { return ++looks >= 2; }, deadline_after(60), policy, nullptr),
+  EXPECT_EQ(wait_event(
+                event, [&] { return ++looks >= 2; }, deadline_after(60), policy, nullptr),
             WaitResult::kReady);
   EXPECT_EQ(looks, 2);
 }

@@ -50,16 +50,20 @@ TEST(RuntimeCallable, HandleDependsOnBytesKindAndNamespaceOnly) {
 TEST(RuntimeCallable, HandleIsTheDocumentedDigest) {
   // sha256("hp.runtime.callable.v1\0" "function\0" u64le(2) "ns" u64le(3) "abc")
   std::string message("hp.runtime.callable.v1\0function\0", 32);
-  message += std::string("\x02\0\0\0\0\0\0\0", 8) + "ns" + std::string("\x03\0\0\0\0\0\0\0", 8) + "abc";
+  message +=
+      std::string("\x02\0\0\0\0\0\0\0", 8) + "ns" + std::string("\x03\0\0\0\0\0\0\0", 8) + "abc";
   EXPECT_EQ(Callable::from_function("f", noop, "abc", "ns").handle().digest, sha256(message));
 }
 
 TEST(RuntimeChipWorker, RegisteringTheSameBytesTwiceIsReferenceCounted) {
   auto worker = make_worker();
   int first = -1, second = -1, other = -1;
-  ASSERT_TRUE(worker->register_callable(Callable::from_function("f", noop, "f-v1"), &first).is_ok());
-  ASSERT_TRUE(worker->register_callable(Callable::from_function("f", noop, "f-v1"), &second).is_ok());
-  ASSERT_TRUE(worker->register_callable(Callable::from_function("g", noop, "g-v1"), &other).is_ok());
+  ASSERT_TRUE(
+      worker->register_callable(Callable::from_function("f", noop, "f-v1"), &first).is_ok());
+  ASSERT_TRUE(
+      worker->register_callable(Callable::from_function("f", noop, "f-v1"), &second).is_ok());
+  ASSERT_TRUE(
+      worker->register_callable(Callable::from_function("g", noop, "g-v1"), &other).is_ok());
   EXPECT_EQ(first, second);
   EXPECT_NE(first, other);
   EXPECT_EQ(worker->callable_references(first), 2);
@@ -73,7 +77,8 @@ TEST(RuntimeChipWorker, RegisteringTheSameBytesTwiceIsReferenceCounted) {
   EXPECT_EQ(worker->unregister_callable(first).code(), ErrorCode::kNotFound);
   // The freed slot is reused by the next new callable.
   int reused = -1;
-  ASSERT_TRUE(worker->register_callable(Callable::from_function("h", noop, "h-v1"), &reused).is_ok());
+  ASSERT_TRUE(
+      worker->register_callable(Callable::from_function("h", noop, "h-v1"), &reused).is_ok());
   EXPECT_EQ(reused, first);
 }
 
@@ -84,8 +89,10 @@ TEST(RuntimeChipWorker, RunsACallableOverEveryBlock) {
                   ->register_callable(Callable::from_function(
                                           "fill",
                                           [](const TaskArgs& args, platform::BlockContext& b) {
-                                            auto* out = static_cast<std::int64_t*>(args.tensor(0).data());
-                                            out[b.block_idx()] = b.block_idx() * args.scalar_as<std::int64_t>(0);
+                                            auto* out =
+                                                static_cast<std::int64_t*>(args.tensor(0).data());
+                                            out[b.block_idx()] =
+                                                b.block_idx() * args.scalar_as<std::int64_t>(0);
                                             return Status::ok();
                                           },
                                           "fill-v1"),
@@ -106,7 +113,8 @@ TEST(RuntimeChipWorker, RunRefusesRuntimeOutputsAndNamesFailures) {
                   ->register_callable(Callable::from_function(
                                           "broken",
                                           [](const TaskArgs&, platform::BlockContext&) {
-                                            return Status::error(ErrorCode::kInvalidArgument, "bad tile");
+                                            return Status::error(ErrorCode::kInvalidArgument,
+                                                                 "bad tile");
                                           },
                                           "broken-v1"),
                                       &slot)

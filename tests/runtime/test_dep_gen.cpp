@@ -21,9 +21,7 @@ bool is_id(const Json& j) {
   return j.is_string() && !j.get<std::string>().empty() &&
          j.get<std::string>().find_first_not_of("0123456789") == std::string::npos;
 }
-bool is_address(const Json& j) {
-  return j.is_string() && j.get<std::string>().rfind("0x", 0) == 0;
-}
+bool is_address(const Json& j) { return j.is_string() && j.get<std::string>().rfind("0x", 0) == 0; }
 
 TEST_F(RuntimeDepGen, EdgesAreTheProgramsDagWithKindsSourcesAndOverlaps) {
   config.diagnostics.dep_gen = true;
@@ -35,14 +33,14 @@ TEST_F(RuntimeDepGen, EdgesAreTheProgramsDagWithKindsSourcesAndOverlaps) {
     HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(a)).scalar(5)));  // t0
     SubmitResult h;
     HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output(DType::kInt32, {4}).scalar(7), &h));  // t1
-    HP_RETURN_IF_ERROR(o.submit(copy, TaskArgs().input(i32(a)).output_existing(i32(b))));  // t2
-    HP_RETURN_IF_ERROR(o.submit(add_scalar, TaskArgs().inout(h.outputs[0]).scalar(1)));  // t3
-    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(a)).scalar(9)));  // t4
+    HP_RETURN_IF_ERROR(o.submit(copy, TaskArgs().input(i32(a)).output_existing(i32(b))));     // t2
+    HP_RETURN_IF_ERROR(o.submit(add_scalar, TaskArgs().inout(h.outputs[0]).scalar(1)));       // t3
+    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(a)).scalar(9)));         // t4
     inner_line = __LINE__ + 1;
     auto scope = o.scope();
-    HP_RETURN_IF_ERROR(o.submit(copy, TaskArgs().input(h.outputs[0]).output_existing(i32(c))
-                                          .set_dependencies({2})));  // t5
-    return o.submit(nop, TaskArgs().input(a_tail), {.block_num = 2});  // t6
+    HP_RETURN_IF_ERROR(o.submit(
+        copy, TaskArgs().input(h.outputs[0]).output_existing(i32(c)).set_dependencies({2})));  // t5
+    return o.submit(nop, TaskArgs().input(a_tail), {.block_num = 2});                          // t6
   });
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   const Json doc = read_json(kDepsFile);
@@ -89,7 +87,9 @@ TEST_F(RuntimeDepGen, EdgesAreTheProgramsDagWithKindsSourcesAndOverlaps) {
     EXPECT_EQ(t.at("strides").size(), t.at("shape").size());
     EXPECT_TRUE(t.at("span_bytes").is_number_unsigned());
   }
-  const auto address = [](const void* p) { return fmt::format("{:#x}", reinterpret_cast<std::uintptr_t>(p)); };
+  const auto address = [](const void* p) {
+    return fmt::format("{:#x}", reinterpret_cast<std::uintptr_t>(p));
+  };
   EXPECT_EQ(tensors[0].at("buffer"), address(a.data()));
   EXPECT_EQ(tensors[4].at("buffer"), address(a.data() + 2));
   EXPECT_EQ(tensors[4].at("shape"), Json::array({2}));

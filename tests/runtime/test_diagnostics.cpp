@@ -51,8 +51,10 @@ TEST_F(RuntimeDiagnostics, AnUnwritablePrefixIsAnIoErrorBeforeAnyTaskRuns) {
   const std::string file = (std::filesystem::path(dir) / "plain_file").string();
   std::ofstream(file) << "x";
   for (int which = 0; which < 4; ++which) {
-    config.diagnostics = {.output_prefix = file + "/out", .dump_args = which == 0 ? 1 : 0,
-                          .scope_stats = which == 1, .dep_gen = which == 2,
+    config.diagnostics = {.output_prefix = file + "/out",
+                          .dump_args = which == 0 ? 1 : 0,
+                          .scope_stats = which == 1,
+                          .dep_gen = which == 2,
                           .swimlane = which == 3};
     const Status s = run_counted();
     EXPECT_EQ(s.code(), ErrorCode::kIoError) << which;

@@ -20,8 +20,8 @@ namespace hp::examples {
 namespace {
 
 using platform::LaunchMode;
-using runtime::CallConfig;
 using runtime::Callable;
+using runtime::CallConfig;
 using runtime::ChipWorker;
 using runtime::KernelEntry;
 using runtime::TaskArgs;
@@ -57,7 +57,8 @@ TEST_P(ExamplesPagedAttention, MatchesTheReference) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> uniform(-1, 1);
   std::vector<float> q(static_cast<std::size_t>(s.batch * s.num_heads * s.head_dim));
-  std::vector<float> k(static_cast<std::size_t>(s.num_pages * s.page_size * s.num_kv_heads * s.head_dim));
+  std::vector<float> k(
+      static_cast<std::size_t>(s.num_pages * s.page_size * s.num_kv_heads * s.head_dim));
   std::vector<float> v(k.size());
   for (auto* t : {&q, &k, &v}) {
     for (float& x : *t) x = uniform(rng);
@@ -68,7 +69,8 @@ TEST_P(ExamplesPagedAttention, MatchesTheReference) {
   std::vector<std::int32_t> table(pages.begin(), pages.begin() + s.batch * s.max_pages_per_seq);
   std::vector<std::int32_t> lens(static_cast<std::size_t>(s.batch));
   for (std::size_t b = 0; b < lens.size(); ++b) {
-    lens[b] = static_cast<std::int32_t>(1 + (b * 37) % s.max_context());  // 1, short, ..., odd lengths
+    // 1, short, ..., odd lengths
+    lens[b] = static_cast<std::int32_t>(1 + (b * 37) % s.max_context());
   }
   lens.back() = static_cast<std::int32_t>(s.max_context());
   std::vector<float> scores(static_cast<std::size_t>(s.batch * s.num_heads * s.max_context()));
@@ -76,15 +78,19 @@ TEST_P(ExamplesPagedAttention, MatchesTheReference) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
 
   auto worker = make_worker(num_cube, num_vector);
-  const TaskArgs args = TaskArgs()
-      .input(TensorView(q.data(), DType::kFP32, {s.batch, s.num_heads, s.head_dim}))
-      .input(TensorView(k.data(), DType::kFP32, {s.num_pages, s.page_size, s.num_kv_heads, s.head_dim}))
-      .input(TensorView(v.data(), DType::kFP32, {s.num_pages, s.page_size, s.num_kv_heads, s.head_dim}))
-      .input(TensorView(table.data(), DType::kInt32, {s.batch, s.max_pages_per_seq}))
-      .input(TensorView(lens.data(), DType::kInt32, {s.batch}))
-      .output_existing(TensorView(scores.data(), DType::kFP32, {s.batch * s.num_heads, s.max_context()}))
-      .output_existing(TensorView(out.data(), DType::kFP32, {s.batch, s.num_heads, s.head_dim}))
-      .scalar(scale);
+  const TaskArgs args =
+      TaskArgs()
+          .input(TensorView(q.data(), DType::kFP32, {s.batch, s.num_heads, s.head_dim}))
+          .input(TensorView(k.data(), DType::kFP32,
+                            {s.num_pages, s.page_size, s.num_kv_heads, s.head_dim}))
+          .input(TensorView(v.data(), DType::kFP32,
+                            {s.num_pages, s.page_size, s.num_kv_heads, s.head_dim}))
+          .input(TensorView(table.data(), DType::kInt32, {s.batch, s.max_pages_per_seq}))
+          .input(TensorView(lens.data(), DType::kInt32, {s.batch}))
+          .output_existing(
+              TensorView(scores.data(), DType::kFP32, {s.batch * s.num_heads, s.max_context()}))
+          .output_existing(TensorView(out.data(), DType::kFP32, {s.batch, s.num_heads, s.head_dim}))
+          .scalar(scale);
   const Status status = run(*worker, "hp_example_paged_attention", hp_example_paged_attention, args,
                             {.mode = LaunchMode::kMix, .block_num = block_num});
   ASSERT_TRUE(status.is_ok()) << status.to_string();
@@ -99,26 +105,31 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, ExamplesPagedAttention,
     ::testing::Values(
         // batch, heads, kv heads, head_dim, pages (derived), page_size, max pages per sequence
-        PagedAttentionCase{{3, 4, 4, 16, 0, 4, 5}, 1, 1, 1},     // MHA, one group, ratio 1
-        PagedAttentionCase{{4, 8, 2, 64, 0, 16, 8}, 2, 4, 2},    // GQA, two groups, ratio 2
-        PagedAttentionCase{{5, 6, 3, 33, 0, 7, 3}, 2, 4, 1},     // odd head_dim split in two
-        PagedAttentionCase{{2, 2, 1, 8, 0, 1, 9}, 3, 3, 3}));    // one token per page
+        PagedAttentionCase{{3, 4, 4, 16, 0, 4, 5}, 1, 1, 1},   // MHA, one group, ratio 1
+        PagedAttentionCase{{4, 8, 2, 64, 0, 16, 8}, 2, 4, 2},  // GQA, two groups, ratio 2
+        PagedAttentionCase{{5, 6, 3, 33, 0, 7, 3}, 2, 4, 1},   // odd head_dim split in two
+        PagedAttentionCase{{2, 2, 1, 8, 0, 1, 9}, 3, 3, 3}));  // one token per page
 
 TEST(ExamplesPagedAttention, RefusesAPageOutsideThePool) {
-  PagedAttentionShape s{.batch = 1, .num_heads = 1, .num_kv_heads = 1, .head_dim = 4,
-                        .num_pages = 2, .page_size = 2, .max_pages_per_seq = 2};
+  PagedAttentionShape s{.batch = 1,
+                        .num_heads = 1,
+                        .num_kv_heads = 1,
+                        .head_dim = 4,
+                        .num_pages = 2,
+                        .page_size = 2,
+                        .max_pages_per_seq = 2};
   std::vector<float> q(4), k(16), v(16), scores(4), out(4);
   std::vector<std::int32_t> table = {1, 5}, lens = {4};
   auto worker = make_worker(1, 2);
   const TaskArgs args = TaskArgs()
-      .input(TensorView(q.data(), DType::kFP32, {1, 1, 4}))
-      .input(TensorView(k.data(), DType::kFP32, {2, 2, 1, 4}))
-      .input(TensorView(v.data(), DType::kFP32, {2, 2, 1, 4}))
-      .input(TensorView(table.data(), DType::kInt32, {1, 2}))
-      .input(TensorView(lens.data(), DType::kInt32, {1}))
-      .output_existing(TensorView(scores.data(), DType::kFP32, {1, 4}))
-      .output_existing(TensorView(out.data(), DType::kFP32, {1, 1, 4}))
-      .scalar(0.5f);
+                            .input(TensorView(q.data(), DType::kFP32, {1, 1, 4}))
+                            .input(TensorView(k.data(), DType::kFP32, {2, 2, 1, 4}))
+                            .input(TensorView(v.data(), DType::kFP32, {2, 2, 1, 4}))
+                            .input(TensorView(table.data(), DType::kInt32, {1, 2}))
+                            .input(TensorView(lens.data(), DType::kInt32, {1}))
+                            .output_existing(TensorView(scores.data(), DType::kFP32, {1, 4}))
+                            .output_existing(TensorView(out.data(), DType::kFP32, {1, 1, 4}))
+                            .scalar(0.5f);
   const Status status = run(*worker, "hp_example_paged_attention", hp_example_paged_attention, args,
                             {.mode = LaunchMode::kMix, .block_num = 1});
   EXPECT_EQ(status.code(), ErrorCode::kOutOfRange);
@@ -146,13 +157,21 @@ TEST(ExamplesTileKernels, GemmChunksAndEpilogueOnAStridedTile) {
   auto worker = make_worker(2, 2);
   const CallConfig cube{.mode = LaunchMode::kCube, .block_num = 2};
   Status s = run(*worker, "gemm", hp_example_tile_gemm_f32,
-                 TaskArgs().input(a_chunk(0, 3)).input(b_chunk(0, 3)).output_existing(tile).scalar(std::int32_t{0}), cube);
+                 TaskArgs()
+                     .input(a_chunk(0, 3))
+                     .input(b_chunk(0, 3))
+                     .output_existing(tile)
+                     .scalar(std::int32_t{0}),
+                 cube);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   s = run(*worker, "gemm", hp_example_tile_gemm_f32,
-          TaskArgs().input(a_chunk(3, 2)).input(b_chunk(3, 2)).inout(tile).scalar(std::int32_t{1}), cube);
+          TaskArgs().input(a_chunk(3, 2)).input(b_chunk(3, 2)).inout(tile).scalar(std::int32_t{1}),
+          cube);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   s = run(*worker, "bias_act", hp_example_bias_act_f32,
-          TaskArgs().inout(tile).input(TensorView(bias.data(), DType::kFP32, {n}))
+          TaskArgs()
+              .inout(tile)
+              .input(TensorView(bias.data(), DType::kFP32, {n}))
               .scalar(static_cast<std::int32_t>(Activation::kRelu)),
           {.mode = LaunchMode::kVector, .block_num = 3});
   ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -173,16 +192,22 @@ TEST(ExamplesTileKernels, NamedErrorsForBadArguments) {
   std::vector<float> x(8), y(4);
   auto worker = make_worker(1, 2);
   Status s = run(*worker, "add", hp_example_add_f32,
-                 TaskArgs().input(TensorView(x.data(), DType::kFP32, {8}))
+                 TaskArgs()
                      .input(TensorView(x.data(), DType::kFP32, {8}))
-                     .output_existing(TensorView(y.data(), DType::kFP32, {4})), {});
+                     .input(TensorView(x.data(), DType::kFP32, {8}))
+                     .output_existing(TensorView(y.data(), DType::kFP32, {4})),
+                 {});
   EXPECT_EQ(s.code(), ErrorCode::kShapeMismatch) << s.to_string();
   s = run(*worker, "bias_act", hp_example_bias_act_f32,
-          TaskArgs().inout(TensorView(x.data(), DType::kFP32, {2, 4}))
-              .input(TensorView(y.data(), DType::kFP32, {4})).scalar(std::int32_t{7}), {});
+          TaskArgs()
+              .inout(TensorView(x.data(), DType::kFP32, {2, 4}))
+              .input(TensorView(y.data(), DType::kFP32, {4}))
+              .scalar(std::int32_t{7}),
+          {});
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
   EXPECT_THAT(s.message(), HasSubstr("activation 7"));
-  s = run(*worker, "scale", hp_example_scale_f32, TaskArgs().input(TensorView(x.data(), DType::kFP32, {8})), {});
+  s = run(*worker, "scale", hp_example_scale_f32,
+          TaskArgs().input(TensorView(x.data(), DType::kFP32, {8})), {});
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("expected 2 tensors and 1 scalars"));
 }

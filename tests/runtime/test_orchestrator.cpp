@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "common/printers.h"
-#include "platform/wait.h"
 #include "int32_views.h"
+#include "platform/wait.h"
 #include "runtime/orchestrator.h"
 
 namespace hp::runtime {
@@ -32,8 +32,8 @@ namespace {
 
 using platform::BlockContext;
 using platform::LaunchMode;
-using ::testing::HasSubstr;
 using testing::for_each_i32;
+using ::testing::HasSubstr;
 using testing::i32;
 
 constexpr double kGateTimeoutS = 30;
@@ -44,8 +44,9 @@ class Gate {
   void open() { platform::add_and_wake(word_, 1, false); }
   Status wait() {
     std::uint32_t last = 0;
-    const auto r = platform::wait_word(word_, [](std::uint32_t v) { return v >= 1; },
-                                       platform::deadline_after(kGateTimeoutS), {}, nullptr, &last);
+    const auto r = platform::wait_word(
+        word_, [](std::uint32_t v) { return v >= 1; }, platform::deadline_after(kGateTimeoutS), {},
+        nullptr, &last);
     HP_ENSURE(r == platform::WaitResult::kReady, ErrorCode::kTimeout, "gate never opened");
     return Status::ok();
   }
@@ -140,8 +141,9 @@ class RuntimeOrchestrator : public ::testing::Test {
 
   int add(const std::string& name, TaskFunction f) {
     int slot = -1;
-    EXPECT_TRUE(worker->register_callable(Callable::from_function(name, std::move(f), name + "-v1"), &slot)
-                    .is_ok());
+    EXPECT_TRUE(
+        worker->register_callable(Callable::from_function(name, std::move(f), name + "-v1"), &slot)
+            .is_ok());
     return slot;
   }
 
@@ -168,7 +170,9 @@ using Edges = std::set<std::tuple<TaskId, DepKind, int, DepSource>>;
 
 TEST_F(RuntimeOrchestrator, ReadAfterWriteWaitsForTheWriter) {
   std::vector<std::int32_t> buf(8, 0), out(8, -1);
-  recorder.after_submit = [&](TaskId id) { if (id == 1) gate.open(); };
+  recorder.after_submit = [&](TaskId id) {
+    if (id == 1) gate.open();
+  };
   const Status s = run([&](Orchestrator& o) -> Status {
     HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(7).scalar(1)));
     return o.submit(copy, TaskArgs().input(i32(buf)).output_existing(i32(out)).scalar(0));
@@ -181,9 +185,12 @@ TEST_F(RuntimeOrchestrator, ReadAfterWriteWaitsForTheWriter) {
 
 TEST_F(RuntimeOrchestrator, WriteAfterReadWaitsForTheReader) {
   std::vector<std::int32_t> buf(8, 5), out(8, -1);
-  recorder.after_submit = [&](TaskId id) { if (id == 1) gate.open(); };
+  recorder.after_submit = [&](TaskId id) {
+    if (id == 1) gate.open();
+  };
   const Status s = run([&](Orchestrator& o) -> Status {
-    HP_RETURN_IF_ERROR(o.submit(copy, TaskArgs().input(i32(buf)).output_existing(i32(out)).scalar(1)));
+    HP_RETURN_IF_ERROR(
+        o.submit(copy, TaskArgs().input(i32(buf)).output_existing(i32(out)).scalar(1)));
     return o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(9));
   });
   ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -194,7 +201,9 @@ TEST_F(RuntimeOrchestrator, WriteAfterReadWaitsForTheReader) {
 
 TEST_F(RuntimeOrchestrator, WriteAfterWriteKeepsTheLastValue) {
   std::vector<std::int32_t> buf(8, 0);
-  recorder.after_submit = [&](TaskId id) { if (id == 1) gate.open(); };
+  recorder.after_submit = [&](TaskId id) {
+    if (id == 1) gate.open();
+  };
   const Status s = run([&](Orchestrator& o) -> Status {
     HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(1).scalar(1)));
     return o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(2));
@@ -206,7 +215,9 @@ TEST_F(RuntimeOrchestrator, WriteAfterWriteKeepsTheLastValue) {
 
 TEST_F(RuntimeOrchestrator, InOutReadsTheWriterAndOrdersLaterReadersAndWriters) {
   std::vector<std::int32_t> buf(4, 0), out(4, -1);
-  recorder.after_submit = [&](TaskId id) { if (id == 3) gate.open(); };
+  recorder.after_submit = [&](TaskId id) {
+    if (id == 3) gate.open();
+  };
   const Status s = run([&](Orchestrator& o) -> Status {
     HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(3).scalar(1)));
     HP_RETURN_IF_ERROR(o.submit(add_scalar, TaskArgs().inout(i32(buf)).scalar(4)));
@@ -232,7 +243,9 @@ TEST_F(RuntimeOrchestrator, DisjointStridedTilesAreIndependentAndOverlapsAreOrde
   auto tile = [&](int col, int width) {
     return TensorView(m.data() + col, DType::kInt32, std::vector<std::int64_t>{4, width}, stride);
   };
-  recorder.after_submit = [&](TaskId id) { if (id == 2) gate.open(); };
+  recorder.after_submit = [&](TaskId id) {
+    if (id == 2) gate.open();
+  };
   const Status s = run([&](Orchestrator& o) -> Status {
     HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(tile(0, 4)).scalar(1).scalar(1)));
     HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(tile(4, 4)).scalar(2)));
@@ -249,13 +262,17 @@ TEST_F(RuntimeOrchestrator, NoDepTensorsAreNeverOrderedButExplicitDependenciesAr
   std::vector<std::int32_t> buf(4, 0), out(4, -1);
   // Receives buf as NO_DEP and leaves it alone (the caller orders NO_DEP accesses).
   const int ignores = add("ignores", [](const TaskArgs&, BlockContext&) { return Status::ok(); });
-  recorder.after_submit = [&](TaskId id) { if (id == 2) gate.open(); };
+  recorder.after_submit = [&](TaskId id) {
+    if (id == 2) gate.open();
+  };
   const Status s = run([&](Orchestrator& o) -> Status {
     SubmitResult first;
-    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(6).scalar(1), &first));
+    HP_RETURN_IF_ERROR(
+        o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(6).scalar(1), &first));
     HP_RETURN_IF_ERROR(o.submit(ignores, TaskArgs().no_dep(i32(buf))));
     // Ordered only by the explicit dependency: reads buf through a NO_DEP argument.
-    return o.submit(copy, TaskArgs().no_dep(i32(buf)).output_existing(i32(out)).set_dependencies({first.task}));
+    return o.submit(
+        copy, TaskArgs().no_dep(i32(buf)).output_existing(i32(out)).set_dependencies({first.task}));
   });
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   EXPECT_TRUE(recorder.edges(1).empty());
@@ -267,13 +284,16 @@ TEST_F(RuntimeOrchestrator, NoDepTensorsAreNeverOrderedButExplicitDependenciesAr
 // (order_after's stamp), and none once it completed; either way the dependent runs once, after.
 TEST_F(RuntimeOrchestrator, APredecessorFoundTwiceIsOneEdgeOrNone) {
   std::vector<std::int32_t> buf(4, 0), out(4, -1), late(4, -1);
-  recorder.after_submit = [&](TaskId id) { if (id == 1) gate.open(); };
+  recorder.after_submit = [&](TaskId id) {
+    if (id == 1) gate.open();
+  };
   const Status s = run([&](Orchestrator& o) -> Status {
     SubmitResult first;
     // Held at the gate until task 1 is submitted: task 1 links to it while it is running.
-    HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(5).scalar(1), &first));
-    HP_RETURN_IF_ERROR(o.submit(copy, TaskArgs().input(i32(buf)).output_existing(i32(out))
-                                          .set_dependencies({first.task})));
+    HP_RETURN_IF_ERROR(
+        o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(5).scalar(1), &first));
+    HP_RETURN_IF_ERROR(o.submit(
+        copy, TaskArgs().input(i32(buf)).output_existing(i32(out)).set_dependencies({first.task})));
     // Task 2 writes buf again, task 3 (after it completed) reads it twice over.
     SubmitResult second;
     HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(7), &second));
@@ -282,11 +302,12 @@ TEST_F(RuntimeOrchestrator, APredecessorFoundTwiceIsOneEdgeOrNone) {
         std::lock_guard lock(recorder.mu);
         if (recorder.statuses.count(second.task) != 0) break;
       }
-      if (std::chrono::steady_clock::now() > deadline) return Status::error(ErrorCode::kTimeout, "task 2 never completed");
+      if (std::chrono::steady_clock::now() > deadline)
+        return Status::error(ErrorCode::kTimeout, "task 2 never completed");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    return o.submit(copy, TaskArgs().input(i32(buf)).output_existing(i32(late))
-                              .set_dependencies({second.task}));
+    return o.submit(copy, TaskArgs().input(i32(buf)).output_existing(i32(late)).set_dependencies(
+                              {second.task}));
   });
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   EXPECT_EQ(out, std::vector<std::int32_t>(4, 5));
@@ -315,9 +336,11 @@ TEST_F(RuntimeOrchestrator, IndependentTasksRunAtTheSameTime) {
   const int meet = add("meet", [&](const TaskArgs&, BlockContext&) -> Status {
     platform::add_and_wake(arrived, 1, false);
     std::uint32_t last = 0;
-    const auto r = platform::wait_word(arrived, [](std::uint32_t v) { return v >= 2; },
-                                       platform::deadline_after(kGateTimeoutS), {}, nullptr, &last);
-    HP_ENSURE(r == platform::WaitResult::kReady, ErrorCode::kTimeout, "the other task never ran alongside");
+    const auto r = platform::wait_word(
+        arrived, [](std::uint32_t v) { return v >= 2; }, platform::deadline_after(kGateTimeoutS),
+        {}, nullptr, &last);
+    HP_ENSURE(r == platform::WaitResult::kReady, ErrorCode::kTimeout,
+              "the other task never ran alongside");
     return Status::ok();
   });
   const Status s = run([&](Orchestrator& o) -> Status {
@@ -349,7 +372,8 @@ TEST_F(RuntimeOrchestrator, TasksReadyAtSubmitWhileEveryCoreIsBusyEachRunOnce) {
   });
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   EXPECT_EQ(gated, (std::vector<std::int32_t>{7, 7}));
-  for (int i = 0; i < 1000; ++i) ASSERT_EQ(out[static_cast<std::size_t>(i)], i + 1) << "task " << i + 2;
+  for (int i = 0; i < 1000; ++i)
+    ASSERT_EQ(out[static_cast<std::size_t>(i)], i + 1) << "task " << i + 2;
 }
 
 TEST_F(RuntimeOrchestrator, SpmdTasksRunEveryBlockOfTheirShape) {
@@ -361,10 +385,14 @@ TEST_F(RuntimeOrchestrator, SpmdTasksRunEveryBlockOfTheirShape) {
     return Status::ok();
   });
   const Status s = run([&](Orchestrator& o) -> Status {
-    HP_RETURN_IF_ERROR(o.submit(record, TaskArgs().scalar(TaskId{0}), {.mode = LaunchMode::kCube, .block_num = 3}));
-    HP_RETURN_IF_ERROR(o.submit(record, TaskArgs().scalar(TaskId{1}), {.mode = LaunchMode::kVector, .block_num = 5}));
-    HP_RETURN_IF_ERROR(o.submit(record, TaskArgs().scalar(TaskId{2}), {.mode = LaunchMode::kMix, .block_num = 1}));
-    Status too_wide = o.submit(record, TaskArgs().scalar(TaskId{3}), {.mode = LaunchMode::kMix, .block_num = 2});
+    HP_RETURN_IF_ERROR(o.submit(record, TaskArgs().scalar(TaskId{0}),
+                                {.mode = LaunchMode::kCube, .block_num = 3}));
+    HP_RETURN_IF_ERROR(o.submit(record, TaskArgs().scalar(TaskId{1}),
+                                {.mode = LaunchMode::kVector, .block_num = 5}));
+    HP_RETURN_IF_ERROR(
+        o.submit(record, TaskArgs().scalar(TaskId{2}), {.mode = LaunchMode::kMix, .block_num = 1}));
+    Status too_wide =
+        o.submit(record, TaskArgs().scalar(TaskId{3}), {.mode = LaunchMode::kMix, .block_num = 2});
     EXPECT_EQ(too_wide.code(), ErrorCode::kInvalidArgument);
     return Status::ok();
   });
@@ -398,10 +426,12 @@ TEST_F(RuntimeOrchestrator, EveryNewConfigIsCheckedBeforeItRuns) {
         {.mode = LaunchMode::kMix, .block_num = 2},
     };
     for (const CallConfig& config : bad) {
-      EXPECT_EQ(o.submit(record, TaskArgs().scalar(TaskId{99}), config).code(), ErrorCode::kInvalidArgument);
+      EXPECT_EQ(o.submit(record, TaskArgs().scalar(TaskId{99}), config).code(),
+                ErrorCode::kInvalidArgument);
       HP_RETURN_IF_ERROR(o.submit(record, TaskArgs().scalar(TaskId{1}), good));
     }
-    HP_RETURN_IF_ERROR(o.submit(record, TaskArgs().scalar(TaskId{2}), {.mode = LaunchMode::kCube, .block_num = 3}));
+    HP_RETURN_IF_ERROR(o.submit(record, TaskArgs().scalar(TaskId{2}),
+                                {.mode = LaunchMode::kCube, .block_num = 3}));
     return Status::ok();
   });
   ASSERT_TRUE(s.is_ok()) << s.to_string();
@@ -424,7 +454,8 @@ TEST_F(RuntimeOrchestrator, FullRingMakesSubmitWaitThenProceed) {
     for (int i = 0; i < 6; ++i) {
       auto scope = o.scope();
       TensorView element(out.data() + i, DType::kInt32, {1});
-      HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(element).scalar(i * 10).scalar(i == 0 ? 1 : 0)));
+      HP_RETURN_IF_ERROR(o.submit(
+          fill, TaskArgs().output_existing(element).scalar(i * 10).scalar(i == 0 ? 1 : 0)));
     }
     return Status::ok();
   });
@@ -647,19 +678,22 @@ TEST_F(RuntimeOrchestrator, RunsOnOneWorkerReuseItsRingsWhateverTheRunBeforeLeft
     *static_cast<std::int32_t*>(a.tensor(1).data()) = total;
     return Status::ok();
   });
-  const int count_blocks = add("count_blocks", [](const TaskArgs& a, BlockContext& block) -> Status {
-    static_cast<std::int32_t*>(a.tensor(0).data())[block.block_idx()] += 1;
-    return Status::ok();
-  });
+  const int count_blocks =
+      add("count_blocks", [](const TaskArgs& a, BlockContext& block) -> Status {
+        static_cast<std::int32_t*>(a.tensor(0).data())[block.block_idx()] += 1;
+        return Status::ok();
+      });
   // 20 tasks through a ring of 8 slots, each output in the heap ring, summed into sums[i].
   auto sums_of_run = [&](int run_number, std::vector<std::int32_t>& sums) {
     return run([&](Orchestrator& o) -> Status {
       for (int i = 0; i < static_cast<int>(sums.size()); ++i) {
         auto scope = o.scope();
         SubmitResult made;
-        HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output(DType::kInt32, {64}).scalar(run_number), &made));
+        HP_RETURN_IF_ERROR(
+            o.submit(fill, TaskArgs().output(DType::kInt32, {64}).scalar(run_number), &made));
         TensorView element(sums.data() + i, DType::kInt32, {1});
-        HP_RETURN_IF_ERROR(o.submit(sum, TaskArgs().input(made.outputs[0]).output_existing(element)));
+        HP_RETURN_IF_ERROR(
+            o.submit(sum, TaskArgs().input(made.outputs[0]).output_existing(element)));
       }
       return Status::ok();
     });
@@ -726,7 +760,8 @@ TEST_F(RuntimeOrchestrator, ObserversSeeEachTaskLifecycleInOrder) {
   const Status s = run([&](Orchestrator& o) -> Status {
     HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(buf)).scalar(1)));
     auto scope = o.scope();
-    return o.submit(add_scalar, TaskArgs().inout(i32(buf)).scalar(1), {.mode = LaunchMode::kVector, .block_num = 1});
+    return o.submit(add_scalar, TaskArgs().inout(i32(buf)).scalar(1),
+                    {.mode = LaunchMode::kVector, .block_num = 1});
   });
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   std::lock_guard lock(recorder.mu);
@@ -750,7 +785,8 @@ TEST_F(RuntimeOrchestrator, ARandomDagOfSingleCoreAndGangTasksComputesWhatASeria
   auto buffer = [&](int b) { return TensorView(memory.data() + b * 8, DType::kInt64, {1}); };
   const int sum = add("sum", [](const TaskArgs& a, BlockContext& b) -> Status {
     const bool mix = a.scalar_as<int>(0) == 3;  // the update runs in one block of the launch
-    if (b.block_idx() != 0 || (mix && b.core_type() != platform::CoreType::kCube)) return Status::ok();
+    if (b.block_idx() != 0 || (mix && b.core_type() != platform::CoreType::kCube))
+      return Status::ok();
     auto value = [&](int i) { return *static_cast<std::int64_t*>(a.tensor(i).data()); };
     *static_cast<std::int64_t*>(a.tensor(2).data()) = (value(0) + value(1) + value(2)) % 1000003;
     return Status::ok();
@@ -761,13 +797,15 @@ TEST_F(RuntimeOrchestrator, ARandomDagOfSingleCoreAndGangTasksComputesWhatASeria
   };
   std::vector<Step> steps;
   for (int t = 0; t < kTasks; ++t) {
-    Step s{static_cast<int>(rng() % kBuffers), static_cast<int>(rng() % kBuffers), static_cast<int>(rng() % kBuffers),
-           static_cast<int>(rng() % 4)};
+    Step s{static_cast<int>(rng() % kBuffers), static_cast<int>(rng() % kBuffers),
+           static_cast<int>(rng() % kBuffers), static_cast<int>(rng() % 4)};
     while (s.b == s.a) s.b = static_cast<int>(rng() % kBuffers);
     while (s.c == s.a || s.c == s.b) s.c = static_cast<int>(rng() % kBuffers);
     steps.push_back(s);
     expected[static_cast<std::size_t>(s.c)] =
-        (expected[static_cast<std::size_t>(s.a)] + expected[static_cast<std::size_t>(s.b)] + expected[static_cast<std::size_t>(s.c)]) % 1000003;
+        (expected[static_cast<std::size_t>(s.a)] + expected[static_cast<std::size_t>(s.b)] +
+         expected[static_cast<std::size_t>(s.c)]) %
+        1000003;
   }
   config.observers.clear();
   const Status status = run([&](Orchestrator& o) -> Status {
@@ -779,14 +817,17 @@ TEST_F(RuntimeOrchestrator, ARandomDagOfSingleCoreAndGangTasksComputesWhatASeria
                                      {.mode = LaunchMode::kCube},
                                      {.mode = LaunchMode::kVector, .block_num = 2},
                                      {.mode = LaunchMode::kMix, .block_num = 1}};
-        HP_RETURN_IF_ERROR(o.submit(sum, TaskArgs().input(buffer(s.a)).input(buffer(s.b)).inout(buffer(s.c)).scalar(s.shape),
-                                    shapes[s.shape]));
+        HP_RETURN_IF_ERROR(o.submit(
+            sum,
+            TaskArgs().input(buffer(s.a)).input(buffer(s.b)).inout(buffer(s.c)).scalar(s.shape),
+            shapes[s.shape]));
       }
     }
     return Status::ok();
   });
   ASSERT_TRUE(status.is_ok()) << status.to_string();
-  for (int b = 0; b < kBuffers; ++b) EXPECT_EQ(memory[static_cast<std::size_t>(b) * 8], expected[static_cast<std::size_t>(b)]) << b;
+  for (int b = 0; b < kBuffers; ++b)
+    EXPECT_EQ(memory[static_cast<std::size_t>(b) * 8], expected[static_cast<std::size_t>(b)]) << b;
 }
 
 // The orchestrator caches slot -> callable per run (orchestrator.cpp); unregistering must
@@ -808,12 +849,14 @@ TEST_F(RuntimeOrchestrator, TheCallableCacheFollowsUnregisterAndSlotReuse) {
     HP_RETURN_IF_ERROR(o.submit(slot, TaskArgs().inout(i32(buf))));  // from the cache
     HP_RETURN_IF_ERROR(worker->unregister_callable(slot));
     freed = o.submit(slot, TaskArgs().inout(i32(buf)));
-    HP_RETURN_IF_ERROR(worker->register_callable(
-        Callable::from_function("second", [&](const TaskArgs&, BlockContext&) {
-          ++second_runs;
-          return Status::ok();
-        }, "second-v1"),
-        &reused));
+    HP_RETURN_IF_ERROR(worker->register_callable(Callable::from_function(
+                                                     "second",
+                                                     [&](const TaskArgs&, BlockContext&) {
+                                                       ++second_runs;
+                                                       return Status::ok();
+                                                     },
+                                                     "second-v1"),
+                                                 &reused));
     reregistered = o.submit(reused, TaskArgs().inout(i32(buf)));
     gate.open();
     return Status::ok();
@@ -837,8 +880,10 @@ TEST_F(RuntimeOrchestrator, TasksWithManyArgumentsSeeEveryOne) {
   const int sum = add("sum_into_last", [](const TaskArgs& a, BlockContext&) -> Status {
     std::int64_t total = 0;
     for (int i = 0; i < a.num_scalars(); ++i) total += a.scalar_as<std::int32_t>(i);
-    for (int i = 0; i + 1 < a.num_tensors(); ++i) total += static_cast<const std::int32_t*>(a.tensor(i).data())[0];
-    static_cast<std::int32_t*>(a.tensor(a.num_tensors() - 1).data())[0] = static_cast<std::int32_t>(total);
+    for (int i = 0; i + 1 < a.num_tensors(); ++i)
+      total += static_cast<const std::int32_t*>(a.tensor(i).data())[0];
+    static_cast<std::int32_t*>(a.tensor(a.num_tensors() - 1).data())[0] =
+        static_cast<std::int32_t>(total);
     return Status::ok();
   });
   TaskArgs built;

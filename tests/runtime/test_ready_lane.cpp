@@ -86,7 +86,8 @@ TEST_P(ReadyLaneConsumers, EveryTaskTakenOnceByConcurrentConsumers) {
   }
   for (auto& t : consumers) t.join();
   EXPECT_TRUE(lane.empty());
-  for (int i = 0; i < kTasks; ++i) ASSERT_EQ(taken[static_cast<std::size_t>(i)].load(), 1) << "task " << i;
+  for (int i = 0; i < kTasks; ++i)
+    ASSERT_EQ(taken[static_cast<std::size_t>(i)].load(), 1) << "task " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(TailReads, ReadyLaneConsumers, ::testing::Bool(),

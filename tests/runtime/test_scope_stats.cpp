@@ -117,8 +117,9 @@ TEST_F(RuntimeScopeStats, AFullRingReportsItsCapacityAndTheWaitShowsInTheSwimlan
   config.observers = {&gate};
   const int gated = add("gated", [&](const TaskArgs&, platform::BlockContext&) -> Status {
     std::uint32_t last = 0;
-    const auto r = platform::wait_word(gate.gate, [](std::uint32_t v) { return v >= 1; },
-                                       platform::deadline_after(30), {}, nullptr, &last);
+    const auto r = platform::wait_word(
+        gate.gate, [](std::uint32_t v) { return v >= 1; }, platform::deadline_after(30), {},
+        nullptr, &last);
     HP_ENSURE(r == platform::WaitResult::kReady, ErrorCode::kTimeout, "no submit ever blocked");
     return Status::ok();
   });

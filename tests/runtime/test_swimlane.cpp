@@ -28,11 +28,12 @@ TEST_F(RuntimeSwimlane, OneSpanPerTaskPerCoreAndAFlowPerEdge) {
   std::vector<std::int32_t> a(4, 0);
   const Status s = run([&](Orchestrator& o) -> Status {
     HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(a)).scalar(1)));  // t0
-    HP_RETURN_IF_ERROR(o.submit(add_scalar, TaskArgs().inout(i32(a)).scalar(1)));  // t1
+    HP_RETURN_IF_ERROR(o.submit(add_scalar, TaskArgs().inout(i32(a)).scalar(1)));      // t1
     auto scope = o.scope();
-    HP_RETURN_IF_ERROR(o.submit(nop, TaskArgs(), {.mode = LaunchMode::kVector, .block_num = 4}));  // t2
+    // t2
+    HP_RETURN_IF_ERROR(o.submit(nop, TaskArgs(), {.mode = LaunchMode::kVector, .block_num = 4}));
     HP_RETURN_IF_ERROR(o.submit(nop, TaskArgs().input(i32(a)), {.mode = LaunchMode::kCube}));  // t3
-    return o.submit(nop, TaskArgs(), {.mode = LaunchMode::kMix, .block_num = 1});  // t4
+    return o.submit(nop, TaskArgs(), {.mode = LaunchMode::kMix, .block_num = 1});              // t4
   });
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   const Json trace = read_json(kSwimlaneFile);
@@ -54,7 +55,8 @@ TEST_F(RuntimeSwimlane, OneSpanPerTaskPerCoreAndAFlowPerEdge) {
     if (ph == "M") {
       const std::string what = e.at("name").get<std::string>();
       if (what == "process_name") process_names[pid] = e.at("args").at("name").get<std::string>();
-      if (what == "thread_name") thread_names[{pid, tid}] = e.at("args").at("name").get<std::string>();
+      if (what == "thread_name")
+        thread_names[{pid, tid}] = e.at("args").at("name").get<std::string>();
       continue;
     }
     const double ts = e.at("ts").get<double>();
@@ -82,23 +84,27 @@ TEST_F(RuntimeSwimlane, OneSpanPerTaskPerCoreAndAFlowPerEdge) {
     }
   }
   EXPECT_EQ(categories, (std::set<std::string>{"task", "orchestrator", "scheduler", "dependency"}));
-  EXPECT_EQ(process_names, (std::map<int, std::string>{{1, "cube cores"}, {2, "vector cores"},
-                                                        {3, "orchestrator"}, {4, "scheduler"}}));
+  EXPECT_EQ(process_names,
+            (std::map<int, std::string>{
+                {1, "cube cores"}, {2, "vector cores"}, {3, "orchestrator"}, {4, "scheduler"}}));
   EXPECT_EQ(thread_names.at({1, 0}), "cube core 0");
   EXPECT_EQ(thread_names.at({2, 1}), "vector core 1 (cluster 0)");
   EXPECT_EQ(thread_names.at({2, 2}), "vector core 2 (cluster 0)");
-  for (const auto& [row, spans] : rows) EXPECT_TRUE(thread_names.count(row)) << row.first << "/" << row.second;
+  for (const auto& [row, spans] : rows)
+    EXPECT_TRUE(thread_names.count(row)) << row.first << "/" << row.second;
 
   // Spans per task: block_num 1 -> 1; vector x 4 blocks on 2 vector cores -> 2; mix x 1 -> 1
   // cube + 2 vector cores.
   std::map<std::string, std::size_t> counts;
   for (const auto& [task, spans] : task_spans) counts[task] = spans.size();
-  EXPECT_EQ(counts, (std::map<std::string, std::size_t>{{"0", 1}, {"1", 1}, {"2", 2}, {"3", 1}, {"4", 3}}));
+  EXPECT_EQ(counts,
+            (std::map<std::string, std::size_t>{{"0", 1}, {"1", 1}, {"2", 2}, {"3", 1}, {"4", 3}}));
   EXPECT_EQ(task_spans.at("3")[0].pid, 1);  // the cube task on the cube core
 
   // Every row's spans nest (Perfetto drops improperly nested slices).
   for (auto& [row, spans] : rows) {
-    std::sort(spans.begin(), spans.end(), [](const SpanRef& x, const SpanRef& y) { return x.ts < y.ts; });
+    std::sort(spans.begin(), spans.end(),
+              [](const SpanRef& x, const SpanRef& y) { return x.ts < y.ts; });
     std::vector<double> open_ends;
     for (const SpanRef& sp : spans) {
       while (!open_ends.empty() && open_ends.back() <= sp.ts) open_ends.pop_back();
@@ -114,7 +120,8 @@ TEST_F(RuntimeSwimlane, OneSpanPerTaskPerCoreAndAFlowPerEdge) {
   auto inside = [&](const Json& e, const std::string& task) {
     for (const SpanRef& sp : task_spans.at(task)) {
       const double ts = e.at("ts").get<double>();
-      if (sp.pid == e.at("pid") && sp.tid == e.at("tid") && ts >= sp.ts && ts <= sp.ts + sp.dur) return true;
+      if (sp.pid == e.at("pid") && sp.tid == e.at("tid") && ts >= sp.ts && ts <= sp.ts + sp.dur)
+        return true;
     }
     return false;
   };

@@ -73,10 +73,18 @@ TEST(TaskArgs, WellFormedAgreesWithValidate) {
       const TensorView view(data, DType::kInt32, std::vector<std::int64_t>{size, 2},
                             std::vector<std::int64_t>{2 * stride, stride});
       switch (tag) {
-        case ArgTag::kInput: args.input(view); break;
-        case ArgTag::kInOut: args.inout(view); break;
-        case ArgTag::kOutputExisting: args.output_existing(view); break;
-        default: args.no_dep(view); break;
+        case ArgTag::kInput:
+          args.input(view);
+          break;
+        case ArgTag::kInOut:
+          args.inout(view);
+          break;
+        case ArgTag::kOutputExisting:
+          args.output_existing(view);
+          break;
+        default:
+          args.no_dep(view);
+          break;
       }
     }
     if (pick(0, 4) == 0) args.dump({pick(-1, n)});

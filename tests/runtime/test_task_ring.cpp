@@ -95,7 +95,8 @@ TEST(RuntimeTaskRing, FindsIdsWithGapsAcrossTheWrap) {
   EXPECT_EQ(ring.find(7), seven);
   EXPECT_EQ(ring.find(8), eight);
   EXPECT_EQ(ring.find(20), twenty);
-  for (TaskId missing : {0, 1, 3, 4, 5, 6, 9, 10, 19, 21}) EXPECT_EQ(ring.find(missing), nullptr) << missing;
+  for (TaskId missing : {0, 1, 3, 4, 5, 6, 9, 10, 19, 21})
+    EXPECT_EQ(ring.find(missing), nullptr) << missing;
 }
 
 // Random takes (ids with random gaps, runs of consecutive ids) and reclaims, every id checked
@@ -121,7 +122,8 @@ TEST(RuntimeTaskRing, FindAgreesWithTheLiveTasks) {
         for (const auto& [live_id, slot] : live) {
           if (live_id == id) expected = slot;
         }
-        ASSERT_EQ(ring.find(id), expected) << "capacity " << capacity << ", step " << step << ", id " << id;
+        ASSERT_EQ(ring.find(id), expected)
+            << "capacity " << capacity << ", step " << step << ", id " << id;
       }
     }
   }

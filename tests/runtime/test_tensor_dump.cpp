@@ -34,7 +34,8 @@ class RuntimeTensorDump : public DiagnosticsTest {
       HP_RETURN_IF_ERROR(o.submit(
           fill, TaskArgs().output_existing(i32(a)).scalar(5).scalar(std::uint64_t{0xABCD}).dump()));
       HP_RETURN_IF_ERROR(o.submit(add_scalar, TaskArgs().inout(i32(a)).scalar(2).scalar(1.5f)));
-      HP_RETURN_IF_ERROR(o.submit(copy, TaskArgs().input(i32(a)).output_existing(i32(b)).dump({1})));
+      HP_RETURN_IF_ERROR(
+          o.submit(copy, TaskArgs().input(i32(a)).output_existing(i32(b)).dump({1})));
       return o.submit(copy, TaskArgs().input(column).output(DType::kInt32, {4}).dump({0, 1}));
     });
   }
@@ -65,8 +66,9 @@ class RuntimeTensorDump : public DiagnosticsTest {
         EXPECT_EQ(e.at("shape"), Json::array());
         EXPECT_EQ(e.at("strides"), Json::array());
       } else {
-        EXPECT_THAT((std::set<std::string>{"INPUT", "OUTPUT", "INOUT", "OUTPUT_EXISTING", "NO_DEP"}),
-                    ::testing::Contains(e.at("tag").get<std::string>()));
+        EXPECT_THAT(
+            (std::set<std::string>{"INPUT", "OUTPUT", "INOUT", "OUTPUT_EXISTING", "NO_DEP"}),
+            ::testing::Contains(e.at("tag").get<std::string>()));
         EXPECT_EQ(e.at("address").get<std::string>().rfind("0x", 0), 0u);
         EXPECT_EQ(e.at("shape").size(), e.at("strides").size());
         for (const Json& d : e.at("shape")) EXPECT_TRUE(d.is_number_integer());
@@ -79,7 +81,8 @@ class RuntimeTensorDump : public DiagnosticsTest {
         const Json& r = e.at(phase);
         EXPECT_TRUE(r.is_object()) << phase;  // every task here completes
         if (!r.is_object()) continue;
-        EXPECT_LE(r.at("offset").get<std::uint64_t>() + r.at("bytes").get<std::uint64_t>(), bin_size);
+        EXPECT_LE(r.at("offset").get<std::uint64_t>() + r.at("bytes").get<std::uint64_t>(),
+                  bin_size);
       }
       EXPECT_EQ(e.at("status"), "OK");
       out[{task, kind, e.at("arg").get<int>()}] = e;
@@ -113,8 +116,9 @@ TEST_F(RuntimeTensorDump, LevelOneCapturesExactlyTheMarkedArgumentsBeforeAndAfte
   const Status s = run_program();
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   const auto entries = checked_entries(1);
-  EXPECT_EQ(keys(entries), (std::set<Key>{{"0", "tensor", 0}, {"2", "tensor", 1},
-                                          {"3", "tensor", 0}, {"3", "tensor", 1}}));
+  EXPECT_EQ(keys(entries),
+            (std::set<Key>{
+                {"0", "tensor", 0}, {"2", "tensor", 1}, {"3", "tensor", 0}, {"3", "tensor", 1}}));
   const Json& filled = entries.at({"0", "tensor", 0});
   EXPECT_EQ(filled.at("callable"), "fill");
   EXPECT_EQ(filled.at("tag"), "OUTPUT_EXISTING");
@@ -140,11 +144,16 @@ TEST_F(RuntimeTensorDump, LevelTwoCapturesEveryTensorAndScalar) {
   const Status s = run_program();
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   const auto entries = checked_entries(2);
-  EXPECT_EQ(keys(entries),
-            (std::set<Key>{{"0", "tensor", 0}, {"0", "scalar", 0}, {"0", "scalar", 1},
-                           {"1", "tensor", 0}, {"1", "scalar", 0}, {"1", "scalar", 1},
-                           {"2", "tensor", 0}, {"2", "tensor", 1}, {"3", "tensor", 0},
-                           {"3", "tensor", 1}}));
+  EXPECT_EQ(keys(entries), (std::set<Key>{{"0", "tensor", 0},
+                                          {"0", "scalar", 0},
+                                          {"0", "scalar", 1},
+                                          {"1", "tensor", 0},
+                                          {"1", "scalar", 0},
+                                          {"1", "scalar", 1},
+                                          {"2", "tensor", 0},
+                                          {"2", "tensor", 1},
+                                          {"3", "tensor", 0},
+                                          {"3", "tensor", 1}}));
   EXPECT_EQ(ints(entries.at({"1", "tensor", 0}).at("before")), std::vector<std::int32_t>(8, 5));
   EXPECT_EQ(ints(entries.at({"1", "tensor", 0}).at("after")), std::vector<std::int32_t>(8, 7));
   const Json& five = entries.at({"0", "scalar", 0});
@@ -206,7 +215,8 @@ TEST_F(RuntimeTensorDump, TheReaderAndPrinterShowTheCapturedValues) {
   const Status missing = dump.find(2, DumpArgKind::kTensor, 5, &entry);
   EXPECT_EQ(missing.code(), ErrorCode::kNotFound);
   EXPECT_THAT(missing.message(), HasSubstr("tensor 0, tensor 1"));
-  EXPECT_THAT(format_dump_listing(dump), HasSubstr("task 3 copy tensor 1 OUTPUT int32[4] before after"));
+  EXPECT_THAT(format_dump_listing(dump),
+              HasSubstr("task 3 copy tensor 1 OUTPUT int32[4] before after"));
 }
 
 TEST_F(RuntimeTensorDump, ThePrinterLaysOutRowsOfTheLastDimension) {
@@ -238,7 +248,8 @@ std::string run_installed_hp_dump(const std::string& args, int* exit_code) {
   if (pipe == nullptr) return "";
   std::string output;
   char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;) output.append(buffer, n);
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;)
+    output.append(buffer, n);
   const int status = ::pclose(pipe);
   *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return output;

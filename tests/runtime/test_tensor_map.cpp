@@ -35,9 +35,15 @@ class ScanMap {
             if (!e.write) f.orders = false;
             f.dep.kind = DepKind::kRaw;
             break;
-          case ArgTag::kInOut: f.dep.kind = e.write ? DepKind::kRaw : DepKind::kWar; break;
-          case ArgTag::kOutputExisting: f.dep.kind = e.write ? DepKind::kWaw : DepKind::kWar; break;
-          default: f.dep.kind = DepKind::kRaw; break;
+          case ArgTag::kInOut:
+            f.dep.kind = e.write ? DepKind::kRaw : DepKind::kWar;
+            break;
+          case ArgTag::kOutputExisting:
+            f.dep.kind = e.write ? DepKind::kWaw : DepKind::kWar;
+            break;
+          default:
+            f.dep.kind = DepKind::kRaw;
+            break;
         }
         if (f.orders || f.keeps_alive) found->push_back(f);
       }
@@ -89,8 +95,8 @@ void check_against_scan(ViewFn&& view, std::mt19937_64& rng) {
   auto uniform = [&](std::int64_t lo, std::int64_t hi) {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
   };
-  const ArgTag tags[] = {ArgTag::kInput, ArgTag::kInput, ArgTag::kInOut, ArgTag::kOutputExisting,
-                         ArgTag::kNoDep, ArgTag::kOutput};
+  const ArgTag tags[] = {ArgTag::kInput,          ArgTag::kInput, ArgTag::kInOut,
+                         ArgTag::kOutputExisting, ArgTag::kNoDep, ArgTag::kOutput};
   TensorMap map;
   ScanMap scan;
   std::vector<std::pair<TaskId, std::vector<std::uint32_t>>> live;
@@ -116,7 +122,8 @@ void check_against_scan(ViewFn&& view, std::mt19937_64& rng) {
     live.push_back({task, handles});
     // Retire tasks out of order now and then, as slots of different rings are reclaimed.
     while (live.size() > 200 || (!live.empty() && uniform(0, 3) == 0)) {
-      const std::size_t victim = static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(live.size()) - 1));
+      const std::size_t victim =
+          static_cast<std::size_t>(uniform(0, static_cast<std::int64_t>(live.size()) - 1));
       map.remove(live[victim].first, live[victim].second);
       const std::size_t left = map.size();
       map.remove(live[victim].first, live[victim].second);  // again
@@ -151,7 +158,8 @@ TEST(RuntimeTensorMap, FindsWhatAScanOfEveryEntryFinds) {
       case 2: {  // a tile of a 1024 x 1024 byte matrix
         const std::int64_t rows = uniform(1, 64), cols = uniform(1, 64);
         const std::int64_t r = uniform(0, 1024 - rows), c = uniform(0, 1024 - cols);
-        return TensorView(arena.data() + r * 1024 + c, DType::kInt8, std::vector<std::int64_t>{rows, cols},
+        return TensorView(arena.data() + r * 1024 + c, DType::kInt8,
+                          std::vector<std::int64_t>{rows, cols},
                           std::vector<std::int64_t>{1024, 1});
       }
       default: {  // large, up to the whole arena
@@ -171,14 +179,18 @@ TEST(RuntimeTensorMap, RewritesOfTheSameRegionsAgreeWithTheScan) {
   std::mt19937_64 rng(11);
   const std::vector<TensorView> pool = {
       TensorView(arena.data(), DType::kInt8, {56}),
-      TensorView(arena.data(), DType::kInt8, std::vector<std::int64_t>{4, 8}, std::vector<std::int64_t>{16, 1}),
-      TensorView(arena.data() + 8, DType::kInt8, {8}),  // in the contiguous view only, between the tile's rows
+      TensorView(arena.data(), DType::kInt8, std::vector<std::int64_t>{4, 8},
+                 std::vector<std::int64_t>{16, 1}),
+      TensorView(arena.data() + 8, DType::kInt8,
+                 {8}),  // in the contiguous view only, between the tile's rows
       TensorView(arena.data() + 64, DType::kInt32, {16}),
       TensorView(arena.data() + 128, DType::kInt32, {16}),
       TensorView(arena.data() + 128, DType::kInt8, {32}),
       TensorView(arena.data(), DType::kInt8, {4096}),
   };
-  auto pick = [&]() { return pool[std::uniform_int_distribution<std::size_t>(0, pool.size() - 1)(rng)]; };
+  auto pick = [&]() {
+    return pool[std::uniform_int_distribution<std::size_t>(0, pool.size() - 1)(rng)];
+  };
   check_against_scan(pick, rng);
 }
 
@@ -188,19 +200,22 @@ TEST(RuntimeTensorMap, ManyReadersOfOneBufferAndAWholeBufferReader) {
   std::vector<std::int32_t> x(1), y(1000);
   TensorMap map;
   std::vector<std::uint32_t> handles;
-  const TensorAccess source[] = {{TensorRegion::of(TensorView(x.data(), DType::kInt32, {1})), ArgTag::kOutputExisting, 0}};
+  const TensorAccess source[] = {
+      {TensorRegion::of(TensorView(x.data(), DType::kInt32, {1})), ArgTag::kOutputExisting, 0}};
   map.record(0, owner_of(0), source, &handles);
   for (TaskId j = 0; j < 1000; ++j) {
     const TensorAccess middle[] = {
         {TensorRegion::of(TensorView(x.data(), DType::kInt32, {1})), ArgTag::kInput, 0},
-        {TensorRegion::of(TensorView(y.data() + j, DType::kInt32, {1})), ArgTag::kOutputExisting, 1}};
+        {TensorRegion::of(TensorView(y.data() + j, DType::kInt32, {1})), ArgTag::kOutputExisting,
+         1}};
     std::vector<FoundDependency> found;
     map.find(middle, &found);
     ASSERT_EQ(found.size(), 1u);
     EXPECT_EQ(found[0].dep.pred, 0u);
     map.record(1 + j, owner_of(1 + j), middle, &handles);
   }
-  const TensorAccess sink[] = {{TensorRegion::of(TensorView(y.data(), DType::kInt32, {1000})), ArgTag::kInput, 0}};
+  const TensorAccess sink[] = {
+      {TensorRegion::of(TensorView(y.data(), DType::kInt32, {1000})), ArgTag::kInput, 0}};
   std::vector<FoundDependency> found;
   map.find(sink, &found);
   std::set<TaskId> preds;
@@ -208,7 +223,8 @@ TEST(RuntimeTensorMap, ManyReadersOfOneBufferAndAWholeBufferReader) {
   EXPECT_EQ(preds.size(), 1000u);
   EXPECT_EQ(*preds.begin(), 1u);
   // A writer of x is ordered after the source and every reader.
-  const TensorAccess next[] = {{TensorRegion::of(TensorView(x.data(), DType::kInt32, {1})), ArgTag::kOutputExisting, 0}};
+  const TensorAccess next[] = {
+      {TensorRegion::of(TensorView(x.data(), DType::kInt32, {1})), ArgTag::kOutputExisting, 0}};
   found.clear();
   map.find(next, &found);
   EXPECT_EQ(found.size(), 1001u);
@@ -225,7 +241,8 @@ TEST(RuntimeTensorMap, TheTableHoldsOnlyLiveBuckets) {
   std::vector<std::vector<std::uint32_t>> handles(100000);
   for (TaskId t = 0; t < 100000; ++t) {
     const TensorAccess write[] = {
-        {TensorRegion::of(TensorView(arena.data() + t, DType::kInt32, {1})), ArgTag::kOutputExisting, 0}};
+        {TensorRegion::of(TensorView(arena.data() + t, DType::kInt32, {1})),
+         ArgTag::kOutputExisting, 0}};
     map.record(t, owner_of(t), write, &handles[t]);
     if (t >= 16) map.remove(t - 16, handles[t - 16]);
     ASSERT_LE(map.table_slots(), 128u) << "task " << t;

@@ -53,8 +53,8 @@ class RuntimeTensorRegion : public ::testing::Test {
 // A view with a zero dim has no bytes, whatever its other dims (their product may overflow).
 TEST_F(RuntimeTensorRegion, AnEmptyViewOfHugeDimsHasNoBytes) {
   const std::int64_t huge = std::int64_t(1) << 40;
-  for (const TensorView& v : {view(base, 0, {0, huge, huge}, {1, 1, 1}),
-                              view(base, 0, {huge, 0, huge}, {0, 1, 0})}) {
+  for (const TensorView& v :
+       {view(base, 0, {0, huge, huge}, {1, 1, 1}), view(base, 0, {huge, 0, huge}, {0, 1, 0})}) {
     ASSERT_TRUE(v.validate("v").is_ok()) << v.to_string();
     EXPECT_TRUE(TensorRegion::of(v).empty()) << v.to_string();
   }
@@ -88,17 +88,17 @@ TEST_F(RuntimeTensorRegion, ColumnTilesOfAMatrixAreDisjointAndExact) {
 TEST_F(RuntimeTensorRegion, TransposedAndStridedViewsMatchEnumeration) {
   // Pairs of views over one 64 x 64 buffer, each checked against plain enumeration.
   const std::vector<TensorView> views = {
-      view(base, 0, {8, 8}, {64, 1}),      // a tile
-      view(base, 8, {8, 8}, {64, 1}),      // the tile to its right
-      view(base, 0, {8, 8}, {1, 64}),      // the first tile, transposed
-      view(base, 512, {8, 8}, {64, 1}),    // the tile below the first
-      view(base, 0, {32}, {2}),            // even elements of row 0
-      view(base, 1, {32}, {2}),            // odd elements of row 0
+      view(base, 0, {8, 8}, {64, 1}),    // a tile
+      view(base, 8, {8, 8}, {64, 1}),    // the tile to its right
+      view(base, 0, {8, 8}, {1, 64}),    // the first tile, transposed
+      view(base, 512, {8, 8}, {64, 1}),  // the tile below the first
+      view(base, 0, {32}, {2}),          // even elements of row 0
+      view(base, 1, {32}, {2}),          // odd elements of row 0
       view(base, 0, {4, 4, 4}, {128, 8, 2}),
       view(base, 2, {4, 4, 4}, {128, 8, 2}),
       view(base, 64, {4, 4, 4}, {128, 8, 2}),
-      view(base, 0, {2, 3}, {0, 1}),       // broadcast over the first dim
-      view(base, 0, {0, 8}, {8, 1}),       // empty
+      view(base, 0, {2, 3}, {0, 1}),  // broadcast over the first dim
+      view(base, 0, {0, 8}, {8, 1}),  // empty
   };
   for (std::size_t i = 0; i < views.size(); ++i) {
     for (std::size_t j = 0; j < views.size(); ++j) {
@@ -123,7 +123,8 @@ TEST_F(RuntimeTensorRegion, InterleavedLayoutsAreConservative) {
 
 TEST_F(RuntimeTensorRegion, TooManyRunsIsConservativeButDisjointRangesAreNot) {
   std::vector<float> big(static_cast<std::size_t>(2 * (TensorRegion::kMaxExactRuns + 1)));
-  const TensorView evens(big.data(), DType::kFP32, std::vector<std::int64_t>{TensorRegion::kMaxExactRuns + 1},
+  const TensorView evens(big.data(), DType::kFP32,
+                         std::vector<std::int64_t>{TensorRegion::kMaxExactRuns + 1},
                          std::vector<std::int64_t>{2});
   const TensorView odds(big.data() + 1, DType::kFP32,
                         std::vector<std::int64_t>{TensorRegion::kMaxExactRuns + 1},

@@ -283,9 +283,12 @@ struct BF16 {
 
 double ref_combine(ReduceOp op, double a, double b) {
   switch (op) {
-    case ReduceOp::kSum: return a + b;
-    case ReduceOp::kMax: return std::max(a, b);
-    case ReduceOp::kMin: return std::min(a, b);
+    case ReduceOp::kSum:
+      return a + b;
+    case ReduceOp::kMax:
+      return std::max(a, b);
+    case ReduceOp::kMin:
+      return std::min(a, b);
   }
   return 0;
 }
@@ -488,11 +491,15 @@ void combine_as(void* acc, const void* in, std::size_t count, void* user) {
 
 struct Product {
   template <typename T>
-  T operator()(T a, T b, void*) const { return a * b; }
+  T operator()(T a, T b, void*) const {
+    return a * b;
+  }
 };
 struct Xor {
   template <typename T>
-  T operator()(T a, T b, void*) const { return a ^ b; }
+  T operator()(T a, T b, void*) const {
+    return a ^ b;
+  }
 };
 // Not commutative: a left fold in team order gives (..((x0 m + x1) m + x2)..), m = *user.
 struct Horner {
@@ -531,7 +538,8 @@ Status with_case(Buffers& buf, Team team, const std::vector<int>& members, std::
   const std::size_t first = scatter ? mine * count : 0;  // index of dest[0] in the sources
   auto* src = reinterpret_cast<T*>(buf.src);
   auto* dst = in_place ? src : reinterpret_cast<T*>(buf.dst);
-  for (std::size_t i = 0; i < (scatter ? n : 1) * count; ++i) src[i] = T(make(mix(my_pe(), i, salt)));
+  for (std::size_t i = 0; i < (scatter ? n : 1) * count; ++i)
+    src[i] = T(make(mix(my_pe(), i, salt)));
   if (!in_place) {
     buf.poison(count * sizeof(T));
     buf.set_canary(count * sizeof(T));
@@ -545,8 +553,9 @@ Status with_case(Buffers& buf, Team team, const std::vector<int>& members, std::
     }
     return acc;
   };
-  HP_EXPECT_MATCH(dst, count, want, what << " of " << count << (scatter ? " per PE" : "")
-                                         << (in_place ? " in place" : ""));
+  HP_EXPECT_MATCH(
+      dst, count, want,
+      what << " of " << count << (scatter ? " per PE" : "") << (in_place ? " in place" : ""));
   if (!in_place) {
     EXPECT_TRUE(buf.canary_intact(count * sizeof(T))) << what << " wrote past dest";
   }
@@ -560,64 +569,64 @@ TEST(ShmemCollectives, ReductionsWithACallersCombine) {
   run_scenario([] {
     int salt = 7000;
     std::uint64_t multiplier = 1000003;
-    return with_buffers_on_every_team([&](Buffers& buf, Team team,
-                                          const std::vector<int>& members) {
-      const auto u64 = [](std::uint32_t h) { return std::uint64_t(h) * 0x9E3779B97F4A7C15ull; };
-      const auto u32 = [](std::uint32_t h) { return h; };
-      const auto near_one = [](std::uint32_t h) { return 0.5 + double(h % 10001) / 1e4; };
-      for (bool scatter : {false, true}) {
-        for (std::size_t count : kWithCounts) {
-          if (scatter && count > 20000) continue;  // n blocks must fit the buffers
-          for (bool in_place : {false, true}) {
-            HP_RETURN_IF_ERROR(with_case<std::uint64_t>(
-                buf, team, members, count, scatter, in_place, ++salt,
-                &combine_as<std::uint64_t, Product>, nullptr, u64, Product{}, "u64 product"));
-            HP_RETURN_IF_ERROR(with_case<double>(buf, team, members, count, scatter, in_place,
-                                                 ++salt, &combine_as<double, Product>, nullptr,
-                                                 near_one, Product{}, "f64 product"));
-            HP_RETURN_IF_ERROR(with_case<std::uint32_t>(
-                buf, team, members, count, scatter, in_place, ++salt,
-                &combine_as<std::uint32_t, Xor>, nullptr, u32, Xor{}, "u32 xor"));
-            HP_RETURN_IF_ERROR(with_case<std::uint64_t>(
-                buf, team, members, count, scatter, in_place, ++salt,
-                &combine_as<std::uint64_t, Horner>, &multiplier, u64, Horner{},
-                "team-order Horner fold"));
-          }
-        }
-      }
-      // 3-byte elements, across chunk boundaries (5462 elements fill one 16 KiB chunk).
-      for (std::size_t count : {std::size_t(1), std::size_t(5462), std::size_t(5463 * 3)}) {
-        const std::size_t bytes = 3 * count;
-        HP_RETURN_IF_ERROR(byte_case(
-            buf, bytes, bytes, ++salt,
-            [&] { return allreduce_with(team, buf.dst, buf.src, count, 3, &add_u24, nullptr); },
-            [&](std::size_t i) {
-              const std::size_t e = i / 3;
-              std::uint32_t sum = 0;
-              for (int pe : members) {
-                std::uint32_t x = 0;
-                for (int k = 0; k < 3; ++k) {
-                  x |= std::uint32_t(byte_of(pe, 3 * e + std::size_t(k), salt)) << (8 * k);
-                }
-                sum += x;
+    return with_buffers_on_every_team(
+        [&](Buffers& buf, Team team, const std::vector<int>& members) {
+          const auto u64 = [](std::uint32_t h) { return std::uint64_t(h) * 0x9E3779B97F4A7C15ull; };
+          const auto u32 = [](std::uint32_t h) { return h; };
+          const auto near_one = [](std::uint32_t h) { return 0.5 + double(h % 10001) / 1e4; };
+          for (bool scatter : {false, true}) {
+            for (std::size_t count : kWithCounts) {
+              if (scatter && count > 20000) continue;  // n blocks must fit the buffers
+              for (bool in_place : {false, true}) {
+                HP_RETURN_IF_ERROR(with_case<std::uint64_t>(
+                    buf, team, members, count, scatter, in_place, ++salt,
+                    &combine_as<std::uint64_t, Product>, nullptr, u64, Product{}, "u64 product"));
+                HP_RETURN_IF_ERROR(with_case<double>(buf, team, members, count, scatter, in_place,
+                                                     ++salt, &combine_as<double, Product>, nullptr,
+                                                     near_one, Product{}, "f64 product"));
+                HP_RETURN_IF_ERROR(with_case<std::uint32_t>(
+                    buf, team, members, count, scatter, in_place, ++salt,
+                    &combine_as<std::uint32_t, Xor>, nullptr, u32, Xor{}, "u32 xor"));
+                HP_RETURN_IF_ERROR(
+                    with_case<std::uint64_t>(buf, team, members, count, scatter, in_place, ++salt,
+                                             &combine_as<std::uint64_t, Horner>, &multiplier, u64,
+                                             Horner{}, "team-order Horner fold"));
               }
-              return static_cast<unsigned char>(sum >> (8 * (i % 3)));
-            },
-            fmt::format("allreduce_with of {} 3-byte elements", count)));
-      }
-      // Elements bigger than a chunk: one element per chunk.
-      std::size_t big = 20000;
-      HP_RETURN_IF_ERROR(byte_case(
-          buf, 3 * big, 3 * big, ++salt,
-          [&] { return allreduce_with(team, buf.dst, buf.src, 3, big, &xor_bytes, &big); },
-          [&](std::size_t i) {
-            unsigned char x = 0;
-            for (int pe : members) x ^= byte_of(pe, i, salt);
-            return x;
-          },
-          "allreduce_with of 3 elements of 20000 bytes"));
-      return Status::ok();
-    });
+            }
+          }
+          // 3-byte elements, across chunk boundaries (5462 elements fill one 16 KiB chunk).
+          for (std::size_t count : {std::size_t(1), std::size_t(5462), std::size_t(5463 * 3)}) {
+            const std::size_t bytes = 3 * count;
+            HP_RETURN_IF_ERROR(byte_case(
+                buf, bytes, bytes, ++salt,
+                [&] { return allreduce_with(team, buf.dst, buf.src, count, 3, &add_u24, nullptr); },
+                [&](std::size_t i) {
+                  const std::size_t e = i / 3;
+                  std::uint32_t sum = 0;
+                  for (int pe : members) {
+                    std::uint32_t x = 0;
+                    for (int k = 0; k < 3; ++k) {
+                      x |= std::uint32_t(byte_of(pe, 3 * e + std::size_t(k), salt)) << (8 * k);
+                    }
+                    sum += x;
+                  }
+                  return static_cast<unsigned char>(sum >> (8 * (i % 3)));
+                },
+                fmt::format("allreduce_with of {} 3-byte elements", count)));
+          }
+          // Elements bigger than a chunk: one element per chunk.
+          std::size_t big = 20000;
+          HP_RETURN_IF_ERROR(byte_case(
+              buf, 3 * big, 3 * big, ++salt,
+              [&] { return allreduce_with(team, buf.dst, buf.src, 3, big, &xor_bytes, &big); },
+              [&](std::size_t i) {
+                unsigned char x = 0;
+                for (int pe : members) x ^= byte_of(pe, i, salt);
+                return x;
+              },
+              "allreduce_with of 3 elements of 20000 bytes"));
+          return Status::ok();
+        });
   });
 }
 
@@ -640,10 +649,10 @@ TEST(ShmemCollectives, ReductionsWithACallersCombineErrors) {
               ErrorCode::kNotSymmetric);
     EXPECT_EQ(reduce_scatter_with(kTeamWorld, dst, local, 1, 4, x, nullptr).code(),
               ErrorCode::kNotSymmetric);
-    EXPECT_EQ(allreduce_with(kTeamWorld, dst, src, std::numeric_limits<std::size_t>::max(), 4, x,
-                             nullptr)
-                  .code(),
-              ErrorCode::kInvalidArgument);
+    EXPECT_EQ(
+        allreduce_with(kTeamWorld, dst, src, std::numeric_limits<std::size_t>::max(), 4, x, nullptr)
+            .code(),
+        ErrorCode::kInvalidArgument);
     EXPECT_EQ(allreduce_with(kTeamInvalid, dst, src, 1, 4, x, nullptr).code(),
               ErrorCode::kInvalidArgument);
     HP_EXPECT_OK(allreduce_with(kTeamWorld, nullptr, nullptr, 0, 4, x, nullptr));

@@ -126,13 +126,16 @@ TEST(ShmemErrors, AWaitPastTheDeadlineNamesPeAndAddress) {
 // before the 30 s deadline), and the job reports the failing PE's own error.
 TEST(ShmemErrors, AFailingPeReleasesTheOthersWithPeerDead) {
   std::atomic<int> peer_dead{0};
-  Status s = run_threads(4, [&] {
-    if (my_pe() == 2) return Status::error(ErrorCode::kInvalidArgument, "PE two gives up");
-    Status b = barrier_all();
-    if (b.code() == ErrorCode::kPeerDead) ++peer_dead;
-    EXPECT_THAT(b.message(), HasSubstr("PE 2"));
-    return b;
-  }, {.heap_bytes = 1 << 20, .timeout_s = 30});
+  Status s = run_threads(4,
+                         [&] {
+                           if (my_pe() == 2)
+                             return Status::error(ErrorCode::kInvalidArgument, "PE two gives up");
+                           Status b = barrier_all();
+                           if (b.code() == ErrorCode::kPeerDead) ++peer_dead;
+                           EXPECT_THAT(b.message(), HasSubstr("PE 2"));
+                           return b;
+                         },
+                         {.heap_bytes = 1 << 20, .timeout_s = 30});
   EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("PE two gives up"));
   EXPECT_EQ(peer_dead, 3);

@@ -91,9 +91,10 @@ TEST(JobSegment, AbortWakesASleepingWaiter) {
   });
   std::uint32_t last = 0;
   const std::uint32_t start = job->pe(0).doorbell.value.load();
-  auto r = platform::wait_word(job->pe(0).doorbell, [start](std::uint32_t v) { return v != start; },
-                               platform::deadline_after(30), {.spin = 0, .yield_for = std::chrono::microseconds(0)}, nullptr,
-                               &last);
+  auto r = platform::wait_word(
+      job->pe(0).doorbell, [start](std::uint32_t v) { return v != start; },
+      platform::deadline_after(30), {.spin = 0, .yield_for = std::chrono::microseconds(0)}, nullptr,
+      &last);
   aborter.join();
   EXPECT_EQ(r, platform::WaitResult::kReady);
   EXPECT_EQ(job->abort_message(), "test");

@@ -55,7 +55,8 @@ TEST(Shmem, IdentityAndTransport) {
 TEST(Shmem, PutGetRing) {
   run_scenario([] {
     const int me = my_pe(), n = n_pes();
-    for (std::size_t bytes : {std::size_t(1), std::size_t(63), std::size_t(4096), std::size_t(1) << 20}) {
+    for (std::size_t bytes :
+         {std::size_t(1), std::size_t(63), std::size_t(4096), std::size_t(1) << 20}) {
       Sym<unsigned char> buf(bytes);
       HP_EXPECT_OK(buf.status);
       std::vector<unsigned char> src(bytes);
@@ -122,7 +123,8 @@ TEST(Shmem, NonBlockingPutsCompleteAtQuiet) {
     HP_EXPECT_OK(barrier_all());
     for (int pe = 0; pe < n; ++pe) EXPECT_EQ(slots.p[pe], pe * 1000 + me);
     std::vector<std::int64_t> got(n);
-    for (int pe = 0; pe < n; ++pe) HP_EXPECT_OK(get_nbi(&got[pe], &slots.p[me], sizeof(std::int64_t), pe));
+    for (int pe = 0; pe < n; ++pe)
+      HP_EXPECT_OK(get_nbi(&got[pe], &slots.p[me], sizeof(std::int64_t), pe));
     HP_EXPECT_OK(quiet());
     for (int pe = 0; pe < n; ++pe) EXPECT_EQ(got[pe], me * 1000 + pe);
     return Status::ok();
@@ -161,8 +163,10 @@ TEST(Shmem, PutSignalDeliversDataBeforeSignal) {
     for (int round = 1; round <= kRounds; ++round) {
       if (me == 0) {
         for (int pe = 1; pe < n; ++pe) {
-          for (std::size_t i = 0; i < kWords; ++i) src[i] = std::uint64_t(round) << 32 | (pe * kWords + i);
-          HP_EXPECT_OK(put_signal(data.p, src.data(), kWords * 8, sig.p, round, SignalOp::kSet, pe));
+          for (std::size_t i = 0; i < kWords; ++i)
+            src[i] = std::uint64_t(round) << 32 | (pe * kWords + i);
+          HP_EXPECT_OK(
+              put_signal(data.p, src.data(), kWords * 8, sig.p, round, SignalOp::kSet, pe));
         }
       } else {
         std::uint64_t seen = 0;
@@ -210,8 +214,12 @@ Status waits_of_type() {
     T target;
   };
   const std::array<Case, 6> cases = {{
-      {T(5), Cmp::kEq, T(5)}, {T(6), Cmp::kNe, T(5)}, {T(7), Cmp::kGt, T(6)},
-      {T(8), Cmp::kGe, T(8)}, {T(9), Cmp::kLt, T(10)}, {T(10), Cmp::kLe, T(10)},
+      {T(5), Cmp::kEq, T(5)},
+      {T(6), Cmp::kNe, T(5)},
+      {T(7), Cmp::kGt, T(6)},
+      {T(8), Cmp::kGe, T(8)},
+      {T(9), Cmp::kLt, T(10)},
+      {T(10), Cmp::kLe, T(10)},
   }};
   for (const Case& c : cases) {
     if (me == 0) {
@@ -253,7 +261,8 @@ TEST(Shmem, WaitUntilAllAnySome) {
       EXPECT_GE(index, 1u);
       std::vector<std::size_t> indices(n);
       std::size_t count = 0;
-      HP_EXPECT_OK(wait_until_some(flags.p, n, status.data(), Cmp::kGt, std::int64_t(0), indices.data(), &count));
+      HP_EXPECT_OK(wait_until_some(flags.p, n, status.data(), Cmp::kGt, std::int64_t(0),
+                                   indices.data(), &count));
       EXPECT_EQ(count, std::size_t(n - 1));
       std::vector<int> none(n, 1);
       HP_EXPECT_OK(wait_until_any(flags.p, n, none.data(), Cmp::kEq, std::int64_t(0), &index));
@@ -298,7 +307,8 @@ TEST(Shmem, CompareSwapAndSwap) {
     HP_EXPECT_OK(lock.status);
     for (int round = 0; round < 10; ++round) {
       std::int32_t old = -1;
-      HP_EXPECT_OK(atomic_compare_swap(lock.p, std::int32_t(round), std::int32_t(round + 1), 0, &old));
+      HP_EXPECT_OK(
+          atomic_compare_swap(lock.p, std::int32_t(round), std::int32_t(round + 1), 0, &old));
       if (old == round) {
         HP_EXPECT_OK(atomic_add(winners.p, std::int32_t(1), 0));
       }

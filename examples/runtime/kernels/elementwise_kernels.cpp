@@ -13,8 +13,8 @@ using hp::examples::share;
 namespace {
 
 Status expect_same_length(const hp::TensorView& a, const hp::TensorView& b, const char* kernel) {
-  HP_ENSURE(a.dim(0) == b.dim(0), ErrorCode::kShapeMismatch, "{}: lengths differ: {} vs {}",
-            kernel, a.to_string(), b.to_string());
+  HP_ENSURE(a.dim(0) == b.dim(0), ErrorCode::kShapeMismatch, "{}: lengths differ: {} vs {}", kernel,
+            a.to_string(), b.to_string());
   return Status::ok();
 }
 
@@ -24,7 +24,8 @@ HP_EXAMPLE_KERNEL hp_example_add_f32(const hp::runtime::TaskArgs& args,
                                      hp::platform::BlockContext& block) {
   HP_RETURN_IF_ERROR(expect_args(args, "hp_example_add_f32", 3, 0));
   for (int i = 0; i < 3; ++i) {
-    HP_RETURN_IF_ERROR(expect_rows(args.tensor(i), "hp_example_add_f32 tensor", hp::DType::kFP32, 1));
+    HP_RETURN_IF_ERROR(
+        expect_rows(args.tensor(i), "hp_example_add_f32 tensor", hp::DType::kFP32, 1));
   }
   HP_RETURN_IF_ERROR(expect_same_length(args.tensor(0), args.tensor(1), "hp_example_add_f32"));
   HP_RETURN_IF_ERROR(expect_same_length(args.tensor(0), args.tensor(2), "hp_example_add_f32"));
@@ -40,7 +41,8 @@ HP_EXAMPLE_KERNEL hp_example_scale_f32(const hp::runtime::TaskArgs& args,
                                        hp::platform::BlockContext& block) {
   HP_RETURN_IF_ERROR(expect_args(args, "hp_example_scale_f32", 2, 1));
   for (int i = 0; i < 2; ++i) {
-    HP_RETURN_IF_ERROR(expect_rows(args.tensor(i), "hp_example_scale_f32 tensor", hp::DType::kFP32, 1));
+    HP_RETURN_IF_ERROR(
+        expect_rows(args.tensor(i), "hp_example_scale_f32 tensor", hp::DType::kFP32, 1));
   }
   HP_RETURN_IF_ERROR(expect_same_length(args.tensor(0), args.tensor(1), "hp_example_scale_f32"));
   const auto* x = static_cast<const float*>(args.tensor(0).data());

@@ -35,10 +35,15 @@ inline constexpr const char* kExampleKernelsLibrary = "libhyper_parallel_example
 
 }  // namespace hp::examples
 
-HP_EXAMPLE_KERNEL hp_example_add_f32(const hp::runtime::TaskArgs& args, hp::platform::BlockContext& block);
-HP_EXAMPLE_KERNEL hp_example_scale_f32(const hp::runtime::TaskArgs& args, hp::platform::BlockContext& block);
-HP_EXAMPLE_KERNEL hp_example_sum_f32(const hp::runtime::TaskArgs& args, hp::platform::BlockContext& block);
-HP_EXAMPLE_KERNEL hp_example_tile_gemm_f32(const hp::runtime::TaskArgs& args, hp::platform::BlockContext& block);
-HP_EXAMPLE_KERNEL hp_example_bias_act_f32(const hp::runtime::TaskArgs& args, hp::platform::BlockContext& block);
+HP_EXAMPLE_KERNEL hp_example_add_f32(const hp::runtime::TaskArgs& args,
+                                     hp::platform::BlockContext& block);
+HP_EXAMPLE_KERNEL hp_example_scale_f32(const hp::runtime::TaskArgs& args,
+                                       hp::platform::BlockContext& block);
+HP_EXAMPLE_KERNEL hp_example_sum_f32(const hp::runtime::TaskArgs& args,
+                                     hp::platform::BlockContext& block);
+HP_EXAMPLE_KERNEL hp_example_tile_gemm_f32(const hp::runtime::TaskArgs& args,
+                                           hp::platform::BlockContext& block);
+HP_EXAMPLE_KERNEL hp_example_bias_act_f32(const hp::runtime::TaskArgs& args,
+                                          hp::platform::BlockContext& block);
 
 #endif  // HYPER_PARALLEL_EXAMPLES_RUNTIME_EXAMPLE_KERNELS_H_

@@ -25,8 +25,8 @@ inline Status expect_args(const runtime::TaskArgs& args, std::string_view kernel
 inline Status expect_rows(const TensorView& t, std::string_view what, DType dtype, int ndim) {
   HP_RETURN_IF_ERROR(t.validate(what));
   HP_RETURN_IF_ERROR(t.expect_dtype(what, dtype));
-  HP_ENSURE(t.ndim() == ndim, ErrorCode::kShapeMismatch, "{}: expected {} dims, got {}", what,
-            ndim, t.to_string());
+  HP_ENSURE(t.ndim() == ndim, ErrorCode::kShapeMismatch, "{}: expected {} dims, got {}", what, ndim,
+            t.to_string());
   HP_ENSURE(t.numel() == 0 || t.dim(ndim - 1) == 1 || t.stride(ndim - 1) == 1,
             ErrorCode::kInvalidArgument, "{}: rows must be contiguous (innermost stride 1): {}",
             what, t.to_string());

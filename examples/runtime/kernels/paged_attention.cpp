@@ -28,8 +28,8 @@ struct Tensors {
 
 Status expect_contiguous(const TensorView& t, const char* what, hp::DType dtype, int ndim) {
   HP_RETURN_IF_ERROR(hp::examples::expect_rows(t, what, dtype, ndim));
-  HP_ENSURE(t.is_contiguous(), ErrorCode::kInvalidArgument, "{} {}: must be contiguous: {}",
-            kName, what, t.to_string());
+  HP_ENSURE(t.is_contiguous(), ErrorCode::kInvalidArgument, "{} {}: must be contiguous: {}", kName,
+            what, t.to_string());
   return Status::ok();
 }
 
@@ -50,8 +50,12 @@ Status read_args(const hp::runtime::TaskArgs& args, PagedAttentionShape* shape, 
   HP_RETURN_IF_ERROR(expect_contiguous(lens, "context_lens", hp::DType::kInt32, 1));
   HP_RETURN_IF_ERROR(expect_contiguous(scores, "scores", hp::DType::kFP32, 2));
   HP_RETURN_IF_ERROR(expect_contiguous(out, "out", hp::DType::kFP32, 3));
-  *shape = {.batch = q.dim(0), .num_heads = q.dim(1), .num_kv_heads = k.dim(2),
-            .head_dim = q.dim(2), .num_pages = k.dim(0), .page_size = k.dim(1),
+  *shape = {.batch = q.dim(0),
+            .num_heads = q.dim(1),
+            .num_kv_heads = k.dim(2),
+            .head_dim = q.dim(2),
+            .num_pages = k.dim(0),
+            .page_size = k.dim(1),
             .max_pages_per_seq = table.dim(1)};
   const PagedAttentionShape& s = *shape;
   HP_ENSURE(s.num_kv_heads > 0 && s.num_heads % s.num_kv_heads == 0 && k.dim(3) == s.head_dim &&
@@ -69,9 +73,12 @@ Status read_args(const hp::runtime::TaskArgs& args, PagedAttentionShape* shape, 
             "heads {}, head_dim {}, max context {}",
             kName, table.to_string(), lens.to_string(), scores.to_string(), out.to_string(),
             s.batch, s.num_heads, s.head_dim, s.max_context());
-  *t = {static_cast<const float*>(q.data()), static_cast<const float*>(k.data()),
-        static_cast<const float*>(v.data()), static_cast<const std::int32_t*>(table.data()),
-        static_cast<const std::int32_t*>(lens.data()), static_cast<float*>(scores.data()),
+  *t = {static_cast<const float*>(q.data()),
+        static_cast<const float*>(k.data()),
+        static_cast<const float*>(v.data()),
+        static_cast<const std::int32_t*>(table.data()),
+        static_cast<const std::int32_t*>(lens.data()),
+        static_cast<float*>(scores.data()),
         static_cast<float*>(out.data())};
   for (std::int64_t b = 0; b < s.batch; ++b) {
     const std::int32_t len = t->context_lens[b];
@@ -91,7 +98,8 @@ Status read_args(const hp::runtime::TaskArgs& args, PagedAttentionShape* shape, 
 const float* cache_row(const float* cache, const PagedAttentionShape& s, const std::int32_t* pages,
                        std::int64_t token, std::int64_t kv_head) {
   const std::int64_t page = pages[token / s.page_size];
-  return cache + ((page * s.page_size + token % s.page_size) * s.num_kv_heads + kv_head) * s.head_dim;
+  return cache +
+         ((page * s.page_size + token % s.page_size) * s.num_kv_heads + kv_head) * s.head_dim;
 }
 
 void cube_scores(const PagedAttentionShape& s, const Tensors& t, std::int64_t pair, float scale) {

@@ -48,11 +48,15 @@ HP_EXAMPLE_KERNEL hp_example_bias_act_f32(const hp::runtime::TaskArgs& args,
   HP_RETURN_IF_ERROR(expect_rows(c, "hp_example_bias_act_f32 c", hp::DType::kFP32, 2));
   HP_RETURN_IF_ERROR(expect_rows(bias, "hp_example_bias_act_f32 bias", hp::DType::kFP32, 1));
   HP_ENSURE(bias.dim(0) == c.dim(1), ErrorCode::kShapeMismatch,
-            "hp_example_bias_act_f32: bias {} does not match c {}", bias.to_string(), c.to_string());
+            "hp_example_bias_act_f32: bias {} does not match c {}", bias.to_string(),
+            c.to_string());
   const auto activation = static_cast<hp::examples::Activation>(args.scalar_as<std::int32_t>(0));
-  HP_ENSURE(activation >= hp::examples::Activation::kNone && activation <= hp::examples::Activation::kGelu,
-            ErrorCode::kInvalidArgument, "hp_example_bias_act_f32: activation {} is not 0 (none), "
-            "1 (relu) or 2 (gelu)", static_cast<int>(activation));
+  HP_ENSURE(activation >= hp::examples::Activation::kNone &&
+                activation <= hp::examples::Activation::kGelu,
+            ErrorCode::kInvalidArgument,
+            "hp_example_bias_act_f32: activation {} is not 0 (none), "
+            "1 (relu) or 2 (gelu)",
+            static_cast<int>(activation));
   const auto* bias_data = static_cast<const float*>(bias.data());
   const auto [lo, hi] = share(c.dim(0), block.block_idx(), block.block_dim());
   for (std::int64_t i = lo; i < hi; ++i) {

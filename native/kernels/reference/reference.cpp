@@ -27,7 +27,8 @@ void store(void* base, ElementType type, std::int64_t i, float v) {
 }
 
 // Quantizes one row of n values (already smoothed); returns false when one is not finite.
-bool quantize_row(const float* x, std::int64_t n, float static_scale, std::int8_t* q, float* scale) {
+bool quantize_row(const float* x, std::int64_t n, float static_scale, std::int8_t* q,
+                  float* scale) {
   float amax = 0.0f;
   bool finite = true;
   for (std::int64_t c = 0; c < n; ++c) {
@@ -48,7 +49,8 @@ std::int64_t quantize(const QuantizeArgs* a, std::int64_t row_begin, std::int64_
       const float x = load(a->x, a->x_type, r * a->x_row_stride + c);
       row[std::size_t(c)] = a->smooth ? x * a->smooth[c] : x;
     }
-    bad += !quantize_row(row.data(), a->cols, a->static_scale, a->q + r * a->q_row_stride, a->scale + r);
+    bad += !quantize_row(row.data(), a->cols, a->static_scale, a->q + r * a->q_row_stride,
+                         a->scale + r);
   }
   return bad;
 }
@@ -56,7 +58,8 @@ std::int64_t quantize(const QuantizeArgs* a, std::int64_t row_begin, std::int64_
 void dequantize(const DequantizeArgs* a, std::int64_t row_begin, std::int64_t row_end) {
   for (std::int64_t r = row_begin; r < row_end; ++r) {
     for (std::int64_t c = 0; c < a->cols; ++c) {
-      store(a->out, a->out_type, r * a->out_row_stride + c, float(a->q[r * a->q_row_stride + c]) * a->scale[r]);
+      store(a->out, a->out_type, r * a->out_row_stride + c,
+            float(a->q[r * a->q_row_stride + c]) * a->scale[r]);
     }
   }
 }

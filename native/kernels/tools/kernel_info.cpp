@@ -12,14 +12,16 @@
 
 int main(int argc, char** argv) {
   if (argc > 1) {
-    std::fprintf(stderr, "usage: %s   (prints the kernel targets as JSON; takes no arguments)\n", argv[0]);
+    std::fprintf(stderr, "usage: %s   (prints the kernel targets as JSON; takes no arguments)\n",
+                 argv[0]);
     return 2;
   }
   nlohmann::json out;
   out["cpu_features"] = hp::cpu_features().to_string();
   nlohmann::json installed = nlohmann::json::array();
   for (const std::string& name : hp::kernels::installed_targets()) {
-    installed.push_back({{"name", name}, {"cpu_supports", hp::kernels::cpu_supports(name, hp::cpu_features())}});
+    installed.push_back(
+        {{"name", name}, {"cpu_supports", hp::kernels::cpu_supports(name, hp::cpu_features())}});
   }
   out["installed"] = installed;
   const hp::kernels::KernelTable* table = nullptr;

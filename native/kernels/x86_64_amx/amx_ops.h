@@ -43,7 +43,8 @@ inline void zero(int t) { std::memset(tiles.data[t], 0, sizeof(tiles.data[t])); 
 inline void load(int t, const void* base, long stride) {
   zero(t);
   for (int r = 0; r < tiles.config.rows[t]; ++r) {
-    std::memcpy(tiles.data[t][r], static_cast<const char*>(base) + r * stride, tiles.config.colsb[t]);
+    std::memcpy(tiles.data[t][r], static_cast<const char*>(base) + r * stride,
+                tiles.config.colsb[t]);
   }
 }
 inline void store(int t, void* base, long stride) {
@@ -59,7 +60,8 @@ inline void dpbsud(int dst, int a, int b) {
       std::memcpy(&sum, &tiles.data[dst][m][4 * n], 4);
       for (int k = 0; k < tiles.config.colsb[a] / 4; ++k) {
         for (int i = 0; i < 4; ++i) {
-          sum += std::int32_t(std::int8_t(tiles.data[a][m][4 * k + i])) * std::int32_t(tiles.data[b][k][4 * n + i]);
+          sum += std::int32_t(std::int8_t(tiles.data[a][m][4 * k + i])) *
+                 std::int32_t(tiles.data[b][k][4 * n + i]);
         }
       }
       std::memcpy(&tiles.data[dst][m][4 * n], &sum, 4);
@@ -82,7 +84,9 @@ inline void dpbf16ps(int dst, int a, int b) {
       float sum;
       std::memcpy(&sum, &tiles.data[dst][m][4 * n], 4);
       for (int k = 0; k < tiles.config.colsb[a] / 4; ++k) {
-        for (int i = 0; i < 2; ++i) sum += bf16_at(&tiles.data[a][m][4 * k + 2 * i]) * bf16_at(&tiles.data[b][k][4 * n + 2 * i]);
+        for (int i = 0; i < 2; ++i)
+          sum +=
+              bf16_at(&tiles.data[a][m][4 * k + 2 * i]) * bf16_at(&tiles.data[b][k][4 * n + 2 * i]);
       }
       std::memcpy(&tiles.data[dst][m][4 * n], &sum, 4);
     }

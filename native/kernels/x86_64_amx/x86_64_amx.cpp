@@ -54,7 +54,8 @@ struct IsaAmx {
     const char* end;
     std::int64_t lines_per_step;
     void step() {
-      for (std::int64_t i = 0; i < lines_per_step && next < end; ++i, next += 64) __builtin_prefetch(next, 0, 2);
+      for (std::int64_t i = 0; i < lines_per_step && next < end; ++i, next += 64)
+        __builtin_prefetch(next, 0, 2);
     }
   };
 
@@ -88,8 +89,9 @@ struct IsaAmx {
   // RT row tiles (16 rows each) x CT column tiles (16 columns each) over k_len (a multiple of 64),
   // starting from zero (first) or from the accumulators in c.
   template <int RT, int CT>
-  static void tiles(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b, std::int64_t bstride,
-                    std::int64_t k_len, std::int32_t* c, std::int64_t ldc, bool first, Prefetch& prefetch) {
+  static void tiles(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b,
+                    std::int64_t bstride, std::int64_t k_len, std::int32_t* c, std::int64_t ldc,
+                    bool first, Prefetch& prefetch) {
     start_accumulators<RT, CT>(c, ldc, first);
     for (std::int64_t k = 0; k < k_len; k += 64) {
       prefetch.step();
@@ -111,9 +113,10 @@ struct IsaAmx {
   // while every row tile passes over them; the accumulators go through acc between chunks.
   static constexpr std::int64_t kChunk = 512;
 
-  static void int8_block(const std::int8_t* panel, std::int64_t lda, std::int64_t rows, const std::uint8_t* b,
-                         std::int64_t bstride, int blocks, std::int64_t k_len, std::int32_t* acc,
-                         std::int64_t ldc, const std::uint8_t* next, std::int64_t next_bytes) {
+  static void int8_block(const std::int8_t* panel, std::int64_t lda, std::int64_t rows,
+                         const std::uint8_t* b, std::int64_t bstride, int blocks,
+                         std::int64_t k_len, std::int32_t* acc, std::int64_t ldc,
+                         const std::uint8_t* next, std::int64_t next_bytes) {
     int8_block_interleaved(panel, lda, rows, b, bstride, blocks, k_len, acc, ldc, next, next_bytes,
                            [](std::int64_t, std::int64_t) {});
   }
@@ -122,14 +125,16 @@ struct IsaAmx {
   // there runs while the tile unit works through the passes before it.
   template <typename Between>
   static void int8_block_interleaved(const std::int8_t* panel, std::int64_t lda, std::int64_t rows,
-                                     const std::uint8_t* b, std::int64_t bstride, int blocks, std::int64_t k_len,
-                                     std::int32_t* acc, std::int64_t ldc, const std::uint8_t* next,
-                                     std::int64_t next_bytes, Between&& between) {
+                                     const std::uint8_t* b, std::int64_t bstride, int blocks,
+                                     std::int64_t k_len, std::int32_t* acc, std::int64_t ldc,
+                                     const std::uint8_t* next, std::int64_t next_bytes,
+                                     Between&& between) {
     HP_COMPILER_BARRIER();
     const std::int64_t steps = ceil_div(rows, 32) * (k_len / 64);
     const char* pf = reinterpret_cast<const char*>(next);
     Prefetch prefetch{pf, pf ? pf + next_bytes : nullptr, ceil_div(next_bytes / 64, steps)};
-    const std::int64_t chunks = ceil_div(k_len, kChunk), chunk = round_up(ceil_div(k_len, chunks), 64);
+    const std::int64_t chunks = ceil_div(k_len, kChunk),
+                       chunk = round_up(ceil_div(k_len, chunks), 64);
     const std::int64_t passes = ceil_div(k_len, chunk) * ceil_div(rows, 32);
     std::int64_t pass = 0;
     for (std::int64_t k0 = 0; k0 < k_len; k0 += chunk) {
@@ -154,8 +159,8 @@ struct IsaAmx {
   // A tiles are 16 rows x 16 pairs of the panel a[r][k_pairs], B tiles 16 pair rows x 16
   // columns of b[k_pairs][64].
   template <int RT>
-  static void bf16_tiles(const std::uint32_t* a, std::int64_t k_pairs, const std::uint32_t* b, float* c,
-                         std::int64_t ldc, bool accumulate) {
+  static void bf16_tiles(const std::uint32_t* a, std::int64_t k_pairs, const std::uint32_t* b,
+                         float* c, std::int64_t ldc, bool accumulate) {
     const std::int64_t lda_bytes = k_pairs * 4;
     start_accumulators<RT, 2>(c, ldc, !accumulate);
     for (std::int64_t i = 0; i < k_pairs; i += 16) {
@@ -174,8 +179,8 @@ struct IsaAmx {
   }
 
   // AMX-BF16 (tdpbf16ps) on the bf16 pair panels; rows a multiple of 16, k_pairs of 16.
-  static void bf16_block(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows, const std::uint32_t* b,
-                         float* c, std::int64_t ldc, bool accumulate) {
+  static void bf16_block(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows,
+                         const std::uint32_t* b, float* c, std::int64_t ldc, bool accumulate) {
     HP_COMPILER_BARRIER();
     for (std::int64_t r = 0; r < rows;) {
       const bool two_rows = rows - r >= 32;
@@ -199,6 +204,7 @@ constexpr KernelTable kTable = driver::make_table<IsaAmx>(HP_AMX_TARGET_NAME);
 
 HP_KERNEL_VENDOR_NOTE(HP_AMX_TARGET_NAME);
 
-extern "C" __attribute__((visibility("default"))) const hp::kernels::KernelTable* hp_kernel_table() {
+extern "C" __attribute__((visibility("default"))) const hp::kernels::KernelTable*
+hp_kernel_table() {
   return &hp::kernels::kTable;
 }

@@ -25,8 +25,8 @@ struct IsaV3 {
   // Two rows x 16 columns. Per K group of 4, a 64-byte packed row holds 16 columns x 4 k; each
   // 16-byte quarter (4 columns) widens to 16 int16 and meets the row's 4 activations
   // broadcast as int16, giving per column two partial sums (k0+k1, k2+k3) to add at the end.
-  static void int8_2x16(const std::int16_t* a, std::int64_t lda, const std::uint8_t* b, std::int64_t k_len,
-                        std::int32_t* c, std::int64_t ldc) {
+  static void int8_2x16(const std::int16_t* a, std::int64_t lda, const std::uint8_t* b,
+                        std::int64_t k_len, std::int32_t* c, std::int64_t ldc) {
     __m256i acc[2][4];
 #pragma GCC unroll 2
     for (int i = 0; i < 2; ++i) {
@@ -43,9 +43,11 @@ struct IsaV3 {
       }
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        const __m256i bv = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + k * 16 + j * 16)));
+        const __m256i bv = _mm256_cvtepu8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + k * 16 + j * 16)));
 #pragma GCC unroll 2
-        for (int i = 0; i < 2; ++i) acc[i][j] = _mm256_add_epi32(acc[i][j], _mm256_madd_epi16(av[i], bv));
+        for (int i = 0; i < 2; ++i)
+          acc[i][j] = _mm256_add_epi32(acc[i][j], _mm256_madd_epi16(av[i], bv));
       }
     }
 #pragma GCC unroll 2
@@ -58,9 +60,10 @@ struct IsaV3 {
     }
   }
 
-  static void int8_block(const std::int16_t* panel, std::int64_t lda, std::int64_t rows, const std::uint8_t* b,
-                         std::int64_t bstride, int blocks, std::int64_t k_len, std::int32_t* acc,
-                         std::int64_t ldc, const std::uint8_t* /*next*/, std::int64_t /*next_bytes*/) {
+  static void int8_block(const std::int16_t* panel, std::int64_t lda, std::int64_t rows,
+                         const std::uint8_t* b, std::int64_t bstride, int blocks,
+                         std::int64_t k_len, std::int32_t* acc, std::int64_t ldc,
+                         const std::uint8_t* /*next*/, std::int64_t /*next_bytes*/) {
     for (int blk = 0; blk < blocks; ++blk) {
       for (std::int64_t r = 0; r < rows; r += 2) {
         int8_2x16(panel + r * lda, lda, b + blk * bstride, k_len, acc + r * ldc + blk * 16, ldc);
@@ -68,8 +71,8 @@ struct IsaV3 {
     }
   }
 
-  static void bf16_block(const float* a, std::int64_t k_len, std::int64_t rows, const float* b, float* c,
-                         std::int64_t ldc, bool accumulate) {
+  static void bf16_block(const float* a, std::int64_t k_len, std::int64_t rows, const float* b,
+                         float* c, std::int64_t ldc, bool accumulate) {
     for (std::int64_t r = 0; r < rows; r += 6) {
       __m256 acc[6][2];
 #pragma GCC unroll 6
@@ -104,6 +107,7 @@ constexpr KernelTable kTable = driver::make_table<IsaV3>("x86_64_v3");
 
 HP_KERNEL_VENDOR_NOTE("x86_64_v3");
 
-extern "C" __attribute__((visibility("default"))) const hp::kernels::KernelTable* hp_kernel_table() {
+extern "C" __attribute__((visibility("default"))) const hp::kernels::KernelTable*
+hp_kernel_table() {
   return &hp::kernels::kTable;
 }

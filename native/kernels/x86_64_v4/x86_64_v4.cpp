@@ -26,8 +26,9 @@ struct IsaV4 {
 
   // MR (<= 6) rows x 16*NB columns, accumulators in MR*NB zmm registers.
   template <int MR, int NB>
-  static void int8_mxn(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b, std::int64_t bstride,
-                       std::int64_t k_len, std::int32_t* c, std::int64_t ldc) {
+  static void int8_mxn(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b,
+                       std::int64_t bstride, std::int64_t k_len, std::int32_t* c,
+                       std::int64_t ldc) {
     __m512i acc[MR][NB];
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) {
@@ -54,43 +55,66 @@ struct IsaV4 {
     }
   }
 
-  static void int8_block(const std::int8_t* panel, std::int64_t lda, std::int64_t rows, const std::uint8_t* b,
-                         std::int64_t bstride, int blocks, std::int64_t k_len, std::int32_t* acc,
-                         std::int64_t ldc, const std::uint8_t* /*next*/, std::int64_t /*next_bytes*/) {
+  static void int8_block(const std::int8_t* panel, std::int64_t lda, std::int64_t rows,
+                         const std::uint8_t* b, std::int64_t bstride, int blocks,
+                         std::int64_t k_len, std::int32_t* acc, std::int64_t ldc,
+                         const std::uint8_t* /*next*/, std::int64_t /*next_bytes*/) {
     for (std::int64_t r = 0; r < rows; r += 6) {
       const std::int8_t* a = panel + r * lda;
       std::int32_t* c = acc + r * ldc;
       switch (std::min<std::int64_t>(6, rows - r)) {
-        case 1: int8_rows<1>(a, lda, b, bstride, blocks, k_len, c, ldc); break;
-        case 2: int8_rows<2>(a, lda, b, bstride, blocks, k_len, c, ldc); break;
-        case 3: int8_rows<3>(a, lda, b, bstride, blocks, k_len, c, ldc); break;
-        case 4: int8_rows<4>(a, lda, b, bstride, blocks, k_len, c, ldc); break;
-        case 5: int8_rows<5>(a, lda, b, bstride, blocks, k_len, c, ldc); break;
-        default: int8_rows<6>(a, lda, b, bstride, blocks, k_len, c, ldc); break;
+        case 1:
+          int8_rows<1>(a, lda, b, bstride, blocks, k_len, c, ldc);
+          break;
+        case 2:
+          int8_rows<2>(a, lda, b, bstride, blocks, k_len, c, ldc);
+          break;
+        case 3:
+          int8_rows<3>(a, lda, b, bstride, blocks, k_len, c, ldc);
+          break;
+        case 4:
+          int8_rows<4>(a, lda, b, bstride, blocks, k_len, c, ldc);
+          break;
+        case 5:
+          int8_rows<5>(a, lda, b, bstride, blocks, k_len, c, ldc);
+          break;
+        default:
+          int8_rows<6>(a, lda, b, bstride, blocks, k_len, c, ldc);
+          break;
       }
     }
   }
 
   template <int MR>
-  static void int8_rows(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b, std::int64_t bstride,
-                        int blocks, std::int64_t k_len, std::int32_t* c, std::int64_t ldc) {
+  static void int8_rows(const std::int8_t* a, std::int64_t lda, const std::uint8_t* b,
+                        std::int64_t bstride, int blocks, std::int64_t k_len, std::int32_t* c,
+                        std::int64_t ldc) {
     switch (blocks) {
-      case 1: int8_mxn<MR, 1>(a, lda, b, bstride, k_len, c, ldc); break;
-      case 2: int8_mxn<MR, 2>(a, lda, b, bstride, k_len, c, ldc); break;
-      case 3: int8_mxn<MR, 3>(a, lda, b, bstride, k_len, c, ldc); break;
-      default: int8_mxn<MR, 4>(a, lda, b, bstride, k_len, c, ldc); break;
+      case 1:
+        int8_mxn<MR, 1>(a, lda, b, bstride, k_len, c, ldc);
+        break;
+      case 2:
+        int8_mxn<MR, 2>(a, lda, b, bstride, k_len, c, ldc);
+        break;
+      case 3:
+        int8_mxn<MR, 3>(a, lda, b, bstride, k_len, c, ldc);
+        break;
+      default:
+        int8_mxn<MR, 4>(a, lda, b, bstride, k_len, c, ldc);
+        break;
     }
   }
 
-  static void bf16_block(const float* a, std::int64_t k_len, std::int64_t rows, const float* b, float* c,
-                         std::int64_t ldc, bool accumulate) {
+  static void bf16_block(const float* a, std::int64_t k_len, std::int64_t rows, const float* b,
+                         float* c, std::int64_t ldc, bool accumulate) {
     for (std::int64_t r = 0; r < rows; r += 6) {
       __m512 acc[6][4];
 #pragma GCC unroll 6
       for (int i = 0; i < 6; ++i) {
 #pragma GCC unroll 4
         for (int j = 0; j < 4; ++j) {
-          acc[i][j] = accumulate ? _mm512_loadu_ps(c + (r + i) * ldc + j * 16) : _mm512_setzero_ps();
+          acc[i][j] =
+              accumulate ? _mm512_loadu_ps(c + (r + i) * ldc + j * 16) : _mm512_setzero_ps();
         }
       }
       for (std::int64_t k = 0; k < k_len; ++k) {
@@ -116,8 +140,8 @@ struct IsaV4 {
 // The bf16 GEMMs on bf16 pairs with vdpbf16ps (bf16_dot_block.h), for CPUs with AVX512-BF16.
 struct IsaV4Bf16Dot : IsaV4 {
   static constexpr bool kBf16Pairs = true;
-  static void bf16_block(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows, const std::uint32_t* b,
-                         float* c, std::int64_t ldc, bool accumulate) {
+  static void bf16_block(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows,
+                         const std::uint32_t* b, float* c, std::int64_t ldc, bool accumulate) {
     bf16_dot_block(a, k_pairs, rows, b, c, ldc, accumulate);
   }
 };
@@ -137,7 +161,8 @@ constexpr KernelTable kTableBf16Dot = [] {
 
 HP_KERNEL_VENDOR_NOTE(HP_V4_TARGET_NAME);
 
-extern "C" __attribute__((visibility("default"))) const hp::kernels::KernelTable* hp_kernel_table() {
+extern "C" __attribute__((visibility("default"))) const hp::kernels::KernelTable*
+hp_kernel_table() {
 #if defined(HP_V4_FMA_ONLY)  // the tests' build of the FMA form, for CPUs with AVX512_BF16
   return &hp::kernels::kTable;
 #else

@@ -18,17 +18,17 @@ struct WorkloadShape {
 // Experts [first, first + count): int8 weights with per-channel scales of a realistic size
 // (outputs of unit variance for unit-variance inputs).
 struct ExpertWeightsData {
-  std::vector<std::int8_t> w1, w2;  // [count, H, 2I], [count, I, H]
+  std::vector<std::int8_t> w1, w2;        // [count, H, 2I], [count, I, H]
   std::vector<float> w1_scale, w2_scale;  // [count, 2I], [count, H]
 };
 // intermediate: the experts' I (s.intermediate, or the shared expert's).
-ExpertWeightsData make_expert_weights(const WorkloadShape& s, std::int64_t first, std::int64_t count,
-                                      std::int64_t intermediate);
+ExpertWeightsData make_expert_weights(const WorkloadShape& s, std::int64_t first,
+                                      std::int64_t count, std::int64_t intermediate);
 
 struct RankInputs {
-  std::vector<float> x;             // [T, H]
+  std::vector<float> x;                // [T, H]
   std::vector<std::int64_t> topk_idx;  // [T, K]
-  std::vector<float> topk_weights;  // [T, K]: softmax over the chosen experts
+  std::vector<float> topk_weights;     // [T, K]: softmax over the chosen experts
 };
 RankInputs make_rank_inputs(const WorkloadShape& s, int rank);
 

@@ -11,9 +11,9 @@
  *   hpMoeDispatchLowLatency  the low-latency dispatch (fixed-size outputs, no count exchange)
  *   hpMoeCombineLowLatency   its combine
  *   hpHyperMegaMoe           the MoE layer's forward (below): int8 weights
- *   hpHyperMegaMoeW4A8       the same with int4 weights (a layer of hpHyperMegaMoeW4A8CreateWithWeights)
- *   hpHyperMegaMoeShmem      the same on the put + signal context (hpHyperMegaMoeShmemCreateWithWeights)
- *   hpHyperMegaMoeGrad       the layer's backward
+ *   hpHyperMegaMoeW4A8       the same with int4 weights (a layer of
+ * hpHyperMegaMoeW4A8CreateWithWeights) hpHyperMegaMoeShmem      the same on the put + signal
+ * context (hpHyperMegaMoeShmemCreateWithWeights) hpHyperMegaMoeGrad       the layer's backward
  *
  * The three forwards are variants of one family: a package holds one of them.
  * hpNotifyDispatch, hpMoeDispatchNormal and hpMoeCombineNormal are collective over the ranks of
@@ -96,8 +96,9 @@ hpStatus hpMoeBufferDestroy(hpMoeBuffer* buffer);
 void hpOpExecutorDestroy(hpOpExecutor* executor);
 
 /* topkIdx int64/int32 [T, K] (-1: none); outputs int64 [R], int64 [E], uint8 [T, R]. Local. */
-hpStatus hpDispatchLayoutGetWorkspaceSize(const hpTensor* topkIdx, int64_t numExperts, int64_t numRanks,
-                                          const hpTensor* tokensPerRank, const hpTensor* tokensPerExpert,
+hpStatus hpDispatchLayoutGetWorkspaceSize(const hpTensor* topkIdx, int64_t numExperts,
+                                          int64_t numRanks, const hpTensor* tokensPerRank,
+                                          const hpTensor* tokensPerExpert,
                                           const hpTensor* isTokenInRank, uint64_t* workspaceSize,
                                           hpOpExecutor** executor);
 hpStatus hpDispatchLayout(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
@@ -105,29 +106,31 @@ hpStatus hpDispatchLayout(void* workspace, uint64_t workspaceSize, hpOpExecutor*
 /* x fp32/bf16 [T, H]; topkWeights fp32 [T, K]; xActiveMask uint8 [T] or NULL; outputs
  * recvTokensPerExpert int64 [E_local] (unpadded) and recvExpertOffsets int64 [E_local + 1]
  * (padded to expertAlignment; the last is the rows hpMoeDispatchNormal writes). */
-hpStatus hpNotifyDispatchGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* x, const hpTensor* topkIdx,
-                                          const hpTensor* topkWeights, const hpTensor* xActiveMask, int32_t quant,
-                                          int64_t expertAlignment, const hpTensor* recvTokensPerExpert,
-                                          const hpTensor* recvExpertOffsets, uint64_t* workspaceSize,
-                                          hpOpExecutor** executor);
+hpStatus hpNotifyDispatchGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* x,
+                                          const hpTensor* topkIdx, const hpTensor* topkWeights,
+                                          const hpTensor* xActiveMask, int32_t quant,
+                                          int64_t expertAlignment,
+                                          const hpTensor* recvTokensPerExpert,
+                                          const hpTensor* recvExpertOffsets,
+                                          uint64_t* workspaceSize, hpOpExecutor** executor);
 hpStatus hpNotifyDispatch(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
 
 /* The notify's inputs again; outputs (rows = recvExpertOffsets[E_local]): recvX int8
  * (quantised) or x's dtype [rows, H]; recvXScale fp32 [rows] (quantised; else NULL);
  * recvTopkWeights fp32 [rows]; recvSrcInfo int32 [rows, 2] or NULL: each row's source rank and
  * token (-1 for pad rows). */
-hpStatus hpMoeDispatchNormalGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* x, const hpTensor* topkIdx,
-                                             const hpTensor* topkWeights, const hpTensor* xActiveMask,
-                                             int32_t quant, int64_t expertAlignment, const hpTensor* recvX,
-                                             const hpTensor* recvXScale, const hpTensor* recvTopkWeights,
-                                             const hpTensor* recvSrcInfo, uint64_t* workspaceSize,
-                                             hpOpExecutor** executor);
+hpStatus hpMoeDispatchNormalGetWorkspaceSize(
+    hpMoeBuffer* buffer, const hpTensor* x, const hpTensor* topkIdx, const hpTensor* topkWeights,
+    const hpTensor* xActiveMask, int32_t quant, int64_t expertAlignment, const hpTensor* recvX,
+    const hpTensor* recvXScale, const hpTensor* recvTopkWeights, const hpTensor* recvSrcInfo,
+    uint64_t* workspaceSize, hpOpExecutor** executor);
 hpStatus hpMoeDispatchNormal(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
 
 /* expertOut fp32/bf16 [rows, H] of the last dispatch; weights fp32 [rows] (normally its
  * recvTopkWeights) or NULL for the plain sum (dispatch's adjoint); y fp32/bf16 [T, H]. */
-hpStatus hpMoeCombineNormalGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* expertOut, const hpTensor* weights,
-                                            const hpTensor* y, uint64_t* workspaceSize, hpOpExecutor** executor);
+hpStatus hpMoeCombineNormalGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* expertOut,
+                                            const hpTensor* weights, const hpTensor* y,
+                                            uint64_t* workspaceSize, hpOpExecutor** executor);
 hpStatus hpMoeCombineNormal(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
 
 /* The low-latency mode (a buffer created with low_latency = 1; T <= max_tokens_per_rank):
@@ -138,12 +141,11 @@ hpStatus hpMoeCombineNormal(void* workspace, uint64_t workspaceSize, hpOpExecuto
  * int64 [E_local, R, 2] or NULL: the first row and count from each rank; recvSrcInfo int32
  * [E_local, rows, 2] or NULL: each row's source rank and token (-1 past the count). The
  * collective runs whatever the outputs are; a bad one is then this rank's error alone. */
-hpStatus hpMoeDispatchLowLatencyGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* x, const hpTensor* topkIdx,
-                                                 const hpTensor* topkWeights, const hpTensor* xActiveMask,
-                                                 int32_t quant, const hpTensor* recvX, const hpTensor* recvXScale,
-                                                 const hpTensor* recvCount, const hpTensor* layoutRange,
-                                                 const hpTensor* recvSrcInfo, uint64_t* workspaceSize,
-                                                 hpOpExecutor** executor);
+hpStatus hpMoeDispatchLowLatencyGetWorkspaceSize(
+    hpMoeBuffer* buffer, const hpTensor* x, const hpTensor* topkIdx, const hpTensor* topkWeights,
+    const hpTensor* xActiveMask, int32_t quant, const hpTensor* recvX, const hpTensor* recvXScale,
+    const hpTensor* recvCount, const hpTensor* layoutRange, const hpTensor* recvSrcInfo,
+    uint64_t* workspaceSize, hpOpExecutor** executor);
 hpStatus hpMoeDispatchLowLatency(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
 
 /* expertOut fp32/bf16 [E_local, rows, H] in the last low-latency dispatch's row order;
@@ -158,9 +160,9 @@ hpStatus hpMoeCombineLowLatency(void* workspace, uint64_t workspaceSize, hpOpExe
  * hpHyperMegaMoeCreate is collective and packs this rank's experts' weights (copied):
  * w1 int8 [E_local, H, 2I] (gate columns, then up), w1Scale fp32 [E_local, 2I], w2 int8
  * [E_local, I, H], w2Scale fp32 [E_local, H]. The op's workspace is the layer's workspace plan
- * (quantised tokens and scales, SwiGLU output, GEMM output, ...) for maxTokensPerRank tokens: 64-byte aligned,
- * at least the size hpHyperMegaMoeGetWorkspaceSize returns (a smaller one on any rank fails
- * every rank). x fp32/bf16 [T, H], topkIdx int64/int32 [T, K], topkWeights fp32 [T, K],
+ * (quantised tokens and scales, SwiGLU output, GEMM output, ...) for maxTokensPerRank tokens:
+ * 64-byte aligned, at least the size hpHyperMegaMoeGetWorkspaceSize returns (a smaller one on any
+ * rank fails every rank). x fp32/bf16 [T, H], topkIdx int64/int32 [T, K], topkWeights fp32 [T, K],
  * xActiveMask uint8 [T] or NULL, y fp32 [T, H]. With shared_intermediate > 0, a shared expert
  * (every active token, weight 1) with sharedW1 [1, H, 2Is], sharedW1Scale [1, 2Is], sharedW2
  * [1, Is, H], sharedW2Scale [1, H] (NULL without one).
@@ -180,12 +182,12 @@ typedef struct hpHyperMegaMoeConfig {
   int64_t max_tokens_per_rank;
   int32_t comm; /* HP_MOE_COMM_* */
   int64_t shared_intermediate;
-  int32_t backward; /* 1: keep what hpHyperMegaMoeGrad needs (bf16 copies of the weights) */
-  int32_t path;         /* HP_MOE_PATH_* */
-  int32_t cube_cores;   /* 0: no chip (everything on the calling thread) */
+  int32_t backward;   /* 1: keep what hpHyperMegaMoeGrad needs (bf16 copies of the weights) */
+  int32_t path;       /* HP_MOE_PATH_* */
+  int32_t cube_cores; /* 0: no chip (everything on the calling thread) */
   int32_t vector_cores;
-  double capacity_factor;   /* 0: lossless; >= 1: hpMoeBufferConfig's */
-  int32_t no_growth;        /* with capacity_factor: 1 = OUT_OF_MEMORY on overflow instead of growing */
+  double capacity_factor; /* 0: lossless; >= 1: hpMoeBufferConfig's */
+  int32_t no_growth; /* with capacity_factor: 1 = OUT_OF_MEMORY on overflow instead of growing */
 } hpHyperMegaMoeConfig;
 
 /* Every weight of a layer (hpHyperMegaMoeCreateWithWeights): the stacked tensors as for
@@ -215,15 +217,18 @@ typedef struct hpHyperMegaMoeWeights {
 
 typedef struct hpHyperMegaMoeLayer hpHyperMegaMoeLayer;
 
-hpStatus hpHyperMegaMoeCreate(const hpHyperMegaMoeConfig* config, const hpTensor* w1, const hpTensor* w1Scale,
-                              const hpTensor* w2, const hpTensor* w2Scale, const hpTensor* sharedW1,
-                              const hpTensor* sharedW1Scale, const hpTensor* sharedW2, const hpTensor* sharedW2Scale,
+hpStatus hpHyperMegaMoeCreate(const hpHyperMegaMoeConfig* config, const hpTensor* w1,
+                              const hpTensor* w1Scale, const hpTensor* w2, const hpTensor* w2Scale,
+                              const hpTensor* sharedW1, const hpTensor* sharedW1Scale,
+                              const hpTensor* sharedW2, const hpTensor* sharedW2Scale,
                               hpHyperMegaMoeLayer** layer);
-hpStatus hpHyperMegaMoeCreateWithWeights(const hpHyperMegaMoeConfig* config, const hpHyperMegaMoeWeights* weights,
+hpStatus hpHyperMegaMoeCreateWithWeights(const hpHyperMegaMoeConfig* config,
+                                         const hpHyperMegaMoeWeights* weights,
                                          hpHyperMegaMoeLayer** layer);
 hpStatus hpHyperMegaMoeDestroy(hpHyperMegaMoeLayer* layer);
-hpStatus hpHyperMegaMoeGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x, const hpTensor* topkIdx,
-                                        const hpTensor* topkWeights, const hpTensor* xActiveMask, const hpTensor* y,
+hpStatus hpHyperMegaMoeGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x,
+                                        const hpTensor* topkIdx, const hpTensor* topkWeights,
+                                        const hpTensor* xActiveMask, const hpTensor* y,
                                         uint64_t* workspaceSize, hpOpExecutor** executor);
 hpStatus hpHyperMegaMoe(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
 
@@ -235,18 +240,22 @@ hpStatus hpHyperMegaMoe(void* workspace, uint64_t workspaceSize, hpOpExecutor* e
  * Each variant's GetWorkspaceSize takes only the layers of its own create
  * (HP_STATUS_FAILED_PRECONDITION otherwise); hpHyperMegaMoeDestroy and hpHyperMegaMoeGrad take
  * them all. */
-hpStatus hpHyperMegaMoeW4A8CreateWithWeights(const hpHyperMegaMoeConfig* config, const hpHyperMegaMoeWeights* weights,
+hpStatus hpHyperMegaMoeW4A8CreateWithWeights(const hpHyperMegaMoeConfig* config,
+                                             const hpHyperMegaMoeWeights* weights,
                                              hpHyperMegaMoeLayer** layer);
-hpStatus hpHyperMegaMoeW4A8GetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x, const hpTensor* topkIdx,
-                                            const hpTensor* topkWeights, const hpTensor* xActiveMask,
-                                            const hpTensor* y, uint64_t* workspaceSize, hpOpExecutor** executor);
+hpStatus hpHyperMegaMoeW4A8GetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x,
+                                            const hpTensor* topkIdx, const hpTensor* topkWeights,
+                                            const hpTensor* xActiveMask, const hpTensor* y,
+                                            uint64_t* workspaceSize, hpOpExecutor** executor);
 hpStatus hpHyperMegaMoeW4A8(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
 
 hpStatus hpHyperMegaMoeShmemCreateWithWeights(const hpHyperMegaMoeConfig* config,
-                                              const hpHyperMegaMoeWeights* weights, hpHyperMegaMoeLayer** layer);
-hpStatus hpHyperMegaMoeShmemGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x, const hpTensor* topkIdx,
-                                             const hpTensor* topkWeights, const hpTensor* xActiveMask,
-                                             const hpTensor* y, uint64_t* workspaceSize, hpOpExecutor** executor);
+                                              const hpHyperMegaMoeWeights* weights,
+                                              hpHyperMegaMoeLayer** layer);
+hpStatus hpHyperMegaMoeShmemGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x,
+                                             const hpTensor* topkIdx, const hpTensor* topkWeights,
+                                             const hpTensor* xActiveMask, const hpTensor* y,
+                                             uint64_t* workspaceSize, hpOpExecutor** executor);
 hpStatus hpHyperMegaMoeShmem(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
 
 /* ---- HyperMegaMoeGrad: the forward's gradients (a layer created with backward = 1) ----------
@@ -256,12 +265,13 @@ hpStatus hpHyperMegaMoeShmem(void* workspace, uint64_t workspaceSize, hpOpExecut
  * sharedDw2 [1, Is, H] (this rank's tokens' share), else NULL. The quantisers pass gradients
  * straight through; the GEMMs are bf16 with fp32 accumulation. Collective; the workspace size
  * is 0 (the layer keeps the backward's storage). */
-hpStatus hpHyperMegaMoeGradGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x, const hpTensor* topkIdx,
-                                            const hpTensor* topkWeights, const hpTensor* xActiveMask,
-                                            const hpTensor* dy, const hpTensor* dx, const hpTensor* dTopkWeights,
-                                            const hpTensor* dw1, const hpTensor* dw2, const hpTensor* sharedDw1,
-                                            const hpTensor* sharedDw2, uint64_t* workspaceSize,
-                                            hpOpExecutor** executor);
+hpStatus hpHyperMegaMoeGradGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x,
+                                            const hpTensor* topkIdx, const hpTensor* topkWeights,
+                                            const hpTensor* xActiveMask, const hpTensor* dy,
+                                            const hpTensor* dx, const hpTensor* dTopkWeights,
+                                            const hpTensor* dw1, const hpTensor* dw2,
+                                            const hpTensor* sharedDw1, const hpTensor* sharedDw2,
+                                            uint64_t* workspaceSize, hpOpExecutor** executor);
 hpStatus hpHyperMegaMoeGrad(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor);
 
 #ifdef __cplusplus

@@ -18,14 +18,15 @@ namespace {
 
 // Copies the bytes of `values` into a contiguous output of `dtype` and `shape`.
 template <typename T>
-Status copy_out(const TensorView& out, const char* what, DType dtype, std::initializer_list<std::int64_t> shape,
-                const std::vector<T>& values) {
+Status copy_out(const TensorView& out, const char* what, DType dtype,
+                std::initializer_list<std::int64_t> shape, const std::vector<T>& values) {
   HP_RETURN_IF_ERROR(out.expect_shape(what, shape));
   HP_RETURN_IF_ERROR(out.expect_dtype(what, dtype));
-  HP_ENSURE(out.is_contiguous(), ErrorCode::kInvalidArgument, "{} {}: expected a contiguous tensor", what,
-            out.to_string());
-  HP_ENSURE(std::size_t(out.numel()) * out.element_size() == values.size() * sizeof(T), ErrorCode::kInternal,
-            "{}: {} bytes for {} elements", what, values.size() * sizeof(T), out.numel());
+  HP_ENSURE(out.is_contiguous(), ErrorCode::kInvalidArgument, "{} {}: expected a contiguous tensor",
+            what, out.to_string());
+  HP_ENSURE(std::size_t(out.numel()) * out.element_size() == values.size() * sizeof(T),
+            ErrorCode::kInternal, "{}: {} bytes for {} elements", what, values.size() * sizeof(T),
+            out.numel());
   if (!values.empty()) std::memcpy(out.data(), values.data(), values.size() * sizeof(T));
   return Status::ok();
 }
@@ -34,16 +35,17 @@ Status copy_out(const TensorView& out, const char* what, DType dtype, std::initi
 
 extern "C" {
 
-hpStatus hpMoeDispatchLowLatencyGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* x, const hpTensor* topkIdx,
-                                                 const hpTensor* topkWeights, const hpTensor* xActiveMask,
-                                                 int32_t quant, const hpTensor* recvX, const hpTensor* recvXScale,
-                                                 const hpTensor* recvCount, const hpTensor* layoutRange,
-                                                 const hpTensor* recvSrcInfo, uint64_t* workspaceSize,
-                                                 hpOpExecutor** executor) {
-  const hp::moe::DispatchArgs args = hp::ops::dispatch_args(x, topkIdx, topkWeights, xActiveMask, quant, 1);
+hpStatus hpMoeDispatchLowLatencyGetWorkspaceSize(
+    hpMoeBuffer* buffer, const hpTensor* x, const hpTensor* topkIdx, const hpTensor* topkWeights,
+    const hpTensor* xActiveMask, int32_t quant, const hpTensor* recvX, const hpTensor* recvXScale,
+    const hpTensor* recvCount, const hpTensor* layoutRange, const hpTensor* recvSrcInfo,
+    uint64_t* workspaceSize, hpOpExecutor** executor) {
+  const hp::moe::DispatchArgs args =
+      hp::ops::dispatch_args(x, topkIdx, topkWeights, xActiveMask, quant, 1);
   const TensorView out_x = view(recvX), out_scale = view(recvXScale), out_count = view(recvCount),
                    out_range = view(layoutRange), out_src = view(recvSrcInfo);
-  const bool has_scale = recvXScale != nullptr, has_range = layoutRange != nullptr, has_src = recvSrcInfo != nullptr;
+  const bool has_scale = recvXScale != nullptr, has_range = layoutRange != nullptr,
+             has_src = recvSrcInfo != nullptr;
   return make_executor(
       [=]() -> Status {
         HP_RETURN_IF_ERROR(check_buffer(buffer));
@@ -51,13 +53,17 @@ hpStatus hpMoeDispatchLowLatencyGetWorkspaceSize(hpMoeBuffer* buffer, const hpTe
         // The collective runs whatever the outputs are (the other ranks wait for this one's
         // tokens); a bad output is then this rank's error.
         HP_RETURN_IF_ERROR(buffer->buffer->low_latency_dispatch(args, &r));
-        const std::int64_t local = std::int64_t(r.tokens_per_expert.size()), rows = r.rows_per_expert;
+        const std::int64_t local = std::int64_t(r.tokens_per_expert.size()),
+                           rows = r.rows_per_expert;
         HP_RETURN_IF_ERROR(copy_out(out_x, "recvX", r.x_dtype, {local, rows, r.hidden}, r.x_bytes));
         if (r.x_dtype == DType::kInt8) {
-          HP_ENSURE(has_scale, ErrorCode::kInvalidArgument, "recvXScale: required with a quantised dispatch");
-          HP_RETURN_IF_ERROR(copy_out(out_scale, "recvXScale", DType::kFP32, {local, rows}, r.x_scale));
+          HP_ENSURE(has_scale, ErrorCode::kInvalidArgument,
+                    "recvXScale: required with a quantised dispatch");
+          HP_RETURN_IF_ERROR(
+              copy_out(out_scale, "recvXScale", DType::kFP32, {local, rows}, r.x_scale));
         } else {
-          HP_ENSURE(!has_scale, ErrorCode::kInvalidArgument, "recvXScale: given, but the dispatch is not quantised");
+          HP_ENSURE(!has_scale, ErrorCode::kInvalidArgument,
+                    "recvXScale: given, but the dispatch is not quantised");
         }
         HP_RETURN_IF_ERROR(hp::ops::store_int64(out_count, "recvCount", r.tokens_per_expert));
         if (has_range) {
@@ -82,7 +88,9 @@ hpStatus hpMoeDispatchLowLatencyGetWorkspaceSize(hpMoeBuffer* buffer, const hpTe
       workspaceSize, executor);
 }
 
-hpStatus hpMoeDispatchLowLatency(void*, uint64_t, hpOpExecutor* executor) { return run_executor(executor); }
+hpStatus hpMoeDispatchLowLatency(void*, uint64_t, hpOpExecutor* executor) {
+  return run_executor(executor);
+}
 
 hpStatus hpMoeCombineLowLatencyGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* expertOut,
                                                 const hpTensor* topkWeights, const hpTensor* y,
@@ -96,6 +104,8 @@ hpStatus hpMoeCombineLowLatencyGetWorkspaceSize(hpMoeBuffer* buffer, const hpTen
       workspaceSize, executor);
 }
 
-hpStatus hpMoeCombineLowLatency(void*, uint64_t, hpOpExecutor* executor) { return run_executor(executor); }
+hpStatus hpMoeCombineLowLatency(void*, uint64_t, hpOpExecutor* executor) {
+  return run_executor(executor);
+}
 
 }  // extern "C"

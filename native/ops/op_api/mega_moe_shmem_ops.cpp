@@ -14,21 +14,24 @@ using hp::ops::LayerVariant;
 extern "C" {
 
 hpStatus hpHyperMegaMoeShmemCreateWithWeights(const hpHyperMegaMoeConfig* config,
-                                              const hpHyperMegaMoeWeights* weights, hpHyperMegaMoeLayer** layer) {
+                                              const hpHyperMegaMoeWeights* weights,
+                                              hpHyperMegaMoeLayer** layer) {
   if (!hp::shmem::initialized()) {
-    return hp::ops::report(Status::error(
-        ErrorCode::kFailedPrecondition,
-        "hpHyperMegaMoeShmemCreateWithWeights: symmetric memory is not initialised on this process: run the ranks "
-        "under hprun or mpirun (or call shmem_init) first"));
+    return hp::ops::report(Status::error(ErrorCode::kFailedPrecondition,
+                                         "hpHyperMegaMoeShmemCreateWithWeights: symmetric memory "
+                                         "is not initialised on this process: run the ranks "
+                                         "under hprun or mpirun (or call shmem_init) first"));
   }
   return hp::ops::create_layer(config, weights, LayerVariant::kShmem, layer);
 }
 
-hpStatus hpHyperMegaMoeShmemGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x, const hpTensor* topkIdx,
-                                             const hpTensor* topkWeights, const hpTensor* xActiveMask,
-                                             const hpTensor* y, uint64_t* workspaceSize, hpOpExecutor** executor) {
-  return hp::ops::layer_forward_executor(layer, LayerVariant::kShmem, "hpHyperMegaMoeShmemGetWorkspaceSize", x,
-                                         topkIdx, topkWeights, xActiveMask, y, workspaceSize, executor);
+hpStatus hpHyperMegaMoeShmemGetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x,
+                                             const hpTensor* topkIdx, const hpTensor* topkWeights,
+                                             const hpTensor* xActiveMask, const hpTensor* y,
+                                             uint64_t* workspaceSize, hpOpExecutor** executor) {
+  return hp::ops::layer_forward_executor(layer, LayerVariant::kShmem,
+                                         "hpHyperMegaMoeShmemGetWorkspaceSize", x, topkIdx,
+                                         topkWeights, xActiveMask, y, workspaceSize, executor);
 }
 
 hpStatus hpHyperMegaMoeShmem(void* workspace, uint64_t workspaceSize, hpOpExecutor* executor) {

@@ -5,15 +5,18 @@ using hp::ops::LayerVariant;
 
 extern "C" {
 
-hpStatus hpHyperMegaMoeW4A8CreateWithWeights(const hpHyperMegaMoeConfig* config, const hpHyperMegaMoeWeights* weights,
+hpStatus hpHyperMegaMoeW4A8CreateWithWeights(const hpHyperMegaMoeConfig* config,
+                                             const hpHyperMegaMoeWeights* weights,
                                              hpHyperMegaMoeLayer** layer) {
   return hp::ops::create_layer(config, weights, LayerVariant::kW4A8, layer);
 }
 
-hpStatus hpHyperMegaMoeW4A8GetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x, const hpTensor* topkIdx,
-                                            const hpTensor* topkWeights, const hpTensor* xActiveMask,
-                                            const hpTensor* y, uint64_t* workspaceSize, hpOpExecutor** executor) {
-  return hp::ops::layer_forward_executor(layer, LayerVariant::kW4A8, "hpHyperMegaMoeW4A8GetWorkspaceSize", x, topkIdx,
+hpStatus hpHyperMegaMoeW4A8GetWorkspaceSize(hpHyperMegaMoeLayer* layer, const hpTensor* x,
+                                            const hpTensor* topkIdx, const hpTensor* topkWeights,
+                                            const hpTensor* xActiveMask, const hpTensor* y,
+                                            uint64_t* workspaceSize, hpOpExecutor** executor) {
+  return hp::ops::layer_forward_executor(layer, LayerVariant::kW4A8,
+                                         "hpHyperMegaMoeW4A8GetWorkspaceSize", x, topkIdx,
                                          topkWeights, xActiveMask, y, workspaceSize, executor);
 }
 

@@ -23,7 +23,8 @@ const char* hpGetLastErrorMessage(void) { return hp::ops::last_error(); }
 
 hpStatus hpMoeBufferCreate(const hpMoeBufferConfig* config, hpMoeBuffer** buffer) {
   if (config == nullptr || buffer == nullptr) {
-    return report(Status::error(ErrorCode::kInvalidArgument, "hpMoeBufferCreate: config and buffer must not be NULL"));
+    return report(Status::error(ErrorCode::kInvalidArgument,
+                                "hpMoeBufferCreate: config and buffer must not be NULL"));
   }
   auto b = std::make_unique<hpMoeBuffer>();
   const hp::moe::BufferConfig c{.hidden = config->hidden,
@@ -50,16 +51,17 @@ hpStatus hpMoeBufferDestroy(hpMoeBuffer* buffer) {
 void hpOpExecutorDestroy(hpOpExecutor* executor) { delete executor; }
 
 // ---- dispatch_layout (local) ---------------------------------------------------------------
-hpStatus hpDispatchLayoutGetWorkspaceSize(const hpTensor* topkIdx, int64_t numExperts, int64_t numRanks,
-                                          const hpTensor* tokensPerRank, const hpTensor* tokensPerExpert,
+hpStatus hpDispatchLayoutGetWorkspaceSize(const hpTensor* topkIdx, int64_t numExperts,
+                                          int64_t numRanks, const hpTensor* tokensPerRank,
+                                          const hpTensor* tokensPerExpert,
                                           const hpTensor* isTokenInRank, uint64_t* workspaceSize,
                                           hpOpExecutor** executor) {
-  const TensorView idx = view(topkIdx), per_rank = view(tokensPerRank), per_expert = view(tokensPerExpert),
-                   in_rank = view(isTokenInRank);
+  const TensorView idx = view(topkIdx), per_rank = view(tokensPerRank),
+                   per_expert = view(tokensPerExpert), in_rank = view(isTokenInRank);
   const Status checks = [&]() -> Status {
     HP_RETURN_IF_ERROR(idx.expect_shape("topkIdx", {-1, -1}));
-    HP_ENSURE(numRanks >= 1 && numRanks <= (1 << 20), ErrorCode::kInvalidArgument, "numRanks = {}: expected >= 1",
-              numRanks);
+    HP_ENSURE(numRanks >= 1 && numRanks <= (1 << 20), ErrorCode::kInvalidArgument,
+              "numRanks = {}: expected >= 1", numRanks);
     HP_RETURN_IF_ERROR(per_rank.expect_shape("tokensPerRank", {numRanks}));
     HP_RETURN_IF_ERROR(per_rank.expect_dtype("tokensPerRank", DType::kInt64));
     HP_RETURN_IF_ERROR(per_expert.expect_shape("tokensPerExpert", {numExperts}));
@@ -76,7 +78,8 @@ hpStatus hpDispatchLayoutGetWorkspaceSize(const hpTensor* topkIdx, int64_t numEx
         HP_RETURN_IF_ERROR(store_int64(per_expert, "tokensPerExpert", layout.tokens_per_expert));
         for (std::int64_t t = 0; t < layout.num_tokens; ++t) {
           for (std::int64_t r = 0; r < numRanks; ++r) {
-            static_cast<std::uint8_t*>(in_rank.data())[t * in_rank.stride(0) + r * in_rank.stride(1)] =
+            static_cast<std::uint8_t*>(
+                in_rank.data())[t * in_rank.stride(0) + r * in_rank.stride(1)] =
                 layout.is_token_in_rank[std::size_t(t * numRanks + r)];
           }
         }
@@ -85,14 +88,18 @@ hpStatus hpDispatchLayoutGetWorkspaceSize(const hpTensor* topkIdx, int64_t numEx
       workspaceSize, executor);
 }
 
-hpStatus hpDispatchLayout(void*, uint64_t, hpOpExecutor* executor) { return run_executor(executor); }
+hpStatus hpDispatchLayout(void*, uint64_t, hpOpExecutor* executor) {
+  return run_executor(executor);
+}
 
 // ---- notify_dispatch (collective) ----------------------------------------------------------
-hpStatus hpNotifyDispatchGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* x, const hpTensor* topkIdx,
-                                          const hpTensor* topkWeights, const hpTensor* xActiveMask, int32_t quant,
-                                          int64_t expertAlignment, const hpTensor* recvTokensPerExpert,
-                                          const hpTensor* recvExpertOffsets, uint64_t* workspaceSize,
-                                          hpOpExecutor** executor) {
+hpStatus hpNotifyDispatchGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* x,
+                                          const hpTensor* topkIdx, const hpTensor* topkWeights,
+                                          const hpTensor* xActiveMask, int32_t quant,
+                                          int64_t expertAlignment,
+                                          const hpTensor* recvTokensPerExpert,
+                                          const hpTensor* recvExpertOffsets,
+                                          uint64_t* workspaceSize, hpOpExecutor** executor) {
   const hp::moe::DispatchArgs args =
       hp::ops::dispatch_args(x, topkIdx, topkWeights, xActiveMask, quant, expertAlignment);
   const TensorView per_expert = view(recvTokensPerExpert), offsets = view(recvExpertOffsets);
@@ -108,21 +115,23 @@ hpStatus hpNotifyDispatchGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* x
           return offsets.expect_dtype("recvExpertOffsets", DType::kInt64);
         }();
         HP_RETURN_IF_ERROR(buffer->buffer->notify_dispatch(args, &buffer->handle, outputs));
-        HP_RETURN_IF_ERROR(store_int64(per_expert, "recvTokensPerExpert", buffer->handle.tokens_per_expert));
+        HP_RETURN_IF_ERROR(
+            store_int64(per_expert, "recvTokensPerExpert", buffer->handle.tokens_per_expert));
         return store_int64(offsets, "recvExpertOffsets", buffer->handle.expert_offsets);
       },
       workspaceSize, executor);
 }
 
-hpStatus hpNotifyDispatch(void*, uint64_t, hpOpExecutor* executor) { return run_executor(executor); }
+hpStatus hpNotifyDispatch(void*, uint64_t, hpOpExecutor* executor) {
+  return run_executor(executor);
+}
 
 // ---- moe_dispatch_normal (collective) ------------------------------------------------------
-hpStatus hpMoeDispatchNormalGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* x, const hpTensor* topkIdx,
-                                             const hpTensor* topkWeights, const hpTensor* xActiveMask,
-                                             int32_t quant, int64_t expertAlignment, const hpTensor* recvX,
-                                             const hpTensor* recvXScale, const hpTensor* recvTopkWeights,
-                                             const hpTensor* recvSrcInfo, uint64_t* workspaceSize,
-                                             hpOpExecutor** executor) {
+hpStatus hpMoeDispatchNormalGetWorkspaceSize(
+    hpMoeBuffer* buffer, const hpTensor* x, const hpTensor* topkIdx, const hpTensor* topkWeights,
+    const hpTensor* xActiveMask, int32_t quant, int64_t expertAlignment, const hpTensor* recvX,
+    const hpTensor* recvXScale, const hpTensor* recvTopkWeights, const hpTensor* recvSrcInfo,
+    uint64_t* workspaceSize, hpOpExecutor** executor) {
   const hp::moe::DispatchArgs args =
       hp::ops::dispatch_args(x, topkIdx, topkWeights, xActiveMask, quant, expertAlignment);
   const hp::moe::DispatchOutputs outputs{
@@ -139,8 +148,8 @@ hpStatus hpMoeDispatchNormalGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor
         }();
         // A bad recvSrcInfo still sends this rank's tokens (the others wait for them); the
         // rows are then not written.
-        HP_RETURN_IF_ERROR(
-            buffer->buffer->dispatch_data(args, &h, src_ok.is_ok() ? outputs : hp::moe::DispatchOutputs{}));
+        HP_RETURN_IF_ERROR(buffer->buffer->dispatch_data(
+            args, &h, src_ok.is_ok() ? outputs : hp::moe::DispatchOutputs{}));
         if (!src_ok.is_ok()) return src_ok;
         if (recvSrcInfo != nullptr) {
           auto* info = static_cast<std::int32_t*>(src_info.data());
@@ -154,11 +163,14 @@ hpStatus hpMoeDispatchNormalGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor
       workspaceSize, executor);
 }
 
-hpStatus hpMoeDispatchNormal(void*, uint64_t, hpOpExecutor* executor) { return run_executor(executor); }
+hpStatus hpMoeDispatchNormal(void*, uint64_t, hpOpExecutor* executor) {
+  return run_executor(executor);
+}
 
 // ---- moe_combine_normal (collective) -------------------------------------------------------
-hpStatus hpMoeCombineNormalGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* expertOut, const hpTensor* weights,
-                                            const hpTensor* y, uint64_t* workspaceSize, hpOpExecutor** executor) {
+hpStatus hpMoeCombineNormalGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor* expertOut,
+                                            const hpTensor* weights, const hpTensor* y,
+                                            uint64_t* workspaceSize, hpOpExecutor** executor) {
   const TensorView out = view(expertOut), w = view(weights), result = view(y);
   const bool weighted = weights != nullptr;
   return make_executor(
@@ -169,6 +181,8 @@ hpStatus hpMoeCombineNormalGetWorkspaceSize(hpMoeBuffer* buffer, const hpTensor*
       workspaceSize, executor);
 }
 
-hpStatus hpMoeCombineNormal(void*, uint64_t, hpOpExecutor* executor) { return run_executor(executor); }
+hpStatus hpMoeCombineNormal(void*, uint64_t, hpOpExecutor* executor) {
+  return run_executor(executor);
+}
 
 }  // extern "C"

@@ -48,24 +48,30 @@ TensorView view(const hpTensor* t);
 
 // An executor of an op without workspace (the communication ops work in the buffer's own
 // symmetric memory): size 0.
-hpStatus make_executor(std::function<Status()> run, uint64_t* workspace_size, hpOpExecutor** executor);
+hpStatus make_executor(std::function<Status()> run, uint64_t* workspace_size,
+                       hpOpExecutor** executor);
 // Runs and frees an executor.
-hpStatus run_executor(hpOpExecutor* executor, void* workspace = nullptr, uint64_t workspace_bytes = 0);
+hpStatus run_executor(hpOpExecutor* executor, void* workspace = nullptr,
+                      uint64_t workspace_bytes = 0);
 
 Status check_buffer(const hpMoeBuffer* buffer);
-hp::moe::DispatchArgs dispatch_args(const hpTensor* x, const hpTensor* topk_idx, const hpTensor* topk_weights,
-                                    const hpTensor* mask, int32_t quant, int64_t alignment);
+hp::moe::DispatchArgs dispatch_args(const hpTensor* x, const hpTensor* topk_idx,
+                                    const hpTensor* topk_weights, const hpTensor* mask,
+                                    int32_t quant, int64_t alignment);
 // Copies n int64 values into an int64 [n] output.
-Status store_int64(const TensorView& out, const char* what, const std::vector<std::int64_t>& values);
+Status store_int64(const TensorView& out, const char* what,
+                   const std::vector<std::int64_t>& values);
 
 // The layer ops' two phases for a layer of `variant` (named `op` in the errors).
 Status check_layer(const hpHyperMegaMoeLayer* layer, LayerVariant variant, const char* op);
-hpStatus layer_forward_executor(hpHyperMegaMoeLayer* layer, LayerVariant variant, const char* op, const hpTensor* x,
-                                const hpTensor* topk_idx, const hpTensor* topk_weights, const hpTensor* x_active_mask,
-                                const hpTensor* y, uint64_t* workspace_size, hpOpExecutor** executor);
+hpStatus layer_forward_executor(hpHyperMegaMoeLayer* layer, LayerVariant variant, const char* op,
+                                const hpTensor* x, const hpTensor* topk_idx,
+                                const hpTensor* topk_weights, const hpTensor* x_active_mask,
+                                const hpTensor* y, uint64_t* workspace_size,
+                                hpOpExecutor** executor);
 // Creates a layer of `variant` (its weight type and comm context), collectively.
-hpStatus create_layer(const hpHyperMegaMoeConfig* config, const hpHyperMegaMoeWeights* weights, LayerVariant variant,
-                      hpHyperMegaMoeLayer** layer);
+hpStatus create_layer(const hpHyperMegaMoeConfig* config, const hpHyperMegaMoeWeights* weights,
+                      LayerVariant variant, hpHyperMegaMoeLayer** layer);
 
 }  // namespace hp::ops
 

@@ -5,15 +5,16 @@
 #include <cstdio>
 #include <string>
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "ops/op_lookup.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"The op packages on the search path (the payload's own, then HP_VENDOR_PATH) and their ops"};
+  CLI::App app{
+      "The op packages on the search path (the payload's own, then HP_VENDOR_PATH) and their ops"};
   app.require_subcommand(1);
   bool json = false;
   CLI::App* list = app.add_subcommand("list", "every package in search order");
@@ -28,21 +29,28 @@ int main(int argc, char** argv) {
     if (json) {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& p : packages) {
-        out.push_back({{"dir", p.dir}, {"origin", p.origin}, {"version", p.version}, {"library", p.library},
-                       {"registry_sha256", p.registry_sha256}, {"targets", p.targets}, {"ops", p.ops},
+        out.push_back({{"dir", p.dir},
+                       {"origin", p.origin},
+                       {"version", p.version},
+                       {"library", p.library},
+                       {"registry_sha256", p.registry_sha256},
+                       {"targets", p.targets},
+                       {"ops", p.ops},
                        {"status", p.status.is_ok() ? "ok" : p.status.to_string()}});
       }
       std::puts(out.dump(2).c_str());
       return 0;
     }
-    if (packages.empty()) std::puts("no op packages (the payload has none and HP_VENDOR_PATH is empty)");
+    if (packages.empty())
+      std::puts("no op packages (the payload has none and HP_VENDOR_PATH is empty)");
     for (const auto& p : packages) {
       fmt::print("{} ({})\n", p.dir, p.origin);
       if (!p.status.is_ok()) {
         fmt::print("  ERROR {}\n", p.status.to_string());
         continue;
       }
-      fmt::print("  targets {}\n  ops     {}\n", fmt::join(p.targets, ", "), fmt::join(p.ops, ", "));
+      fmt::print("  targets {}\n  ops     {}\n", fmt::join(p.targets, ", "),
+                 fmt::join(p.ops, ", "));
     }
     return 0;
   }
@@ -53,7 +61,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   fmt::print("{} {}{}\n  package {}\n  library {}\n  socs    {}\n", entry.name,
-             entry.family.empty() ? "" : fmt::format("(family {}, variant {}) ", entry.family, entry.variant), "",
-             entry.package, entry.library, fmt::join(entry.socs, ", "));
+             entry.family.empty()
+                 ? ""
+                 : fmt::format("(family {}, variant {}) ", entry.family, entry.variant),
+             "", entry.package, entry.library, fmt::join(entry.socs, ", "));
   return 0;
 }

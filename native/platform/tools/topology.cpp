@@ -23,19 +23,21 @@ nlohmann::json topology_json(const hp::platform::CpuTopology& t) {
     for (const auto& core : node.cores) cores.push_back(core.cpus);
     nodes.push_back({{"os_index", node.os_index}, {"cores", cores}});
   }
-  return {{"source", t.source}, {"packages", t.packages}, {"numa_nodes", t.nodes.size()},
-          {"cores", t.core_count()}, {"cpus", t.cpu_count()}, {"nodes", nodes}};
+  return {{"source", t.source},      {"packages", t.packages}, {"numa_nodes", t.nodes.size()},
+          {"cores", t.core_count()}, {"cpus", t.cpu_count()},  {"nodes", nodes}};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"hp-topology: the CPU topology, the framework/chip partition and the rank placement"};
+  CLI::App app{
+      "hp-topology: the CPU topology, the framework/chip partition and the rank placement"};
   int ranks = 0;
   bool partition_only = false;
   app.add_option("--ranks", ranks, "also print the placement of N ranks (hprun --bind -n N)")
       ->check(CLI::Range(1, 4096));
-  app.add_flag("--partition", partition_only, "print the partition as two lines: framework <cpus>, chip <cpus>");
+  app.add_flag("--partition", partition_only,
+               "print the partition as two lines: framework <cpus>, chip <cpus>");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -50,8 +52,10 @@ int main(int argc, char** argv) {
   const hp::platform::CpuPartition partition = hp::platform::partition_cpus(topology);
   if (partition_only) {
     if (topology.is_synthetic()) {  // the activation exports these CPUs: they must be real
-      std::fprintf(stderr, "hp-topology: --partition needs this system's topology, not %s: unset "
-                   "HWLOC_SYNTHETIC (and HWLOC_XMLFILE, HWLOC_FSROOT)\n", topology.source.c_str());
+      std::fprintf(stderr,
+                   "hp-topology: --partition needs this system's topology, not %s: unset "
+                   "HWLOC_SYNTHETIC (and HWLOC_XMLFILE, HWLOC_FSROOT)\n",
+                   topology.source.c_str());
       return 1;
     }
     std::printf("framework %s\nchip %s\n", hp::format_cpu_list(partition.framework).c_str(),
@@ -65,7 +69,8 @@ int main(int argc, char** argv) {
     nlohmann::json placed = nlohmann::json::array();
     int rank = 0;
     for (const auto& p : hp::platform::place_ranks(topology, ranks)) {
-      placed.push_back({{"rank", rank++}, {"cpus", hp::format_cpu_list(p.cpus)}, {"mem_nodes", p.mem_nodes}});
+      placed.push_back(
+          {{"rank", rank++}, {"cpus", hp::format_cpu_list(p.cpus)}, {"mem_nodes", p.mem_nodes}});
     }
     out["ranks"] = placed;
   }

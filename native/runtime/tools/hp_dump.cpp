@@ -9,16 +9,17 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include "runtime/tensor_dump_printer.h"
 #include "runtime/tensor_dump_reader.h"
 
 int main(int argc, char** argv) {
   using namespace hp::runtime;
-  CLI::App app{"Prints a tensor or scalar argument captured by a run's argument dump "
-               "(tensor_dump.json + tensor_dump.bin)."};
+  CLI::App app{
+      "Prints a tensor or scalar argument captured by a run's argument dump "
+      "(tensor_dump.json + tensor_dump.bin)."};
   std::string prefix;
   std::string task_text;
   int arg = 0;
@@ -30,8 +31,10 @@ int main(int argc, char** argv) {
   app.add_option("--arg", arg, "argument index (among the task's tensors, or its scalars)");
   app.add_flag("--scalar", scalar, "a scalar argument (default: a tensor argument)");
   auto* after_flag = app.add_flag("--after", after, "the value after the task ran");
-  app.add_flag("--before", before, "the value before the task ran (the default)")->excludes(after_flag);
-  app.add_option("--max", max_elements, "print at most this many elements")->check(CLI::PositiveNumber);
+  app.add_flag("--before", before, "the value before the task ran (the default)")
+      ->excludes(after_flag);
+  app.add_option("--max", max_elements, "print at most this many elements")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
   TensorDump dump;
@@ -53,7 +56,8 @@ int main(int argc, char** argv) {
     task = std::stoull(task_text, &used);
     if (used != task_text.size()) throw std::invalid_argument(task_text);
   } catch (const std::exception&) {
-    fmt::print(stderr, "hp-dump: --task '{}' is not a task id (a non-negative integer)\n", task_text);
+    fmt::print(stderr, "hp-dump: --task '{}' is not a task id (a non-negative integer)\n",
+               task_text);
     return 2;
   }
   const TensorDumpEntry* entry = nullptr;

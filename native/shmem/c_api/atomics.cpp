@@ -3,8 +3,8 @@
 // Every C type is handled as the hp::shmem word of its size and signedness (float and double as
 // their bit patterns: fetch, set and swap only move bits). The bitwise AMOs are compare-and-swap
 // loops, as hp::shmem has no bitwise atomics.
-#include "shmem/job.h"
 #include "shmem/c_api/c_api.h"
+#include "shmem/job.h"
 
 namespace c_api = hp::shmem::c_api;
 using c_api::as_word;
@@ -113,47 +113,48 @@ std::int32_t enqueue(const char* routine, long* lock, bool only_if_free) {
 extern "C" {
 
 // One routine shmem_<NAME>_<OP> per macro (the 1.5 and the pre-1.4 names share them).
-#define HP_C_FETCH(TYPE, NAME, OP)                                                               \
-  TYPE shmem_##NAME##_##OP(const TYPE* source, int pe) {                                         \
-    return fetch("shmem_" #NAME "_" #OP, source, pe);                                            \
+#define HP_C_FETCH(TYPE, NAME, OP)                       \
+  TYPE shmem_##NAME##_##OP(const TYPE* source, int pe) { \
+    return fetch("shmem_" #NAME "_" #OP, source, pe);    \
   }
-#define HP_C_SET(TYPE, NAME, OP)                                                                 \
-  void shmem_##NAME##_##OP(TYPE* dest, TYPE value, int pe) {                                     \
-    set("shmem_" #NAME "_" #OP, dest, value, pe);                                                \
+#define HP_C_SET(TYPE, NAME, OP)                             \
+  void shmem_##NAME##_##OP(TYPE* dest, TYPE value, int pe) { \
+    set("shmem_" #NAME "_" #OP, dest, value, pe);            \
   }
-#define HP_C_SWAP(TYPE, NAME, OP)                                                                \
-  TYPE shmem_##NAME##_##OP(TYPE* dest, TYPE value, int pe) {                                     \
-    return swap("shmem_" #NAME "_" #OP, dest, value, pe);                                        \
+#define HP_C_SWAP(TYPE, NAME, OP)                            \
+  TYPE shmem_##NAME##_##OP(TYPE* dest, TYPE value, int pe) { \
+    return swap("shmem_" #NAME "_" #OP, dest, value, pe);    \
   }
-#define HP_C_COMPARE_SWAP(TYPE, NAME, OP)                                                        \
-  TYPE shmem_##NAME##_##OP(TYPE* dest, TYPE cond, TYPE value, int pe) {                          \
-    return compare_swap("shmem_" #NAME "_" #OP, dest, cond, value, pe);                          \
+#define HP_C_COMPARE_SWAP(TYPE, NAME, OP)                               \
+  TYPE shmem_##NAME##_##OP(TYPE* dest, TYPE cond, TYPE value, int pe) { \
+    return compare_swap("shmem_" #NAME "_" #OP, dest, cond, value, pe); \
   }
-#define HP_C_FETCH_INC(TYPE, NAME, OP)                                                           \
-  TYPE shmem_##NAME##_##OP(TYPE* dest, int pe) {                                                 \
-    return fetch_add("shmem_" #NAME "_" #OP, dest, static_cast<TYPE>(1), pe);                    \
+#define HP_C_FETCH_INC(TYPE, NAME, OP)                                        \
+  TYPE shmem_##NAME##_##OP(TYPE* dest, int pe) {                              \
+    return fetch_add("shmem_" #NAME "_" #OP, dest, static_cast<TYPE>(1), pe); \
   }
-#define HP_C_INC(TYPE, NAME, OP)                                                                 \
-  void shmem_##NAME##_##OP(TYPE* dest, int pe) {                                                 \
-    add("shmem_" #NAME "_" #OP, dest, static_cast<TYPE>(1), pe);                                 \
+#define HP_C_INC(TYPE, NAME, OP)                                 \
+  void shmem_##NAME##_##OP(TYPE* dest, int pe) {                 \
+    add("shmem_" #NAME "_" #OP, dest, static_cast<TYPE>(1), pe); \
   }
-#define HP_C_FETCH_ADD(TYPE, NAME, OP)                                                           \
-  TYPE shmem_##NAME##_##OP(TYPE* dest, TYPE value, int pe) {                                     \
-    return fetch_add("shmem_" #NAME "_" #OP, dest, value, pe);                                   \
+#define HP_C_FETCH_ADD(TYPE, NAME, OP)                         \
+  TYPE shmem_##NAME##_##OP(TYPE* dest, TYPE value, int pe) {   \
+    return fetch_add("shmem_" #NAME "_" #OP, dest, value, pe); \
   }
-#define HP_C_ADD(TYPE, NAME, OP)                                                                 \
-  void shmem_##NAME##_##OP(TYPE* dest, TYPE value, int pe) {                                     \
-    add("shmem_" #NAME "_" #OP, dest, value, pe);                                                \
+#define HP_C_ADD(TYPE, NAME, OP)                             \
+  void shmem_##NAME##_##OP(TYPE* dest, TYPE value, int pe) { \
+    add("shmem_" #NAME "_" #OP, dest, value, pe);            \
   }
-#define HP_C_FETCH_BITWISE(TYPE, NAME, OP, KIND)                                                 \
-  TYPE shmem_##NAME##_##OP(TYPE* dest, TYPE value, int pe) {                                     \
-    return fetch_bitwise("shmem_" #NAME "_" #OP, Bitwise::KIND, dest, value, pe);                \
+#define HP_C_FETCH_BITWISE(TYPE, NAME, OP, KIND)                                  \
+  TYPE shmem_##NAME##_##OP(TYPE* dest, TYPE value, int pe) {                      \
+    return fetch_bitwise("shmem_" #NAME "_" #OP, Bitwise::KIND, dest, value, pe); \
   }
-#define HP_C_BITWISE(TYPE, NAME, OP, KIND)                                                       \
-  void shmem_##NAME##_##OP(TYPE* dest, TYPE value, int pe) {                                     \
-    (void)fetch_bitwise("shmem_" #NAME "_" #OP, Bitwise::KIND, dest, value, pe);                 \
+#define HP_C_BITWISE(TYPE, NAME, OP, KIND)                                       \
+  void shmem_##NAME##_##OP(TYPE* dest, TYPE value, int pe) {                     \
+    (void)fetch_bitwise("shmem_" #NAME "_" #OP, Bitwise::KIND, dest, value, pe); \
   }
 
+// clang-format off
 #define HP_C_AMO_EXTENDED(TYPE, NAME)                                                            \
   HP_C_FETCH(TYPE, NAME, atomic_fetch)                                                           \
   HP_C_SET(TYPE, NAME, atomic_set) HP_C_SWAP(TYPE, NAME, atomic_swap)
@@ -176,30 +177,31 @@ extern "C" {
   HP_C_COMPARE_SWAP(TYPE, NAME, cswap) HP_C_FETCH_INC(TYPE, NAME, finc)                          \
   HP_C_INC(TYPE, NAME, inc) HP_C_FETCH_ADD(TYPE, NAME, fadd) HP_C_ADD(TYPE, NAME, add)
 
+// clang-format on
 // The non-blocking forms store the fetched value at `out` (shmem.h: `fetch`) before they
 // return, which is as early as the next quiet allows.
-#define HP_C_NBI(TYPE, NAME, OP, PARAMS, VALUE)                                                  \
-  void shmem_##NAME##_atomic_##OP##_nbi(TYPE* out, HP_C_UNPAREN PARAMS, int pe) {                \
-    const char* routine = "shmem_" #NAME "_atomic_" #OP "_nbi";                                  \
-    *out = VALUE;                                                                                \
+#define HP_C_NBI(TYPE, NAME, OP, PARAMS, VALUE)                                   \
+  void shmem_##NAME##_atomic_##OP##_nbi(TYPE* out, HP_C_UNPAREN PARAMS, int pe) { \
+    const char* routine = "shmem_" #NAME "_atomic_" #OP "_nbi";                   \
+    *out = VALUE;                                                                 \
   }
 #define HP_C_UNPAREN(...) __VA_ARGS__
-#define HP_C_AMO_NBI_EXTENDED(TYPE, NAME)                                                        \
-  HP_C_NBI(TYPE, NAME, fetch, (const TYPE* source), fetch(routine, source, pe))                  \
+#define HP_C_AMO_NBI_EXTENDED(TYPE, NAME)                                       \
+  HP_C_NBI(TYPE, NAME, fetch, (const TYPE* source), fetch(routine, source, pe)) \
   HP_C_NBI(TYPE, NAME, swap, (TYPE * dest, TYPE value), swap(routine, dest, value, pe))
-#define HP_C_AMO_NBI_STANDARD(TYPE, NAME)                                                        \
-  HP_C_AMO_NBI_EXTENDED(TYPE, NAME)                                                              \
-  HP_C_NBI(TYPE, NAME, compare_swap, (TYPE * dest, TYPE cond, TYPE value),                       \
-           compare_swap(routine, dest, cond, value, pe))                                         \
-  HP_C_NBI(TYPE, NAME, fetch_inc, (TYPE * dest),                                                 \
-           fetch_add(routine, dest, static_cast<TYPE>(1), pe))                                   \
+#define HP_C_AMO_NBI_STANDARD(TYPE, NAME)                                  \
+  HP_C_AMO_NBI_EXTENDED(TYPE, NAME)                                        \
+  HP_C_NBI(TYPE, NAME, compare_swap, (TYPE * dest, TYPE cond, TYPE value), \
+           compare_swap(routine, dest, cond, value, pe))                   \
+  HP_C_NBI(TYPE, NAME, fetch_inc, (TYPE * dest),                           \
+           fetch_add(routine, dest, static_cast<TYPE>(1), pe))             \
   HP_C_NBI(TYPE, NAME, fetch_add, (TYPE * dest, TYPE value), fetch_add(routine, dest, value, pe))
-#define HP_C_AMO_NBI_BITWISE(TYPE, NAME)                                                         \
-  HP_C_NBI(TYPE, NAME, fetch_and, (TYPE * dest, TYPE value),                                     \
-           fetch_bitwise(routine, Bitwise::kAnd, dest, value, pe))                               \
-  HP_C_NBI(TYPE, NAME, fetch_or, (TYPE * dest, TYPE value),                                      \
-           fetch_bitwise(routine, Bitwise::kOr, dest, value, pe))                                \
-  HP_C_NBI(TYPE, NAME, fetch_xor, (TYPE * dest, TYPE value),                                     \
+#define HP_C_AMO_NBI_BITWISE(TYPE, NAME)                           \
+  HP_C_NBI(TYPE, NAME, fetch_and, (TYPE * dest, TYPE value),       \
+           fetch_bitwise(routine, Bitwise::kAnd, dest, value, pe)) \
+  HP_C_NBI(TYPE, NAME, fetch_or, (TYPE * dest, TYPE value),        \
+           fetch_bitwise(routine, Bitwise::kOr, dest, value, pe))  \
+  HP_C_NBI(TYPE, NAME, fetch_xor, (TYPE * dest, TYPE value),       \
            fetch_bitwise(routine, Bitwise::kXor, dest, value, pe))
 
 HP_SHMEM_AMO_TYPES(HP_C_AMO_STANDARD)

@@ -37,7 +37,8 @@ static_assert(SHMEM_SIGNAL_SET == int(SignalOp::kSet) && SHMEM_SIGNAL_ADD == int
 [[noreturn]] void fail(const char* routine, const Status& status);
 
 inline void check(const char* routine, const Status& status) {
-  if (!status.is_ok()) [[unlikely]] fail(routine, status);
+  if (!status.is_ok()) [[unlikely]]
+    fail(routine, status);
 }
 
 // For the routines that return an int: 0, or 1 after printing the same line as fail().
@@ -53,12 +54,30 @@ Status to_cmp(const char* routine, int cmp, Cmp* out);
 
 template <std::size_t kBytes, bool kSigned>
 struct IntOfSize;
-template <> struct IntOfSize<2, true> { using type = std::int16_t; };
-template <> struct IntOfSize<2, false> { using type = std::uint16_t; };
-template <> struct IntOfSize<4, true> { using type = std::int32_t; };
-template <> struct IntOfSize<4, false> { using type = std::uint32_t; };
-template <> struct IntOfSize<8, true> { using type = std::int64_t; };
-template <> struct IntOfSize<8, false> { using type = std::uint64_t; };
+template <>
+struct IntOfSize<2, true> {
+  using type = std::int16_t;
+};
+template <>
+struct IntOfSize<2, false> {
+  using type = std::uint16_t;
+};
+template <>
+struct IntOfSize<4, true> {
+  using type = std::int32_t;
+};
+template <>
+struct IntOfSize<4, false> {
+  using type = std::uint32_t;
+};
+template <>
+struct IntOfSize<8, true> {
+  using type = std::int64_t;
+};
+template <>
+struct IntOfSize<8, false> {
+  using type = std::uint64_t;
+};
 
 // The fixed-size integer a C type is handled as: same size and signedness (floating-point
 // types as their unsigned bit patterns). long long and int64_t differ as C types but are the
@@ -69,7 +88,6 @@ using Word = typename IntOfSize<sizeof(T), std::is_integral_v<T> && std::is_sign
 // hp::shmem instantiates its waits and atomics for 32- and 64-bit words.
 template <typename T>
 inline constexpr bool kNativeWord = sizeof(T) == 4 || sizeof(T) == 8;
-
 
 template <typename T>
 Word<T> to_word(T value) {

@@ -18,8 +18,7 @@ std::uint64_t* g_collect_sizes = nullptr;
 
 Status allocate_collect_sizes() {
   void* block = nullptr;
-  HP_RETURN_IF_ERROR(
-      hp::shmem::malloc((std::size_t(n_pes()) + 1) * sizeof(std::uint64_t), &block));
+  HP_RETURN_IF_ERROR(hp::shmem::malloc((std::size_t(n_pes()) + 1) * sizeof(std::uint64_t), &block));
   g_collect_sizes = static_cast<std::uint64_t*>(block);
   return Status::ok();
 }
@@ -79,13 +78,11 @@ int alltoalls(const char* routine, shmem_team_t team, void* dest, const void* so
                                           nelems, size));
 }
 
-
 // Member j's bytes land at the sum of the bytes of members 0..j-1 in dest. The sizes go
 // through g_collect_sizes with an fcollect, whose first barrier also tells that every member's
 // source is ready; then each PE gets every member's block, and a sync of the team ends the
 // reads of this PE's source.
-Status collect(const char* routine, Team team, char* dest, const char* source,
-               std::size_t bytes) {
+Status collect(const char* routine, Team team, char* dest, const char* source, std::size_t bytes) {
   const int n = hp::shmem::team_n_pes(team), me = hp::shmem::team_my_pe(team);
   if (me < 0) return c_api::invalid_team(routine, "team");
   std::uint64_t* sizes = c_api::g_collect_sizes;  // [0]: this PE's, [1 + j]: member j's
@@ -124,29 +121,27 @@ int collect(const char* routine, shmem_team_t team, void* dest, const void* sour
 
 extern "C" {
 
-#define HP_C_COLLECTIVES(TYPE, NAME)                                                             \
-  int shmem_##NAME##_broadcast(shmem_team_t team, TYPE* dest, const TYPE* source,                \
-                               size_t nelems, int PE_root) {                                     \
-    return broadcast("shmem_" #NAME "_broadcast", team, dest, source, nelems, sizeof(TYPE),      \
-                     PE_root);                                                                   \
-  }                                                                                              \
-  int shmem_##NAME##_fcollect(shmem_team_t team, TYPE* dest, const TYPE* source,                 \
-                              size_t nelems) {                                                   \
-    return bytewise("shmem_" #NAME "_fcollect", hp::shmem::fcollect, team, dest, source, nelems, \
-                    sizeof(TYPE));                                                               \
-  }                                                                                              \
-  int shmem_##NAME##_alltoall(shmem_team_t team, TYPE* dest, const TYPE* source,                 \
-                              size_t nelems) {                                                   \
-    return bytewise("shmem_" #NAME "_alltoall", hp::shmem::alltoall, team, dest, source, nelems, \
-                    sizeof(TYPE));                                                               \
-  }                                                                                              \
-  int shmem_##NAME##_alltoalls(shmem_team_t team, TYPE* dest, const TYPE* source,                \
-                               ptrdiff_t dst, ptrdiff_t sst, size_t nelems) {                    \
-    return alltoalls("shmem_" #NAME "_alltoalls", team, dest, source, dst, sst, nelems,          \
-                     sizeof(TYPE));                                                              \
-  }                                                                                              \
-  int shmem_##NAME##_collect(shmem_team_t team, TYPE* dest, const TYPE* source, size_t nelems) { \
-    return collect("shmem_" #NAME "_collect", team, dest, source, nelems, sizeof(TYPE));         \
+#define HP_C_COLLECTIVES(TYPE, NAME)                                                              \
+  int shmem_##NAME##_broadcast(shmem_team_t team, TYPE* dest, const TYPE* source, size_t nelems,  \
+                               int PE_root) {                                                     \
+    return broadcast("shmem_" #NAME "_broadcast", team, dest, source, nelems, sizeof(TYPE),       \
+                     PE_root);                                                                    \
+  }                                                                                               \
+  int shmem_##NAME##_fcollect(shmem_team_t team, TYPE* dest, const TYPE* source, size_t nelems) { \
+    return bytewise("shmem_" #NAME "_fcollect", hp::shmem::fcollect, team, dest, source, nelems,  \
+                    sizeof(TYPE));                                                                \
+  }                                                                                               \
+  int shmem_##NAME##_alltoall(shmem_team_t team, TYPE* dest, const TYPE* source, size_t nelems) { \
+    return bytewise("shmem_" #NAME "_alltoall", hp::shmem::alltoall, team, dest, source, nelems,  \
+                    sizeof(TYPE));                                                                \
+  }                                                                                               \
+  int shmem_##NAME##_alltoalls(shmem_team_t team, TYPE* dest, const TYPE* source, ptrdiff_t dst,  \
+                               ptrdiff_t sst, size_t nelems) {                                    \
+    return alltoalls("shmem_" #NAME "_alltoalls", team, dest, source, dst, sst, nelems,           \
+                     sizeof(TYPE));                                                               \
+  }                                                                                               \
+  int shmem_##NAME##_collect(shmem_team_t team, TYPE* dest, const TYPE* source, size_t nelems) {  \
+    return collect("shmem_" #NAME "_collect", team, dest, source, nelems, sizeof(TYPE));          \
   }
 HP_SHMEM_RMA_TYPES(HP_C_COLLECTIVES)
 #undef HP_C_COLLECTIVES

@@ -53,8 +53,8 @@ int create(const char* routine, Team team, shmem_ctx_t* ctx) {
       return 0;
     }
   }
-  return c_api::report(routine, Status::error(ErrorCode::kOutOfMemory,
-                                              "{} contexts exist already", kMaxContexts));
+  return c_api::report(
+      routine, Status::error(ErrorCode::kOutOfMemory, "{} contexts exist already", kMaxContexts));
 }
 
 // The team of `ctx`; ends the process naming `routine` when it is no live context.
@@ -134,77 +134,76 @@ void shmem_ctx_quiet(shmem_ctx_t ctx) {
 
 // shmem_ctx_NAME(ctx, PARAMS..., pe) is shmem_NAME(ARGS..., the world PE of pe in ctx).
 #define HP_C_UNPAREN(...) __VA_ARGS__
-#define HP_C_CTX(RET, NAME, PARAMS, ARGS)                                                        \
-  RET shmem_ctx_##NAME(shmem_ctx_t ctx, HP_C_UNPAREN PARAMS, int pe) {                           \
-    return shmem_##NAME(HP_C_UNPAREN ARGS, c_api::ctx_pe("shmem_ctx_" #NAME, ctx, pe));          \
+#define HP_C_CTX(RET, NAME, PARAMS, ARGS)                                               \
+  RET shmem_ctx_##NAME(shmem_ctx_t ctx, HP_C_UNPAREN PARAMS, int pe) {                  \
+    return shmem_##NAME(HP_C_UNPAREN ARGS, c_api::ctx_pe("shmem_ctx_" #NAME, ctx, pe)); \
   }
-#define HP_C_CTX_TRANSFER(RET, NAME, DEST, SOURCE)                                               \
-  HP_C_CTX(RET, NAME, (DEST * dest, const SOURCE* source, size_t nelems),                        \
-           (dest, source, nelems))
-#define HP_C_CTX_STRIDED(NAME, TYPE)                                                             \
-  HP_C_CTX(void, NAME, (TYPE * dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,           \
-                        size_t nelems),                                                          \
+#define HP_C_CTX_TRANSFER(RET, NAME, DEST, SOURCE) \
+  HP_C_CTX(RET, NAME, (DEST * dest, const SOURCE* source, size_t nelems), (dest, source, nelems))
+#define HP_C_CTX_STRIDED(NAME, TYPE)                                                       \
+  HP_C_CTX(void, NAME,                                                                     \
+           (TYPE * dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems), \
            (dest, source, dst, sst, nelems))
 #define HP_C_CTX_SIGNAL(NAME, TYPE)                                                              \
-  HP_C_CTX(void, NAME, (TYPE * dest, const TYPE* source, size_t nelems, uint64_t* sig_addr,      \
-                        uint64_t signal, int sig_op),                                            \
+  HP_C_CTX(void, NAME,                                                                           \
+           (TYPE * dest, const TYPE* source, size_t nelems, uint64_t* sig_addr, uint64_t signal, \
+            int sig_op),                                                                         \
            (dest, source, nelems, sig_addr, signal, sig_op))
 
-#define HP_C_CTX_RMA(TYPE, NAME)                                                                 \
-  HP_C_CTX_TRANSFER(void, NAME##_put, TYPE, TYPE)                                                \
-  HP_C_CTX_TRANSFER(void, NAME##_get, TYPE, TYPE)                                                \
-  HP_C_CTX_TRANSFER(void, NAME##_put_nbi, TYPE, TYPE)                                            \
-  HP_C_CTX_TRANSFER(void, NAME##_get_nbi, TYPE, TYPE)                                            \
-  HP_C_CTX(void, NAME##_p, (TYPE * dest, TYPE value), (dest, value))                             \
-  HP_C_CTX(TYPE, NAME##_g, (const TYPE* source), (source))                                       \
-  HP_C_CTX_STRIDED(NAME##_iput, TYPE)                                                            \
-  HP_C_CTX_STRIDED(NAME##_iget, TYPE)                                                            \
-  HP_C_CTX_SIGNAL(NAME##_put_signal, TYPE)                                                       \
+#define HP_C_CTX_RMA(TYPE, NAME)                                     \
+  HP_C_CTX_TRANSFER(void, NAME##_put, TYPE, TYPE)                    \
+  HP_C_CTX_TRANSFER(void, NAME##_get, TYPE, TYPE)                    \
+  HP_C_CTX_TRANSFER(void, NAME##_put_nbi, TYPE, TYPE)                \
+  HP_C_CTX_TRANSFER(void, NAME##_get_nbi, TYPE, TYPE)                \
+  HP_C_CTX(void, NAME##_p, (TYPE * dest, TYPE value), (dest, value)) \
+  HP_C_CTX(TYPE, NAME##_g, (const TYPE* source), (source))           \
+  HP_C_CTX_STRIDED(NAME##_iput, TYPE)                                \
+  HP_C_CTX_STRIDED(NAME##_iget, TYPE)                                \
+  HP_C_CTX_SIGNAL(NAME##_put_signal, TYPE)                           \
   HP_C_CTX_SIGNAL(NAME##_put_signal_nbi, TYPE)
 HP_SHMEM_RMA_TYPES(HP_C_CTX_RMA)
 
 // SIZE: 8, 16, 32, 64, 128 or mem (which has no strided forms).
-#define HP_C_CTX_RMA_UNTYPED(SIZE)                                                               \
-  HP_C_CTX_TRANSFER(void, put##SIZE, void, void)                                                 \
-  HP_C_CTX_TRANSFER(void, get##SIZE, void, void)                                                 \
-  HP_C_CTX_TRANSFER(void, put##SIZE##_nbi, void, void)                                           \
-  HP_C_CTX_TRANSFER(void, get##SIZE##_nbi, void, void)                                           \
-  HP_C_CTX_SIGNAL(put##SIZE##_signal, void)                                                      \
+#define HP_C_CTX_RMA_UNTYPED(SIZE)                     \
+  HP_C_CTX_TRANSFER(void, put##SIZE, void, void)       \
+  HP_C_CTX_TRANSFER(void, get##SIZE, void, void)       \
+  HP_C_CTX_TRANSFER(void, put##SIZE##_nbi, void, void) \
+  HP_C_CTX_TRANSFER(void, get##SIZE##_nbi, void, void) \
+  HP_C_CTX_SIGNAL(put##SIZE##_signal, void)            \
   HP_C_CTX_SIGNAL(put##SIZE##_signal_nbi, void)
-#define HP_C_CTX_RMA_SIZE(SIZE)                                                                  \
+#define HP_C_CTX_RMA_SIZE(SIZE) \
   HP_C_CTX_RMA_UNTYPED(SIZE) HP_C_CTX_STRIDED(iput##SIZE, void) HP_C_CTX_STRIDED(iget##SIZE, void)
 HP_SHMEM_RMA_SIZES(HP_C_CTX_RMA_SIZE)
 HP_C_CTX_RMA_UNTYPED(mem)
 
-#define HP_C_CTX_AMO_EXTENDED(TYPE, NAME)                                                        \
-  HP_C_CTX(TYPE, NAME##_atomic_fetch, (const TYPE* source), (source))                            \
-  HP_C_CTX(void, NAME##_atomic_set, (TYPE * dest, TYPE value), (dest, value))                    \
-  HP_C_CTX(TYPE, NAME##_atomic_swap, (TYPE * dest, TYPE value), (dest, value))                   \
-  HP_C_CTX(void, NAME##_atomic_fetch_nbi, (TYPE * fetch, const TYPE* source), (fetch, source))   \
-  HP_C_CTX(void, NAME##_atomic_swap_nbi, (TYPE * fetch, TYPE* dest, TYPE value),                 \
+#define HP_C_CTX_AMO_EXTENDED(TYPE, NAME)                                                      \
+  HP_C_CTX(TYPE, NAME##_atomic_fetch, (const TYPE* source), (source))                          \
+  HP_C_CTX(void, NAME##_atomic_set, (TYPE * dest, TYPE value), (dest, value))                  \
+  HP_C_CTX(TYPE, NAME##_atomic_swap, (TYPE * dest, TYPE value), (dest, value))                 \
+  HP_C_CTX(void, NAME##_atomic_fetch_nbi, (TYPE * fetch, const TYPE* source), (fetch, source)) \
+  HP_C_CTX(void, NAME##_atomic_swap_nbi, (TYPE * fetch, TYPE * dest, TYPE value),              \
            (fetch, dest, value))
-#define HP_C_CTX_AMO_STANDARD(TYPE, NAME)                                                        \
-  HP_C_CTX_AMO_EXTENDED(TYPE, NAME)                                                              \
-  HP_C_CTX(TYPE, NAME##_atomic_compare_swap, (TYPE * dest, TYPE cond, TYPE value),               \
-           (dest, cond, value))                                                                  \
-  HP_C_CTX(TYPE, NAME##_atomic_fetch_inc, (TYPE * dest), (dest))                                 \
-  HP_C_CTX(void, NAME##_atomic_inc, (TYPE * dest), (dest))                                       \
-  HP_C_CTX(TYPE, NAME##_atomic_fetch_add, (TYPE * dest, TYPE value), (dest, value))              \
-  HP_C_CTX(void, NAME##_atomic_add, (TYPE * dest, TYPE value), (dest, value))                    \
-  HP_C_CTX(void, NAME##_atomic_compare_swap_nbi, (TYPE * fetch, TYPE* dest, TYPE cond,           \
-                                                  TYPE value),                                   \
-           (fetch, dest, cond, value))                                                           \
-  HP_C_CTX(void, NAME##_atomic_fetch_inc_nbi, (TYPE * fetch, TYPE* dest), (fetch, dest))         \
-  HP_C_CTX(void, NAME##_atomic_fetch_add_nbi, (TYPE * fetch, TYPE* dest, TYPE value),            \
+#define HP_C_CTX_AMO_STANDARD(TYPE, NAME)                                                  \
+  HP_C_CTX_AMO_EXTENDED(TYPE, NAME)                                                        \
+  HP_C_CTX(TYPE, NAME##_atomic_compare_swap, (TYPE * dest, TYPE cond, TYPE value),         \
+           (dest, cond, value))                                                            \
+  HP_C_CTX(TYPE, NAME##_atomic_fetch_inc, (TYPE * dest), (dest))                           \
+  HP_C_CTX(void, NAME##_atomic_inc, (TYPE * dest), (dest))                                 \
+  HP_C_CTX(TYPE, NAME##_atomic_fetch_add, (TYPE * dest, TYPE value), (dest, value))        \
+  HP_C_CTX(void, NAME##_atomic_add, (TYPE * dest, TYPE value), (dest, value))              \
+  HP_C_CTX(void, NAME##_atomic_compare_swap_nbi,                                           \
+           (TYPE * fetch, TYPE * dest, TYPE cond, TYPE value), (fetch, dest, cond, value)) \
+  HP_C_CTX(void, NAME##_atomic_fetch_inc_nbi, (TYPE * fetch, TYPE * dest), (fetch, dest))  \
+  HP_C_CTX(void, NAME##_atomic_fetch_add_nbi, (TYPE * fetch, TYPE * dest, TYPE value),     \
            (fetch, dest, value))
-#define HP_C_CTX_BITWISE(TYPE, NAME, OP)                                                         \
-  HP_C_CTX(TYPE, NAME##_atomic_fetch_##OP, (TYPE * dest, TYPE value), (dest, value))             \
-  HP_C_CTX(void, NAME##_atomic_##OP, (TYPE * dest, TYPE value), (dest, value))                   \
-  HP_C_CTX(void, NAME##_atomic_fetch_##OP##_nbi, (TYPE * fetch, TYPE* dest, TYPE value),         \
+#define HP_C_CTX_BITWISE(TYPE, NAME, OP)                                                  \
+  HP_C_CTX(TYPE, NAME##_atomic_fetch_##OP, (TYPE * dest, TYPE value), (dest, value))      \
+  HP_C_CTX(void, NAME##_atomic_##OP, (TYPE * dest, TYPE value), (dest, value))            \
+  HP_C_CTX(void, NAME##_atomic_fetch_##OP##_nbi, (TYPE * fetch, TYPE * dest, TYPE value), \
            (fetch, dest, value))
-#define HP_C_CTX_AMO_BITWISE(TYPE, NAME)                                                         \
-  HP_C_CTX_BITWISE(TYPE, NAME, and) HP_C_CTX_BITWISE(TYPE, NAME, or)                             \
-  HP_C_CTX_BITWISE(TYPE, NAME, xor)
+#define HP_C_CTX_AMO_BITWISE(TYPE, NAME) \
+  HP_C_CTX_BITWISE(TYPE, NAME, and)      \
+  HP_C_CTX_BITWISE(TYPE, NAME, or) HP_C_CTX_BITWISE(TYPE, NAME, xor)
 HP_SHMEM_AMO_TYPES(HP_C_CTX_AMO_STANDARD)
 HP_SHMEM_AMO_FLOAT_TYPES(HP_C_CTX_AMO_EXTENDED)
 HP_SHMEM_AMO_BITWISE_TYPES(HP_C_CTX_AMO_BITWISE)

@@ -64,9 +64,9 @@ inline constexpr bool kFloat = std::is_same_v<T, float> || std::is_same_v<T, dou
 // Whether hp::shmem::allreduce has a kernel for T and kOp (its integers are signed: an unsigned
 // sum is the signed one, an unsigned max is not).
 template <Op kOp, typename T>
-inline constexpr bool kNative =
-    (kOp == Op::kSum && (kWord<T> || kFloat<T>)) ||
-    ((kOp == Op::kMax || kOp == Op::kMin) && ((kWord<T> && std::is_signed_v<T>) || kFloat<T>));
+inline constexpr bool kNative = (kOp == Op::kSum && (kWord<T> || kFloat<T>)) ||
+                                ((kOp == Op::kMax || kOp == Op::kMin) &&
+                                 ((kWord<T> && std::is_signed_v<T>) || kFloat<T>));
 
 template <typename T>
 constexpr DType dtype_of() {
@@ -99,17 +99,17 @@ int reduce(const char* routine, shmem_team_t team, T* dest, const T* source, std
 
 extern "C" {
 
-#define HP_C_REDUCE(TYPE, NAME, OP, KIND)                                                        \
-  int shmem_##NAME##_##OP##_reduce(shmem_team_t team, TYPE* dest, const TYPE* source,            \
-                                   size_t nreduce) {                                             \
-    return reduce<Op::KIND>("shmem_" #NAME "_" #OP "_reduce", team, dest, source, nreduce);      \
+#define HP_C_REDUCE(TYPE, NAME, OP, KIND)                                                   \
+  int shmem_##NAME##_##OP##_reduce(shmem_team_t team, TYPE* dest, const TYPE* source,       \
+                                   size_t nreduce) {                                        \
+    return reduce<Op::KIND>("shmem_" #NAME "_" #OP "_reduce", team, dest, source, nreduce); \
   }
-#define HP_C_BITWISE_REDUCE(TYPE, NAME)                                                          \
-  HP_C_REDUCE(TYPE, NAME, and, kAnd) HP_C_REDUCE(TYPE, NAME, or, kOr)                            \
-  HP_C_REDUCE(TYPE, NAME, xor, kXor)
-#define HP_C_MINMAX_REDUCE(TYPE, NAME)                                                           \
+#define HP_C_BITWISE_REDUCE(TYPE, NAME) \
+  HP_C_REDUCE(TYPE, NAME, and, kAnd)    \
+  HP_C_REDUCE(TYPE, NAME, or, kOr) HP_C_REDUCE(TYPE, NAME, xor, kXor)
+#define HP_C_MINMAX_REDUCE(TYPE, NAME) \
   HP_C_REDUCE(TYPE, NAME, max, kMax) HP_C_REDUCE(TYPE, NAME, min, kMin)
-#define HP_C_ARITH_REDUCE(TYPE, NAME)                                                            \
+#define HP_C_ARITH_REDUCE(TYPE, NAME) \
   HP_C_REDUCE(TYPE, NAME, sum, kSum) HP_C_REDUCE(TYPE, NAME, prod, kProd)
 HP_SHMEM_BITWISE_REDUCE_TYPES(HP_C_BITWISE_REDUCE)
 HP_SHMEM_MINMAX_REDUCE_TYPES(HP_C_MINMAX_REDUCE)

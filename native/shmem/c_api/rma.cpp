@@ -13,10 +13,14 @@ enum class Op { kPut, kGet, kPutNbi, kGetNbi };
 
 Status transfer(Op op, void* dest, const void* source, std::size_t bytes, int pe) {
   switch (op) {
-    case Op::kPut: return hp::shmem::put(dest, source, bytes, pe);
-    case Op::kGet: return hp::shmem::get(dest, source, bytes, pe);
-    case Op::kPutNbi: return hp::shmem::put_nbi(dest, source, bytes, pe);
-    case Op::kGetNbi: return hp::shmem::get_nbi(dest, source, bytes, pe);
+    case Op::kPut:
+      return hp::shmem::put(dest, source, bytes, pe);
+    case Op::kGet:
+      return hp::shmem::get(dest, source, bytes, pe);
+    case Op::kPutNbi:
+      return hp::shmem::put_nbi(dest, source, bytes, pe);
+    case Op::kGetNbi:
+      return hp::shmem::get_nbi(dest, source, bytes, pe);
   }
   return Status::ok();
 }
@@ -41,9 +45,9 @@ void strided(const char* routine, Op op, void* dest, const void* source, std::pt
   }
 }
 
-void put_signal(const char* routine, bool nbi, void* dest, const void* source,
-                std::size_t nelems, std::size_t size, std::uint64_t* sig_addr,
-                std::uint64_t signal, int sig_op, int pe) {
+void put_signal(const char* routine, bool nbi, void* dest, const void* source, std::size_t nelems,
+                std::size_t size, std::uint64_t* sig_addr, std::uint64_t signal, int sig_op,
+                int pe) {
   std::size_t bytes = 0;
   check(routine, c_api::checked_bytes(routine, nelems, size, &bytes));
   const auto op = hp::shmem::SignalOp(sig_op);  // validated by put_signal
@@ -58,78 +62,78 @@ void put_signal(const char* routine, bool nbi, void* dest, const void* source,
 
 extern "C" {
 
-#define HP_C_RMA(TYPE, NAME)                                                                     \
-  void shmem_##NAME##_put(TYPE* dest, const TYPE* source, size_t nelems, int pe) {               \
-    contiguous("shmem_" #NAME "_put", Op::kPut, dest, source, nelems, sizeof(TYPE), pe);         \
-  }                                                                                              \
-  void shmem_##NAME##_get(TYPE* dest, const TYPE* source, size_t nelems, int pe) {               \
-    contiguous("shmem_" #NAME "_get", Op::kGet, dest, source, nelems, sizeof(TYPE), pe);         \
-  }                                                                                              \
-  void shmem_##NAME##_put_nbi(TYPE* dest, const TYPE* source, size_t nelems, int pe) {           \
-    contiguous("shmem_" #NAME "_put_nbi", Op::kPutNbi, dest, source, nelems, sizeof(TYPE), pe);  \
-  }                                                                                              \
-  void shmem_##NAME##_get_nbi(TYPE* dest, const TYPE* source, size_t nelems, int pe) {           \
-    contiguous("shmem_" #NAME "_get_nbi", Op::kGetNbi, dest, source, nelems, sizeof(TYPE), pe);  \
-  }                                                                                              \
-  void shmem_##NAME##_p(TYPE* dest, TYPE value, int pe) {                                        \
-    check("shmem_" #NAME "_p", hp::shmem::put(c_api::sym(dest), &value, sizeof(TYPE), pe));      \
-  }                                                                                              \
-  TYPE shmem_##NAME##_g(const TYPE* source, int pe) {                                            \
-    TYPE value{};                                                                                \
-    check("shmem_" #NAME "_g", hp::shmem::get(&value, c_api::sym(source), sizeof(TYPE), pe));    \
-    return value;                                                                                \
-  }                                                                                              \
-  void shmem_##NAME##_iput(TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,         \
-                           size_t nelems, int pe) {                                              \
-    strided("shmem_" #NAME "_iput", Op::kPut, dest, source, dst, sst, nelems, sizeof(TYPE), pe); \
-  }                                                                                              \
-  void shmem_##NAME##_iget(TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,         \
-                           size_t nelems, int pe) {                                              \
-    strided("shmem_" #NAME "_iget", Op::kGet, dest, source, dst, sst, nelems, sizeof(TYPE), pe); \
-  }                                                                                              \
-  void shmem_##NAME##_put_signal(TYPE* dest, const TYPE* source, size_t nelems,                  \
-                                 uint64_t* sig_addr, uint64_t signal, int sig_op, int pe) {      \
-    put_signal("shmem_" #NAME "_put_signal", false, dest, source, nelems, sizeof(TYPE),          \
-               sig_addr, signal, sig_op, pe);                                                    \
-  }                                                                                              \
-  void shmem_##NAME##_put_signal_nbi(TYPE* dest, const TYPE* source, size_t nelems,              \
-                                     uint64_t* sig_addr, uint64_t signal, int sig_op, int pe) {  \
-    put_signal("shmem_" #NAME "_put_signal_nbi", true, dest, source, nelems, sizeof(TYPE),       \
-               sig_addr, signal, sig_op, pe);                                                    \
+#define HP_C_RMA(TYPE, NAME)                                                                      \
+  void shmem_##NAME##_put(TYPE* dest, const TYPE* source, size_t nelems, int pe) {                \
+    contiguous("shmem_" #NAME "_put", Op::kPut, dest, source, nelems, sizeof(TYPE), pe);          \
+  }                                                                                               \
+  void shmem_##NAME##_get(TYPE* dest, const TYPE* source, size_t nelems, int pe) {                \
+    contiguous("shmem_" #NAME "_get", Op::kGet, dest, source, nelems, sizeof(TYPE), pe);          \
+  }                                                                                               \
+  void shmem_##NAME##_put_nbi(TYPE* dest, const TYPE* source, size_t nelems, int pe) {            \
+    contiguous("shmem_" #NAME "_put_nbi", Op::kPutNbi, dest, source, nelems, sizeof(TYPE), pe);   \
+  }                                                                                               \
+  void shmem_##NAME##_get_nbi(TYPE* dest, const TYPE* source, size_t nelems, int pe) {            \
+    contiguous("shmem_" #NAME "_get_nbi", Op::kGetNbi, dest, source, nelems, sizeof(TYPE), pe);   \
+  }                                                                                               \
+  void shmem_##NAME##_p(TYPE* dest, TYPE value, int pe) {                                         \
+    check("shmem_" #NAME "_p", hp::shmem::put(c_api::sym(dest), &value, sizeof(TYPE), pe));       \
+  }                                                                                               \
+  TYPE shmem_##NAME##_g(const TYPE* source, int pe) {                                             \
+    TYPE value{};                                                                                 \
+    check("shmem_" #NAME "_g", hp::shmem::get(&value, c_api::sym(source), sizeof(TYPE), pe));     \
+    return value;                                                                                 \
+  }                                                                                               \
+  void shmem_##NAME##_iput(TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,          \
+                           size_t nelems, int pe) {                                               \
+    strided("shmem_" #NAME "_iput", Op::kPut, dest, source, dst, sst, nelems, sizeof(TYPE), pe);  \
+  }                                                                                               \
+  void shmem_##NAME##_iget(TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,          \
+                           size_t nelems, int pe) {                                               \
+    strided("shmem_" #NAME "_iget", Op::kGet, dest, source, dst, sst, nelems, sizeof(TYPE), pe);  \
+  }                                                                                               \
+  void shmem_##NAME##_put_signal(TYPE* dest, const TYPE* source, size_t nelems,                   \
+                                 uint64_t* sig_addr, uint64_t signal, int sig_op, int pe) {       \
+    put_signal("shmem_" #NAME "_put_signal", false, dest, source, nelems, sizeof(TYPE), sig_addr, \
+               signal, sig_op, pe);                                                               \
+  }                                                                                               \
+  void shmem_##NAME##_put_signal_nbi(TYPE* dest, const TYPE* source, size_t nelems,               \
+                                     uint64_t* sig_addr, uint64_t signal, int sig_op, int pe) {   \
+    put_signal("shmem_" #NAME "_put_signal_nbi", true, dest, source, nelems, sizeof(TYPE),        \
+               sig_addr, signal, sig_op, pe);                                                     \
   }
 HP_SHMEM_RMA_TYPES(HP_C_RMA)
 #undef HP_C_RMA
 
-#define HP_C_RMA_SIZE(SIZE)                                                                      \
-  void shmem_put##SIZE(void* dest, const void* source, size_t nelems, int pe) {                  \
-    contiguous("shmem_put" #SIZE, Op::kPut, dest, source, nelems, SIZE / 8, pe);                 \
-  }                                                                                              \
-  void shmem_get##SIZE(void* dest, const void* source, size_t nelems, int pe) {                  \
-    contiguous("shmem_get" #SIZE, Op::kGet, dest, source, nelems, SIZE / 8, pe);                 \
-  }                                                                                              \
-  void shmem_put##SIZE##_nbi(void* dest, const void* source, size_t nelems, int pe) {            \
-    contiguous("shmem_put" #SIZE "_nbi", Op::kPutNbi, dest, source, nelems, SIZE / 8, pe);       \
-  }                                                                                              \
-  void shmem_get##SIZE##_nbi(void* dest, const void* source, size_t nelems, int pe) {            \
-    contiguous("shmem_get" #SIZE "_nbi", Op::kGetNbi, dest, source, nelems, SIZE / 8, pe);       \
-  }                                                                                              \
-  void shmem_iput##SIZE(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,            \
-                        size_t nelems, int pe) {                                                 \
-    strided("shmem_iput" #SIZE, Op::kPut, dest, source, dst, sst, nelems, SIZE / 8, pe);         \
-  }                                                                                              \
-  void shmem_iget##SIZE(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,            \
-                        size_t nelems, int pe) {                                                 \
-    strided("shmem_iget" #SIZE, Op::kGet, dest, source, dst, sst, nelems, SIZE / 8, pe);         \
-  }                                                                                              \
-  void shmem_put##SIZE##_signal(void* dest, const void* source, size_t nelems,                   \
-                                uint64_t* sig_addr, uint64_t signal, int sig_op, int pe) {       \
-    put_signal("shmem_put" #SIZE "_signal", false, dest, source, nelems, SIZE / 8, sig_addr,     \
-               signal, sig_op, pe);                                                              \
-  }                                                                                              \
-  void shmem_put##SIZE##_signal_nbi(void* dest, const void* source, size_t nelems,               \
-                                    uint64_t* sig_addr, uint64_t signal, int sig_op, int pe) {   \
-    put_signal("shmem_put" #SIZE "_signal_nbi", true, dest, source, nelems, SIZE / 8, sig_addr,  \
-               signal, sig_op, pe);                                                              \
+#define HP_C_RMA_SIZE(SIZE)                                                                        \
+  void shmem_put##SIZE(void* dest, const void* source, size_t nelems, int pe) {                    \
+    contiguous("shmem_put" #SIZE, Op::kPut, dest, source, nelems, SIZE / 8, pe);                   \
+  }                                                                                                \
+  void shmem_get##SIZE(void* dest, const void* source, size_t nelems, int pe) {                    \
+    contiguous("shmem_get" #SIZE, Op::kGet, dest, source, nelems, SIZE / 8, pe);                   \
+  }                                                                                                \
+  void shmem_put##SIZE##_nbi(void* dest, const void* source, size_t nelems, int pe) {              \
+    contiguous("shmem_put" #SIZE "_nbi", Op::kPutNbi, dest, source, nelems, SIZE / 8, pe);         \
+  }                                                                                                \
+  void shmem_get##SIZE##_nbi(void* dest, const void* source, size_t nelems, int pe) {              \
+    contiguous("shmem_get" #SIZE "_nbi", Op::kGetNbi, dest, source, nelems, SIZE / 8, pe);         \
+  }                                                                                                \
+  void shmem_iput##SIZE(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,              \
+                        size_t nelems, int pe) {                                                   \
+    strided("shmem_iput" #SIZE, Op::kPut, dest, source, dst, sst, nelems, SIZE / 8, pe);           \
+  }                                                                                                \
+  void shmem_iget##SIZE(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,              \
+                        size_t nelems, int pe) {                                                   \
+    strided("shmem_iget" #SIZE, Op::kGet, dest, source, dst, sst, nelems, SIZE / 8, pe);           \
+  }                                                                                                \
+  void shmem_put##SIZE##_signal(void* dest, const void* source, size_t nelems, uint64_t* sig_addr, \
+                                uint64_t signal, int sig_op, int pe) {                             \
+    put_signal("shmem_put" #SIZE "_signal", false, dest, source, nelems, SIZE / 8, sig_addr,       \
+               signal, sig_op, pe);                                                                \
+  }                                                                                                \
+  void shmem_put##SIZE##_signal_nbi(void* dest, const void* source, size_t nelems,                 \
+                                    uint64_t* sig_addr, uint64_t signal, int sig_op, int pe) {     \
+    put_signal("shmem_put" #SIZE "_signal_nbi", true, dest, source, nelems, SIZE / 8, sig_addr,    \
+               signal, sig_op, pe);                                                                \
   }
 HP_SHMEM_RMA_SIZES(HP_C_RMA_SIZE)
 #undef HP_C_RMA_SIZE

@@ -103,9 +103,7 @@ void shmem_finalize(void) {
   }
 }
 
-void shmem_global_exit(int status) {
-  hp::shmem::global_exit(status);
-}
+void shmem_global_exit(int status) { hp::shmem::global_exit(status); }
 
 int shmem_my_pe(void) { return hp::shmem::my_pe(); }
 
@@ -163,9 +161,9 @@ void* shmem_calloc(size_t count, size_t size) {
 void* shmem_align(size_t alignment, size_t size) {
   if (size == 0) return nullptr;
   void* block = nullptr;
-  Status s = alignment == 0 ? Status::error(ErrorCode::kInvalidArgument,
-                                            "alignment 0 is not a power of two")
-                            : hp::shmem::align(alignment, size, &block);
+  Status s = alignment == 0
+                 ? Status::error(ErrorCode::kInvalidArgument, "alignment 0 is not a power of two")
+                 : hp::shmem::align(alignment, size, &block);
   return allocated("shmem_align", s, block, size);
 }
 

@@ -95,6 +95,7 @@ typedef struct hp_shmem_ctx_handle* shmem_ctx_t;
 #define SHMEM_CTX_SERIALIZED (1L << 1)
 #define SHMEM_CTX_NOSTORE (1L << 2)
 
+/* clang-format off */
 /* ---- type tables: X(TYPE, TYPENAME) ---------------------------------------------------- */
 
 /* OpenSHMEM 1.5 Table 5, the standard RMA types (RMA, signals, broadcast/fcollect/alltoall). */
@@ -146,6 +147,7 @@ typedef struct hp_shmem_ctx_handle* shmem_ctx_t;
 /* The fixed-size RMA routines shmem_<op>SIZE: X(SIZE) for SIZE bits per element. */
 #define HP_SHMEM_RMA_SIZES(X) X(8) X(16) X(32) X(64) X(128)
 
+/* clang-format on */
 /* ---- setup, exit and query ------------------------------------------------------------- */
 
 void shmem_init(void);
@@ -193,56 +195,56 @@ void shmem_team_destroy(shmem_team_t team);
  * PRE and the leading parameter CTX (empty, or HP_SHMEM_CTX_). */
 #define HP_SHMEM_CTX_ shmem_ctx_t ctx,
 
-#define HP_SHMEM_DECLARE_RMA_(TYPE, NAME, PRE, CTX)                                           \
-  void PRE##NAME##_put(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);            \
-  void PRE##NAME##_get(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);            \
-  void PRE##NAME##_put_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);        \
-  void PRE##NAME##_get_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);        \
-  void PRE##NAME##_p(CTX TYPE* dest, TYPE value, int pe);                                     \
-  TYPE PRE##NAME##_g(CTX const TYPE* source, int pe);                                         \
-  void PRE##NAME##_iput(CTX TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,     \
-                        size_t nelems, int pe);                                               \
-  void PRE##NAME##_iget(CTX TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,     \
-                        size_t nelems, int pe);                                               \
-  void PRE##NAME##_put_signal(CTX TYPE* dest, const TYPE* source, size_t nelems,              \
-                              uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);       \
-  void PRE##NAME##_put_signal_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems,          \
+#define HP_SHMEM_DECLARE_RMA_(TYPE, NAME, PRE, CTX)                                       \
+  void PRE##NAME##_put(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);        \
+  void PRE##NAME##_get(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);        \
+  void PRE##NAME##_put_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);    \
+  void PRE##NAME##_get_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);    \
+  void PRE##NAME##_p(CTX TYPE* dest, TYPE value, int pe);                                 \
+  TYPE PRE##NAME##_g(CTX const TYPE* source, int pe);                                     \
+  void PRE##NAME##_iput(CTX TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst, \
+                        size_t nelems, int pe);                                           \
+  void PRE##NAME##_iget(CTX TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst, \
+                        size_t nelems, int pe);                                           \
+  void PRE##NAME##_put_signal(CTX TYPE* dest, const TYPE* source, size_t nelems,          \
+                              uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);   \
+  void PRE##NAME##_put_signal_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems,      \
                                   uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);
-#define HP_SHMEM_DECLARE_RMA_FORMS_(TYPE, NAME)                                               \
-  HP_SHMEM_DECLARE_RMA_(TYPE, NAME, shmem_, )                                                 \
+#define HP_SHMEM_DECLARE_RMA_FORMS_(TYPE, NAME) \
+  HP_SHMEM_DECLARE_RMA_(TYPE, NAME, shmem_, )   \
   HP_SHMEM_DECLARE_RMA_(TYPE, NAME, shmem_ctx_, HP_SHMEM_CTX_)
 HP_SHMEM_RMA_TYPES(HP_SHMEM_DECLARE_RMA_FORMS_)
 #undef HP_SHMEM_DECLARE_RMA_FORMS_
 #undef HP_SHMEM_DECLARE_RMA_
 
-#define HP_SHMEM_DECLARE_RMA_SIZE_(SIZE, PRE, CTX)                                            \
-  void PRE##put##SIZE(CTX void* dest, const void* source, size_t nelems, int pe);             \
-  void PRE##get##SIZE(CTX void* dest, const void* source, size_t nelems, int pe);             \
-  void PRE##put##SIZE##_nbi(CTX void* dest, const void* source, size_t nelems, int pe);       \
-  void PRE##get##SIZE##_nbi(CTX void* dest, const void* source, size_t nelems, int pe);       \
-  void PRE##iput##SIZE(CTX void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,      \
-                       size_t nelems, int pe);                                                \
-  void PRE##iget##SIZE(CTX void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,      \
-                       size_t nelems, int pe);                                                \
-  void PRE##put##SIZE##_signal(CTX void* dest, const void* source, size_t nelems,             \
-                               uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);      \
-  void PRE##put##SIZE##_signal_nbi(CTX void* dest, const void* source, size_t nelems,         \
+#define HP_SHMEM_DECLARE_RMA_SIZE_(SIZE, PRE, CTX)                                       \
+  void PRE##put##SIZE(CTX void* dest, const void* source, size_t nelems, int pe);        \
+  void PRE##get##SIZE(CTX void* dest, const void* source, size_t nelems, int pe);        \
+  void PRE##put##SIZE##_nbi(CTX void* dest, const void* source, size_t nelems, int pe);  \
+  void PRE##get##SIZE##_nbi(CTX void* dest, const void* source, size_t nelems, int pe);  \
+  void PRE##iput##SIZE(CTX void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, \
+                       size_t nelems, int pe);                                           \
+  void PRE##iget##SIZE(CTX void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, \
+                       size_t nelems, int pe);                                           \
+  void PRE##put##SIZE##_signal(CTX void* dest, const void* source, size_t nelems,        \
+                               uint64_t* sig_addr, uint64_t signal, int sig_op, int pe); \
+  void PRE##put##SIZE##_signal_nbi(CTX void* dest, const void* source, size_t nelems,    \
                                    uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);
-#define HP_SHMEM_DECLARE_RMA_SIZE_FORMS_(SIZE)                                                \
-  HP_SHMEM_DECLARE_RMA_SIZE_(SIZE, shmem_, )                                                  \
+#define HP_SHMEM_DECLARE_RMA_SIZE_FORMS_(SIZE) \
+  HP_SHMEM_DECLARE_RMA_SIZE_(SIZE, shmem_, )   \
   HP_SHMEM_DECLARE_RMA_SIZE_(SIZE, shmem_ctx_, HP_SHMEM_CTX_)
 HP_SHMEM_RMA_SIZES(HP_SHMEM_DECLARE_RMA_SIZE_FORMS_)
 #undef HP_SHMEM_DECLARE_RMA_SIZE_FORMS_
 #undef HP_SHMEM_DECLARE_RMA_SIZE_
 
-#define HP_SHMEM_DECLARE_RMA_MEM_(PRE, CTX)                                                   \
-  void PRE##putmem(CTX void* dest, const void* source, size_t nelems, int pe);                \
-  void PRE##getmem(CTX void* dest, const void* source, size_t nelems, int pe);                \
-  void PRE##putmem_nbi(CTX void* dest, const void* source, size_t nelems, int pe);            \
-  void PRE##getmem_nbi(CTX void* dest, const void* source, size_t nelems, int pe);            \
-  void PRE##putmem_signal(CTX void* dest, const void* source, size_t nelems,                  \
-                          uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);           \
-  void PRE##putmem_signal_nbi(CTX void* dest, const void* source, size_t nelems,              \
+#define HP_SHMEM_DECLARE_RMA_MEM_(PRE, CTX)                                                      \
+  void PRE##putmem(CTX void* dest, const void* source, size_t nelems, int pe);                   \
+  void PRE##getmem(CTX void* dest, const void* source, size_t nelems, int pe);                   \
+  void PRE##putmem_nbi(CTX void* dest, const void* source, size_t nelems, int pe);               \
+  void PRE##getmem_nbi(CTX void* dest, const void* source, size_t nelems, int pe);               \
+  void PRE##putmem_signal(CTX void* dest, const void* source, size_t nelems, uint64_t* sig_addr, \
+                          uint64_t signal, int sig_op, int pe);                                  \
+  void PRE##putmem_signal_nbi(CTX void* dest, const void* source, size_t nelems,                 \
                               uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);
 HP_SHMEM_DECLARE_RMA_MEM_(shmem_, )
 HP_SHMEM_DECLARE_RMA_MEM_(shmem_ctx_, HP_SHMEM_CTX_)
@@ -253,42 +255,42 @@ uint64_t shmem_signal_wait_until(uint64_t* sig_addr, int cmp, uint64_t cmp_value
 /* ---- atomic memory operations --------------------------------------------------------- */
 
 /* The _nbi forms store the fetched value at `fetch` (a local address) by the next quiet. */
-#define HP_SHMEM_DECLARE_AMO_EXTENDED_(TYPE, NAME, PRE, CTX)                                  \
-  TYPE PRE##NAME##_atomic_fetch(CTX const TYPE* source, int pe);                              \
-  void PRE##NAME##_atomic_set(CTX TYPE* dest, TYPE value, int pe);                            \
-  TYPE PRE##NAME##_atomic_swap(CTX TYPE* dest, TYPE value, int pe);                           \
-  void PRE##NAME##_atomic_fetch_nbi(CTX TYPE* fetch, const TYPE* source, int pe);             \
+#define HP_SHMEM_DECLARE_AMO_EXTENDED_(TYPE, NAME, PRE, CTX)                      \
+  TYPE PRE##NAME##_atomic_fetch(CTX const TYPE* source, int pe);                  \
+  void PRE##NAME##_atomic_set(CTX TYPE* dest, TYPE value, int pe);                \
+  TYPE PRE##NAME##_atomic_swap(CTX TYPE* dest, TYPE value, int pe);               \
+  void PRE##NAME##_atomic_fetch_nbi(CTX TYPE* fetch, const TYPE* source, int pe); \
   void PRE##NAME##_atomic_swap_nbi(CTX TYPE* fetch, TYPE* dest, TYPE value, int pe);
 /* (Beyond the extended ones: CTX cannot be handed on to another macro.) */
-#define HP_SHMEM_DECLARE_AMO_STANDARD_(TYPE, NAME, PRE, CTX)                                  \
-  TYPE PRE##NAME##_atomic_compare_swap(CTX TYPE* dest, TYPE cond, TYPE value, int pe);        \
-  TYPE PRE##NAME##_atomic_fetch_inc(CTX TYPE* dest, int pe);                                  \
-  void PRE##NAME##_atomic_inc(CTX TYPE* dest, int pe);                                        \
-  TYPE PRE##NAME##_atomic_fetch_add(CTX TYPE* dest, TYPE value, int pe);                      \
-  void PRE##NAME##_atomic_add(CTX TYPE* dest, TYPE value, int pe);                            \
-  void PRE##NAME##_atomic_compare_swap_nbi(CTX TYPE* fetch, TYPE* dest, TYPE cond,            \
-                                           TYPE value, int pe);                               \
-  void PRE##NAME##_atomic_fetch_inc_nbi(CTX TYPE* fetch, TYPE* dest, int pe);                 \
+#define HP_SHMEM_DECLARE_AMO_STANDARD_(TYPE, NAME, PRE, CTX)                                   \
+  TYPE PRE##NAME##_atomic_compare_swap(CTX TYPE* dest, TYPE cond, TYPE value, int pe);         \
+  TYPE PRE##NAME##_atomic_fetch_inc(CTX TYPE* dest, int pe);                                   \
+  void PRE##NAME##_atomic_inc(CTX TYPE* dest, int pe);                                         \
+  TYPE PRE##NAME##_atomic_fetch_add(CTX TYPE* dest, TYPE value, int pe);                       \
+  void PRE##NAME##_atomic_add(CTX TYPE* dest, TYPE value, int pe);                             \
+  void PRE##NAME##_atomic_compare_swap_nbi(CTX TYPE* fetch, TYPE* dest, TYPE cond, TYPE value, \
+                                           int pe);                                            \
+  void PRE##NAME##_atomic_fetch_inc_nbi(CTX TYPE* fetch, TYPE* dest, int pe);                  \
   void PRE##NAME##_atomic_fetch_add_nbi(CTX TYPE* fetch, TYPE* dest, TYPE value, int pe);
-#define HP_SHMEM_DECLARE_AMO_BITWISE_(TYPE, NAME, PRE, CTX)                                   \
-  TYPE PRE##NAME##_atomic_fetch_and(CTX TYPE* dest, TYPE value, int pe);                      \
-  void PRE##NAME##_atomic_and(CTX TYPE* dest, TYPE value, int pe);                            \
-  TYPE PRE##NAME##_atomic_fetch_or(CTX TYPE* dest, TYPE value, int pe);                       \
-  void PRE##NAME##_atomic_or(CTX TYPE* dest, TYPE value, int pe);                             \
-  TYPE PRE##NAME##_atomic_fetch_xor(CTX TYPE* dest, TYPE value, int pe);                      \
-  void PRE##NAME##_atomic_xor(CTX TYPE* dest, TYPE value, int pe);                            \
-  void PRE##NAME##_atomic_fetch_and_nbi(CTX TYPE* fetch, TYPE* dest, TYPE value, int pe);     \
-  void PRE##NAME##_atomic_fetch_or_nbi(CTX TYPE* fetch, TYPE* dest, TYPE value, int pe);      \
+#define HP_SHMEM_DECLARE_AMO_BITWISE_(TYPE, NAME, PRE, CTX)                               \
+  TYPE PRE##NAME##_atomic_fetch_and(CTX TYPE* dest, TYPE value, int pe);                  \
+  void PRE##NAME##_atomic_and(CTX TYPE* dest, TYPE value, int pe);                        \
+  TYPE PRE##NAME##_atomic_fetch_or(CTX TYPE* dest, TYPE value, int pe);                   \
+  void PRE##NAME##_atomic_or(CTX TYPE* dest, TYPE value, int pe);                         \
+  TYPE PRE##NAME##_atomic_fetch_xor(CTX TYPE* dest, TYPE value, int pe);                  \
+  void PRE##NAME##_atomic_xor(CTX TYPE* dest, TYPE value, int pe);                        \
+  void PRE##NAME##_atomic_fetch_and_nbi(CTX TYPE* fetch, TYPE* dest, TYPE value, int pe); \
+  void PRE##NAME##_atomic_fetch_or_nbi(CTX TYPE* fetch, TYPE* dest, TYPE value, int pe);  \
   void PRE##NAME##_atomic_fetch_xor_nbi(CTX TYPE* fetch, TYPE* dest, TYPE value, int pe);
-#define HP_SHMEM_DECLARE_AMO_FORMS_(TYPE, NAME, FAMILY)                                       \
-  HP_SHMEM_DECLARE_AMO_##FAMILY##_(TYPE, NAME, shmem_, )                                      \
-  HP_SHMEM_DECLARE_AMO_##FAMILY##_(TYPE, NAME, shmem_ctx_, HP_SHMEM_CTX_)
-#define HP_SHMEM_DECLARE_AMO_STANDARD_FORMS_(TYPE, NAME)                                      \
-  HP_SHMEM_DECLARE_AMO_FORMS_(TYPE, NAME, EXTENDED)                                           \
+#define HP_SHMEM_DECLARE_AMO_FORMS_(TYPE, NAME, FAMILY)  \
+  HP_SHMEM_DECLARE_AMO_##FAMILY##_(TYPE, NAME, shmem_, ) \
+      HP_SHMEM_DECLARE_AMO_##FAMILY##_(TYPE, NAME, shmem_ctx_, HP_SHMEM_CTX_)
+#define HP_SHMEM_DECLARE_AMO_STANDARD_FORMS_(TYPE, NAME) \
+  HP_SHMEM_DECLARE_AMO_FORMS_(TYPE, NAME, EXTENDED)      \
   HP_SHMEM_DECLARE_AMO_FORMS_(TYPE, NAME, STANDARD)
-#define HP_SHMEM_DECLARE_AMO_EXTENDED_FORMS_(TYPE, NAME)                                      \
+#define HP_SHMEM_DECLARE_AMO_EXTENDED_FORMS_(TYPE, NAME) \
   HP_SHMEM_DECLARE_AMO_FORMS_(TYPE, NAME, EXTENDED)
-#define HP_SHMEM_DECLARE_AMO_BITWISE_FORMS_(TYPE, NAME)                                       \
+#define HP_SHMEM_DECLARE_AMO_BITWISE_FORMS_(TYPE, NAME) \
   HP_SHMEM_DECLARE_AMO_FORMS_(TYPE, NAME, BITWISE)
 HP_SHMEM_AMO_TYPES(HP_SHMEM_DECLARE_AMO_STANDARD_FORMS_)
 HP_SHMEM_AMO_FLOAT_TYPES(HP_SHMEM_DECLARE_AMO_EXTENDED_FORMS_)
@@ -315,33 +317,32 @@ void shmem_ctx_quiet(shmem_ctx_t ctx);
 
 /* ---- point-to-point synchronization ---------------------------------------------------- */
 
-#define HP_SHMEM_DECLARE_SYNC_(TYPE, NAME)                                                    \
-  void shmem_##NAME##_wait_until(TYPE* ivar, int cmp, TYPE cmp_value);                        \
-  void shmem_##NAME##_wait_until_all(TYPE* ivars, size_t nelems, const int* status, int cmp,  \
-                                     TYPE cmp_value);                                         \
-  size_t shmem_##NAME##_wait_until_any(TYPE* ivars, size_t nelems, const int* status,         \
-                                       int cmp, TYPE cmp_value);                              \
-  size_t shmem_##NAME##_wait_until_some(TYPE* ivars, size_t nelems, size_t* indices,          \
-                                        const int* status, int cmp, TYPE cmp_value);          \
-  void shmem_##NAME##_wait_until_all_vector(TYPE* ivars, size_t nelems, const int* status,    \
-                                            int cmp, TYPE* cmp_values);                       \
-  size_t shmem_##NAME##_wait_until_any_vector(TYPE* ivars, size_t nelems, const int* status,  \
-                                              int cmp, TYPE* cmp_values);                     \
-  size_t shmem_##NAME##_wait_until_some_vector(TYPE* ivars, size_t nelems, size_t* indices,   \
-                                               const int* status, int cmp,                    \
-                                               TYPE* cmp_values);                             \
-  int shmem_##NAME##_test(TYPE* ivar, int cmp, TYPE cmp_value);                               \
-  int shmem_##NAME##_test_all(TYPE* ivars, size_t nelems, const int* status, int cmp,         \
-                              TYPE cmp_value);                                                \
-  size_t shmem_##NAME##_test_any(TYPE* ivars, size_t nelems, const int* status, int cmp,      \
-                                 TYPE cmp_value);                                             \
-  size_t shmem_##NAME##_test_some(TYPE* ivars, size_t nelems, size_t* indices,                \
-                                  const int* status, int cmp, TYPE cmp_value);                \
-  int shmem_##NAME##_test_all_vector(TYPE* ivars, size_t nelems, const int* status, int cmp,  \
-                                     TYPE* cmp_values);                                       \
-  size_t shmem_##NAME##_test_any_vector(TYPE* ivars, size_t nelems, const int* status,        \
-                                        int cmp, TYPE* cmp_values);                           \
-  size_t shmem_##NAME##_test_some_vector(TYPE* ivars, size_t nelems, size_t* indices,         \
+#define HP_SHMEM_DECLARE_SYNC_(TYPE, NAME)                                                        \
+  void shmem_##NAME##_wait_until(TYPE* ivar, int cmp, TYPE cmp_value);                            \
+  void shmem_##NAME##_wait_until_all(TYPE* ivars, size_t nelems, const int* status, int cmp,      \
+                                     TYPE cmp_value);                                             \
+  size_t shmem_##NAME##_wait_until_any(TYPE* ivars, size_t nelems, const int* status, int cmp,    \
+                                       TYPE cmp_value);                                           \
+  size_t shmem_##NAME##_wait_until_some(TYPE* ivars, size_t nelems, size_t* indices,              \
+                                        const int* status, int cmp, TYPE cmp_value);              \
+  void shmem_##NAME##_wait_until_all_vector(TYPE* ivars, size_t nelems, const int* status,        \
+                                            int cmp, TYPE* cmp_values);                           \
+  size_t shmem_##NAME##_wait_until_any_vector(TYPE* ivars, size_t nelems, const int* status,      \
+                                              int cmp, TYPE* cmp_values);                         \
+  size_t shmem_##NAME##_wait_until_some_vector(TYPE* ivars, size_t nelems, size_t* indices,       \
+                                               const int* status, int cmp, TYPE* cmp_values);     \
+  int shmem_##NAME##_test(TYPE* ivar, int cmp, TYPE cmp_value);                                   \
+  int shmem_##NAME##_test_all(TYPE* ivars, size_t nelems, const int* status, int cmp,             \
+                              TYPE cmp_value);                                                    \
+  size_t shmem_##NAME##_test_any(TYPE* ivars, size_t nelems, const int* status, int cmp,          \
+                                 TYPE cmp_value);                                                 \
+  size_t shmem_##NAME##_test_some(TYPE* ivars, size_t nelems, size_t* indices, const int* status, \
+                                  int cmp, TYPE cmp_value);                                       \
+  int shmem_##NAME##_test_all_vector(TYPE* ivars, size_t nelems, const int* status, int cmp,      \
+                                     TYPE* cmp_values);                                           \
+  size_t shmem_##NAME##_test_any_vector(TYPE* ivars, size_t nelems, const int* status, int cmp,   \
+                                        TYPE* cmp_values);                                        \
+  size_t shmem_##NAME##_test_some_vector(TYPE* ivars, size_t nelems, size_t* indices,             \
                                          const int* status, int cmp, TYPE* cmp_values);
 HP_SHMEM_SYNC_TYPES(HP_SHMEM_DECLARE_SYNC_)
 #undef HP_SHMEM_DECLARE_SYNC_
@@ -362,15 +363,13 @@ int shmem_test_lock(long* lock);
 
 /* ---- collectives on a team (return 0 on success) --------------------------------------- */
 
-#define HP_SHMEM_DECLARE_COLLECTIVES_(TYPE, NAME)                                             \
-  int shmem_##NAME##_broadcast(shmem_team_t team, TYPE* dest, const TYPE* source,             \
-                               size_t nelems, int PE_root);                                   \
-  int shmem_##NAME##_fcollect(shmem_team_t team, TYPE* dest, const TYPE* source,              \
-                              size_t nelems);                                                 \
-  int shmem_##NAME##_alltoall(shmem_team_t team, TYPE* dest, const TYPE* source,              \
-                              size_t nelems);                                                 \
-  int shmem_##NAME##_alltoalls(shmem_team_t team, TYPE* dest, const TYPE* source,             \
-                               ptrdiff_t dst, ptrdiff_t sst, size_t nelems);                  \
+#define HP_SHMEM_DECLARE_COLLECTIVES_(TYPE, NAME)                                                \
+  int shmem_##NAME##_broadcast(shmem_team_t team, TYPE* dest, const TYPE* source, size_t nelems, \
+                               int PE_root);                                                     \
+  int shmem_##NAME##_fcollect(shmem_team_t team, TYPE* dest, const TYPE* source, size_t nelems); \
+  int shmem_##NAME##_alltoall(shmem_team_t team, TYPE* dest, const TYPE* source, size_t nelems); \
+  int shmem_##NAME##_alltoalls(shmem_team_t team, TYPE* dest, const TYPE* source, ptrdiff_t dst, \
+                               ptrdiff_t sst, size_t nelems);                                    \
   int shmem_##NAME##_collect(shmem_team_t team, TYPE* dest, const TYPE* source, size_t nelems);
 HP_SHMEM_RMA_TYPES(HP_SHMEM_DECLARE_COLLECTIVES_)
 #undef HP_SHMEM_DECLARE_COLLECTIVES_
@@ -384,15 +383,15 @@ int shmem_alltoallmem(shmem_team_t team, void* dest, const void* source, size_t 
 int shmem_alltoallsmem(shmem_team_t team, void* dest, const void* source, ptrdiff_t dst,
                        ptrdiff_t sst, size_t nelems);
 
-#define HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, OP)                                              \
-  int shmem_##NAME##_##OP##_reduce(shmem_team_t team, TYPE* dest, const TYPE* source,         \
+#define HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, OP)                                      \
+  int shmem_##NAME##_##OP##_reduce(shmem_team_t team, TYPE* dest, const TYPE* source, \
                                    size_t nreduce);
-#define HP_SHMEM_DECLARE_BITWISE_REDUCE_(TYPE, NAME)                                          \
-  HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, and) HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, or)          \
-  HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, xor)
-#define HP_SHMEM_DECLARE_MINMAX_REDUCE_(TYPE, NAME)                                           \
+#define HP_SHMEM_DECLARE_BITWISE_REDUCE_(TYPE, NAME) \
+  HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, and)          \
+  HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, or) HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, xor)
+#define HP_SHMEM_DECLARE_MINMAX_REDUCE_(TYPE, NAME) \
   HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, max) HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, min)
-#define HP_SHMEM_DECLARE_ARITH_REDUCE_(TYPE, NAME)                                            \
+#define HP_SHMEM_DECLARE_ARITH_REDUCE_(TYPE, NAME) \
   HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, sum) HP_SHMEM_DECLARE_REDUCE_(TYPE, NAME, prod)
 HP_SHMEM_BITWISE_REDUCE_TYPES(HP_SHMEM_DECLARE_BITWISE_REDUCE_)
 HP_SHMEM_MINMAX_REDUCE_TYPES(HP_SHMEM_DECLARE_MINMAX_REDUCE_)
@@ -407,17 +406,17 @@ HP_SHMEM_ARITH_REDUCE_TYPES(HP_SHMEM_DECLARE_ARITH_REDUCE_)
 /* The AMOs and waits before 1.4: int, long and long long (and float and double for fetch, set
  * and swap). */
 #define HP_SHMEM_DEPRECATED_TYPES(X) X(int, int) X(long, long) X(long long, longlong)
-#define HP_SHMEM_DECLARE_DEPRECATED_EXTENDED_(TYPE, NAME)                                     \
-  TYPE shmem_##NAME##_fetch(const TYPE* source, int pe);                                      \
-  void shmem_##NAME##_set(TYPE* dest, TYPE value, int pe);                                    \
+#define HP_SHMEM_DECLARE_DEPRECATED_EXTENDED_(TYPE, NAME)  \
+  TYPE shmem_##NAME##_fetch(const TYPE* source, int pe);   \
+  void shmem_##NAME##_set(TYPE* dest, TYPE value, int pe); \
   TYPE shmem_##NAME##_swap(TYPE* dest, TYPE value, int pe);
-#define HP_SHMEM_DECLARE_DEPRECATED_(TYPE, NAME)                                          \
-  HP_SHMEM_DECLARE_DEPRECATED_EXTENDED_(TYPE, NAME)                                           \
-  TYPE shmem_##NAME##_cswap(TYPE* dest, TYPE cond, TYPE value, int pe);                       \
-  TYPE shmem_##NAME##_finc(TYPE* dest, int pe);                                               \
-  void shmem_##NAME##_inc(TYPE* dest, int pe);                                                \
-  TYPE shmem_##NAME##_fadd(TYPE* dest, TYPE value, int pe);                                   \
-  void shmem_##NAME##_add(TYPE* dest, TYPE value, int pe);                                    \
+#define HP_SHMEM_DECLARE_DEPRECATED_(TYPE, NAME)                        \
+  HP_SHMEM_DECLARE_DEPRECATED_EXTENDED_(TYPE, NAME)                     \
+  TYPE shmem_##NAME##_cswap(TYPE* dest, TYPE cond, TYPE value, int pe); \
+  TYPE shmem_##NAME##_finc(TYPE* dest, int pe);                         \
+  void shmem_##NAME##_inc(TYPE* dest, int pe);                          \
+  TYPE shmem_##NAME##_fadd(TYPE* dest, TYPE value, int pe);             \
+  void shmem_##NAME##_add(TYPE* dest, TYPE value, int pe);              \
   void shmem_##NAME##_wait(TYPE* ivar, TYPE cmp_value);
 HP_SHMEM_DEPRECATED_TYPES(HP_SHMEM_DECLARE_DEPRECATED_)
 HP_SHMEM_AMO_FLOAT_TYPES(HP_SHMEM_DECLARE_DEPRECATED_EXTENDED_)
@@ -433,6 +432,7 @@ void shmem_wait_until(long* ivar, int cmp, long cmp_value);
 } /* extern "C" */
 #endif
 
+/* clang-format off */
 /* ---- C11 type-generic interfaces ------------------------------------------------------- */
 
 #if !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
@@ -601,4 +601,5 @@ void shmem_wait_until(long* ivar, int cmp, long cmp_value);
 
 #endif /* C11 */
 
+/* clang-format on */
 #endif /* HYPER_PARALLEL_SHMEM_C_H */

@@ -59,7 +59,7 @@ Status errno_status(const char* what) {
 // AddressSanitizer puts between globals. Volatile loads keep the loop from becoming a memcpy
 // call, which the sanitizer would check.
 [[gnu::no_sanitize("address", "thread")]] void copy_pages(std::byte* to, const std::byte* from,
-                                                         std::size_t bytes) {
+                                                          std::size_t bytes) {
   auto* out = reinterpret_cast<std::uint64_t*>(to);
   const auto* in = reinterpret_cast<const volatile std::uint64_t*>(from);
   for (std::size_t i = 0; i < bytes / sizeof(std::uint64_t); ++i) out[i] = in[i];
@@ -73,8 +73,8 @@ Status alias(std::byte* block, const Range& segment) {
   if (mapped == MAP_FAILED && errno == EINVAL && n_pes() == 1) {
     // A one-PE job's heap is private memory, which has no second mapping: nobody else maps
     // it, so the block can move to shared memory first.
-    void* shared = mmap(block, bytes, PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    void* shared =
+        mmap(block, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     if (shared == MAP_FAILED) return errno_status("cannot back the data segment's block");
     copy_pages(block, static_cast<const std::byte*>(target), bytes);
     mapped = mremap(block, 0, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, target);

@@ -139,8 +139,8 @@ std::size_t wait_any(const char* routine, T* ivars, std::size_t n, const int* st
   const Cmp c = checked(routine, ivars, n, cmp);
   std::size_t index = SIZE_MAX;
   if constexpr (kNativeWord<T> && kOneValue<Values>) {
-    check(routine, hp::shmem::wait_until_any(as_word(ivars), n, status, c, to_word(values.value),
-                                             &index));
+    check(routine,
+          hp::shmem::wait_until_any(as_word(ivars), n, status, c, to_word(values.value), &index));
   } else if (any_active(status, n)) {
     poll(routine, ivars, n, c, [&] {
       for (std::size_t i = 0; i < n; ++i) {
@@ -180,80 +180,80 @@ std::size_t wait_some(const char* routine, T* ivars, std::size_t n, std::size_t*
 
 extern "C" {
 
-#define HP_C_SYNC(TYPE, NAME)                                                                    \
-  void shmem_##NAME##_wait_until(TYPE* ivar, int cmp, TYPE cmp_value) {                          \
-    wait_one("shmem_" #NAME "_wait_until", ivar, cmp, cmp_value);                                \
-  }                                                                                              \
-  void shmem_##NAME##_wait_until_all(TYPE* ivars, size_t nelems, const int* status, int cmp,     \
-                                     TYPE cmp_value) {                                           \
-    wait_all("shmem_" #NAME "_wait_until_all", ivars, nelems, status, cmp,                       \
-             OneValue<TYPE>{cmp_value});                                                         \
-  }                                                                                              \
-  size_t shmem_##NAME##_wait_until_any(TYPE* ivars, size_t nelems, const int* status, int cmp,   \
-                                       TYPE cmp_value) {                                         \
-    return wait_any("shmem_" #NAME "_wait_until_any", ivars, nelems, status, cmp,                \
-                    OneValue<TYPE>{cmp_value});                                                  \
-  }                                                                                              \
-  size_t shmem_##NAME##_wait_until_some(TYPE* ivars, size_t nelems, size_t* indices,             \
-                                        const int* status, int cmp, TYPE cmp_value) {            \
-    return wait_some("shmem_" #NAME "_wait_until_some", ivars, nelems, indices, status, cmp,     \
-                     OneValue<TYPE>{cmp_value});                                                 \
-  }                                                                                              \
-  void shmem_##NAME##_wait_until_all_vector(TYPE* ivars, size_t nelems, const int* status,       \
-                                            int cmp, TYPE* cmp_values) {                         \
-    wait_all("shmem_" #NAME "_wait_until_all_vector", ivars, nelems, status, cmp,                \
-             EachValue<TYPE>{cmp_values});                                                       \
-  }                                                                                              \
-  size_t shmem_##NAME##_wait_until_any_vector(TYPE* ivars, size_t nelems, const int* status,     \
-                                              int cmp, TYPE* cmp_values) {                       \
-    return wait_any("shmem_" #NAME "_wait_until_any_vector", ivars, nelems, status, cmp,         \
-                    EachValue<TYPE>{cmp_values});                                                \
-  }                                                                                              \
-  size_t shmem_##NAME##_wait_until_some_vector(TYPE* ivars, size_t nelems, size_t* indices,      \
-                                               const int* status, int cmp, TYPE* cmp_values) {   \
-    return wait_some("shmem_" #NAME "_wait_until_some_vector", ivars, nelems, indices, status,   \
-                     cmp, EachValue<TYPE>{cmp_values});                                          \
-  }                                                                                              \
-  int shmem_##NAME##_test(TYPE* ivar, int cmp, TYPE cmp_value) {                                 \
-    return test_all("shmem_" #NAME "_test", ivar, 1, nullptr, cmp, OneValue<TYPE>{cmp_value});   \
-  }                                                                                              \
-  int shmem_##NAME##_test_all(TYPE* ivars, size_t nelems, const int* status, int cmp,            \
-                              TYPE cmp_value) {                                                  \
-    return test_all("shmem_" #NAME "_test_all", ivars, nelems, status, cmp,                      \
-                    OneValue<TYPE>{cmp_value});                                                  \
-  }                                                                                              \
-  size_t shmem_##NAME##_test_any(TYPE* ivars, size_t nelems, const int* status, int cmp,         \
-                                 TYPE cmp_value) {                                               \
-    return test_any("shmem_" #NAME "_test_any", ivars, nelems, status, cmp,                      \
-                    OneValue<TYPE>{cmp_value});                                                  \
-  }                                                                                              \
-  size_t shmem_##NAME##_test_some(TYPE* ivars, size_t nelems, size_t* indices,                   \
-                                  const int* status, int cmp, TYPE cmp_value) {                  \
-    return test_some("shmem_" #NAME "_test_some", ivars, nelems, indices, status, cmp,           \
-                     OneValue<TYPE>{cmp_value});                                                 \
-  }                                                                                              \
-  int shmem_##NAME##_test_all_vector(TYPE* ivars, size_t nelems, const int* status, int cmp,     \
-                                     TYPE* cmp_values) {                                         \
-    return test_all("shmem_" #NAME "_test_all_vector", ivars, nelems, status, cmp,               \
-                    EachValue<TYPE>{cmp_values});                                                \
-  }                                                                                              \
-  size_t shmem_##NAME##_test_any_vector(TYPE* ivars, size_t nelems, const int* status, int cmp,  \
-                                        TYPE* cmp_values) {                                      \
-    return test_any("shmem_" #NAME "_test_any_vector", ivars, nelems, status, cmp,               \
-                    EachValue<TYPE>{cmp_values});                                                \
-  }                                                                                              \
-  size_t shmem_##NAME##_test_some_vector(TYPE* ivars, size_t nelems, size_t* indices,            \
-                                         const int* status, int cmp, TYPE* cmp_values) {         \
-    return test_some("shmem_" #NAME "_test_some_vector", ivars, nelems, indices, status, cmp,    \
-                     EachValue<TYPE>{cmp_values});                                               \
+#define HP_C_SYNC(TYPE, NAME)                                                                     \
+  void shmem_##NAME##_wait_until(TYPE* ivar, int cmp, TYPE cmp_value) {                           \
+    wait_one("shmem_" #NAME "_wait_until", ivar, cmp, cmp_value);                                 \
+  }                                                                                               \
+  void shmem_##NAME##_wait_until_all(TYPE* ivars, size_t nelems, const int* status, int cmp,      \
+                                     TYPE cmp_value) {                                            \
+    wait_all("shmem_" #NAME "_wait_until_all", ivars, nelems, status, cmp,                        \
+             OneValue<TYPE>{cmp_value});                                                          \
+  }                                                                                               \
+  size_t shmem_##NAME##_wait_until_any(TYPE* ivars, size_t nelems, const int* status, int cmp,    \
+                                       TYPE cmp_value) {                                          \
+    return wait_any("shmem_" #NAME "_wait_until_any", ivars, nelems, status, cmp,                 \
+                    OneValue<TYPE>{cmp_value});                                                   \
+  }                                                                                               \
+  size_t shmem_##NAME##_wait_until_some(TYPE* ivars, size_t nelems, size_t* indices,              \
+                                        const int* status, int cmp, TYPE cmp_value) {             \
+    return wait_some("shmem_" #NAME "_wait_until_some", ivars, nelems, indices, status, cmp,      \
+                     OneValue<TYPE>{cmp_value});                                                  \
+  }                                                                                               \
+  void shmem_##NAME##_wait_until_all_vector(TYPE* ivars, size_t nelems, const int* status,        \
+                                            int cmp, TYPE* cmp_values) {                          \
+    wait_all("shmem_" #NAME "_wait_until_all_vector", ivars, nelems, status, cmp,                 \
+             EachValue<TYPE>{cmp_values});                                                        \
+  }                                                                                               \
+  size_t shmem_##NAME##_wait_until_any_vector(TYPE* ivars, size_t nelems, const int* status,      \
+                                              int cmp, TYPE* cmp_values) {                        \
+    return wait_any("shmem_" #NAME "_wait_until_any_vector", ivars, nelems, status, cmp,          \
+                    EachValue<TYPE>{cmp_values});                                                 \
+  }                                                                                               \
+  size_t shmem_##NAME##_wait_until_some_vector(TYPE* ivars, size_t nelems, size_t* indices,       \
+                                               const int* status, int cmp, TYPE* cmp_values) {    \
+    return wait_some("shmem_" #NAME "_wait_until_some_vector", ivars, nelems, indices, status,    \
+                     cmp, EachValue<TYPE>{cmp_values});                                           \
+  }                                                                                               \
+  int shmem_##NAME##_test(TYPE* ivar, int cmp, TYPE cmp_value) {                                  \
+    return test_all("shmem_" #NAME "_test", ivar, 1, nullptr, cmp, OneValue<TYPE>{cmp_value});    \
+  }                                                                                               \
+  int shmem_##NAME##_test_all(TYPE* ivars, size_t nelems, const int* status, int cmp,             \
+                              TYPE cmp_value) {                                                   \
+    return test_all("shmem_" #NAME "_test_all", ivars, nelems, status, cmp,                       \
+                    OneValue<TYPE>{cmp_value});                                                   \
+  }                                                                                               \
+  size_t shmem_##NAME##_test_any(TYPE* ivars, size_t nelems, const int* status, int cmp,          \
+                                 TYPE cmp_value) {                                                \
+    return test_any("shmem_" #NAME "_test_any", ivars, nelems, status, cmp,                       \
+                    OneValue<TYPE>{cmp_value});                                                   \
+  }                                                                                               \
+  size_t shmem_##NAME##_test_some(TYPE* ivars, size_t nelems, size_t* indices, const int* status, \
+                                  int cmp, TYPE cmp_value) {                                      \
+    return test_some("shmem_" #NAME "_test_some", ivars, nelems, indices, status, cmp,            \
+                     OneValue<TYPE>{cmp_value});                                                  \
+  }                                                                                               \
+  int shmem_##NAME##_test_all_vector(TYPE* ivars, size_t nelems, const int* status, int cmp,      \
+                                     TYPE* cmp_values) {                                          \
+    return test_all("shmem_" #NAME "_test_all_vector", ivars, nelems, status, cmp,                \
+                    EachValue<TYPE>{cmp_values});                                                 \
+  }                                                                                               \
+  size_t shmem_##NAME##_test_any_vector(TYPE* ivars, size_t nelems, const int* status, int cmp,   \
+                                        TYPE* cmp_values) {                                       \
+    return test_any("shmem_" #NAME "_test_any_vector", ivars, nelems, status, cmp,                \
+                    EachValue<TYPE>{cmp_values});                                                 \
+  }                                                                                               \
+  size_t shmem_##NAME##_test_some_vector(TYPE* ivars, size_t nelems, size_t* indices,             \
+                                         const int* status, int cmp, TYPE* cmp_values) {          \
+    return test_some("shmem_" #NAME "_test_some_vector", ivars, nelems, indices, status, cmp,     \
+                     EachValue<TYPE>{cmp_values});                                                \
   }
 HP_SHMEM_SYNC_TYPES(HP_C_SYNC)
 #undef HP_C_SYNC
 
 // Deprecated: wait until the word differs from cmp_value.
-#define HP_C_DEPRECATED_WAIT(TYPE, NAME)                                                         \
-  void shmem_##NAME##_wait(TYPE* ivar, TYPE cmp_value) {                                         \
-    wait_one("shmem_" #NAME "_wait", ivar, SHMEM_CMP_NE, cmp_value);                             \
+#define HP_C_DEPRECATED_WAIT(TYPE, NAME)                             \
+  void shmem_##NAME##_wait(TYPE* ivar, TYPE cmp_value) {             \
+    wait_one("shmem_" #NAME "_wait", ivar, SHMEM_CMP_NE, cmp_value); \
   }
 HP_SHMEM_DEPRECATED_TYPES(HP_C_DEPRECATED_WAIT)
 #undef HP_C_DEPRECATED_WAIT

@@ -7,10 +7,10 @@
 #include "shmem/c_api/c_api.h"
 
 namespace c_api = hp::shmem::c_api;
+using c_api::invalid_team;
 using c_api::report;
 using c_api::to_handle;
 using c_api::to_team;
-using c_api::invalid_team;
 using hp::ErrorCode;
 using hp::Status;
 using hp::shmem::Team;
@@ -57,8 +57,7 @@ int shmem_team_split_strided(shmem_team_t parent_team, int start, int stride, in
   }
   Team team = hp::shmem::kTeamInvalid;
   if (size == 1) stride = 1;  // one PE: the stride does not matter
-  const Status s =
-      hp::shmem::team_split_strided(to_team(parent_team), start, stride, size, &team);
+  const Status s = hp::shmem::team_split_strided(to_team(parent_team), start, stride, size, &team);
   *new_team = to_handle(team);
   return report(routine, s);
 }
@@ -83,8 +82,8 @@ int shmem_team_split_2d(shmem_team_t parent_team, int xrange,
   const int n = hp::shmem::team_n_pes(parent);
   if (n < 0) return report(routine, invalid_team(routine, "parent_team"));
   if (xrange <= 0) {
-    return report(routine, Status::error(ErrorCode::kInvalidArgument,
-                                         "xrange {} is not positive", xrange));
+    return report(routine,
+                  Status::error(ErrorCode::kInvalidArgument, "xrange {} is not positive", xrange));
   }
   xrange = std::min(xrange, n);
   std::vector<Team> mine;  // the teams this PE joined, for clean-up

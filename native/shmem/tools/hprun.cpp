@@ -12,11 +12,11 @@
 #include <fmt/core.h>
 
 #include "common/settings.h"
+#include "shmem/job.h"
 #include "shmem/tools/hprun_job.h"
 #include "shmem/tools/hprun_launcher.h"
 #include "shmem/tools/hprun_options.h"
 #include "shmem/tools/hprun_report.h"
-#include "shmem/job.h"
 
 namespace hp::shmem::hprun {
 namespace {

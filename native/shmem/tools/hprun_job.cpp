@@ -13,10 +13,10 @@
 
 #include <fmt/core.h>
 
-#include "shmem/tools/hprun_report.h"
 #include "common/settings.h"
 #include "platform/cpu_placement.h"
 #include "platform/cpu_topology.h"
+#include "shmem/tools/hprun_report.h"
 
 extern char** environ;
 
@@ -25,7 +25,9 @@ namespace {
 
 std::string_view name_of(std::string_view entry) { return entry.substr(0, entry.find('=')); }
 
-bool has_variable(std::string_view name) { return std::getenv(std::string(name).c_str()) != nullptr; }
+bool has_variable(std::string_view name) {
+  return std::getenv(std::string(name).c_str()) != nullptr;
+}
 
 }  // namespace
 

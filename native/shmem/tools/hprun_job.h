@@ -13,11 +13,11 @@ namespace hp::shmem::hprun {
 struct JobPlan {
   std::string job_id;
   int n_ranks = 0;
-  std::string program_path;               // resolved like execvp; contains a '/'
-  std::vector<std::string> argv;          // argv[0] as the user wrote it
-  std::vector<std::string> inherited_env; // hprun's environment minus what the job sets
-  std::vector<std::string> job_env;       // the same for every rank (HP_JOB_ID, ...)
-  std::vector<std::string> rank_cpus;     // --bind: HP_CHIP_CPUS per rank; else empty
+  std::string program_path;                 // resolved like execvp; contains a '/'
+  std::vector<std::string> argv;            // argv[0] as the user wrote it
+  std::vector<std::string> inherited_env;   // hprun's environment minus what the job sets
+  std::vector<std::string> job_env;         // the same for every rank (HP_JOB_ID, ...)
+  std::vector<std::string> rank_cpus;       // --bind: HP_CHIP_CPUS per rank; else empty
   std::vector<std::string> rank_mem_nodes;  // --bind: HP_MEM_NODES per rank ("": unbound)
 
   // The complete environment of one rank ("NAME=value" entries).

@@ -109,7 +109,8 @@ Status Supervisor::setup() {
   }
   dev_null_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (dev_null_ < 0) {
-    return Status::error(ErrorCode::kSystemError, "cannot open /dev/null: {}", std::strerror(errno));
+    return Status::error(ErrorCode::kSystemError, "cannot open /dev/null: {}",
+                         std::strerror(errno));
   }
   if (settings_.tag_output) HP_RETURN_IF_ERROR(reserve_output_fds());
   if (settings_.timeout_s) timeout_at_ = platform::deadline_after(*settings_.timeout_s);
@@ -219,7 +220,8 @@ void Supervisor::on_rank_ended(Rank& rank, int wait_status) {
   const std::uint32_t state = slot.state.load(std::memory_order_acquire);
   rank.end.finalized = state == std::uint32_t(PeState::kFinalized);
   rank.end.initialized = state >= std::uint32_t(PeState::kReady);
-  if (!rank.end.finalized) slot.state.store(std::uint32_t(PeState::kDead), std::memory_order_release);
+  if (!rank.end.finalized)
+    slot.state.store(std::uint32_t(PeState::kDead), std::memory_order_release);
   if (rank_succeeded(rank.end)) return;
   if (first_failed_ < 0) first_failed_ = rank.end.rank;
   segment_.abort(rank.end.rank, describe_end(rank.end));
@@ -278,10 +280,15 @@ void Supervisor::enter_phase(Phase phase, Clock::time_point now) {
       step_at_ = now + std::chrono::duration_cast<Clock::duration>(
                            std::chrono::duration<double>(settings_.grace_s));
       break;
-    case Phase::kTerminating: step_at_ = now + kTerminateToKill; break;
-    case Phase::kKilling: step_at_ = now + kKillToGiveUp; break;
+    case Phase::kTerminating:
+      step_at_ = now + kTerminateToKill;
+      break;
+    case Phase::kKilling:
+      step_at_ = now + kKillToGiveUp;
+      break;
     case Phase::kRunning:
-    case Phase::kGivenUp: break;
+    case Phase::kGivenUp:
+      break;
   }
 }
 
@@ -365,26 +372,26 @@ JobResult Supervisor::result() const {
   const int global_pe = segment_.header().global_exit_pe.load(std::memory_order_acquire);
   if (global_pe >= 0 && cause_ != Cause::kInterrupted && cause_ != Cause::kTimedOut) {
     const int status = segment_.header().global_exit_status.load(std::memory_order_relaxed);
-    return {status, line(fmt::format("hprun: rank {} called shmem_global_exit({})", global_pe, status),
-                         global_pe)};
+    return {status,
+            line(fmt::format("hprun: rank {} called shmem_global_exit({})", global_pe, status),
+                 global_pe)};
   }
   switch (cause_) {
     case Cause::kNone:
       return {};
     case Cause::kRankFailed: {
       const RankEnd& end = ends[std::size_t(first_failed_)];
-      return {failed_exit, line(fmt::format("hprun: rank {} (pid {}) {}", end.rank, end.pid,
-                                            describe_end(end)),
-                                end.rank)};
+      return {failed_exit,
+              line(fmt::format("hprun: rank {} (pid {}) {}", end.rank, end.pid, describe_end(end)),
+                   end.rank)};
     }
     case Cause::kLaunchFailed:
       return {kExitLaunchFailed,
               line(fmt::format("hprun: could not start rank {}: {}", first_failed_, launch_error_),
                    first_failed_)};
     case Cause::kAborted:
-      return {failed_exit, line(fmt::format("hprun: the job was aborted ({})",
-                                            segment_.abort_message()),
-                                -1)};
+      return {failed_exit,
+              line(fmt::format("hprun: the job was aborted ({})", segment_.abort_message()), -1)};
     case Cause::kInterrupted:
       return {kExitSignalBase + interrupt_signal_,
               line(fmt::format("hprun: interrupted by {}", signal_name(interrupt_signal_)), -1)};

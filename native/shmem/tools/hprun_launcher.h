@@ -15,8 +15,8 @@
 #include <string>
 
 #include "common/status.h"
-#include "shmem/tools/hprun_job.h"
 #include "shmem/job.h"
+#include "shmem/tools/hprun_job.h"
 
 namespace hp::shmem::hprun {
 
@@ -40,7 +40,7 @@ inline constexpr auto kOutputStall = std::chrono::seconds(5);  // hprun's reader
 // The signals hprun handles. Blocked before the job's shared memory exists, so that no signal
 // ends hprun before it removes it; the ranks get the original mask back.
 struct BlockedSignals {
-  sigset_t handled;        // SIGCHLD, and SIGINT, SIGTERM, SIGHUP unless inherited as ignored
+  sigset_t handled;  // SIGCHLD, and SIGINT, SIGTERM, SIGHUP unless inherited as ignored
   sigset_t original_mask;
 };
 Status block_signals(BlockedSignals* out);

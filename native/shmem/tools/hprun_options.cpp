@@ -4,12 +4,12 @@
 #include <cmath>
 #include <string_view>
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include "common/settings.h"
-#include "shmem/tools/hprun_report.h"
 #include "shmem/job.h"
+#include "shmem/tools/hprun_report.h"
 
 namespace hp::shmem::hprun {
 namespace {
@@ -86,9 +86,9 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
                "prints the plan");
   app.add_flag("--tag-output", out->tag_output,
                "prefix every line of each rank's stdout and stderr with \"[rank] \"");
-  app.add_option("--timeout", timeout_text,
-                 fmt::format("abort the job and exit {} when it runs longer than SECONDS",
-                             kExitTimedOut))
+  app.add_option(
+         "--timeout", timeout_text,
+         fmt::format("abort the job and exit {} when it runs longer than SECONDS", kExitTimedOut))
       ->type_name("SECONDS")
       ->check(validator([](const std::string& t) { return parse_seconds(t).has_value(); },
                         "a number of seconds > 0 (e.g. 30 or 2.5)"));
@@ -117,10 +117,9 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
     return kExitUsage;
   }
   // Unknown options land before the program (CLI11 keeps them as extras).
-  if (const std::string& first = command.front(); first.size() > 1 && first[0] == '-' &&
-                                                   app.remaining().front() != "--") {
-    fmt::print(stderr, "hprun: unknown option '{}'\nRun 'hprun --help' for the options.\n",
-               first);
+  if (const std::string& first = command.front();
+      first.size() > 1 && first[0] == '-' && app.remaining().front() != "--") {
+    fmt::print(stderr, "hprun: unknown option '{}'\nRun 'hprun --help' for the options.\n", first);
     return kExitUsage;
   }
   out->n_ranks = *parse_rank_count(n_text);

@@ -52,8 +52,8 @@ class OutputRelay {
  private:
   struct Source {
     int rank;
-    int fd;           // -1 once closed
-    int destination;  // 0: stdout, 1: stderr
+    int fd;               // -1 once closed
+    int destination;      // 0: stdout, 1: stderr
     std::string partial;  // the current line, not yet complete
   };
   struct Destination {

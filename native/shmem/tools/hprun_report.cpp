@@ -60,8 +60,7 @@ std::string summarize_ranks(std::span<const RankEnd> ends, int except_rank) {
     }
   }
   if (total == 0) return {};
-  std::string out =
-      fmt::format("{} {}rank(s): ", total, except_rank >= 0 ? "other " : "");
+  std::string out = fmt::format("{} {}rank(s): ", total, except_rank >= 0 ? "other " : "");
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const auto& [phrase, ranks] = groups[i];
     out += fmt::format("{}{} {} (rank{} {})", i == 0 ? "" : ", ", ranks.size(), phrase,

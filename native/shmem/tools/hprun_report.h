@@ -12,12 +12,12 @@
 namespace hp::shmem::hprun {
 
 // hprun's own exit codes; otherwise it exits with the status of the rank that failed first.
-inline constexpr int kExitUsage = 2;             // bad options or settings
-inline constexpr int kExitTimedOut = 124;        // --timeout passed
-inline constexpr int kExitLaunchFailed = 125;    // hprun itself failed (resources, fork)
-inline constexpr int kExitCannotExecute = 126;   // the program is not executable
-inline constexpr int kExitNotFound = 127;        // the program does not exist
-inline constexpr int kExitSignalBase = 128;      // + the signal that interrupted the job
+inline constexpr int kExitUsage = 2;            // bad options or settings
+inline constexpr int kExitTimedOut = 124;       // --timeout passed
+inline constexpr int kExitLaunchFailed = 125;   // hprun itself failed (resources, fork)
+inline constexpr int kExitCannotExecute = 126;  // the program is not executable
+inline constexpr int kExitNotFound = 127;       // the program does not exist
+inline constexpr int kExitSignalBase = 128;     // + the signal that interrupted the job
 
 // What hprun knows about one rank's process once the job is over.
 struct RankEnd {

@@ -15,8 +15,8 @@ namespace {
 
 [[noreturn]] void child_fail(const ChildSetup& setup, int exit_code, const char* what, int err) {
   char message[512];
-  const auto written = fmt::format_to_n(message, sizeof message - 1, "hprun: {} '{}': {}\n",
-                                        what, setup.shown_name, std::strerror(err));
+  const auto written = fmt::format_to_n(message, sizeof message - 1, "hprun: {} '{}': {}\n", what,
+                                        setup.shown_name, std::strerror(err));
   const ssize_t ignored = ::write(STDERR_FILENO, message, written.size);
   static_cast<void>(ignored);
   _exit(exit_code);

@@ -9,40 +9,40 @@
 
 #define NELEMS 5
 
-#define VALUE(TYPE, pe, i) ((TYPE)((pe) * 16 + (i) + 1))
+#define VALUE(TYPE, pe, i) ((TYPE)((pe)*16 + (i) + 1))
 
-#define COLLECTIVE_TEST(TYPE, NAME)                                                            \
-  static void test_##NAME(void) {                                                              \
-    const size_t count = (size_t)n * NELEMS * 3; /* room for alltoalls with stride 3 */        \
-    TYPE* src = (TYPE*)shmem_malloc(count * sizeof(TYPE));                                     \
-    TYPE* dst = (TYPE*)shmem_malloc(count * sizeof(TYPE));                                     \
-    int root, pe, j, i;                                                                        \
-    for (i = 0; i < (int)count; ++i) src[i] = VALUE(TYPE, me, i);                              \
-    for (root = 0; root < n; ++root) {                                                         \
-      memset(dst, 0, count * sizeof(TYPE));                                                    \
-      HP_CHECK_EQ(shmem_##NAME##_broadcast(SHMEM_TEAM_WORLD, dst, src, NELEMS, root), 0);      \
-      for (i = 0; i < NELEMS; ++i) HP_CHECK(dst[i] == VALUE(TYPE, root, i));                   \
-      HP_CHECK(dst[NELEMS] == (TYPE)0);                                                        \
-    }                                                                                          \
-    HP_CHECK_EQ(shmem_##NAME##_fcollect(SHMEM_TEAM_WORLD, dst, src, NELEMS), 0);               \
-    for (pe = 0; pe < n; ++pe)                                                                 \
-      for (i = 0; i < NELEMS; ++i) HP_CHECK(dst[pe * NELEMS + i] == VALUE(TYPE, pe, i));       \
-    HP_CHECK_EQ(shmem_##NAME##_alltoall(SHMEM_TEAM_WORLD, dst, src, NELEMS), 0);               \
-    for (pe = 0; pe < n; ++pe)                                                                 \
-      for (i = 0; i < NELEMS; ++i)                                                             \
-        HP_CHECK(dst[pe * NELEMS + i] == VALUE(TYPE, pe, me * NELEMS + i));                    \
-    /* alltoalls: source stride 3, dest stride 2 */                                            \
-    memset(dst, 0, count * sizeof(TYPE));                                                      \
-    shmem_barrier_all();                                                                       \
-    HP_CHECK_EQ(shmem_##NAME##_alltoalls(SHMEM_TEAM_WORLD, dst, src, 2, 3, NELEMS), 0);        \
-    for (j = 0; j < n; ++j)                                                                    \
-      for (i = 0; i < NELEMS; ++i) {                                                           \
-        HP_CHECK(dst[(j * NELEMS + i) * 2] == VALUE(TYPE, j, (me * NELEMS + i) * 3));          \
-        HP_CHECK(dst[(j * NELEMS + i) * 2 + 1] == (TYPE)0);                                    \
-      }                                                                                        \
-    shmem_barrier_all();                                                                       \
-    shmem_free(dst);                                                                           \
-    shmem_free(src);                                                                           \
+#define COLLECTIVE_TEST(TYPE, NAME)                                                       \
+  static void test_##NAME(void) {                                                         \
+    const size_t count = (size_t)n * NELEMS * 3; /* room for alltoalls with stride 3 */   \
+    TYPE* src = (TYPE*)shmem_malloc(count * sizeof(TYPE));                                \
+    TYPE* dst = (TYPE*)shmem_malloc(count * sizeof(TYPE));                                \
+    int root, pe, j, i;                                                                   \
+    for (i = 0; i < (int)count; ++i) src[i] = VALUE(TYPE, me, i);                         \
+    for (root = 0; root < n; ++root) {                                                    \
+      memset(dst, 0, count * sizeof(TYPE));                                               \
+      HP_CHECK_EQ(shmem_##NAME##_broadcast(SHMEM_TEAM_WORLD, dst, src, NELEMS, root), 0); \
+      for (i = 0; i < NELEMS; ++i) HP_CHECK(dst[i] == VALUE(TYPE, root, i));              \
+      HP_CHECK(dst[NELEMS] == (TYPE)0);                                                   \
+    }                                                                                     \
+    HP_CHECK_EQ(shmem_##NAME##_fcollect(SHMEM_TEAM_WORLD, dst, src, NELEMS), 0);          \
+    for (pe = 0; pe < n; ++pe)                                                            \
+      for (i = 0; i < NELEMS; ++i) HP_CHECK(dst[pe * NELEMS + i] == VALUE(TYPE, pe, i));  \
+    HP_CHECK_EQ(shmem_##NAME##_alltoall(SHMEM_TEAM_WORLD, dst, src, NELEMS), 0);          \
+    for (pe = 0; pe < n; ++pe)                                                            \
+      for (i = 0; i < NELEMS; ++i)                                                        \
+        HP_CHECK(dst[pe * NELEMS + i] == VALUE(TYPE, pe, me * NELEMS + i));               \
+    /* alltoalls: source stride 3, dest stride 2 */                                       \
+    memset(dst, 0, count * sizeof(TYPE));                                                 \
+    shmem_barrier_all();                                                                  \
+    HP_CHECK_EQ(shmem_##NAME##_alltoalls(SHMEM_TEAM_WORLD, dst, src, 2, 3, NELEMS), 0);   \
+    for (j = 0; j < n; ++j)                                                               \
+      for (i = 0; i < NELEMS; ++i) {                                                      \
+        HP_CHECK(dst[(j * NELEMS + i) * 2] == VALUE(TYPE, j, (me * NELEMS + i) * 3));     \
+        HP_CHECK(dst[(j * NELEMS + i) * 2 + 1] == (TYPE)0);                               \
+      }                                                                                   \
+    shmem_barrier_all();                                                                  \
+    shmem_free(dst);                                                                      \
+    shmem_free(src);                                                                      \
   }
 HP_SHMEM_RMA_TYPES(COLLECTIVE_TEST)
 
@@ -65,8 +65,7 @@ static void test_mem(void) {
   HP_CHECK_EQ(shmem_alltoallsmem(SHMEM_TEAM_WORLD, dst, src, 1, 2, bytes), 0);
   for (pe = 0; pe < n; ++pe)
     for (i = 0; i < bytes; ++i)
-      HP_CHECK_EQ(dst[pe * bytes + i],
-                  (unsigned char)(pe * 50 + (me * (int)bytes + (int)i) * 2));
+      HP_CHECK_EQ(dst[pe * bytes + i], (unsigned char)(pe * 50 + (me * (int)bytes + (int)i) * 2));
   shmem_barrier_all();
   shmem_free(dst);
   shmem_free(src);
@@ -75,30 +74,30 @@ static void test_mem(void) {
 /* collect: PE pe contributes pe % 3 + 1 elements (and, in a second round, none when pe is odd),
  * packed in team order; on the world team and on the PEs with an even number. src and dst
  * have room for 3 elements per PE and one more. */
-#define COLLECT_TEST(TYPE, NAME)                                                               \
-  static void collect_##NAME(shmem_team_t team, int skip_odd, TYPE* src, TYPE* dst) {          \
-    const int size = shmem_team_n_pes(team), member = shmem_team_my_pe(team);                  \
-    const int mine = skip_odd && member % 2 ? 0 : member % 3 + 1;                              \
-    int pe, i, at = 0;                                                                         \
-    for (i = 0; i < 3; ++i) src[i] = VALUE(TYPE, member, i);                                   \
-    for (i = 0; i < 3 * size + 1; ++i) dst[i] = (TYPE)0;                                       \
-    shmem_team_sync(team); /* nobody writes dst any more */                                    \
-    HP_CHECK_EQ(shmem_##NAME##_collect(team, dst, src, (size_t)mine), 0);                      \
-    for (pe = 0; pe < size; ++pe) {                                                            \
-      const int count = skip_odd && pe % 2 ? 0 : pe % 3 + 1;                                   \
-      for (i = 0; i < count; ++i) HP_CHECK(dst[at++] == VALUE(TYPE, pe, i));                   \
-    }                                                                                          \
-    HP_CHECK(dst[at] == (TYPE)0);                                                              \
-  }                                                                                            \
-  static void test_collect_##NAME(shmem_team_t evens) {                                        \
-    TYPE* src = (TYPE*)shmem_malloc(3 * sizeof(TYPE));                                         \
-    TYPE* dst = (TYPE*)shmem_malloc((size_t)(3 * n + 1) * sizeof(TYPE));                       \
-    collect_##NAME(SHMEM_TEAM_WORLD, 0, src, dst);                                             \
-    collect_##NAME(SHMEM_TEAM_WORLD, 1, src, dst);                                             \
-    if (evens != SHMEM_TEAM_INVALID) collect_##NAME(evens, 0, src, dst);                       \
-    shmem_barrier_all();                                                                       \
-    shmem_free(dst);                                                                           \
-    shmem_free(src);                                                                           \
+#define COLLECT_TEST(TYPE, NAME)                                                      \
+  static void collect_##NAME(shmem_team_t team, int skip_odd, TYPE* src, TYPE* dst) { \
+    const int size = shmem_team_n_pes(team), member = shmem_team_my_pe(team);         \
+    const int mine = skip_odd && member % 2 ? 0 : member % 3 + 1;                     \
+    int pe, i, at = 0;                                                                \
+    for (i = 0; i < 3; ++i) src[i] = VALUE(TYPE, member, i);                          \
+    for (i = 0; i < 3 * size + 1; ++i) dst[i] = (TYPE)0;                              \
+    shmem_team_sync(team); /* nobody writes dst any more */                           \
+    HP_CHECK_EQ(shmem_##NAME##_collect(team, dst, src, (size_t)mine), 0);             \
+    for (pe = 0; pe < size; ++pe) {                                                   \
+      const int count = skip_odd && pe % 2 ? 0 : pe % 3 + 1;                          \
+      for (i = 0; i < count; ++i) HP_CHECK(dst[at++] == VALUE(TYPE, pe, i));          \
+    }                                                                                 \
+    HP_CHECK(dst[at] == (TYPE)0);                                                     \
+  }                                                                                   \
+  static void test_collect_##NAME(shmem_team_t evens) {                               \
+    TYPE* src = (TYPE*)shmem_malloc(3 * sizeof(TYPE));                                \
+    TYPE* dst = (TYPE*)shmem_malloc((size_t)(3 * n + 1) * sizeof(TYPE));              \
+    collect_##NAME(SHMEM_TEAM_WORLD, 0, src, dst);                                    \
+    collect_##NAME(SHMEM_TEAM_WORLD, 1, src, dst);                                    \
+    if (evens != SHMEM_TEAM_INVALID) collect_##NAME(evens, 0, src, dst);              \
+    shmem_barrier_all();                                                              \
+    shmem_free(dst);                                                                  \
+    shmem_free(src);                                                                  \
   }
 HP_SHMEM_RMA_TYPES(COLLECT_TEST)
 

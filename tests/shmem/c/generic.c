@@ -16,12 +16,12 @@ int main(void) {
   const double values[2] = {1.5 + me, -2.25};
   shmem_barrier_all();
 
-  shmem_put(d, values, 2, next);                       /* shmem_double_put */
-  shmem_p(&d[2], 0.5 * me, next);                       /* shmem_double_p */
+  shmem_put(d, values, 2, next);  /* shmem_double_put */
+  shmem_p(&d[2], 0.5 * me, next); /* shmem_double_p */
   shmem_barrier_all();
   HP_CHECK(d[0] == 1.5 + prev && d[1] == -2.25);
   const double* cd = d;
-  HP_CHECK(shmem_g(cd + 1, next) == -2.25);             /* const pointer: shmem_double_g */
+  HP_CHECK(shmem_g(cd + 1, next) == -2.25); /* const pointer: shmem_double_g */
   double got[2];
   shmem_get(got, d, 2, next);
   HP_CHECK(got[0] == 1.5 + me);
@@ -39,11 +39,11 @@ int main(void) {
 
   shmem_put_signal(&l[2], &l[0], 1, sig, 1, SHMEM_SIGNAL_SET, next);
   shmem_signal_wait_until(sig, SHMEM_CMP_EQ, 1);
-  shmem_p(s, (short)7, next);                           /* shmem_short_p */
-  shmem_wait_until(s, SHMEM_CMP_EQ, (short)7);          /* shmem_short_wait_until */
+  shmem_p(s, (short)7, next);                  /* shmem_short_p */
+  shmem_wait_until(s, SHMEM_CMP_EQ, (short)7); /* shmem_short_wait_until */
   HP_CHECK(shmem_test(s, SHMEM_CMP_GE, (short)7) == 1);
   shmem_p(&l[3], 9L, next);
-  shmem_wait_until(&l[3], SHMEM_CMP_EQ, 9L);            /* shmem_long_wait_until */
+  shmem_wait_until(&l[3], SHMEM_CMP_EQ, 9L); /* shmem_long_wait_until */
   shmem_barrier_all();
 
   red[0] = me;

@@ -8,16 +8,16 @@
 
 #define N 64
 
-int initialized = 1234;             /* .data */
+int initialized = 1234; /* .data */
 static double table[4] = {0.5, 1.5, 2.5, 3.5};
-static int target[N];               /* .bss */
+static int target[N]; /* .bss */
 static long counter;
 static long lock;
 static uint64_t signal_word;
 static int flag;
 static short small;
 static long reduce_src[N], reduce_dst[N];
-static char big[4 << 20];           /* a large .bss object */
+static char big[4 << 20]; /* a large .bss object */
 
 int main(void) {
   hp_init();

@@ -39,15 +39,15 @@ static inline void hp_failed(const char* file, int line, const char* what, long 
   }
 }
 
-#define HP_CHECK(cond) \
-  do { \
+#define HP_CHECK(cond)                                          \
+  do {                                                          \
     if (!(cond)) hp_failed(__FILE__, __LINE__, #cond, 0, 0, 0); \
   } while (0)
 
 /* Integer values, compared and printed as long long. */
-#define HP_CHECK_EQ(actual, expected) \
-  do { \
-    long long hp_a_ = (long long)(actual), hp_e_ = (long long)(expected); \
+#define HP_CHECK_EQ(actual, expected)                                            \
+  do {                                                                           \
+    long long hp_a_ = (long long)(actual), hp_e_ = (long long)(expected);        \
     if (hp_a_ != hp_e_) hp_failed(__FILE__, __LINE__, #actual, hp_a_, hp_e_, 1); \
   } while (0)
 

@@ -57,7 +57,7 @@ int main(void) {
   int* shrunk = (int*)shmem_realloc(grown, 10 * sizeof(int));
   for (i = 0; i < 10; ++i) HP_CHECK_EQ(shrunk[i], me * 1000 + i);
   exchange(shrunk, 10);
-  HP_CHECK(shmem_realloc(shrunk, 0) == NULL); /* frees */
+  HP_CHECK(shmem_realloc(shrunk, 0) == NULL);               /* frees */
   int* fresh = (int*)shmem_realloc(NULL, 10 * sizeof(int)); /* allocates */
   exchange(fresh, 10);
   shmem_free(fresh);

@@ -48,9 +48,17 @@ static void test_barrier_loops(void) {
   for (r = 0; r < ROUNDS; ++r) {
     shmem_int_p(slot, r, next);
     switch (r % 3) {
-      case 0: shmem_barrier_all(); break;
-      case 1: shmem_quiet(); shmem_sync_all(); break;
-      default: shmem_quiet(); HP_CHECK_EQ(shmem_team_sync(SHMEM_TEAM_WORLD), 0); break;
+      case 0:
+        shmem_barrier_all();
+        break;
+      case 1:
+        shmem_quiet();
+        shmem_sync_all();
+        break;
+      default:
+        shmem_quiet();
+        HP_CHECK_EQ(shmem_team_sync(SHMEM_TEAM_WORLD), 0);
+        break;
     }
     HP_CHECK_EQ(*slot, r);
     if (r % 2 == 0) {

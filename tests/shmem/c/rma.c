@@ -6,11 +6,11 @@
 
 #include "hp_test.h"
 
-#define N 37      /* elements per buffer */
+#define N 37       /* elements per buffer */
 #define STRIDED 12 /* elements moved by the strided tests: 3 * 11 < 37 and 2 * 11 < 37 */
 
 /* The pattern of element i of PE pe's source. */
-#define PATTERN(TYPE, pe, i) ((TYPE)((pe) * 100 + (i) + 1))
+#define PATTERN(TYPE, pe, i) ((TYPE)((pe)*100 + (i) + 1))
 
 #define RMA_TEST(TYPE, NAME)                                                                   \
   static void test_##NAME(void) {                                                              \
@@ -72,44 +72,44 @@ static unsigned char byte_pattern(int pe, size_t i, size_t size, size_t j) {
   return (unsigned char)(pe * 31 + i * size + j + 1);
 }
 
-#define SIZE_TEST(SIZE)                                                                        \
-  static void test_size##SIZE(void) {                                                          \
-    const size_t size = SIZE / 8;                                                              \
-    unsigned char* src = (unsigned char*)shmem_malloc(N * size);                               \
-    unsigned char* dst = (unsigned char*)shmem_calloc(N, size);                                \
-    unsigned char local[N * 16];                                                               \
-    size_t i, j;                                                                               \
-    for (i = 0; i < N; ++i)                                                                    \
-      for (j = 0; j < size; ++j) src[i * size + j] = byte_pattern(me, i, size, j);             \
-    shmem_barrier_all();                                                                       \
-    shmem_put##SIZE(dst, src, N, next);                                                        \
-    shmem_get##SIZE(local, src, N, next);                                                      \
-    for (i = 0; i < N; ++i)                                                                    \
+#define SIZE_TEST(SIZE)                                                                           \
+  static void test_size##SIZE(void) {                                                             \
+    const size_t size = SIZE / 8;                                                                 \
+    unsigned char* src = (unsigned char*)shmem_malloc(N * size);                                  \
+    unsigned char* dst = (unsigned char*)shmem_calloc(N, size);                                   \
+    unsigned char local[N * 16];                                                                  \
+    size_t i, j;                                                                                  \
+    for (i = 0; i < N; ++i)                                                                       \
+      for (j = 0; j < size; ++j) src[i * size + j] = byte_pattern(me, i, size, j);                \
+    shmem_barrier_all();                                                                          \
+    shmem_put##SIZE(dst, src, N, next);                                                           \
+    shmem_get##SIZE(local, src, N, next);                                                         \
+    for (i = 0; i < N; ++i)                                                                       \
       for (j = 0; j < size; ++j) HP_CHECK(local[i * size + j] == byte_pattern(next, i, size, j)); \
-    shmem_barrier_all();                                                                       \
-    for (i = 0; i < N; ++i)                                                                    \
-      for (j = 0; j < size; ++j) HP_CHECK(dst[i * size + j] == byte_pattern(prev, i, size, j)); \
-    shmem_barrier_all();                                                                       \
-    memset(dst, 0, N * size);                                                                  \
-    memset(local, 0, sizeof local);                                                            \
-    shmem_barrier_all();                                                                       \
-    shmem_put##SIZE##_nbi(dst, src, 1, next);                                                  \
-    shmem_get##SIZE##_nbi(local, src, 1, next);                                                \
-    shmem_quiet();                                                                             \
-    for (j = 0; j < size; ++j) HP_CHECK(local[j] == byte_pattern(next, 0, size, j));           \
-    shmem_iput##SIZE(dst + size, src, 3, 2, STRIDED, next); /* dst element 1 + 3k */           \
-    shmem_iget##SIZE(local + size, src, 2, 3, STRIDED, next);                                  \
-    for (i = 0; i < STRIDED; ++i)                                                              \
-      for (j = 0; j < size; ++j)                                                               \
-        HP_CHECK(local[(1 + 2 * i) * size + j] == byte_pattern(next, 3 * i, size, j));         \
-    shmem_barrier_all();                                                                       \
-    for (j = 0; j < size; ++j) HP_CHECK(dst[j] == byte_pattern(prev, 0, size, j));             \
-    for (i = 0; i < STRIDED; ++i)                                                              \
-      for (j = 0; j < size; ++j)                                                               \
-        HP_CHECK(dst[(1 + 3 * i) * size + j] == byte_pattern(prev, 2 * i, size, j));           \
-    shmem_barrier_all();                                                                       \
-    shmem_free(dst);                                                                           \
-    shmem_free(src);                                                                           \
+    shmem_barrier_all();                                                                          \
+    for (i = 0; i < N; ++i)                                                                       \
+      for (j = 0; j < size; ++j) HP_CHECK(dst[i * size + j] == byte_pattern(prev, i, size, j));   \
+    shmem_barrier_all();                                                                          \
+    memset(dst, 0, N* size);                                                                      \
+    memset(local, 0, sizeof local);                                                               \
+    shmem_barrier_all();                                                                          \
+    shmem_put##SIZE##_nbi(dst, src, 1, next);                                                     \
+    shmem_get##SIZE##_nbi(local, src, 1, next);                                                   \
+    shmem_quiet();                                                                                \
+    for (j = 0; j < size; ++j) HP_CHECK(local[j] == byte_pattern(next, 0, size, j));              \
+    shmem_iput##SIZE(dst + size, src, 3, 2, STRIDED, next); /* dst element 1 + 3k */              \
+    shmem_iget##SIZE(local + size, src, 2, 3, STRIDED, next);                                     \
+    for (i = 0; i < STRIDED; ++i)                                                                 \
+      for (j = 0; j < size; ++j)                                                                  \
+        HP_CHECK(local[(1 + 2 * i) * size + j] == byte_pattern(next, 3 * i, size, j));            \
+    shmem_barrier_all();                                                                          \
+    for (j = 0; j < size; ++j) HP_CHECK(dst[j] == byte_pattern(prev, 0, size, j));                \
+    for (i = 0; i < STRIDED; ++i)                                                                 \
+      for (j = 0; j < size; ++j)                                                                  \
+        HP_CHECK(dst[(1 + 3 * i) * size + j] == byte_pattern(prev, 2 * i, size, j));              \
+    shmem_barrier_all();                                                                          \
+    shmem_free(dst);                                                                              \
+    shmem_free(src);                                                                              \
   }
 HP_SHMEM_RMA_SIZES(SIZE_TEST)
 

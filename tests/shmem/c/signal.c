@@ -65,42 +65,42 @@ static void test_signal_add(void) {
 }
 
 /* Each typed put_signal and put_signal_nbi once: 3 elements to next, then signal 1 or 2. */
-#define TYPED_TEST(TYPE, NAME)                                                                 \
-  static void test_##NAME(void) {                                                              \
-    TYPE* dst = (TYPE*)shmem_calloc(3, sizeof(TYPE));                                          \
-    uint64_t* sig = (uint64_t*)shmem_calloc(1, sizeof(uint64_t));                              \
-    TYPE src[3];                                                                               \
-    int i;                                                                                     \
-    for (i = 0; i < 3; ++i) src[i] = (TYPE)(me * 10 + i + 1);                                  \
-    shmem_barrier_all();                                                                       \
-    shmem_##NAME##_put_signal(dst, src, 3, sig, 1, SHMEM_SIGNAL_SET, next);                    \
-    shmem_signal_wait_until(sig, SHMEM_CMP_EQ, 1);                                             \
-    for (i = 0; i < 3; ++i) HP_CHECK(dst[i] == (TYPE)(prev * 10 + i + 1));                     \
-    shmem_barrier_all();                                                                       \
-    shmem_##NAME##_put_signal_nbi(dst, src + 1, 2, sig, 1, SHMEM_SIGNAL_ADD, next);            \
-    shmem_quiet();                                                                             \
-    shmem_signal_wait_until(sig, SHMEM_CMP_EQ, 2);                                             \
-    for (i = 0; i < 2; ++i) HP_CHECK(dst[i] == (TYPE)(prev * 10 + i + 2));                     \
-    shmem_barrier_all();                                                                       \
-    shmem_free(sig);                                                                           \
-    shmem_free(dst);                                                                           \
+#define TYPED_TEST(TYPE, NAME)                                                      \
+  static void test_##NAME(void) {                                                   \
+    TYPE* dst = (TYPE*)shmem_calloc(3, sizeof(TYPE));                               \
+    uint64_t* sig = (uint64_t*)shmem_calloc(1, sizeof(uint64_t));                   \
+    TYPE src[3];                                                                    \
+    int i;                                                                          \
+    for (i = 0; i < 3; ++i) src[i] = (TYPE)(me * 10 + i + 1);                       \
+    shmem_barrier_all();                                                            \
+    shmem_##NAME##_put_signal(dst, src, 3, sig, 1, SHMEM_SIGNAL_SET, next);         \
+    shmem_signal_wait_until(sig, SHMEM_CMP_EQ, 1);                                  \
+    for (i = 0; i < 3; ++i) HP_CHECK(dst[i] == (TYPE)(prev * 10 + i + 1));          \
+    shmem_barrier_all();                                                            \
+    shmem_##NAME##_put_signal_nbi(dst, src + 1, 2, sig, 1, SHMEM_SIGNAL_ADD, next); \
+    shmem_quiet();                                                                  \
+    shmem_signal_wait_until(sig, SHMEM_CMP_EQ, 2);                                  \
+    for (i = 0; i < 2; ++i) HP_CHECK(dst[i] == (TYPE)(prev * 10 + i + 2));          \
+    shmem_barrier_all();                                                            \
+    shmem_free(sig);                                                                \
+    shmem_free(dst);                                                                \
   }
 HP_SHMEM_RMA_TYPES(TYPED_TEST)
 
-#define SIZED_TEST(SIZE)                                                                       \
-  static void test_size##SIZE(void) {                                                          \
-    unsigned char* dst = (unsigned char*)shmem_calloc(2, SIZE / 8);                            \
-    uint64_t* sig = (uint64_t*)shmem_calloc(1, sizeof(uint64_t));                              \
-    unsigned char src[2 * 16];                                                                 \
-    memset(src, me + 1, sizeof src);                                                           \
-    shmem_barrier_all();                                                                       \
-    shmem_put##SIZE##_signal(dst, src, 1, sig, 5, SHMEM_SIGNAL_SET, next);                     \
-    shmem_put##SIZE##_signal_nbi(dst + SIZE / 8, src, 1, sig, 1, SHMEM_SIGNAL_ADD, next);      \
-    shmem_signal_wait_until(sig, SHMEM_CMP_EQ, 6);                                             \
-    HP_CHECK(dst[0] == prev + 1 && dst[2 * (SIZE / 8) - 1] == prev + 1);                       \
-    shmem_barrier_all();                                                                       \
-    shmem_free(sig);                                                                           \
-    shmem_free(dst);                                                                           \
+#define SIZED_TEST(SIZE)                                                                  \
+  static void test_size##SIZE(void) {                                                     \
+    unsigned char* dst = (unsigned char*)shmem_calloc(2, SIZE / 8);                       \
+    uint64_t* sig = (uint64_t*)shmem_calloc(1, sizeof(uint64_t));                         \
+    unsigned char src[2 * 16];                                                            \
+    memset(src, me + 1, sizeof src);                                                      \
+    shmem_barrier_all();                                                                  \
+    shmem_put##SIZE##_signal(dst, src, 1, sig, 5, SHMEM_SIGNAL_SET, next);                \
+    shmem_put##SIZE##_signal_nbi(dst + SIZE / 8, src, 1, sig, 1, SHMEM_SIGNAL_ADD, next); \
+    shmem_signal_wait_until(sig, SHMEM_CMP_EQ, 6);                                        \
+    HP_CHECK(dst[0] == prev + 1 && dst[2 * (SIZE / 8) - 1] == prev + 1);                  \
+    shmem_barrier_all();                                                                  \
+    shmem_free(sig);                                                                      \
+    shmem_free(dst);                                                                      \
   }
 HP_SHMEM_RMA_SIZES(SIZED_TEST)
 

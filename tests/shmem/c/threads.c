@@ -8,9 +8,9 @@
 #define THREADS 4
 #define ITERS 500
 
-static long* counter;   /* on PE 0: every thread's increments */
-static int* slots;      /* THREADS per PE: thread t of PE p writes slot p * THREADS + t on next */
-static int* flags;      /* THREADS per PE: thread t of prev raises flag t of this PE */
+static long* counter; /* on PE 0: every thread's increments */
+static int* slots;    /* THREADS per PE: thread t of PE p writes slot p * THREADS + t on next */
+static int* flags;    /* THREADS per PE: thread t of prev raises flag t of this PE */
 
 static void* work(void* arg) {
   const int t = (int)(size_t)arg;

@@ -29,20 +29,27 @@ using at::Tensor;
 using c10::optional;
 
 void check(const hp::Status& status) {
-  TORCH_CHECK(status.is_ok(), "[hp ", hp::to_string(status.code()), " (", static_cast<std::uint32_t>(status.code()),
-              ")] ", status.message());
+  TORCH_CHECK(status.is_ok(), "[hp ", hp::to_string(status.code()), " (",
+              static_cast<std::uint32_t>(status.code()), ")] ", status.message());
 }
 
 hp::DType dtype_of(const Tensor& t, const char* what) {
   switch (t.scalar_type()) {
-    case at::kFloat: return hp::DType::kFP32;
-    case at::kBFloat16: return hp::DType::kBF16;
-    case at::kLong: return hp::DType::kInt64;
-    case at::kInt: return hp::DType::kInt32;
-    case at::kChar: return hp::DType::kInt8;
+    case at::kFloat:
+      return hp::DType::kFP32;
+    case at::kBFloat16:
+      return hp::DType::kBF16;
+    case at::kLong:
+      return hp::DType::kInt64;
+    case at::kInt:
+      return hp::DType::kInt32;
+    case at::kChar:
+      return hp::DType::kInt8;
     case at::kByte:
-    case at::kBool: return hp::DType::kUInt8;
-    default: break;
+    case at::kBool:
+      return hp::DType::kUInt8;
+    default:
+      break;
   }
   TORCH_CHECK(false, "[hp DTYPE_MISMATCH (4)] ", what, " is a tensor of ", t.scalar_type(),
               ": expected float32, bfloat16, int64, int32, int8, uint8 or bool");
@@ -63,14 +70,17 @@ hp::TensorView view(const Tensor& t, const char* what) {
   std::vector<std::int64_t> shape(t.sizes().begin(), t.sizes().end());
   return hp::TensorView(t.data_ptr(), dtype_of(t, what), shape);
 }
-hp::TensorView view(const optional<Tensor>& t, const char* what) { return t ? view(*t, what) : hp::TensorView(); }
+hp::TensorView view(const optional<Tensor>& t, const char* what) {
+  return t ? view(*t, what) : hp::TensorView();
+}
 
 Tensor int64_tensor(const std::vector<std::int64_t>& v, at::IntArrayRef shape) {
   return at::tensor(v, at::kLong).reshape(shape);
 }
 
 // Each row's (source rank, source token): int32 [rows, 2], or [.., rows, 2] for `shape`.
-Tensor src_info(const std::vector<std::int32_t>& rank, const std::vector<std::int32_t>& token, at::IntArrayRef shape) {
+Tensor src_info(const std::vector<std::int32_t>& rank, const std::vector<std::int32_t>& token,
+                at::IntArrayRef shape) {
   Tensor out = at::empty(shape, at::kInt);
   auto* p = out.data_ptr<std::int32_t>();
   for (std::size_t i = 0; i < rank.size(); ++i) {
@@ -112,8 +122,9 @@ struct MegaMoeLayer : torch::CustomClassHolder {
   }
 };
 
-hp::moe::DispatchArgs dispatch_args(const Tensor& x, const Tensor& idx, const Tensor& w, const optional<Tensor>& mask,
-                                    bool quantize, std::int64_t alignment) {
+hp::moe::DispatchArgs dispatch_args(const Tensor& x, const Tensor& idx, const Tensor& w,
+                                    const optional<Tensor>& mask, bool quantize,
+                                    std::int64_t alignment) {
   return {.x = view(x, "x"),
           .topk_idx = view(idx, "topk_idx"),
           .topk_weights = view(w, "topk_weights"),
@@ -125,25 +136,29 @@ hp::moe::DispatchArgs dispatch_args(const Tensor& x, const Tensor& idx, const Te
 // ---- dispatch and combine ----------------------------------------------------------------------
 
 std::tuple<Tensor, Tensor, Tensor> dispatch_layout(const Tensor& topk_idx, std::int64_t num_experts,
-                                                   std::int64_t num_ranks, const optional<Tensor>& x_active_mask) {
+                                                   std::int64_t num_ranks,
+                                                   const optional<Tensor>& x_active_mask) {
   const Tensor idx = cpu(topk_idx, "topk_idx");
   const optional<Tensor> mask = cpu(x_active_mask, "x_active_mask");
   hp::moe::DispatchLayout layout;
-  TORCH_CHECK(num_ranks >= 1 && num_ranks <= (1 << 20), "[hp INVALID_ARGUMENT (1)] num_ranks = ", num_ranks,
-              ": expected >= 1");
-  check(hp::moe::dispatch_layout(view(idx, "topk_idx"), num_experts, int(num_ranks), &layout, view(mask, "x_active_mask")));
+  TORCH_CHECK(num_ranks >= 1 && num_ranks <= (1 << 20),
+              "[hp INVALID_ARGUMENT (1)] num_ranks = ", num_ranks, ": expected >= 1");
+  check(hp::moe::dispatch_layout(view(idx, "topk_idx"), num_experts, int(num_ranks), &layout,
+                                 view(mask, "x_active_mask")));
   Tensor in_rank = at::empty({layout.num_tokens, num_ranks}, at::kBool);
   std::memcpy(in_rank.data_ptr(), layout.is_token_in_rank.data(), layout.is_token_in_rank.size());
-  return {int64_tensor(layout.tokens_per_rank, {num_ranks}), int64_tensor(layout.tokens_per_expert, {num_experts}),
-          in_rank};
+  return {int64_tensor(layout.tokens_per_rank, {num_ranks}),
+          int64_tensor(layout.tokens_per_expert, {num_experts}), in_rank};
 }
 
-std::tuple<Tensor, Tensor> notify_dispatch(const c10::intrusive_ptr<MoeBuffer>& buffer, const Tensor& x,
-                                           const Tensor& topk_idx, const Tensor& topk_weights,
+std::tuple<Tensor, Tensor> notify_dispatch(const c10::intrusive_ptr<MoeBuffer>& buffer,
+                                           const Tensor& x, const Tensor& topk_idx,
+                                           const Tensor& topk_weights,
                                            const optional<Tensor>& x_active_mask, bool quantize,
                                            std::int64_t expert_alignment) {
   hp::moe::Buffer& b = buffer->get();
-  const Tensor xc = cpu(x, "x"), idx = cpu(topk_idx, "topk_idx"), w = cpu(topk_weights, "topk_weights");
+  const Tensor xc = cpu(x, "x"), idx = cpu(topk_idx, "topk_idx"),
+               w = cpu(topk_weights, "topk_weights");
   const optional<Tensor> mask = cpu(x_active_mask, "x_active_mask");
   hp::moe::Handle& h = buffer->session->handle;
   check(b.notify_dispatch(dispatch_args(xc, idx, w, mask, quantize, expert_alignment), &h));
@@ -152,10 +167,12 @@ std::tuple<Tensor, Tensor> notify_dispatch(const c10::intrusive_ptr<MoeBuffer>& 
 }
 
 std::tuple<Tensor, optional<Tensor>, Tensor, Tensor, Tensor, Tensor> dispatch(
-    const c10::intrusive_ptr<MoeBuffer>& buffer, const Tensor& x, const Tensor& topk_idx, const Tensor& topk_weights,
-    const optional<Tensor>& x_active_mask, bool quantize, std::int64_t expert_alignment) {
+    const c10::intrusive_ptr<MoeBuffer>& buffer, const Tensor& x, const Tensor& topk_idx,
+    const Tensor& topk_weights, const optional<Tensor>& x_active_mask, bool quantize,
+    std::int64_t expert_alignment) {
   hp::moe::Buffer& b = buffer->get();
-  const Tensor xc = cpu(x, "x"), idx = cpu(topk_idx, "topk_idx"), w = cpu(topk_weights, "topk_weights");
+  const Tensor xc = cpu(x, "x"), idx = cpu(topk_idx, "topk_idx"),
+               w = cpu(topk_weights, "topk_weights");
   const optional<Tensor> mask = cpu(x_active_mask, "x_active_mask");
   const hp::moe::DispatchArgs args = dispatch_args(xc, idx, w, mask, quantize, expert_alignment);
   hp::moe::Handle& h = buffer->session->handle;
@@ -166,7 +183,8 @@ std::tuple<Tensor, optional<Tensor>, Tensor, Tensor, Tensor, Tensor> dispatch(
   if (quantize) scale = at::empty({rows}, at::kFloat);
   Tensor recv_w = at::empty({rows}, at::kFloat);
   check(b.dispatch_data(args, &h,
-                        {.x = view(recv_x, "recv_x"), .x_scale = view(scale, "recv_x_scale"),
+                        {.x = view(recv_x, "recv_x"),
+                         .x_scale = view(scale, "recv_x_scale"),
                          .topk_weights = view(recv_w, "recv_topk_weights")}));
   return {recv_x,
           scale,
@@ -185,15 +203,17 @@ Tensor combine(const c10::intrusive_ptr<MoeBuffer>& buffer, const Tensor& expert
   const optional<Tensor> w = cpu(topk_weights, "topk_weights");
   const hp::moe::Handle& h = buffer->session->handle;
   Tensor y = at::empty({h.layout.num_tokens, b.config().hidden}, out.scalar_type());
-  check(b.combine(view(out, "expert_out"), h, view(y, "y"), view(w, "topk_weights"), w.has_value()));
+  check(
+      b.combine(view(out, "expert_out"), h, view(y, "y"), view(w, "topk_weights"), w.has_value()));
   return y;
 }
 
 std::tuple<Tensor, optional<Tensor>, Tensor, Tensor, Tensor> low_latency_dispatch(
-    const c10::intrusive_ptr<MoeBuffer>& buffer, const Tensor& x, const Tensor& topk_idx, const Tensor& topk_weights,
-    const optional<Tensor>& x_active_mask, bool quantize) {
+    const c10::intrusive_ptr<MoeBuffer>& buffer, const Tensor& x, const Tensor& topk_idx,
+    const Tensor& topk_weights, const optional<Tensor>& x_active_mask, bool quantize) {
   hp::moe::Buffer& b = buffer->get();
-  const Tensor xc = cpu(x, "x"), idx = cpu(topk_idx, "topk_idx"), w = cpu(topk_weights, "topk_weights");
+  const Tensor xc = cpu(x, "x"), idx = cpu(topk_idx, "topk_idx"),
+               w = cpu(topk_weights, "topk_weights");
   const optional<Tensor> mask = cpu(x_active_mask, "x_active_mask");
   hp::moe::LowLatencyResult& r = buffer->session->low_latency;
   check(b.low_latency_dispatch(dispatch_args(xc, idx, w, mask, quantize, 1), &r));
@@ -216,17 +236,19 @@ Tensor low_latency_combine(const c10::intrusive_ptr<MoeBuffer>& buffer, const Te
   const Tensor out = cpu(expert_out, "expert_out"), w = cpu(topk_weights, "topk_weights");
   const hp::moe::LowLatencyResult& r = buffer->session->low_latency;
   Tensor y = at::empty({r.handle.tokens, b.config().hidden}, out.scalar_type());
-  check(b.low_latency_combine(view(out, "expert_out"), view(w, "topk_weights"), r.handle, view(y, "y")));
+  check(b.low_latency_combine(view(out, "expert_out"), view(w, "topk_weights"), r.handle,
+                              view(y, "y")));
   return y;
 }
 
 // ---- the layer -----------------------------------------------------------------------------
 
 // y (float32 from the layer, returned in x's dtype).
-Tensor layer_forward(MegaMoeLayer& layer, const Tensor& x, const Tensor& topk_idx, const Tensor& topk_weights,
-                     const optional<Tensor>& x_active_mask) {
+Tensor layer_forward(MegaMoeLayer& layer, const Tensor& x, const Tensor& topk_idx,
+                     const Tensor& topk_weights, const optional<Tensor>& x_active_mask) {
   hp::moe::MoeLayer& l = layer.get();
-  const Tensor xc = cpu(x, "x"), idx = cpu(topk_idx, "topk_idx"), w = cpu(topk_weights, "topk_weights");
+  const Tensor xc = cpu(x, "x"), idx = cpu(topk_idx, "topk_idx"),
+               w = cpu(topk_weights, "topk_weights");
   const optional<Tensor> mask = cpu(x_active_mask, "x_active_mask");
   Tensor y = at::empty({xc.size(0), l.config().hidden}, at::kFloat);
   check(l.forward(view(xc, "x"), view(idx, "topk_idx"), view(w, "topk_weights"), view(y, "y"),
@@ -236,15 +258,18 @@ Tensor layer_forward(MegaMoeLayer& layer, const Tensor& x, const Tensor& topk_id
 
 using Grads = std::tuple<Tensor, Tensor, Tensor, Tensor, optional<Tensor>, optional<Tensor>>;
 
-Grads layer_backward(MegaMoeLayer& layer, const Tensor& x, const Tensor& topk_idx, const Tensor& topk_weights,
-                     const Tensor& dy_in, const optional<Tensor>& x_active_mask) {
+Grads layer_backward(MegaMoeLayer& layer, const Tensor& x, const Tensor& topk_idx,
+                     const Tensor& topk_weights, const Tensor& dy_in,
+                     const optional<Tensor>& x_active_mask) {
   hp::moe::MoeLayer& l = layer.get();
   const hp::moe::MoeLayerConfig& c = l.config();
-  const Tensor xc = cpu(x, "x"), idx = cpu(topk_idx, "topk_idx"), w = cpu(topk_weights, "topk_weights");
+  const Tensor xc = cpu(x, "x"), idx = cpu(topk_idx, "topk_idx"),
+               w = cpu(topk_weights, "topk_weights");
   Tensor dy = cpu(dy_in, "dy");
   if (dy.scalar_type() != at::kFloat && dy.scalar_type() != at::kBFloat16) dy = dy.to(at::kFloat);
   const optional<Tensor> mask = cpu(x_active_mask, "x_active_mask");
-  const std::int64_t T = xc.size(0), H = c.hidden, I = c.intermediate, E = l.local_experts(), Is = c.shared_intermediate;
+  const std::int64_t T = xc.size(0), H = c.hidden, I = c.intermediate, E = l.local_experts(),
+                     Is = c.shared_intermediate;
   Tensor dx = at::empty({T, H}, dy.scalar_type()), d_topk = at::empty({T, c.topk}, at::kFloat);
   Tensor dw1 = at::empty({E, H, 2 * I}, at::kFloat), dw2 = at::empty({E, I, H}, at::kFloat);
   optional<Tensor> sdw1, sdw2;
@@ -252,20 +277,29 @@ Grads layer_backward(MegaMoeLayer& layer, const Tensor& x, const Tensor& topk_id
     sdw1 = at::empty({1, H, 2 * Is}, at::kFloat);
     sdw2 = at::empty({1, Is, H}, at::kFloat);
   }
-  check(l.backward({.x = view(xc, "x"), .topk_idx = view(idx, "topk_idx"), .topk_weights = view(w, "topk_weights"),
-                    .x_active_mask = view(mask, "x_active_mask"), .dy = view(dy, "dy"), .dx = view(dx, "dx"),
-                    .d_topk_weights = view(d_topk, "d_topk_weights"), .dw1 = view(dw1, "dw1"), .dw2 = view(dw2, "dw2"),
-                    .shared_dw1 = view(sdw1, "shared_dw1"), .shared_dw2 = view(sdw2, "shared_dw2")}));
+  check(l.backward({.x = view(xc, "x"),
+                    .topk_idx = view(idx, "topk_idx"),
+                    .topk_weights = view(w, "topk_weights"),
+                    .x_active_mask = view(mask, "x_active_mask"),
+                    .dy = view(dy, "dy"),
+                    .dx = view(dx, "dx"),
+                    .d_topk_weights = view(d_topk, "d_topk_weights"),
+                    .dw1 = view(dw1, "dw1"),
+                    .dw2 = view(dw2, "dw2"),
+                    .shared_dw1 = view(sdw1, "shared_dw1"),
+                    .shared_dw2 = view(sdw2, "shared_dw2")}));
   return {dx, d_topk, dw1, dw2, sdw1, sdw2};
 }
 
-Tensor mega_moe_cpu(const c10::intrusive_ptr<MegaMoeLayer>& layer, const Tensor& x, const Tensor& topk_idx,
-                    const Tensor& topk_weights, const optional<Tensor>& x_active_mask) {
+Tensor mega_moe_cpu(const c10::intrusive_ptr<MegaMoeLayer>& layer, const Tensor& x,
+                    const Tensor& topk_idx, const Tensor& topk_weights,
+                    const optional<Tensor>& x_active_mask) {
   return layer_forward(*layer, x, topk_idx, topk_weights, x_active_mask);
 }
 
-Grads mega_moe_grad(const c10::intrusive_ptr<MegaMoeLayer>& layer, const Tensor& x, const Tensor& topk_idx,
-                    const Tensor& topk_weights, const Tensor& dy, const optional<Tensor>& x_active_mask) {
+Grads mega_moe_grad(const c10::intrusive_ptr<MegaMoeLayer>& layer, const Tensor& x,
+                    const Tensor& topk_idx, const Tensor& topk_weights, const Tensor& dy,
+                    const optional<Tensor>& x_active_mask) {
   return layer_backward(*layer, x, topk_idx, topk_weights, dy, x_active_mask);
 }
 
@@ -278,8 +312,9 @@ void accumulate(Tensor* held, const optional<Tensor>& value) {
 // called the forward); x and topk_weights get their gradients, the weights' are added to the
 // layer's w1_grad ... shared_w2_grad.
 struct MegaMoeFunction : torch::autograd::Function<MegaMoeFunction> {
-  static Tensor forward(torch::autograd::AutogradContext* ctx, const c10::intrusive_ptr<MegaMoeLayer>& layer,
-                        const Tensor& x, const Tensor& topk_idx, const Tensor& topk_weights,
+  static Tensor forward(torch::autograd::AutogradContext* ctx,
+                        const c10::intrusive_ptr<MegaMoeLayer>& layer, const Tensor& x,
+                        const Tensor& topk_idx, const Tensor& topk_weights,
                         const optional<Tensor>& x_active_mask) {
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["has_mask"] = x_active_mask.has_value() && x_active_mask->defined();
@@ -291,8 +326,10 @@ struct MegaMoeFunction : torch::autograd::Function<MegaMoeFunction> {
                                                  torch::autograd::variable_list grad) {
     auto layer = ctx->saved_data["layer"].toCustomClass<MegaMoeLayer>();
     const auto saved = ctx->get_saved_variables();
-    const optional<Tensor> mask = ctx->saved_data["has_mask"].toBool() ? optional<Tensor>(saved[3]) : c10::nullopt;
-    auto [dx, d_topk, dw1, dw2, sdw1, sdw2] = layer_backward(*layer, saved[0], saved[1], saved[2], grad[0], mask);
+    const optional<Tensor> mask =
+        ctx->saved_data["has_mask"].toBool() ? optional<Tensor>(saved[3]) : c10::nullopt;
+    auto [dx, d_topk, dw1, dw2, sdw1, sdw2] =
+        layer_backward(*layer, saved[0], saved[1], saved[2], grad[0], mask);
     accumulate(&layer->w1_grad, dw1);
     accumulate(&layer->w2_grad, dw2);
     accumulate(&layer->shared_w1_grad, sdw1);
@@ -304,12 +341,15 @@ struct MegaMoeFunction : torch::autograd::Function<MegaMoeFunction> {
   }
 };
 
-Tensor mega_moe_autograd(const c10::intrusive_ptr<MegaMoeLayer>& layer, const Tensor& x, const Tensor& topk_idx,
-                         const Tensor& topk_weights, const optional<Tensor>& x_active_mask) {
+Tensor mega_moe_autograd(const c10::intrusive_ptr<MegaMoeLayer>& layer, const Tensor& x,
+                         const Tensor& topk_idx, const Tensor& topk_weights,
+                         const optional<Tensor>& x_active_mask) {
   return MegaMoeFunction::apply(layer, x, topk_idx, topk_weights, x_active_mask);
 }
 
-optional<Tensor> defined(const Tensor& t) { return t.defined() ? optional<Tensor>(t) : c10::nullopt; }
+optional<Tensor> defined(const Tensor& t) {
+  return t.defined() ? optional<Tensor>(t) : c10::nullopt;
+}
 
 }  // namespace
 
@@ -317,17 +357,32 @@ TORCH_LIBRARY_FRAGMENT(hyper_parallel, m) {
   m.class_<MoeBuffer>("MoeBuffer")
       .def(torch::init<std::int64_t>())
       .def("handle", [](const c10::intrusive_ptr<MoeBuffer>& self) { return self->id; })
-      .def("rank", [](const c10::intrusive_ptr<MoeBuffer>& self) { return std::int64_t(self->get().rank()); })
-      .def("num_ranks", [](const c10::intrusive_ptr<MoeBuffer>& self) { return std::int64_t(self->get().num_ranks()); })
-      .def("local_experts", [](const c10::intrusive_ptr<MoeBuffer>& self) { return self->get().local_experts(); });
+      .def("rank",
+           [](const c10::intrusive_ptr<MoeBuffer>& self) {
+             return std::int64_t(self->get().rank());
+           })
+      .def("num_ranks",
+           [](const c10::intrusive_ptr<MoeBuffer>& self) {
+             return std::int64_t(self->get().num_ranks());
+           })
+      .def("local_experts",
+           [](const c10::intrusive_ptr<MoeBuffer>& self) { return self->get().local_experts(); });
   m.class_<MegaMoeLayer>("MegaMoeLayer")
       .def(torch::init<std::int64_t>())
       .def("handle", [](const c10::intrusive_ptr<MegaMoeLayer>& self) { return self->id; })
       .def("deep", [](const c10::intrusive_ptr<MegaMoeLayer>& self) { return self->get().deep(); })
-      .def("w1_grad", [](const c10::intrusive_ptr<MegaMoeLayer>& self) { return defined(self->w1_grad); })
-      .def("w2_grad", [](const c10::intrusive_ptr<MegaMoeLayer>& self) { return defined(self->w2_grad); })
-      .def("shared_w1_grad", [](const c10::intrusive_ptr<MegaMoeLayer>& self) { return defined(self->shared_w1_grad); })
-      .def("shared_w2_grad", [](const c10::intrusive_ptr<MegaMoeLayer>& self) { return defined(self->shared_w2_grad); })
+      .def("w1_grad",
+           [](const c10::intrusive_ptr<MegaMoeLayer>& self) { return defined(self->w1_grad); })
+      .def("w2_grad",
+           [](const c10::intrusive_ptr<MegaMoeLayer>& self) { return defined(self->w2_grad); })
+      .def("shared_w1_grad",
+           [](const c10::intrusive_ptr<MegaMoeLayer>& self) {
+             return defined(self->shared_w1_grad);
+           })
+      .def("shared_w2_grad",
+           [](const c10::intrusive_ptr<MegaMoeLayer>& self) {
+             return defined(self->shared_w2_grad);
+           })
       .def("reset_grad", [](const c10::intrusive_ptr<MegaMoeLayer>& self, const std::string& name) {
         Tensor* grad = name == "w1_grad"          ? &self->w1_grad
                        : name == "w2_grad"        ? &self->w2_grad

@@ -91,8 +91,9 @@ void shmem_get(const at::Tensor& dest, const at::Tensor& src, int64_t pe) {
 
 void shmem_signal(const at::Tensor& slot, int64_t value, int64_t pe, const std::string& op) {
   std::uint64_t* word = signal_word(slot);
-  check(signal_op(op) == shmem::SignalOp::kSet ? shmem::atomic_set(word, std::uint64_t(value), int(pe))
-                                               : shmem::atomic_add(word, std::uint64_t(value), int(pe)));
+  check(signal_op(op) == shmem::SignalOp::kSet
+            ? shmem::atomic_set(word, std::uint64_t(value), int(pe))
+            : shmem::atomic_add(word, std::uint64_t(value), int(pe)));
 }
 
 int64_t shmem_wait_signal(const at::Tensor& slot, int64_t value, const std::string& cmp) {
@@ -107,8 +108,8 @@ void shmem_all_gather(const at::Tensor& dest, const at::Tensor& src) {
   check_cpu_contiguous(dest, "dest");
   check_cpu_contiguous(src, "src");
   TORCH_CHECK(nbytes(dest) == nbytes(src) * std::size_t(shmem::n_pes()),
-              "[hp SHAPE_MISMATCH (3)] all_gather: dest has ", nbytes(dest), " bytes, needs n_pes x ",
-              nbytes(src));
+              "[hp SHAPE_MISMATCH (3)] all_gather: dest has ", nbytes(dest),
+              " bytes, needs n_pes x ", nbytes(src));
   check(shmem::fcollect(shmem::kTeamWorld, dest.data_ptr(), src.data_ptr(), nbytes(src)));
 }
 
