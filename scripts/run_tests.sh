@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # All of HyperParallel's tests, against what ./build.sh produced (tests never compile):
+#   0. the C/C++ format check (scripts/check_format.sh)
 #   1. ./build.sh (default selection; incremental) with warnings as errors
 #   2. core and symmetric_memory again with ThreadSanitizer (their own build dir)
 #   3. ctest over build/native/tests (labels unit, multirank, slow), then the TSan payload's
@@ -12,6 +13,8 @@ export HP_WERROR="${HP_WERROR:-1}"
 failed=()
 
 "$HP_REPO_ROOT/build.sh"
+# After the build: it installs the locked formatter on a fresh host.
+"$HP_REPO_ROOT/scripts/check_format.sh" || failed+=(format)
 source "$HP_REPO_ROOT/scripts/lib/python.sh"
 hp_select_python
 

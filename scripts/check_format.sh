@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Checks that every C and C++ file of the checkout is formatted as .clang-format says
+# (clang-format 14, Debian's clang-format-14). Exit 1 lists the files that are not; fix them
+# with: scripts/check_format.sh --fix
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+formatter=clang-format-14
+command -v "$formatter" >/dev/null ||
+    hp_die 1 HP-TESTS-FORMATTER-MISSING "$formatter is not installed" "scripts/prepare_host.sh"
+mapfile -t files < <(git -C "$HP_REPO_ROOT" ls-files --cached --others --exclude-standard \
+    '*.h' '*.c' '*.cpp')
+cd "$HP_REPO_ROOT"
+if [[ "${1:-}" == --fix ]]; then
+    "$formatter" -i "${files[@]}"
+    exit 0
+fi
+bad=()
+for f in "${files[@]}"; do
+    [[ -f "$f" ]] || continue  # deleted, not yet committed
+    "$formatter" --dry-run --Werror "$f" >/dev/null 2>&1 || bad+=("$f")
+done
+if ((${#bad[@]})); then
+    printf '  %s\n' "${bad[@]}" >&2
+    hp_die 1 HP-TESTS-UNFORMATTED "${#bad[@]} C/C++ files are not formatted as .clang-format says" \
+        "scripts/check_format.sh --fix"
+fi
+hp_info "format: ${#files[@]} C/C++ files formatted"
