@@ -1,46 +1,12 @@
 // MoE dispatch and combine between the ranks of the shmem world (DeepEP's normal mode).
 //
 // A Buffer is created collectively (every rank, same BufferConfig; a disagreement is an error
-// on every rank) and owns one symmetric window per rank:
-//
-//   flags   7 x R status words, 64 bytes apart: notify[s], dispatch[s], combine[s],
-//           low-latency dispatch[s] and combine[s], streamed combine[s], pulled[s] (set by rank s
-//           to the call's epoch; pulled: s no longer reads this rank's combine rows); the
-//           combine slots' second word is (epoch << 16 | error code) when rank s rejected its
-//           inputs for that call (it still sets its flag: the others return ABORTED at once)
-//   counts  2 x R x (3 + R + E) int64: slot s = rank s's status code (0 or the ErrorCode that
-//           made it reject its inputs), its rows kind (x dtype and quantisation: ranks that
-//           differ all fail), its expert_alignment, tokens per rank [R], pairs per expert [E];
-//           dispatch n uses half n % 2, so nobody overwrites a slot a slower rank is still
-//           reading
-//   recv    (its own allocation; the push dispatch only) the capacity in dispatch records: R x
-//           T_max when lossless (compact: source s's records start after those of sources < s);
-//           a record = meta (int32 token, float scale, int32 expert[K], float weight[K], padded
-//           to 64 B) + payload (H elements, padded to 64 B)
-//   send    (its own allocation; the pull dispatch only) two halves, dispatch n using half n % 2,
-//           each: payload [T_max, H x max_element_bytes] (this call's rows, contiguous), scale
-//           [T_max] fp32, expert [T_max, K] int32, weight [T_max, K] fp32, then list [R][T_max]
-//           int32: the tokens this rank sends to rank d, in order (each array 64-byte aligned)
-//   back    2 x T_max x min(K, R) combine rows of H x combine_element_bytes (rank d's rows
-//           start after those of d' < d, in the order of the tokens this rank sent to d);
-//           combine n uses half n % 2, so a rank may run the next combine while a slower one
-//           still sums this one (not with zero_copy_combine, whose combine copies no rows)
-// and, with low_latency (each region in two halves, call n using half n % 2; a rank can be
-// at most one call ahead of another, since a call returns only when every rank has entered it):
-//   ll counts  2 x R x (2 + E_local) int64: slot s = rank s's status code, its rows kind, its
-//              pairs per expert
-//   ll recv    2 x E_local x R x T_max slots: meta (int32 token, float scale, float weight; 64 B)
-//              + payload (H x max_element_bytes, padded to 64 B); source s fills [e][s][0, n)
-//   ll back    2 x E x T_max rows of H x combine_element_bytes: [expert][slot], the slot of
-//              this rank's pair at that expert (so each expert rank writes one contiguous run)
-// and, with streamed_combine:
-//   pair back  2 x T_max x K rows of H x combine_element_bytes: [token][k], the row of this
-//              rank's pair (t, k), written by the rank of its expert; call n uses half n % 2
-// and, with zero_copy_combine (its own allocation, grown collectively by dispatch when a rank
-// receives more rows; it starts at T_max x K rows, the average load):
-//   combine rows  [capacity, H] of combine_element_bytes (fp32 or bf16): the expert outputs
-//                 of the last dispatch's rows, written by the caller (combine_buffer), then
-//                 [capacity] fp32 weights, written by combine
+// on every rank) and owns one symmetric window per rank, plus the allocations of the modes
+// that grow or exist on one path only. Their regions and layouts are in buffer_regions.h, one
+// type per mode: the status words (flags and counts) every call uses; the normal combine's
+// return rows; the push dispatch's records; the pull dispatch's send window; the low-latency
+// mode's counts, slots and rows; the streamed combine's pair rows; the zero-copy combine's
+// rows.
 //
 // Calls are collective and in the same order on every rank: notify (inside dispatch) -> data ->
 // (combine). A rank writes a peer's region only after the peer has entered the call that
@@ -76,6 +42,7 @@
 #include "common/api.h"
 #include "common/status.h"
 #include "common/tensor_view.h"
+#include "moe/buffer_regions.h"
 #include "moe/comm.h"
 #include "moe/layout.h"
 #include "platform/chip.h"
@@ -189,9 +156,9 @@ struct LowLatencyHandle {
   std::uint64_t epoch = 0;
   std::int64_t tokens = 0;             // this rank's T
   std::vector<std::int64_t> topk_idx;  // [T x K] as dispatched; -1 where nothing was sent
-  // [T x K]: the pair's slot at its expert (its rank among
+  // [T x K]: the pair's slot at its expert (its rank among this rank's pairs for that
+  // expert), -1 none
   std::vector<std::int32_t> pair_slot;
-  // this rank's pairs for that expert), -1 none
   std::vector<std::int32_t> row_src_rank;   // [E_local x R*T_max]; -1 past an expert's rows
   std::vector<std::int32_t> row_src_token;  // [E_local x R*T_max]
 };
@@ -227,8 +194,8 @@ class HP_API Buffer {
   // The path dispatch takes (kPush or kPull: kAuto resolved by create).
   DispatchPath dispatch_path() const { return pull_ ? DispatchPath::kPull : DispatchPath::kPush; }
   // The push dispatch's records window: records per rank (0 on the pull path, which has none).
-  std::int64_t record_capacity() const { return recv_capacity_; }
-  std::int64_t times_grown() const { return records_grown_; }
+  std::int64_t record_capacity() const { return records_.capacity(); }
+  std::int64_t times_grown() const { return records_.times_grown(); }
 
   // dispatch = notify_dispatch + dispatch_data into the result's own storage (caller_check as
   // notify_dispatch's).
@@ -294,22 +261,12 @@ class HP_API Buffer {
 
  private:
   Buffer() = default;
+  Status allocate_regions();
   // send_epoch: the normal dispatch on the pull path publishes into its send half; 0: no window.
   Status prepare_dispatch(const DispatchArgs& args, DispatchLayout* layout,
                           std::uint64_t send_epoch = 0);
-  Status allocate_records(std::int64_t capacity);
-  // The pull dispatch's send window (pull_dispatch.cpp).
-  Status allocate_send_window();
-  struct SendHalf {  // one half of a rank's send window, as this process sees it
-    std::uint8_t* payload;
-    float* scale;
-    std::int32_t *expert, *list;
-    float* weight;
-  };
-  SendHalf send_half(std::uint64_t epoch, int rank) const;  // rank's half of `epoch` (mapped here)
   Status publish_tokens(const DispatchArgs& args, std::uint64_t epoch,
                         const DispatchLayout& layout);
-  Status allocate_combine_rows(std::int64_t capacity);
   Status plan_pulls(std::uint64_t epoch, Handle* handle);
   Status expect_planned(const Handle& handle, const char* call) const;
   Status expect_combine_rows(const TensorView& expert_out, const Handle& handle) const;
@@ -323,33 +280,41 @@ class HP_API Buffer {
   Status notify_with(Comm& comm, const DispatchArgs& args, Handle* handle,
                      const Status& caller_check);
   template <typename Comm>
+  Status send_counts(Comm& comm, const DispatchArgs& args, const Status& input,
+                     const Handle& handle);
+  Status grow_records(const Handle& handle);  // the push path (push_dispatch.cpp)
+  template <typename Comm>
   Status push_records(Comm& comm, const DispatchArgs& args, const Handle& handle);
   template <typename Comm>
   Status data_with(Comm& comm, const DispatchArgs& args, Handle* handle, const DispatchOutputs& out,
                    const std::function<Status(std::int64_t)>& on_expert_ready);
   Status check_dispatch_outputs(const DispatchArgs& args, const Handle& handle,
                                 const DispatchOutputs& out) const;
+  // dispatch_data's steps after the records arrived: index them, then copy their payloads.
+  void index_records(const DispatchArgs& args, Handle& handle, const DispatchOutputs& out);
+  Status copy_payloads(const Handle& handle, std::size_t payload_bytes, std::uint8_t* x_out,
+                       const std::function<Status(std::int64_t)>& on_expert_ready);
   template <typename Comm>
   Status combine_with(Comm& comm, const TensorView& expert_out, const Handle& handle,
                       const TensorView& y, const float* weights);
-  std::uint64_t* flag(int kind, int rank) const;
-  std::int64_t* counts(std::uint64_t epoch, int rank) const;
-  std::uint8_t* record(std::int64_t index) const;
-  std::uint8_t* back_row(std::uint64_t epoch, std::int64_t index) const;
   template <typename Comm>
   Status pull_combine_with(Comm& comm, const Status& input, const Handle& handle,
                            const TensorView& y, const float* weights);
   Status pull_rows(const Handle& handle, const TensorView& y);
   template <typename Comm>
   Status low_latency_dispatch_with(Comm& comm, const DispatchArgs& args, LowLatencyResult* out);
+  // low_latency_dispatch's steps: the pairs to their slots, the counts exchange, the packing.
+  template <typename Comm>
+  Status low_latency_send(Comm& comm, const DispatchArgs& args, const LowLatencyHandle& handle,
+                          const std::vector<std::int64_t>& pairs, std::size_t payload_bytes);
+  template <typename Comm>
+  Status low_latency_counts(Comm& comm, const DispatchArgs& args, const Status& input,
+                            std::uint64_t epoch, const std::vector<std::int64_t>& pairs);
+  Status low_latency_pack(const DispatchArgs& args, LowLatencyHandle& handle,
+                          std::size_t payload_bytes, LowLatencyResult* out);
   template <typename Comm>
   Status low_latency_combine_with(Comm& comm, const TensorView& expert_out, const float* weights,
                                   const LowLatencyHandle& handle, const TensorView& y);
-  std::int64_t* ll_counts(std::uint64_t epoch, int rank) const;
-  std::uint8_t* ll_slot(std::uint64_t epoch, std::int64_t local_expert, int src,
-                        std::int64_t i) const;
-  std::uint8_t* ll_back_row(std::uint64_t epoch, std::int64_t expert, std::int64_t slot) const;
-  std::uint8_t* pair_row(std::uint64_t epoch, std::int64_t index) const;
   template <typename Comm>
   Status stream_rows_with(Comm& comm, std::int64_t row_begin, std::int64_t row_end);
   template <typename Comm>
@@ -357,34 +322,27 @@ class HP_API Buffer {
 
   BufferConfig config_;
   int rank_ = 0, ranks_ = 0;
+  bool pull_ = false;  // dispatch takes the pull path
   std::uint8_t* window_ = nullptr;
-  std::uint8_t* recv_ = nullptr;  // the records region: its own allocation, so that it can grow
-  bool pull_ = false;             // dispatch takes the pull path
-  std::uint8_t* send_ = nullptr;  // the pull dispatch's send window (its own allocation)
-  std::size_t send_half_bytes_ = 0;
-  std::int64_t recv_capacity_ = 0, records_grown_ = 0;
-  std::size_t meta_bytes_ = 0, record_bytes_ = 0, back_row_bytes_ = 0;
-  std::size_t counts_offset_ = 0, back_offset_ = 0, window_bytes_ = 0;
-  std::size_t ll_slot_bytes_ = 0, ll_counts_offset_ = 0, ll_recv_offset_ = 0, ll_back_offset_ = 0;
-  std::size_t pair_offset_ = 0;
-  // zero_copy_combine: the combine rows region (its own allocation), its rows, where its
-  // weights start, and the last combine that read it (combine_buffer waits for its readers).
-  std::uint8_t* combine_rows_ = nullptr;
-  std::int64_t combine_rows_capacity_ = 0;
-  std::size_t combine_weights_offset_ = 0;
-  std::uint64_t pull_epoch_ = 0;
-  std::uint64_t planned_epoch_ = 0;         // the last dispatch whose pulls plan_pulls planned
-  std::vector<std::uint8_t> pull_staging_;  // rows and weights of peers read with get_nbi
-  struct StreamState {                      // the open streamed combine
+  // The regions (buffer_regions.h); a mode's region is planned or allocated only when the
+  // config asks for the mode.
+  StatusWords status_;
+  RowHalves back_;  // the normal combine's return rows (none with zero_copy_combine)
+  PushRecords records_;
+  SendWindow send_;
+  LowLatencyRegions low_latency_;
+  struct StreamedCombine {  // streamed_combine: its rows and the open call
+    RowHalves rows;         // pair back
+    std::uint64_t last_epoch = 0;
     bool open = false;
     std::uint64_t epoch = 0;
     const Handle* handle = nullptr;
     TensorView expert_out, y;
     Status input;  // this rank's verdict on its inputs
   } stream_;
-  std::uint64_t stream_epoch_ = 0;
-  std::uint64_t dispatch_epoch_ = 0, combine_epoch_ = 0, ll_dispatch_epoch_ = 0,
-                ll_combine_epoch_ = 0;
+  CombineRows combine_rows_;
+  std::size_t combine_row_bytes_ = 0;  // every combine mode's row stride
+  std::uint64_t dispatch_epoch_ = 0, combine_epoch_ = 0;
   std::uint64_t notified_epoch_ = 0;  // the notify_dispatch dispatch_data may continue, 0: none
   std::vector<std::int64_t> expand_rows_;            // dispatch_data by expert: each row's record
   std::vector<const std::uint8_t*> record_payload_;  // dispatch_data: each received record's row

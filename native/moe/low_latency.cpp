@@ -1,4 +1,4 @@
-// The low-latency mode of Buffer (buffer.h: the ll regions of the window and their order).
+// The low-latency mode of Buffer (buffer.h; its regions: buffer_regions.h, LowLatencyRegions).
 #include <algorithm>
 #include <cstring>
 
@@ -25,27 +25,6 @@ bool active(const TensorView& mask, std::int64_t t) {
 
 }  // namespace
 
-std::int64_t* Buffer::ll_counts(std::uint64_t epoch, int rank) const {
-  const auto slot = std::size_t(kLowLatencyCountsHeader + local_experts());
-  return reinterpret_cast<std::int64_t*>(window_ + ll_counts_offset_) +
-         ((epoch % 2) * std::size_t(ranks_) + std::size_t(rank)) * slot;
-}
-std::uint8_t* Buffer::ll_slot(std::uint64_t epoch, std::int64_t local_expert, int src,
-                              std::int64_t i) const {
-  const auto tmax = std::size_t(config_.max_tokens_per_rank), R = std::size_t(ranks_);
-  const std::size_t half = std::size_t(local_experts()) * R * tmax * ll_slot_bytes_;
-  return window_ + ll_recv_offset_ + (epoch % 2) * half +
-         ((std::size_t(local_expert) * R + std::size_t(src)) * tmax + std::size_t(i)) *
-             ll_slot_bytes_;
-}
-std::uint8_t* Buffer::ll_back_row(std::uint64_t epoch, std::int64_t expert,
-                                  std::int64_t slot) const {
-  const auto tmax = std::size_t(config_.max_tokens_per_rank);
-  const std::size_t half = std::size_t(config_.num_experts) * tmax * back_row_bytes_;
-  return window_ + ll_back_offset_ + (epoch % 2) * half +
-         (std::size_t(expert) * tmax + std::size_t(slot)) * back_row_bytes_;
-}
-
 Status Buffer::low_latency_dispatch(const DispatchArgs& args, LowLatencyResult* out) {
   HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition,
             "Buffer::low_latency_dispatch: the buffer was destroyed");
@@ -60,9 +39,7 @@ Status Buffer::low_latency_dispatch(const DispatchArgs& args, LowLatencyResult* 
 
 template <typename Comm>
 Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowLatencyResult* out) {
-  const std::int64_t hidden = config_.hidden, topk = config_.topk, experts = config_.num_experts;
-  const std::int64_t local = local_experts(), tmax = config_.max_tokens_per_rank;
-  const auto R = std::size_t(ranks_);
+  const std::int64_t topk = config_.topk, experts = config_.num_experts;
   const bool quant = a.quant == Quant::kDynamicInt8;
   LowLatencyHandle h = std::move(out->handle);  // its storage is reused
   DispatchLayout layout;
@@ -71,8 +48,8 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
   const Status input = prepare_dispatch(a, &layout);
   const std::int64_t tokens = input.is_ok() ? a.x.dim(0) : 0;
   const std::size_t payload_bytes =
-      std::size_t(hidden) * (quant || !input.is_ok() ? 1 : a.x.element_size());
-  const std::uint64_t epoch = ++ll_dispatch_epoch_;
+      std::size_t(config_.hidden) * (quant || !input.is_ok() ? 1 : a.x.element_size());
+  const std::uint64_t epoch = ++low_latency_.dispatch_epoch;
   h.epoch = epoch;
   h.tokens = tokens;
   // ---- slots: each (token, expert) pair's rank among this rank's pairs for that expert -------
@@ -88,14 +65,26 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
       h.pair_slot[std::size_t(t * topk + k)] = std::int32_t(pairs[std::size_t(e)]++);
     }
   }
-  // ---- data: each pair into its slot at its expert's rank; tokens split over the workers -----
+  HP_RETURN_IF_ERROR(low_latency_send(comm, a, h, pairs, payload_bytes));
+  HP_RETURN_IF_ERROR(low_latency_counts(comm, a, input, epoch, pairs));
+  return low_latency_pack(a, h, payload_bytes, out);
+}
+
+// Each pair into its slot at its expert's rank; tokens split over the workers.
+template <typename Comm>
+Status Buffer::low_latency_send(Comm& comm, const DispatchArgs& a, const LowLatencyHandle& h,
+                                const std::vector<std::int64_t>& pairs, std::size_t payload_bytes) {
+  const std::int64_t hidden = config_.hidden, topk = config_.topk, experts = config_.num_experts;
+  const std::int64_t local = local_experts(), tokens = h.tokens;
+  const std::uint64_t epoch = h.epoch;
+  const bool quant = a.quant == Quant::kDynamicInt8;
   std::vector<std::uint8_t*> dst(static_cast<std::size_t>(experts), nullptr);
   for (std::int64_t e = 0; e < experts; ++e) {
     const std::int64_t n = pairs[std::size_t(e)];
     if (n == 0) continue;
     Status st;
-    dst[std::size_t(e)] = comm.open(int(e / local), ll_slot(epoch, e % local, rank_, 0),
-                                    std::size_t(n) * ll_slot_bytes_, &st);
+    dst[std::size_t(e)] = comm.open(int(e / local), low_latency_.slot(epoch, e % local, rank_, 0),
+                                    std::size_t(n) * low_latency_.slot_bytes(), &st);
     if (dst[std::size_t(e)] == nullptr) return st;
   }
   const auto* x_bytes = static_cast<const std::uint8_t*>(a.x.data());
@@ -111,7 +100,7 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
             if (e < 0) continue;
             std::uint8_t* slot =
                 dst[std::size_t(e)] +
-                std::size_t(h.pair_slot[std::size_t(t * topk + k)]) * ll_slot_bytes_;
+                std::size_t(h.pair_slot[std::size_t(t * topk + k)]) * low_latency_.slot_bytes();
             const SlotMeta meta{std::int32_t(t), quant ? quant_scales_[std::size_t(t)] : 0.0f,
                                 weights[t * topk + k]};
             std::memcpy(slot, &meta, sizeof(meta));
@@ -121,11 +110,19 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
         return Status::ok();
       }));
   for (std::int64_t e = 0; e < experts; ++e) {
-    const std::size_t bytes = std::size_t(pairs[std::size_t(e)]) * ll_slot_bytes_;
-    HP_RETURN_IF_ERROR(comm.close(int(e / local), ll_slot(epoch, e % local, rank_, 0),
+    const std::size_t bytes = std::size_t(pairs[std::size_t(e)]) * low_latency_.slot_bytes();
+    HP_RETURN_IF_ERROR(comm.close(int(e / local), low_latency_.slot(epoch, e % local, rank_, 0),
                                   dst[std::size_t(e)], bytes));
   }
-  // ---- counts (or this rank's error code), then the flag, to every rank ----------------------
+  return Status::ok();
+}
+
+// The counts (or this rank's error code), then the flag, to every rank; then every rank's.
+template <typename Comm>
+Status Buffer::low_latency_counts(Comm& comm, const DispatchArgs& a, const Status& input,
+                                  std::uint64_t epoch, const std::vector<std::int64_t>& pairs) {
+  const std::int64_t local = local_experts();
+  const bool quant = a.quant == Quant::kDynamicInt8;
   std::vector<std::int64_t> mine(std::size_t(kLowLatencyCountsHeader + local), 0);
   const std::size_t count_bytes = mine.size() * sizeof(std::int64_t);
   for (int i = 0; i < ranks_; ++i) {
@@ -134,28 +131,39 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
     mine[1] = input.is_ok() ? rows_kind(a.x.dtype(), quant) : 0;
     std::copy_n(pairs.begin() + d * local, local, mine.begin() + kLowLatencyCountsHeader);
     Status st;
-    std::uint8_t* p = comm.open(d, ll_counts(epoch, rank_), count_bytes, &st);
+    std::uint8_t* p = comm.open(d, low_latency_.counts(epoch, rank_), count_bytes, &st);
     if (p == nullptr) return st;
     std::memcpy(p, mine.data(), count_bytes);
-    HP_RETURN_IF_ERROR(comm.close(d, ll_counts(epoch, rank_), p, count_bytes));
-    HP_RETURN_IF_ERROR(comm.signal(flag(kLowLatencyDispatch, rank_), epoch, d));
+    HP_RETURN_IF_ERROR(comm.close(d, low_latency_.counts(epoch, rank_), p, count_bytes));
+    HP_RETURN_IF_ERROR(comm.signal(status_.flag(kLowLatencyDispatch, rank_), epoch, d));
   }
   for (int s = 0; s < ranks_; ++s) {
-    HP_RETURN_IF_ERROR(
-        hp::shmem::signal_wait_until(flag(kLowLatencyDispatch, s), hp::shmem::Cmp::kGe, epoch));
+    HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(status_.flag(kLowLatencyDispatch, s),
+                                                    hp::shmem::Cmp::kGe, epoch));
   }
   HP_RETURN_IF_ERROR(comm.quiet());
   if (!input.is_ok()) return input;
   for (int s = 0; s < ranks_; ++s) {
-    if (ll_counts(epoch, s)[0] != 0) {
+    if (low_latency_.counts(epoch, s)[0] != 0) {
       return Status::error(ErrorCode::kAborted,
                            "low_latency_dispatch: rank {} rejected its inputs ({}); see its error",
-                           s, to_string(ErrorCode(ll_counts(epoch, s)[0])));
+                           s, to_string(ErrorCode(low_latency_.counts(epoch, s)[0])));
     }
   }
-  HP_RETURN_IF_ERROR(expect_same_rows_kind("low_latency_dispatch", ranks_, rank_,
-                                           [&](int s) { return ll_counts(epoch, s)[1]; }));
-  // ---- pack: each local expert's rows by source, then slot ------------------------------------
+  HP_RETURN_IF_ERROR(expect_same_rows_kind("low_latency_dispatch", ranks_, rank_, [&](int s) {
+    return low_latency_.counts(epoch, s)[1];
+  }));
+  return Status::ok();
+}
+
+// Each local expert's rows by source, then slot, into *out (h moves into out->handle).
+Status Buffer::low_latency_pack(const DispatchArgs& a, LowLatencyHandle& h,
+                                std::size_t payload_bytes, LowLatencyResult* out) {
+  const std::int64_t hidden = config_.hidden, local = local_experts();
+  const std::int64_t tmax = config_.max_tokens_per_rank;
+  const auto R = std::size_t(ranks_);
+  const bool quant = a.quant == Quant::kDynamicInt8;
+  const std::uint64_t epoch = h.epoch;
   LowLatencyResult& r = *out;
   const std::int64_t per_expert = std::int64_t(R) * tmax;
   r.x_dtype = quant ? DType::kInt8 : a.x.dtype();
@@ -170,12 +178,12 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
   for (std::int64_t le = 0; le < local; ++le) {
     std::int64_t at = 0;
     for (std::size_t s = 0; s < R; ++s) {
-      const std::int64_t n = ll_counts(epoch, int(s))[kLowLatencyCountsHeader + le];
+      const std::int64_t n = low_latency_.counts(epoch, int(s))[kLowLatencyCountsHeader + le];
       r.layout_range[(std::size_t(le) * R + s) * 2] = at;
       r.layout_range[(std::size_t(le) * R + s) * 2 + 1] = n;
       for (std::int64_t i = 0; i < n; ++i) {
         SlotMeta meta;
-        std::memcpy(&meta, ll_slot(epoch, le, int(s), i), sizeof(meta));
+        std::memcpy(&meta, low_latency_.slot(epoch, le, int(s), i), sizeof(meta));
         const auto row = std::size_t(le * per_expert + at + i);
         if (quant) r.x_scale[row] = meta.scale;
         h.row_src_rank[row] = std::int32_t(s);
@@ -195,7 +203,7 @@ Status Buffer::low_latency_dispatch_with(Comm& comm, const DispatchArgs& a, LowL
           const std::int64_t n = r.layout_range[(std::size_t(le) * R + s) * 2 + 1];
           for (std::int64_t i = 0; i < n; ++i) {
             stream_copy(r.x_bytes.data() + std::size_t(le * per_expert + first + i) * payload_bytes,
-                        ll_slot(epoch, le, int(s), i) + kSlot, payload_bytes);
+                        low_latency_.slot(epoch, le, int(s), i) + kSlot, payload_bytes);
           }
         }
         return Status::ok();
@@ -231,11 +239,11 @@ Status Buffer::low_latency_combine(const TensorView& expert_out, const TensorVie
   const auto* w = static_cast<const float*>(topk_weights.data());
   if (config_.comm == CommKind::kWindow) {
     if (!input.is_ok())
-      return reject_call(window_comm_, kLowLatencyCombine, ++ll_combine_epoch_, input);
+      return reject_call(window_comm_, kLowLatencyCombine, ++low_latency_.combine_epoch, input);
     return low_latency_combine_with(window_comm_, expert_out, w, handle, y);
   }
   if (!input.is_ok())
-    return reject_call(shmem_comm_, kLowLatencyCombine, ++ll_combine_epoch_, input);
+    return reject_call(shmem_comm_, kLowLatencyCombine, ++low_latency_.combine_epoch, input);
   return low_latency_combine_with(shmem_comm_, expert_out, w, handle, y);
 }
 
@@ -246,7 +254,7 @@ Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out
   const std::int64_t hidden = config_.hidden, topk = config_.topk, local = local_experts();
   const std::int64_t per_expert = std::int64_t(ranks_) * config_.max_tokens_per_rank;
   const auto R = std::size_t(ranks_);
-  const std::uint64_t epoch = ++ll_combine_epoch_;
+  const std::uint64_t epoch = ++low_latency_.combine_epoch;
   const DType wire = expert_out.dtype();
   const std::size_t wire_bytes = std::size_t(hidden) * dtype_size(wire);
   const auto* out_bytes = static_cast<const std::uint8_t*>(expert_out.data());
@@ -267,8 +275,8 @@ Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out
     Status st;
     const int s = int(b % R);
     const std::int64_t expert = rank_ * local + std::int64_t(b / R);
-    dst[b] = comm.open(s, ll_back_row(epoch, expert, 0),
-                       std::size_t(count[b] - 1) * back_row_bytes_ + wire_bytes, &st);
+    dst[b] = comm.open(s, low_latency_.back_row(epoch, expert, 0),
+                       std::size_t(count[b] - 1) * combine_row_bytes_ + wire_bytes, &st);
     if (dst[b] == nullptr) return st;
   }
   HP_RETURN_IF_ERROR(for_each_share(
@@ -276,7 +284,7 @@ Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out
         for (auto b = std::size_t(b0); b < std::size_t(b1); ++b) {
           const std::int64_t le = std::int64_t(b / R);
           for (std::int64_t i = 0; i < count[b]; ++i) {
-            stream_copy(dst[b] + std::size_t(i) * back_row_bytes_,
+            stream_copy(dst[b] + std::size_t(i) * combine_row_bytes_,
                         out_bytes + std::size_t(le * per_expert + first[b] + i) * wire_bytes,
                         wire_bytes);
           }
@@ -286,16 +294,16 @@ Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out
   for (std::size_t b = 0; b < dst.size(); ++b) {
     if (count[b] == 0) continue;
     const std::int64_t expert = rank_ * local + std::int64_t(b / R);
-    HP_RETURN_IF_ERROR(comm.close(int(b % R), ll_back_row(epoch, expert, 0), dst[b],
-                                  std::size_t(count[b] - 1) * back_row_bytes_ + wire_bytes));
+    HP_RETURN_IF_ERROR(comm.close(int(b % R), low_latency_.back_row(epoch, expert, 0), dst[b],
+                                  std::size_t(count[b] - 1) * combine_row_bytes_ + wire_bytes));
   }
   for (int i = 0; i < ranks_; ++i) {
     HP_RETURN_IF_ERROR(
-        comm.signal(flag(kLowLatencyCombine, rank_), epoch, (rank_ + 1 + i) % ranks_));
+        comm.signal(status_.flag(kLowLatencyCombine, rank_), epoch, (rank_ + 1 + i) % ranks_));
   }
   for (int d = 0; d < ranks_; ++d) {
-    HP_RETURN_IF_ERROR(
-        hp::shmem::signal_wait_until(flag(kLowLatencyCombine, d), hp::shmem::Cmp::kGe, epoch));
+    HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(status_.flag(kLowLatencyCombine, d),
+                                                    hp::shmem::Cmp::kGe, epoch));
   }
   if (Status rejected = check_rejections(kLowLatencyCombine, epoch, "low_latency_combine");
       !rejected.is_ok()) {
@@ -311,7 +319,7 @@ Status Buffer::low_latency_combine_with(Comm& comm, const TensorView& expert_out
           for (std::int64_t k = 0; k < topk; ++k) {
             const std::int64_t e = h.topk_idx[std::size_t(t * topk + k)];
             if (e < 0) continue;
-            rows.push_back(ll_back_row(epoch, e, h.pair_slot[std::size_t(t * topk + k)]));
+            rows.push_back(low_latency_.back_row(epoch, e, h.pair_slot[std::size_t(t * topk + k)]));
             row_weights.push_back(weights[t * topk + k]);
           }
         };

@@ -63,6 +63,83 @@ std::uint8_t* align64(std::uint8_t* p) {
 
 }  // namespace
 
+// This rank's routed experts' weights (stacked or TENSOR_LIST), packed, with their smooth
+// scales and, for backward, their transposed copies.
+Status MoeLayer::load_weights(const ExpertWeights& weights) {
+  const MoeLayerConfig& config = config_;
+  HP_ENSURE(config.intermediate >= 1, ErrorCode::kInvalidArgument,
+            "MoeLayerConfig intermediate = {}: expected >= 1", config.intermediate);
+  HP_ENSURE(hp::shmem::initialized() && config.num_experts % std::max(1, hp::shmem::n_pes()) == 0,
+            ErrorCode::kInvalidArgument,
+            "MoeLayerConfig num_experts = {}: expected a multiple of the ranks",
+            config.num_experts);
+  const std::int64_t local = config.num_experts / hp::shmem::n_pes();
+  ExpertWeights stacked_lists;
+  std::vector<std::uint8_t> w1_store, w1s_store, w2_store, w2s_store;
+  const bool listed = !weights.w1_list.empty();
+  if (listed) {  // TENSOR_LIST: stacked here, then packed like stacked weights
+    const std::int64_t H = config.hidden, I = config.intermediate;
+    HP_RETURN_IF_ERROR(stack(weights.w1_list, "w1_list", local, H, 2 * I, DType::kInt8, &w1_store,
+                             &stacked_lists.w1));
+    HP_RETURN_IF_ERROR(stack(weights.w1_scale_list, "w1_scale_list", local, 0, 2 * I, DType::kFP32,
+                             &w1s_store, &stacked_lists.w1_scale));
+    HP_RETURN_IF_ERROR(
+        stack(weights.w2_list, "w2_list", local, I, H, DType::kInt8, &w2_store, &stacked_lists.w2));
+    HP_RETURN_IF_ERROR(stack(weights.w2_scale_list, "w2_scale_list", local, 0, H, DType::kFP32,
+                             &w2s_store, &stacked_lists.w2_scale));
+  }
+  const ExpertWeights& routed = listed ? stacked_lists : weights;
+  HP_RETURN_IF_ERROR(routed.w1.expect_shape("w1", {local, config.hidden, 2 * config.intermediate}));
+  HP_RETURN_IF_ERROR(routed.w2.expect_shape("w2", {local, config.intermediate, config.hidden}));
+  HP_RETURN_IF_ERROR(routed.w1_scale.expect_shape("w1_scale", {local, 2 * config.intermediate}));
+  HP_RETURN_IF_ERROR(routed.w2_scale.expect_shape("w2_scale", {local, config.hidden}));
+  const hp::kernels::WeightType type = config.weights;
+  HP_ENSURE(type == hp::kernels::WeightType::kInt8 || type == hp::kernels::WeightType::kInt4,
+            ErrorCode::kInvalidArgument,
+            "MoeLayerConfig weights = {}: expected int8 (0) or int4 (1)", int(type));
+  HP_RETURN_IF_ERROR(hp::kernels::pack_weights(
+      routed.w1, routed.w1_scale, {.type = type, .layout = hp::kernels::PackLayout::kSwigluHalves},
+      &w1_));
+  HP_RETURN_IF_ERROR(hp::kernels::pack_weights(routed.w2, routed.w2_scale, {.type = type}, &w2_));
+  if (config.backward) HP_RETURN_IF_ERROR(prepare_backward(routed, false));
+  HP_RETURN_IF_ERROR(copy_smooth(weights.smooth1, "smooth1", {config.hidden}, &smooth1_));
+  HP_RETURN_IF_ERROR(
+      copy_smooth(weights.smooth2, "smooth2", {local, config.intermediate}, &smooth2_));
+  return Status::ok();
+}
+
+// The shared expert's weights (or the check that none were given without one).
+Status MoeLayer::load_shared_weights(const ExpertWeights& weights) {
+  const MoeLayerConfig& config = config_;
+  const hp::kernels::WeightType type = config.weights;
+  HP_ENSURE(config.shared_intermediate >= 0, ErrorCode::kInvalidArgument,
+            "MoeLayerConfig shared_intermediate = {}: expected >= 0", config.shared_intermediate);
+  if (config.shared_intermediate == 0) {
+    HP_ENSURE(weights.shared_smooth2.data() == nullptr, ErrorCode::kInvalidArgument,
+              "shared_smooth2: given, but the layer has no shared expert");
+    return Status::ok();
+  }
+  const std::int64_t si = config.shared_intermediate;
+  HP_RETURN_IF_ERROR(
+      copy_smooth(weights.shared_smooth2, "shared_smooth2", {1, si}, &shared_smooth2_));
+  HP_RETURN_IF_ERROR(weights.shared_w1.expect_shape("shared_w1", {1, config.hidden, 2 * si}));
+  HP_RETURN_IF_ERROR(weights.shared_w1_scale.expect_shape("shared_w1_scale", {1, 2 * si}));
+  HP_RETURN_IF_ERROR(weights.shared_w2.expect_shape("shared_w2", {1, si, config.hidden}));
+  HP_RETURN_IF_ERROR(weights.shared_w2_scale.expect_shape("shared_w2_scale", {1, config.hidden}));
+  HP_RETURN_IF_ERROR(hp::kernels::pack_weights(
+      weights.shared_w1, weights.shared_w1_scale,
+      {.type = type, .layout = hp::kernels::PackLayout::kSwigluHalves}, &shared_w1_));
+  if (config.backward) {
+    ExpertWeights shared{.w1 = weights.shared_w1,
+                         .w1_scale = weights.shared_w1_scale,
+                         .w2 = weights.shared_w2,
+                         .w2_scale = weights.shared_w2_scale};
+    HP_RETURN_IF_ERROR(prepare_backward(shared, true));
+  }
+  return hp::kernels::pack_weights(weights.shared_w2, weights.shared_w2_scale, {.type = type},
+                                   &shared_w2_);
+}
+
 Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weights,
                         std::unique_ptr<MoeLayer>* out) {
   HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument, "MoeLayer::create: out is null");
@@ -72,72 +149,8 @@ Status MoeLayer::create(const MoeLayerConfig& config, const ExpertWeights& weigh
   // through it: a rank with bad weights passes an impossible hidden size, so every rank fails.
   const Status packed = [&]() -> Status {
     HP_RETURN_IF_ERROR(hp::kernels::selected_target(&layer->table_));
-    HP_ENSURE(config.intermediate >= 1, ErrorCode::kInvalidArgument,
-              "MoeLayerConfig intermediate = {}: expected >= 1", config.intermediate);
-    HP_ENSURE(hp::shmem::initialized() && config.num_experts % std::max(1, hp::shmem::n_pes()) == 0,
-              ErrorCode::kInvalidArgument,
-              "MoeLayerConfig num_experts = {}: expected a multiple of the ranks",
-              config.num_experts);
-    const std::int64_t local = config.num_experts / hp::shmem::n_pes();
-    ExpertWeights stacked_lists;
-    std::vector<std::uint8_t> w1_store, w1s_store, w2_store, w2s_store;
-    const bool listed = !weights.w1_list.empty();
-    if (listed) {  // TENSOR_LIST: stacked here, then packed like stacked weights
-      const std::int64_t H = config.hidden, I = config.intermediate;
-      HP_RETURN_IF_ERROR(stack(weights.w1_list, "w1_list", local, H, 2 * I, DType::kInt8, &w1_store,
-                               &stacked_lists.w1));
-      HP_RETURN_IF_ERROR(stack(weights.w1_scale_list, "w1_scale_list", local, 0, 2 * I,
-                               DType::kFP32, &w1s_store, &stacked_lists.w1_scale));
-      HP_RETURN_IF_ERROR(stack(weights.w2_list, "w2_list", local, I, H, DType::kInt8, &w2_store,
-                               &stacked_lists.w2));
-      HP_RETURN_IF_ERROR(stack(weights.w2_scale_list, "w2_scale_list", local, 0, H, DType::kFP32,
-                               &w2s_store, &stacked_lists.w2_scale));
-    }
-    const ExpertWeights& routed = listed ? stacked_lists : weights;
-    HP_RETURN_IF_ERROR(
-        routed.w1.expect_shape("w1", {local, config.hidden, 2 * config.intermediate}));
-    HP_RETURN_IF_ERROR(routed.w2.expect_shape("w2", {local, config.intermediate, config.hidden}));
-    HP_RETURN_IF_ERROR(routed.w1_scale.expect_shape("w1_scale", {local, 2 * config.intermediate}));
-    HP_RETURN_IF_ERROR(routed.w2_scale.expect_shape("w2_scale", {local, config.hidden}));
-    const hp::kernels::WeightType type = config.weights;
-    HP_ENSURE(type == hp::kernels::WeightType::kInt8 || type == hp::kernels::WeightType::kInt4,
-              ErrorCode::kInvalidArgument,
-              "MoeLayerConfig weights = {}: expected int8 (0) or int4 (1)", int(type));
-    HP_RETURN_IF_ERROR(hp::kernels::pack_weights(
-        routed.w1, routed.w1_scale,
-        {.type = type, .layout = hp::kernels::PackLayout::kSwigluHalves}, &layer->w1_));
-    HP_RETURN_IF_ERROR(
-        hp::kernels::pack_weights(routed.w2, routed.w2_scale, {.type = type}, &layer->w2_));
-    if (config.backward) HP_RETURN_IF_ERROR(layer->prepare_backward(routed, false));
-    HP_RETURN_IF_ERROR(copy_smooth(weights.smooth1, "smooth1", {config.hidden}, &layer->smooth1_));
-    HP_RETURN_IF_ERROR(
-        copy_smooth(weights.smooth2, "smooth2", {local, config.intermediate}, &layer->smooth2_));
-    HP_ENSURE(config.shared_intermediate >= 0, ErrorCode::kInvalidArgument,
-              "MoeLayerConfig shared_intermediate = {}: expected >= 0", config.shared_intermediate);
-    if (config.shared_intermediate == 0) {
-      HP_ENSURE(weights.shared_smooth2.data() == nullptr, ErrorCode::kInvalidArgument,
-                "shared_smooth2: given, but the layer has no shared expert");
-      return Status::ok();
-    }
-    const std::int64_t si = config.shared_intermediate;
-    HP_RETURN_IF_ERROR(
-        copy_smooth(weights.shared_smooth2, "shared_smooth2", {1, si}, &layer->shared_smooth2_));
-    HP_RETURN_IF_ERROR(weights.shared_w1.expect_shape("shared_w1", {1, config.hidden, 2 * si}));
-    HP_RETURN_IF_ERROR(weights.shared_w1_scale.expect_shape("shared_w1_scale", {1, 2 * si}));
-    HP_RETURN_IF_ERROR(weights.shared_w2.expect_shape("shared_w2", {1, si, config.hidden}));
-    HP_RETURN_IF_ERROR(weights.shared_w2_scale.expect_shape("shared_w2_scale", {1, config.hidden}));
-    HP_RETURN_IF_ERROR(hp::kernels::pack_weights(
-        weights.shared_w1, weights.shared_w1_scale,
-        {.type = type, .layout = hp::kernels::PackLayout::kSwigluHalves}, &layer->shared_w1_));
-    if (config.backward) {
-      ExpertWeights shared{.w1 = weights.shared_w1,
-                           .w1_scale = weights.shared_w1_scale,
-                           .w2 = weights.shared_w2,
-                           .w2_scale = weights.shared_w2_scale};
-      HP_RETURN_IF_ERROR(layer->prepare_backward(shared, true));
-    }
-    return hp::kernels::pack_weights(weights.shared_w2, weights.shared_w2_scale, {.type = type},
-                                     &layer->shared_w2_);
+    HP_RETURN_IF_ERROR(layer->load_weights(weights));
+    return layer->load_shared_weights(weights);
   }();
   // The path (a precondition of this rank's chip; ranks disagreeing fail the buffer's create).
   const std::int64_t local =
@@ -287,8 +300,6 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx,
                          std::uint64_t workspace_bytes, const TensorView& x_active_mask) {
   HP_ENSURE(buffer_ != nullptr, ErrorCode::kFailedPrecondition,
             "MoeLayer::forward: the layer was destroyed");
-  const std::int64_t inter = config_.intermediate, hidden = config_.hidden;
-  const WorkspaceOffsets& at = plan_.offsets;
   auto* ws = static_cast<std::uint8_t*>(workspace);
   // A workspace too small (or misaligned) on one rank fails every rank: the count exchange
   // carries the verdict.
@@ -315,14 +326,23 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx,
   }
   // (The deep path runs the shared expert inside its first launch, under the dispatch.)
   if (deep_) return forward_deep(args, y, ws, workspace_ok);
-  // The staged path. The shared expert first: its regions are free again before the routed
+  return forward_staged(args, y, ws, workspace_ok);
+}
+
+Status MoeLayer::forward_staged(const DispatchArgs& args, const TensorView& y, std::uint8_t* ws,
+                                const Status& workspace_ok) {
+  const std::int64_t inter = config_.intermediate, hidden = config_.hidden;
+  const WorkspaceOffsets& at = plan_.offsets;
+  const TensorView& x = args.x;
+  const TensorView& x_active_mask = args.x_active_mask;
+  // The shared expert first: its regions are free again before the routed
   // experts use theirs. Its error (a bad x) travels with the dispatch's counts like the
   // workspace's, to every rank.
   const Status verdict = !workspace_ok.is_ok() || config_.shared_intermediate == 0
                              ? workspace_ok
                              : run_shared_expert(x, ws);
   // ---- phase 0: dispatch into x1Token / x1Scale ---------------------------------------------
-  auto start = std::chrono::steady_clock::now();
+  PhaseTimer dispatch(this, &times_.dispatch, CorePhase::kDispatch);
   HP_RETURN_IF_ERROR(buffer_->notify_dispatch(args, &handle_, verdict));
   const std::int64_t rows = handle_.rows, local = std::int64_t(handle_.expert_offsets.size()) - 1;
   HP_ENSURE(rows <= plan_.max_recv_rows, ErrorCode::kInternal,
@@ -336,13 +356,12 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx,
       {.x = x1,
        .x_scale = x1_scale,
        .topk_weights = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
-  times_.dispatch += seconds_since(start);
-  add_span(-1, CorePhase::kDispatch, start);
+  dispatch.stop();
   const TensorView offsets(handle_.expert_offsets.data(), DType::kInt64, {local + 1});
   // ---- phase 1: GMM1 + SwiGLU + requantisation into the SwiGLU region ---------------------
   // (The plan's reuse mode shares x2 with x1: the requantised rows move to x2 only in phase 2,
   // once GMM1 no longer reads x1.)
-  start = std::chrono::steady_clock::now();
+  PhaseTimer gmm1(this, &times_.gmm1, CorePhase::kGmm1);
   std::uint8_t* h = ws + at.swiglu;
   auto* h_scale = reinterpret_cast<float*>(h + ((rows * inter + 63) & ~std::int64_t(63)));
   HP_RETURN_IF_ERROR(run_gemm({.a = x1,
@@ -353,12 +372,11 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx,
                                .out = TensorView(h, DType::kInt8, {rows, inter}),
                                .out_scale = TensorView(h_scale, DType::kFP32, {rows}),
                                .smooth = smooth2()}));
-  times_.gmm1 += seconds_since(start);
-  add_span(-1, CorePhase::kGmm1, start);
+  gmm1.stop();
   // ---- phase 2: into x2Token / x2Scale; phase 3: GMM2 into swap ----------------------------
   // (Phase 2 moves the rows before GMM2 starts: swap, which GMM2 writes, shares its bytes
   // with the SwiGLU region.)
-  start = std::chrono::steady_clock::now();
+  PhaseTimer gmm2(this, &times_.gmm2, CorePhase::kGmm2);
   std::memcpy(ws + at.x2_token, h, std::size_t(rows * inter));
   std::memcpy(ws + at.x2_scale, h_scale, std::size_t(rows) * sizeof(float));
   // GMM2 writes its rows where the combine reads them: the buffer's combine rows on the
@@ -374,16 +392,15 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx,
                 .epilogue = hp::kernels::Epilogue::kDequantScale,
                 .out = out,
                 .row_factor = TensorView(recv_weights_.data(), DType::kFP32, {rows})}));
-  times_.gmm2 += seconds_since(start);
-  add_span(-1, CorePhase::kGmm2, start);
+  gmm2.stop();
   // ---- phase 4: combine (the top-k weights were applied by GMM2's epilogue) ----------------
-  start = std::chrono::steady_clock::now();
-  HP_RETURN_IF_ERROR(buffer_->combine(out, handle_, y, {}, /*weighted=*/false));
-  times_.combine += seconds_since(start);
-  add_span(-1, CorePhase::kCombine, start);
+  {
+    const PhaseTimer combine(this, &times_.combine, CorePhase::kCombine);
+    HP_RETURN_IF_ERROR(buffer_->combine(out, handle_, y, {}, /*weighted=*/false));
+  }
   // y (fp32, [T, H] as the combine checked) += the shared rows of active tokens
   if (config_.shared_intermediate > 0) {
-    start = std::chrono::steady_clock::now();
+    const PhaseTimer add_shared(this, &times_.combine, std::nullopt);
     const std::int64_t tokens = x.dim(0);
     auto* yp = static_cast<float*>(y.data());
     const auto* mask = static_cast<const std::uint8_t*>(x_active_mask.data());
@@ -392,23 +409,22 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx,
       for (std::int64_t c = 0; c < hidden; ++c)
         yp[t * hidden + c] += shared_out_[std::size_t(t * hidden + c)];
     }
-    times_.combine += seconds_since(start);
   }
   return Status::ok();
 }
 
 Status MoeLayer::run_shared_expert(const TensorView& x, std::uint8_t* ws) {
-  const auto whole = std::chrono::steady_clock::now();
+  const PhaseTimer whole(this, nullptr, CorePhase::kSharedExpert);
   const WorkspaceOffsets& at = plan_.offsets;
   const std::int64_t tokens = x.dim(0), hidden = config_.hidden, si = config_.shared_intermediate;
   const std::int64_t groups[2] = {0, tokens};
   const TensorView offsets(const_cast<std::int64_t*>(groups), DType::kInt64, {2});
-  auto start = std::chrono::steady_clock::now();
+  PhaseTimer quantize(this, &times_.dispatch, std::nullopt);
   const TensorView share_x1(ws + at.share_x1_token, DType::kInt8, {tokens, hidden});
   const TensorView share_x1_scale(ws + at.share_x1_scale, DType::kFP32, {tokens});
   HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, x, share_x1, share_x1_scale, smooth1()));
-  times_.dispatch += seconds_since(start);
-  start = std::chrono::steady_clock::now();
+  quantize.stop();
+  PhaseTimer gmm1(this, &times_.gmm1, std::nullopt);
   std::uint8_t* h = ws + at.share_swiglu;
   auto* h_scale = reinterpret_cast<float*>(h + ((tokens * si + 63) & ~std::int64_t(63)));
   HP_RETURN_IF_ERROR(run_gemm({.a = share_x1,
@@ -419,8 +435,8 @@ Status MoeLayer::run_shared_expert(const TensorView& x, std::uint8_t* ws) {
                                .out = TensorView(h, DType::kInt8, {tokens, si}),
                                .out_scale = TensorView(h_scale, DType::kFP32, {tokens}),
                                .smooth = shared_smooth2()}));
-  times_.gmm1 += seconds_since(start);
-  start = std::chrono::steady_clock::now();
+  gmm1.stop();
+  const PhaseTimer gmm2(this, &times_.gmm2, std::nullopt);
   std::memcpy(ws + at.share_x2_token, h, std::size_t(tokens * si));
   std::memcpy(ws + at.share_x2_scale, h_scale, std::size_t(tokens) * sizeof(float));
   shared_out_.resize(std::size_t(tokens * hidden));
@@ -432,8 +448,6 @@ Status MoeLayer::run_shared_expert(const TensorView& x, std::uint8_t* ws) {
                 .weights = shared_w2_.header(),
                 .epilogue = hp::kernels::Epilogue::kDequant,
                 .out = TensorView(shared_out_.data(), DType::kFP32, {tokens, hidden})}));
-  times_.gmm2 += seconds_since(start);
-  add_span(-1, CorePhase::kSharedExpert, whole);
   return Status::ok();
 }
 

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "common/api.h"
@@ -178,11 +179,16 @@ class HP_API MoeLayer {
 
  private:
   MoeLayer() = default;
+  Status load_weights(const ExpertWeights& weights);         // create's routed experts
+  Status load_shared_weights(const ExpertWeights& weights);  // and shared expert
   Status run_gemm(const hp::kernels::GroupedGemmProblem& problem);
   // The shared expert on this rank's tokens into shared_out_ (its regions of the workspace).
   Status run_shared_expert(const TensorView& x, std::uint8_t* ws);
   Status forward_deep(const DispatchArgs& args, const TensorView& y, std::uint8_t* ws,
                       const Status& workspace_ok);
+  struct DeepForward;  // one forward_deep call (moe_layer_deep.cpp)
+  Status forward_staged(const DispatchArgs& args, const TensorView& y, std::uint8_t* ws,
+                        const Status& workspace_ok);
   Status run_gemm(const hp::kernels::Bf16GemmProblem& problem);
   template <typename Plan>
   Status run_plan(const Plan& plan);
@@ -193,6 +199,38 @@ class HP_API MoeLayer {
   static double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
+  // One phase of a call, timed from construction to stop() or the end of its scope: its
+  // seconds are added to *total (null: none) and, with a phase, recorded as a trace span of
+  // `core` (-1: the calling thread). A phase that fails on the way still counts its time.
+  class PhaseTimer {
+   public:
+    PhaseTimer(MoeLayer* layer, double* total, std::optional<CorePhase> phase,
+               std::int32_t core = -1)
+        : layer_(layer),
+          total_(total),
+          phase_(phase),
+          core_(core),
+          start_(std::chrono::steady_clock::now()) {}
+    PhaseTimer(const PhaseTimer&) = delete;
+    PhaseTimer& operator=(const PhaseTimer&) = delete;
+    ~PhaseTimer() { stop(); }
+    // The phase's seconds (0 once stopped).
+    double stop() {
+      if (layer_ == nullptr) return 0.0;
+      const double seconds = seconds_since(start_);
+      if (total_ != nullptr) *total_ += seconds;
+      if (phase_) layer_->add_span(core_, *phase_, start_);
+      layer_ = nullptr;
+      return seconds;
+    }
+
+   private:
+    MoeLayer* layer_;
+    double* total_;
+    std::optional<CorePhase> phase_;
+    std::int32_t core_;
+    std::chrono::steady_clock::time_point start_;
+  };
   Status prepare_backward(const ExpertWeights& weights, bool shared);  // w1, w2 and their scales
   // The smooth-quant scales as views (empty: none).
   TensorView smooth1() const { return view_of(smooth1_, {config_.hidden}); }
@@ -225,11 +263,20 @@ class HP_API MoeLayer {
     // leave dW1 = x~^T dA (grad_.x_bf16, grad_.da) to the caller
     bool defer_dw1 = false;
   };
-  Status expert_backward(const ExpertGrad& p);
+  Status expert_backward(const ExpertGrad& p);  // recompute, activation grads, dW1
+  Status recompute_forward(const ExpertGrad& p);
+  Status activation_grads(const ExpertGrad& p);
+  static const float* smooth2_row(const ExpertGrad& p, std::int64_t r);
   // Two independent bf16 GEMMs at once, each on half of the chip's cube cores (>= 2).
   Status run_gemms_side_by_side(const hp::kernels::Bf16GemmProblem& first,
                                 const hp::kernels::Bf16GemmProblem& second);
-  // dX's combine and d topk_weights' all-to-all (the end of backward).
+  // backward's steps, in order: the dispatch of x and dY (verdict: this rank's argument
+  // check, sent with the counts), the shared expert, the routed experts, their dW1 with the
+  // communication: dX's combine and d topk_weights' all-to-all (backward_communication).
+  Status dispatch_for_backward(const MoeGradArgs& a, const Status& verdict);
+  Status shared_expert_backward(const MoeGradArgs& a);
+  Status routed_experts_backward(const MoeGradArgs& a);
+  Status routed_dw1_and_communication(const MoeGradArgs& a);
   Status backward_communication(const MoeGradArgs& a);
 
   MoeLayerConfig config_;

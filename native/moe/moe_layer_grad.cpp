@@ -93,11 +93,19 @@ Status MoeLayer::check_grad_args(const MoeGradArgs& a) const {
   return Status::ok();
 }
 
-Status MoeLayer::expert_backward(const ExpertGrad& p) {
-  const std::int64_t rows = p.x_q.dim(0), H = config_.hidden, I = p.inter, E = p.offsets.dim(0) - 1;
+// Row r's smooth2 row (rows are grouped by expert), or null without smooth quant.
+const float* MoeLayer::smooth2_row(const ExpertGrad& p, std::int64_t r) {
+  if (p.smooth2 == nullptr) return nullptr;
+  const auto* offsets = static_cast<const std::int64_t*>(p.offsets.data());
+  const std::int64_t experts = p.offsets.dim(0) - 1;
+  const std::int64_t e = std::upper_bound(offsets, offsets + experts + 1, r) - offsets - 1;
+  return p.smooth2 + e * p.inter;
+}
+
+// a = x~ W1 (as the forward), h, h~ = dequant(quant(h)), x~ into grad_.
+Status MoeLayer::recompute_forward(const ExpertGrad& p) {
+  const std::int64_t rows = p.x_q.dim(0), H = config_.hidden, I = p.inter;
   GradStorage& g = grad_;
-  // ---- recompute: a = x~ W1 (as the forward), h, h~ = dequant(quant(h)), x~ ------------------
-  auto start = std::chrono::steady_clock::now();
   g.a.resize(std::size_t(rows * 2 * I));
   HP_RETURN_IF_ERROR(run_gemm(
       hp::kernels::GroupedGemmProblem{.a = p.x_q,
@@ -106,17 +114,10 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
                                       .weights = p.w1_plain->header(),
                                       .epilogue = hp::kernels::Epilogue::kDequant,
                                       .out = TensorView(g.a.data(), DType::kFP32, {rows, 2 * I})}));
-  // Row r's expert (rows are grouped by expert), for its smooth2 row.
-  const auto* offsets = static_cast<const std::int64_t*>(p.offsets.data());
-  auto smooth2_of = [&](std::int64_t r) -> const float* {
-    if (p.smooth2 == nullptr) return nullptr;
-    const std::int64_t e = std::upper_bound(offsets, offsets + E + 1, r) - offsets - 1;
-    return p.smooth2 + e * I;
-  };
   g.h.resize(std::size_t(rows * I));
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* ar = g.a.data() + r * 2 * I;
-    const float* s2 = smooth2_of(r);
+    const float* s2 = smooth2_row(p, r);
     for (std::int64_t i = 0; i < I; ++i) {
       g.h[std::size_t(r * I + i)] =
           ar[i] * sigmoid(ar[i]) * ar[I + i] * (s2 != nullptr ? s2[i] : 1.0f);
@@ -134,10 +135,14 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
                                            h_q, h_scale));
   HP_RETURN_IF_ERROR(hp::kernels::dequantize(*table_, h_q, h_scale, h_bf16));
   HP_RETURN_IF_ERROR(hp::kernels::dequantize(*table_, p.x_q, p.x_scale, x_bf16));
-  grad_times_.recompute += seconds_since(start);
-  add_span(-1, CorePhase::kGradRecompute, start);
-  // ---- activation gradients: G = dY W2^T, d w, dz = w dY, dA = [dg | du] --------------------
-  start = std::chrono::steady_clock::now();
+  return Status::ok();
+}
+
+// G = dY W2^T, d w, dz = w dY, dA = [dg | du] and dX's rows, from grad_'s recomputed rows.
+Status MoeLayer::activation_grads(const ExpertGrad& p) {
+  const std::int64_t rows = p.x_q.dim(0), H = config_.hidden, I = p.inter, E = p.offsets.dim(0) - 1;
+  GradStorage& g = grad_;
+  const TensorView h_bf16(g.h_bf16.data(), DType::kBF16, {rows, I});
   const auto* dy = static_cast<const std::uint16_t*>(p.dy.data());
   if (p.row_weight != nullptr) {  // dz = w dY, dW2's right side
     g.dz.resize(std::size_t(rows * H));
@@ -169,16 +174,15 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
     HP_RETURN_IF_ERROR(run_gemms_side_by_side(g_problem, dw2_problem));
   } else {
     HP_RETURN_IF_ERROR(run_gemm(g_problem));
-    const auto w2_start = std::chrono::steady_clock::now();
+    const PhaseTimer dw2(this, nullptr, CorePhase::kGradWeight);
     HP_RETURN_IF_ERROR(run_gemm(dw2_problem));
-    add_span(-1, CorePhase::kGradWeight, w2_start);
   }
   g.da.resize(std::size_t(rows * 2 * I));
   for (std::int64_t r = 0; r < rows; ++r) {
     const float w = p.row_weight != nullptr ? p.row_weight[r] : 1.0f;
     const float* ar = g.a.data() + r * 2 * I;
     const float* gr = g.g_dy.data() + r * I;
-    const float* s2 = smooth2_of(r);
+    const float* s2 = smooth2_row(p, r);
     float dw = 0;
     for (std::int64_t i = 0; i < I; ++i) {
       dw += gr[i] * bf16_to_float(g.h_bf16[std::size_t(r * I + i)]);
@@ -199,19 +203,28 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
         .out = p.dx_rows,
         .b_panels = p.w1t_panels}));
   }
-  grad_times_.act_grad += seconds_since(start);
-  add_span(-1, CorePhase::kGradActivation, start);
+  return Status::ok();
+}
+
+Status MoeLayer::expert_backward(const ExpertGrad& p) {
+  {
+    const PhaseTimer recompute(this, &grad_times_.recompute, CorePhase::kGradRecompute);
+    HP_RETURN_IF_ERROR(recompute_forward(p));
+  }
+  {
+    const PhaseTimer act_grad(this, &grad_times_.act_grad, CorePhase::kGradActivation);
+    HP_RETURN_IF_ERROR(activation_grads(p));
+  }
   // ---- dW1 = x~^T dA (unless the caller runs it under the combine) ---------------------------
   if (!p.defer_dw1) {
-    start = std::chrono::steady_clock::now();
-    HP_RETURN_IF_ERROR(
-        run_gemm(hp::kernels::Bf16GemmProblem{.kind = hp::kernels::Bf16GemmKind::kWeight,
-                                              .a = x_bf16,
-                                              .offsets = p.offsets,
-                                              .b = da,
-                                              .out = p.dw1}));
-    grad_times_.weight_grad += seconds_since(start);
-    add_span(-1, CorePhase::kGradWeight, start);
+    const PhaseTimer dw1(this, &grad_times_.weight_grad, CorePhase::kGradWeight);
+    const std::int64_t rows = p.x_q.dim(0);
+    HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
+        .kind = hp::kernels::Bf16GemmKind::kWeight,
+        .a = TensorView(grad_.x_bf16.data(), DType::kBF16, {rows, config_.hidden}),
+        .offsets = p.offsets,
+        .b = TensorView(grad_.da.data(), DType::kBF16, {rows, 2 * p.inter}),
+        .out = p.dw1}));
   }
   return Status::ok();
 }
@@ -228,14 +241,13 @@ Status MoeLayer::run_gemms_side_by_side(const hp::kernels::Bf16GemmProblem& firs
   HP_RETURN_IF_ERROR(chip.launch(
       {.mode = hp::platform::LaunchMode::kCube, .block_dim = cubes},
       [&](hp::platform::BlockContext& block) {
-        const auto t0 = std::chrono::steady_clock::now();
         if (block.block_idx() < split) {
           a.run(block.block_idx(), worker_workspace(block.block_idx(), a.workspace_bytes()));
         } else {
+          const PhaseTimer span(this, block.block_idx() == split ? &second_s : nullptr,
+                                CorePhase::kGradWeight, block.core_idx());
           b.run(block.block_idx() - split,
                 worker_workspace(block.block_idx(), b.workspace_bytes()));
-          if (block.block_idx() == split) second_s = seconds_since(t0);
-          add_span(block.core_idx(), CorePhase::kGradWeight, t0);
         }
         return Status::ok();
       }));
@@ -249,11 +261,19 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
   HP_ENSURE(config_.backward, ErrorCode::kFailedPrecondition,
             "MoeLayer::backward: the layer was made without MoeLayerConfig::backward = true");
   grad_times_ = {};
-  GradStorage& g = grad_;
-  const std::int64_t H = config_.hidden;
   // Every check of this rank's arguments travels with the first dispatch's counts: a bad
   // argument on one rank fails every rank before anything moves.
-  const Status verdict = check_grad_args(a);
+  HP_RETURN_IF_ERROR(dispatch_for_backward(a, check_grad_args(a)));
+  // The shared expert first: the routed experts' dW1 is left for last, and the two share the
+  // scratch.
+  if (config_.shared_intermediate > 0) HP_RETURN_IF_ERROR(shared_expert_backward(a));
+  HP_RETURN_IF_ERROR(routed_experts_backward(a));
+  return routed_dw1_and_communication(a);
+}
+
+Status MoeLayer::dispatch_for_backward(const MoeGradArgs& a, const Status& verdict) {
+  GradStorage& g = grad_;
+  const std::int64_t H = config_.hidden;
   const std::int64_t T = verdict.is_ok() ? a.x.dim(0) : 0;
   const auto* mask = static_cast<const std::uint8_t*>(a.x_active_mask.data());
   g.dy_bf16.resize(std::size_t(T * H));
@@ -265,7 +285,7 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
     }
   }
   // ---- dispatch x (int8, as the forward) and dY (bf16) with the forward's routing ----------
-  auto start = std::chrono::steady_clock::now();
+  const PhaseTimer dispatch(this, &grad_times_.dispatch, CorePhase::kGradDispatch);
   HP_RETURN_IF_ERROR(buffer_->dispatch({.x = a.x,
                                         .topk_idx = a.topk_idx,
                                         .topk_weights = a.topk_weights,
@@ -273,8 +293,7 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                                         .quant = Quant::kDynamicInt8,
                                         .smooth = smooth1()},
                                        &g.x_recv, verdict));
-  const TensorView dy_own(g.dy_bf16.data(), DType::kBF16, {T, H});
-  HP_RETURN_IF_ERROR(buffer_->dispatch({.x = dy_own,
+  HP_RETURN_IF_ERROR(buffer_->dispatch({.x = TensorView(g.dy_bf16.data(), DType::kBF16, {T, H}),
                                         .topk_idx = a.topk_idx,
                                         .topk_weights = a.topk_weights,
                                         .x_active_mask = a.x_active_mask},
@@ -285,60 +304,69 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                 g.dy_recv.handle.row_src_rank == handle.row_src_rank,
             ErrorCode::kInternal,
             "MoeLayer::backward: dY's dispatch put its rows in another order than x's");
-  grad_times_.dispatch = seconds_since(start);
-  add_span(-1, CorePhase::kGradDispatch, start);
-  // ---- the shared expert, on this rank's tokens (first: the routed experts' dW1 is left for
-  // last, and the two share the scratch) -------------------------------------------------------
-  const bool shared = config_.shared_intermediate > 0;
-  if (shared) {
-    g.own_q.resize(std::size_t(T * H));
-    g.own_scale.resize(std::size_t(T));
-    g.dx_sum.resize(std::size_t(T * H));
-    const std::int64_t groups[2] = {0, T};
-    const TensorView own_q(g.own_q.data(), DType::kInt8, {T, H}),
-        own_scale(g.own_scale.data(), DType::kFP32, {T});
-    HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, a.x, own_q, own_scale, smooth1()));
-    HP_RETURN_IF_ERROR(expert_backward(
-        {.x_q = own_q,
-         .x_scale = own_scale,
-         .offsets = TensorView(const_cast<std::int64_t*>(groups), DType::kInt64, {2}),
-         .dy = dy_own,
-         .w1_plain = &shared_w1_plain_,
-         .smooth2 = shared_smooth2_.empty() ? nullptr : shared_smooth2_.data(),
-         .w1t_bf16 = shared_w1t_bf16_.data(),
-         .w2t_bf16 = shared_w2t_bf16_.data(),
-         .w1t_panels = &shared_w1t_panels_,
-         .w2t_panels = &shared_w2t_panels_,
-         .inter = config_.shared_intermediate,
-         .dw1 = a.shared_dw1,
-         .dw2 = a.shared_dw2,
-         .dx_rows = TensorView(g.dx_sum.data(), DType::kFP32, {T, H})}));
-  }
-  // ---- the routed experts -------------------------------------------------------------------
-  const std::int64_t rows = g.x_recv.rows;
+  return Status::ok();
+}
+
+// The shared expert, on this rank's tokens (dispatch_for_backward checked them).
+Status MoeLayer::shared_expert_backward(const MoeGradArgs& a) {
+  GradStorage& g = grad_;
+  const std::int64_t H = config_.hidden, T = a.x.dim(0);
+  g.own_q.resize(std::size_t(T * H));
+  g.own_scale.resize(std::size_t(T));
+  g.dx_sum.resize(std::size_t(T * H));
+  const std::int64_t groups[2] = {0, T};
+  const TensorView own_q(g.own_q.data(), DType::kInt8, {T, H}),
+      own_scale(g.own_scale.data(), DType::kFP32, {T});
+  HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, a.x, own_q, own_scale, smooth1()));
+  return expert_backward(
+      {.x_q = own_q,
+       .x_scale = own_scale,
+       .offsets = TensorView(const_cast<std::int64_t*>(groups), DType::kInt64, {2}),
+       .dy = TensorView(g.dy_bf16.data(), DType::kBF16, {T, H}),
+       .w1_plain = &shared_w1_plain_,
+       .smooth2 = shared_smooth2_.empty() ? nullptr : shared_smooth2_.data(),
+       .w1t_bf16 = shared_w1t_bf16_.data(),
+       .w2t_bf16 = shared_w2t_bf16_.data(),
+       .w1t_panels = &shared_w1t_panels_,
+       .w2t_panels = &shared_w2t_panels_,
+       .inter = config_.shared_intermediate,
+       .dw1 = a.shared_dw1,
+       .dw2 = a.shared_dw2,
+       .dx_rows = TensorView(g.dx_sum.data(), DType::kFP32, {T, H})});
+}
+
+// The routed experts on the dispatched rows, but for their dW1 (grad_.x_bf16, grad_.da).
+Status MoeLayer::routed_experts_backward(const MoeGradArgs& a) {
+  GradStorage& g = grad_;
+  const std::int64_t H = config_.hidden, rows = g.x_recv.rows;
   g.dx_rows.resize(std::size_t(rows * H));
   g.d_row_weight.resize(std::size_t(rows));
-  HP_RETURN_IF_ERROR(
-      expert_backward({.x_q = g.x_recv.x(),
-                       .x_scale = TensorView(g.x_recv.x_scale.data(), DType::kFP32, {rows}),
-                       .offsets = TensorView(g.x_recv.expert_offsets.data(), DType::kInt64,
-                                             {std::int64_t(g.x_recv.expert_offsets.size())}),
-                       .dy = g.dy_recv.x(),
-                       .row_weight = g.x_recv.topk_weights.data(),
-                       .w1_plain = &w1_plain_,
-                       .smooth2 = smooth2_.empty() ? nullptr : smooth2_.data(),
-                       .w1t_bf16 = w1t_bf16_.data(),
-                       .w2t_bf16 = w2t_bf16_.data(),
-                       .w1t_panels = &w1t_panels_,
-                       .w2t_panels = &w2t_panels_,
-                       .inter = config_.intermediate,
-                       .dw1 = a.dw1,
-                       .dw2 = a.dw2,
-                       .dx_rows = TensorView(g.dx_rows.data(), DType::kFP32, {rows, H}),
-                       .d_row_weight = g.d_row_weight.data(),
-                       .defer_dw1 = true}));
-  // ---- dW1 of the routed experts, and the communication: at once on a chip -------------------
-  const std::int64_t I = config_.intermediate;
+  return expert_backward({.x_q = g.x_recv.x(),
+                          .x_scale = TensorView(g.x_recv.x_scale.data(), DType::kFP32, {rows}),
+                          .offsets = TensorView(g.x_recv.expert_offsets.data(), DType::kInt64,
+                                                {std::int64_t(g.x_recv.expert_offsets.size())}),
+                          .dy = g.dy_recv.x(),
+                          .row_weight = g.x_recv.topk_weights.data(),
+                          .w1_plain = &w1_plain_,
+                          .smooth2 = smooth2_.empty() ? nullptr : smooth2_.data(),
+                          .w1t_bf16 = w1t_bf16_.data(),
+                          .w2t_bf16 = w2t_bf16_.data(),
+                          .w1t_panels = &w1t_panels_,
+                          .w2t_panels = &w2t_panels_,
+                          .inter = config_.intermediate,
+                          .dw1 = a.dw1,
+                          .dw2 = a.dw2,
+                          .dx_rows = TensorView(g.dx_rows.data(), DType::kFP32, {rows, H}),
+                          .d_row_weight = g.d_row_weight.data(),
+                          .defer_dw1 = true});
+}
+
+// The routed experts' dW1 and the communication: at once on a chip (its cube cores run the
+// GEMM while one vector block runs the combine and the all-to-all), one after the other
+// without.
+Status MoeLayer::routed_dw1_and_communication(const MoeGradArgs& a) {
+  GradStorage& g = grad_;
+  const std::int64_t H = config_.hidden, I = config_.intermediate, rows = g.x_recv.rows;
   const TensorView offsets(g.x_recv.expert_offsets.data(), DType::kInt64,
                            {std::int64_t(g.x_recv.expert_offsets.size())});
   const hp::kernels::Bf16GemmProblem dw1{.kind = hp::kernels::Bf16GemmKind::kWeight,
@@ -347,15 +375,12 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
                                          .b = TensorView(g.da.data(), DType::kBF16, {rows, 2 * I}),
                                          .out = a.dw1};
   if (config_.chip == nullptr) {
-    start = std::chrono::steady_clock::now();
-    HP_RETURN_IF_ERROR(run_gemm(dw1));
-    grad_times_.weight_grad += seconds_since(start);
-    add_span(-1, CorePhase::kGradWeight, start);
-    start = std::chrono::steady_clock::now();
-    HP_RETURN_IF_ERROR(backward_communication(a));
-    grad_times_.combine = seconds_since(start);
-    add_span(-1, CorePhase::kGradCombine, start);
-    return Status::ok();
+    {
+      const PhaseTimer weight(this, &grad_times_.weight_grad, CorePhase::kGradWeight);
+      HP_RETURN_IF_ERROR(run_gemm(dw1));
+    }
+    const PhaseTimer combine(this, &grad_times_.combine, CorePhase::kGradCombine);
+    return backward_communication(a);
   }
   hp::platform::Chip& chip = *config_.chip;
   hp::kernels::Bf16GemmPlan plan;
@@ -364,33 +389,27 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
   const hp::shmem::PeBinding pe = hp::shmem::pe_binding();
   buffer_->use_chip(nullptr);  // the combine runs on one vector block, inside the launch
   double gemm_s = 0, comm_s = 0;
-  start = std::chrono::steady_clock::now();
+  PhaseTimer wall(this, nullptr, std::nullopt);
   const Status launched = chip.launch(
       {.mode = hp::platform::LaunchMode::kMix, .block_dim = chip.num_cube()},
       [&](hp::platform::BlockContext& b) -> Status {
-        const auto t0 = std::chrono::steady_clock::now();
         if (b.core_type() == hp::platform::CoreType::kCube) {
+          const PhaseTimer span(this, b.block_idx() == 0 ? &gemm_s : nullptr,
+                                CorePhase::kGradWeight, b.core_idx());
           plan.run(b.block_idx(), worker_workspace(b.block_idx(), plan.workspace_bytes()));
-          if (b.block_idx() == 0) gemm_s = seconds_since(t0);
-          add_span(b.core_idx(), CorePhase::kGradWeight, t0);
           return Status::ok();
         }
         if (b.block_idx() != 0 || b.sub_block_idx() != 0) return Status::ok();
-        Status s;
-        {
-          const hp::shmem::ThreadBinding bound(pe);
-          s = backward_communication(a);
-        }
-        comm_s = seconds_since(t0);
-        add_span(b.core_idx(), CorePhase::kGradCombine, t0);
-        return s;
+        const PhaseTimer span(this, &comm_s, CorePhase::kGradCombine, b.core_idx());
+        const hp::shmem::ThreadBinding bound(pe);
+        return backward_communication(a);
       });
-  const double wall = seconds_since(start);
+  const double wall_s = wall.stop();
   buffer_->use_chip(config_.chip);
   HP_RETURN_IF_ERROR(launched);
   grad_times_.weight_grad += gemm_s;
   grad_times_.combine = comm_s;
-  grad_times_.overlap = std::max(0.0, gemm_s + comm_s - wall);
+  grad_times_.overlap = std::max(0.0, gemm_s + comm_s - wall_s);
   return Status::ok();
 }
 

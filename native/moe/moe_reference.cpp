@@ -79,104 +79,179 @@ float quantize(const std::vector<float>& v, std::vector<std::int32_t>* q) {
 
 float silu(float g) { return g / (1.0f + std::exp(-g)); }
 
+// One expert's weights: w1 [H, 2 inter] and its scales [2 inter], w2 [inter, H] and its scales
+// [H], and its smooth2 row [inter] (null: none).
+struct ExpertView {
+  const std::int8_t* w1;
+  const float* w1s;
+  const std::int8_t* w2;
+  const float* w2s;
+  std::int64_t inter;
+  const float* s2;
+};
+
+ExpertView routed_expert(const MoeReferenceArgs& a, std::int64_t e, std::int64_t H,
+                         std::int64_t I) {
+  return {static_cast<const std::int8_t*>(a.w1.data()) + e * H * 2 * I,
+          static_cast<const float*>(a.w1_scale.data()) + e * 2 * I,
+          static_cast<const std::int8_t*>(a.w2.data()) + e * I * H,
+          static_cast<const float*>(a.w2_scale.data()) + e * H,
+          I,
+          smooth2_row(a, e, I, false)};
+}
+
+ExpertView shared_expert(const MoeReferenceArgs& a, std::int64_t shared_i) {
+  return {static_cast<const std::int8_t*>(a.shared_w1.data()),
+          static_cast<const float*>(a.shared_w1_scale.data()),
+          static_cast<const std::int8_t*>(a.shared_w2.data()),
+          static_cast<const float*>(a.shared_w2_scale.data()),
+          shared_i,
+          smooth2_row(a, 0, shared_i, true)};
+}
+
+// The shared expert's I (0: none), its weights' shapes checked.
+Status shared_inter(const MoeReferenceArgs& a, std::int64_t H, std::int64_t* shared_i) {
+  *shared_i = 0;
+  if (a.shared_w1.data() == nullptr) return Status::ok();
+  HP_RETURN_IF_ERROR(a.shared_w1.expect_shape("shared_w1", {1, H, -1}));
+  HP_RETURN_IF_ERROR(a.shared_w1.expect_dtype("shared_w1", DType::kInt8));
+  HP_ENSURE(a.shared_w1.dim(2) % 2 == 0, ErrorCode::kShapeMismatch,
+            "shared_w1: expected 2Is columns");
+  const std::int64_t si = a.shared_w1.dim(2) / 2;
+  HP_RETURN_IF_ERROR(a.shared_w1_scale.expect_shape("shared_w1_scale", {1, 2 * si}));
+  HP_RETURN_IF_ERROR(a.shared_w2.expect_shape("shared_w2", {1, si, H}));
+  HP_RETURN_IF_ERROR(a.shared_w2.expect_dtype("shared_w2", DType::kInt8));
+  HP_RETURN_IF_ERROR(a.shared_w2_scale.expect_shape("shared_w2_scale", {1, H}));
+  *shared_i = si;
+  return Status::ok();
+}
+
+// The row buffers one token's experts share.
+struct TokenScratch {
+  std::vector<float> row, h;
+  std::vector<std::int32_t> qx, qh;
+};
+
+// One expert's output for the token in scratch.row (quantised into scratch.qx with scale sx),
+// times w, added to y_row [H].
+template <bool kQuantized>
+void expert_forward(const ExpertView& e, std::int64_t H, float sx, float w, TokenScratch& ts,
+                    float* y_row) {
+  const std::int64_t ei = e.inter;
+  ts.h.assign(static_cast<std::size_t>(ei), 0.0f);
+  for (std::int64_t i = 0; i < ei; ++i) {
+    float gate, up;
+    if constexpr (kQuantized) {
+      std::int32_t acc_g = 0, acc_u = 0;
+      for (std::int64_t j = 0; j < H; ++j) {
+        acc_g += ts.qx[std::size_t(j)] * e.w1[j * 2 * ei + i];
+        acc_u += ts.qx[std::size_t(j)] * e.w1[j * 2 * ei + ei + i];
+      }
+      gate = float(acc_g) * e.w1s[i] * sx;
+      up = float(acc_u) * e.w1s[ei + i] * sx;
+    } else {
+      double g = 0, u = 0;
+      for (std::int64_t j = 0; j < H; ++j) {
+        g += double(ts.row[std::size_t(j)]) * e.w1[j * 2 * ei + i] * e.w1s[i];
+        u += double(ts.row[std::size_t(j)]) * e.w1[j * 2 * ei + ei + i] * e.w1s[ei + i];
+      }
+      gate = float(g);
+      up = float(u);
+    }
+    ts.h[std::size_t(i)] = silu(gate) * up * (e.s2 != nullptr ? e.s2[i] : 1.0f);
+  }
+  const float sh = kQuantized ? quantize(ts.h, &ts.qh) : 0.0f;
+  for (std::int64_t c = 0; c < H; ++c) {
+    float out;
+    if constexpr (kQuantized) {
+      std::int32_t acc = 0;
+      for (std::int64_t i = 0; i < ei; ++i) acc += ts.qh[std::size_t(i)] * e.w2[i * H + c];
+      out = float(acc) * e.w2s[c] * sh;
+    } else {
+      double acc = 0;
+      for (std::int64_t i = 0; i < ei; ++i)
+        acc += double(ts.h[std::size_t(i)]) * e.w2[i * H + c] * e.w2s[c];
+      out = float(acc);
+    }
+    y_row[c] += w * out;
+  }
+}
+
 template <bool kQuantized>
 Status reference(const MoeReferenceArgs& a) {
   Shapes s{};
   HP_RETURN_IF_ERROR(check(a, &s));
-  const auto* w1 = static_cast<const std::int8_t*>(a.w1.data());
-  const auto* w1s = static_cast<const float*>(a.w1_scale.data());
-  const auto* w2 = static_cast<const std::int8_t*>(a.w2.data());
-  const auto* w2s = static_cast<const float*>(a.w2_scale.data());
   const auto* x = static_cast<const float*>(a.x.data());
   const auto* idx = static_cast<const std::int64_t*>(a.topk_idx.data());
   const auto* weights = static_cast<const float*>(a.topk_weights.data());
   const auto* mask = static_cast<const std::uint8_t*>(a.x_active_mask.data());
   auto* y = static_cast<float*>(a.y.data());
   const std::int64_t H = s.hidden, I = s.inter;
-  std::vector<float> row(static_cast<std::size_t>(H)), h;
   std::int64_t shared_i = 0;
-  if (a.shared_w1.data() != nullptr) {
-    HP_RETURN_IF_ERROR(a.shared_w1.expect_shape("shared_w1", {1, H, -1}));
-    HP_RETURN_IF_ERROR(a.shared_w1.expect_dtype("shared_w1", DType::kInt8));
-    HP_ENSURE(a.shared_w1.dim(2) % 2 == 0, ErrorCode::kShapeMismatch,
-              "shared_w1: expected 2Is columns");
-    shared_i = a.shared_w1.dim(2) / 2;
-    HP_RETURN_IF_ERROR(a.shared_w1_scale.expect_shape("shared_w1_scale", {1, 2 * shared_i}));
-    HP_RETURN_IF_ERROR(a.shared_w2.expect_shape("shared_w2", {1, shared_i, H}));
-    HP_RETURN_IF_ERROR(a.shared_w2.expect_dtype("shared_w2", DType::kInt8));
-    HP_RETURN_IF_ERROR(a.shared_w2_scale.expect_shape("shared_w2_scale", {1, H}));
-  }
-  std::vector<std::int32_t> qx, qh;
+  HP_RETURN_IF_ERROR(shared_inter(a, H, &shared_i));
+  TokenScratch ts;
+  ts.row.resize(static_cast<std::size_t>(H));
   for (std::int64_t t = 0; t < s.tokens; ++t) {
     std::fill_n(y + t * H, H, 0.0f);
     if (mask != nullptr && mask[t] == 0) continue;
-    smoothed_row(a, x, t, H, &row);
-    const float sx = kQuantized ? quantize(row, &qx) : 0.0f;
-    // One expert's output for token t, times w, added to y: weights w1 [H, 2 ei], w2 [ei, H].
-    auto expert = [&](const std::int8_t* e_w1, const float* e_w1s, const std::int8_t* e_w2,
-                      const float* e_w2s, std::int64_t ei, float w, const float* s2) {
-      h.assign(static_cast<std::size_t>(ei), 0.0f);
-      for (std::int64_t i = 0; i < ei; ++i) {
-        float gate, up;
-        if constexpr (kQuantized) {
-          std::int32_t acc_g = 0, acc_u = 0;
-          for (std::int64_t j = 0; j < H; ++j) {
-            acc_g += qx[std::size_t(j)] * e_w1[j * 2 * ei + i];
-            acc_u += qx[std::size_t(j)] * e_w1[j * 2 * ei + ei + i];
-          }
-          gate = float(acc_g) * e_w1s[i] * sx;
-          up = float(acc_u) * e_w1s[ei + i] * sx;
-        } else {
-          double g = 0, u = 0;
-          for (std::int64_t j = 0; j < H; ++j) {
-            g += double(row[std::size_t(j)]) * e_w1[j * 2 * ei + i] * e_w1s[i];
-            u += double(row[std::size_t(j)]) * e_w1[j * 2 * ei + ei + i] * e_w1s[ei + i];
-          }
-          gate = float(g);
-          up = float(u);
-        }
-        h[std::size_t(i)] = silu(gate) * up * (s2 != nullptr ? s2[i] : 1.0f);
-      }
-      const float sh = kQuantized ? quantize(h, &qh) : 0.0f;
-      for (std::int64_t c = 0; c < H; ++c) {
-        float out;
-        if constexpr (kQuantized) {
-          std::int32_t acc = 0;
-          for (std::int64_t i = 0; i < ei; ++i) acc += qh[std::size_t(i)] * e_w2[i * H + c];
-          out = float(acc) * e_w2s[c] * sh;
-        } else {
-          double acc = 0;
-          for (std::int64_t i = 0; i < ei; ++i)
-            acc += double(h[std::size_t(i)]) * e_w2[i * H + c] * e_w2s[c];
-          out = float(acc);
-        }
-        y[t * H + c] += w * out;
-      }
-    };
+    smoothed_row(a, x, t, H, &ts.row);
+    const float sx = kQuantized ? quantize(ts.row, &ts.qx) : 0.0f;
     for (std::int64_t k = 0; k < s.topk; ++k) {
       const std::int64_t e = idx[t * s.topk + k];
       if (e < 0) continue;
       HP_ENSURE(e < s.experts, ErrorCode::kOutOfRange, "topk_idx[{}][{}] = {}: expected < {}", t, k,
                 e, s.experts);
-      expert(w1 + e * H * 2 * I, w1s + e * 2 * I, w2 + e * I * H, w2s + e * H, I,
-             weights[t * s.topk + k], smooth2_row(a, e, I, false));
+      expert_forward<kQuantized>(routed_expert(a, e, H, I), H, sx, weights[t * s.topk + k], ts,
+                                 y + t * H);
     }
-    if (shared_i > 0) {
-      expert(static_cast<const std::int8_t*>(a.shared_w1.data()),
-             static_cast<const float*>(a.shared_w1_scale.data()),
-             static_cast<const std::int8_t*>(a.shared_w2.data()),
-             static_cast<const float*>(a.shared_w2_scale.data()), shared_i, 1.0f,
-             smooth2_row(a, 0, shared_i, true));
-    }
+    if (shared_i > 0)
+      expert_forward<kQuantized>(shared_expert(a, shared_i), H, sx, 1.0f, ts, y + t * H);
   }
   return Status::ok();
 }
 
-Status reference_grad(const MoeReferenceGradArgs& ga) {
-  MoeReferenceArgs a = ga.forward;
-  a.y = ga.dx;  // [T, H] fp32, checked with the rest
-  Shapes s{};
-  HP_RETURN_IF_ERROR(check(a, &s));
+// One expert's backward for the token in ts.qx (scale sx) with weight w and output gradient
+// g_out [H]: adds into dw1 [H, 2 inter], dw2 [inter, H] and dx_row [H]; returns d w.
+double expert_backward(const ExpertView& e, std::int64_t H, double sx, const float* g_out, double w,
+                       float* dw1, float* dw2, TokenScratch& ts, std::vector<double>& dx_row) {
+  const std::int64_t ei = e.inter;
+  std::vector<double> gate(static_cast<std::size_t>(ei)), up(static_cast<std::size_t>(ei));
+  ts.h.assign(static_cast<std::size_t>(ei), 0.0f);
+  for (std::int64_t i = 0; i < ei; ++i) {
+    std::int32_t acc_g = 0, acc_u = 0;
+    for (std::int64_t j = 0; j < H; ++j) {
+      acc_g += ts.qx[std::size_t(j)] * e.w1[j * 2 * ei + i];
+      acc_u += ts.qx[std::size_t(j)] * e.w1[j * 2 * ei + ei + i];
+    }
+    gate[std::size_t(i)] = double(float(acc_g) * e.w1s[i] * float(sx));
+    up[std::size_t(i)] = double(float(acc_u) * e.w1s[ei + i] * float(sx));
+    ts.h[std::size_t(i)] = float(gate[std::size_t(i)] / (1 + std::exp(-gate[std::size_t(i)])) *
+                                 up[std::size_t(i)] * (e.s2 != nullptr ? e.s2[i] : 1.0f));
+  }
+  const double sh = quantize(ts.h, &ts.qh);
+  double dw = 0;
+  for (std::int64_t i = 0; i < ei; ++i) {
+    double grad = 0;  // (dY W2^T)_i
+    for (std::int64_t c = 0; c < H; ++c) grad += double(g_out[c]) * e.w2[i * H + c] * e.w2s[c];
+    const double ht = ts.qh[std::size_t(i)] * sh;
+    dw += grad * ht;
+    for (std::int64_t c = 0; c < H; ++c) dw2[i * H + c] += float(ht * w * g_out[c]);
+    const double g = gate[std::size_t(i)], sig = 1 / (1 + std::exp(-g)),
+                 dh = w * grad * (e.s2 != nullptr ? e.s2[i] : 1.0);
+    const double dg = dh * up[std::size_t(i)] * sig * (1 + g * (1 - sig)), du = dh * g * sig;
+    for (std::int64_t j = 0; j < H; ++j) {
+      const double xt = ts.qx[std::size_t(j)] * sx;
+      dw1[j * 2 * ei + i] += float(xt * dg);
+      dw1[j * 2 * ei + ei + i] += float(xt * du);
+      dx_row[std::size_t(j)] += double(e.w1[j * 2 * ei + i]) * e.w1s[i] * dg +
+                                double(e.w1[j * 2 * ei + ei + i]) * e.w1s[ei + i] * du;
+    }
+  }
+  return dw;
+}
+
+// The gradients' shapes and dtypes against the forward's (s); the shared expert's I.
+Status check_grad(const MoeReferenceGradArgs& ga, const Shapes& s, std::int64_t shared_i) {
   const std::int64_t H = s.hidden, I = s.inter, T = s.tokens, K = s.topk;
   HP_RETURN_IF_ERROR(ga.dy.expect_shape("dy", {T, H}));
   HP_RETURN_IF_ERROR(ga.d_topk_weights.expect_shape("d_topk_weights", {T, K}));
@@ -187,91 +262,55 @@ Status reference_grad(const MoeReferenceGradArgs& ga) {
     HP_ENSURE(t->is_contiguous(), ErrorCode::kInvalidArgument, "{}: expected contiguous",
               t->to_string());
   }
-  const std::int64_t shared_i = a.shared_w1.data() != nullptr ? a.shared_w1.dim(2) / 2 : 0;
   if (shared_i > 0) {
     HP_RETURN_IF_ERROR(ga.shared_dw1.expect_shape("shared_dw1", {1, H, 2 * shared_i}));
     HP_RETURN_IF_ERROR(ga.shared_dw2.expect_shape("shared_dw2", {1, shared_i, H}));
   }
+  return Status::ok();
+}
+
+Status reference_grad(const MoeReferenceGradArgs& ga) {
+  MoeReferenceArgs a = ga.forward;
+  a.y = ga.dx;  // [T, H] fp32, checked with the rest
+  Shapes s{};
+  HP_RETURN_IF_ERROR(check(a, &s));
+  const std::int64_t H = s.hidden, I = s.inter, T = s.tokens, K = s.topk;
+  const std::int64_t shared_i = a.shared_w1.data() != nullptr ? a.shared_w1.dim(2) / 2 : 0;
+  HP_RETURN_IF_ERROR(check_grad(ga, s, shared_i));
   const auto* x = static_cast<const float*>(a.x.data());
   const auto* dy = static_cast<const float*>(ga.dy.data());
   const auto* idx = static_cast<const std::int64_t*>(a.topk_idx.data());
   const auto* weights = static_cast<const float*>(a.topk_weights.data());
   const auto* mask = static_cast<const std::uint8_t*>(a.x_active_mask.data());
+  const auto* s1 = static_cast<const float*>(a.smooth1.data());  // d(x s1)/dx = s1
   auto* dx = static_cast<float*>(ga.dx.data());
   auto* d_topk = static_cast<float*>(ga.d_topk_weights.data());
-  std::vector<float> row(static_cast<std::size_t>(H)), h;
+  auto* dw1 = static_cast<float*>(ga.dw1.data());
+  auto* dw2 = static_cast<float*>(ga.dw2.data());
+  TokenScratch ts;
+  ts.row.resize(static_cast<std::size_t>(H));
   std::vector<double> dx_row(static_cast<std::size_t>(H));
-  std::vector<std::int32_t> qx, qh;
   for (std::int64_t t = 0; t < T; ++t) {
     std::fill_n(d_topk + t * K, K, 0.0f);
     std::fill(dx_row.begin(), dx_row.end(), 0.0);
     if (mask == nullptr || mask[t] != 0) {
-      smoothed_row(a, x, t, H, &row);
-      const double sx = quantize(row, &qx);
-      const float* g_out = dy + t * H;
-      // One expert's backward for token t with weight w; returns d w.
-      auto expert = [&](const std::int8_t* w1, const float* w1s, const std::int8_t* w2,
-                        const float* w2s, std::int64_t ei, double w, float* dw1, float* dw2,
-                        const float* s2) {
-        std::vector<double> gate(static_cast<std::size_t>(ei)), up(static_cast<std::size_t>(ei));
-        h.assign(static_cast<std::size_t>(ei), 0.0f);
-        for (std::int64_t i = 0; i < ei; ++i) {
-          std::int32_t acc_g = 0, acc_u = 0;
-          for (std::int64_t j = 0; j < H; ++j) {
-            acc_g += qx[std::size_t(j)] * w1[j * 2 * ei + i];
-            acc_u += qx[std::size_t(j)] * w1[j * 2 * ei + ei + i];
-          }
-          gate[std::size_t(i)] = double(float(acc_g) * w1s[i] * float(sx));
-          up[std::size_t(i)] = double(float(acc_u) * w1s[ei + i] * float(sx));
-          h[std::size_t(i)] = float(gate[std::size_t(i)] / (1 + std::exp(-gate[std::size_t(i)])) *
-                                    up[std::size_t(i)] * (s2 != nullptr ? s2[i] : 1.0f));
-        }
-        const double sh = quantize(h, &qh);
-        double dw = 0;
-        for (std::int64_t i = 0; i < ei; ++i) {
-          double grad = 0;  // (dY W2^T)_i
-          for (std::int64_t c = 0; c < H; ++c) grad += double(g_out[c]) * w2[i * H + c] * w2s[c];
-          const double ht = qh[std::size_t(i)] * sh;
-          dw += grad * ht;
-          for (std::int64_t c = 0; c < H; ++c) dw2[i * H + c] += float(ht * w * g_out[c]);
-          const double g = gate[std::size_t(i)], sig = 1 / (1 + std::exp(-g)),
-                       dh = w * grad * (s2 != nullptr ? s2[i] : 1.0);
-          const double dg = dh * up[std::size_t(i)] * sig * (1 + g * (1 - sig)), du = dh * g * sig;
-          for (std::int64_t j = 0; j < H; ++j) {
-            const double xt = qx[std::size_t(j)] * sx;
-            dw1[j * 2 * ei + i] += float(xt * dg);
-            dw1[j * 2 * ei + ei + i] += float(xt * du);
-            dx_row[std::size_t(j)] += double(w1[j * 2 * ei + i]) * w1s[i] * dg +
-                                      double(w1[j * 2 * ei + ei + i]) * w1s[ei + i] * du;
-          }
-        }
-        return dw;
-      };
-      const auto* w1 = static_cast<const std::int8_t*>(a.w1.data());
-      const auto* w1s = static_cast<const float*>(a.w1_scale.data());
-      const auto* w2 = static_cast<const std::int8_t*>(a.w2.data());
-      const auto* w2s = static_cast<const float*>(a.w2_scale.data());
-      auto* dw1 = static_cast<float*>(ga.dw1.data());
-      auto* dw2 = static_cast<float*>(ga.dw2.data());
+      smoothed_row(a, x, t, H, &ts.row);
+      const double sx = quantize(ts.row, &ts.qx);
       for (std::int64_t k = 0; k < K; ++k) {
         const std::int64_t e = idx[t * K + k];
         if (e < 0) continue;
         HP_ENSURE(e < s.experts, ErrorCode::kOutOfRange, "topk_idx[{}][{}] = {}: expected < {}", t,
                   k, e, s.experts);
-        d_topk[t * K + k] = float(expert(w1 + e * H * 2 * I, w1s + e * 2 * I, w2 + e * I * H,
-                                         w2s + e * H, I, weights[t * K + k], dw1 + e * H * 2 * I,
-                                         dw2 + e * I * H, smooth2_row(a, e, I, false)));
+        d_topk[t * K + k] =
+            float(expert_backward(routed_expert(a, e, H, I), H, sx, dy + t * H, weights[t * K + k],
+                                  dw1 + e * H * 2 * I, dw2 + e * I * H, ts, dx_row));
       }
       if (shared_i > 0) {
-        expert(static_cast<const std::int8_t*>(a.shared_w1.data()),
-               static_cast<const float*>(a.shared_w1_scale.data()),
-               static_cast<const std::int8_t*>(a.shared_w2.data()),
-               static_cast<const float*>(a.shared_w2_scale.data()), shared_i, 1.0,
-               static_cast<float*>(ga.shared_dw1.data()), static_cast<float*>(ga.shared_dw2.data()),
-               smooth2_row(a, 0, shared_i, true));
+        expert_backward(shared_expert(a, shared_i), H, sx, dy + t * H, 1.0,
+                        static_cast<float*>(ga.shared_dw1.data()),
+                        static_cast<float*>(ga.shared_dw2.data()), ts, dx_row);
       }
     }
-    const auto* s1 = static_cast<const float*>(a.smooth1.data());  // d(x s1)/dx = s1
     for (std::int64_t j = 0; j < H; ++j)
       dx[t * H + j] = float(dx_row[std::size_t(j)] * (s1 != nullptr ? s1[j] : 1.0f));
   }

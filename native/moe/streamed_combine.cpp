@@ -11,12 +11,6 @@ namespace hp::moe {
 
 using namespace window;
 
-std::uint8_t* Buffer::pair_row(std::uint64_t epoch, std::int64_t index) const {
-  const std::size_t half =
-      std::size_t(config_.max_tokens_per_rank * config_.topk) * back_row_bytes_;
-  return window_ + pair_offset_ + (epoch % 2) * half + std::size_t(index) * back_row_bytes_;
-}
-
 Status Buffer::combine_stream_begin(const Handle& handle, const TensorView& expert_out,
                                     const TensorView& y) {
   HP_ENSURE(window_ != nullptr, ErrorCode::kFailedPrecondition,
@@ -27,9 +21,8 @@ Status Buffer::combine_stream_begin(const Handle& handle, const TensorView& expe
   HP_ENSURE(!stream_.open, ErrorCode::kFailedPrecondition,
             "Buffer::combine_stream_begin: the previous streamed combine was not ended "
             "(combine_stream_end)");
-  stream_ = StreamState{};
   stream_.open = true;
-  stream_.epoch = ++stream_epoch_;
+  stream_.epoch = ++stream_.last_epoch;
   stream_.handle = &handle;
   stream_.expert_out = expert_out;
   stream_.y = y;
@@ -65,9 +58,9 @@ Status Buffer::stream_rows_with(Comm& comm, std::int64_t row_begin, std::int64_t
   for (std::int64_t r = row_begin; r < row_end; ++r) {
     const std::int32_t s = h.row_src_rank[std::size_t(r)];
     if (s < 0) continue;  // a pad row
-    std::uint8_t* remote =
-        pair_row(stream_.epoch, std::int64_t(h.row_src_token[std::size_t(r)]) * config_.topk +
-                                    h.row_src_slot[std::size_t(r)]);
+    std::uint8_t* remote = stream_.rows.row(
+        stream_.epoch, std::int64_t(h.row_src_token[std::size_t(r)]) * config_.topk +
+                           h.row_src_slot[std::size_t(r)]);
     Status st;
     std::uint8_t* p = comm.open(s, remote, wire_bytes, &st);
     if (p == nullptr) return st;
@@ -105,11 +98,12 @@ Status Buffer::stream_end_with(Comm& comm, const Status& caller_check, const Ten
   if (!caller_check.is_ok()) return reject_call(comm, kStreamedCombine, epoch, caller_check);
   stream_fence();  // this thread's streamed rows, before the flags
   for (int i = 0; i < ranks_; ++i) {
-    HP_RETURN_IF_ERROR(comm.signal(flag(kStreamedCombine, rank_), epoch, (rank_ + 1 + i) % ranks_));
+    HP_RETURN_IF_ERROR(
+        comm.signal(status_.flag(kStreamedCombine, rank_), epoch, (rank_ + 1 + i) % ranks_));
   }
   for (int d = 0; d < ranks_; ++d) {
-    HP_RETURN_IF_ERROR(
-        hp::shmem::signal_wait_until(flag(kStreamedCombine, d), hp::shmem::Cmp::kGe, epoch));
+    HP_RETURN_IF_ERROR(hp::shmem::signal_wait_until(status_.flag(kStreamedCombine, d),
+                                                    hp::shmem::Cmp::kGe, epoch));
   }
   if (Status rejected = check_rejections(kStreamedCombine, epoch, "streamed combine");
       !rejected.is_ok()) {
@@ -128,7 +122,7 @@ Status Buffer::stream_end_with(Comm& comm, const Status& caller_check, const Ten
                                 std::vector<float>&) {
           for (std::int64_t k = 0; k < topk; ++k) {
             if (h.pair_expert[std::size_t(t * topk + k)] >= 0)
-              rows.push_back(pair_row(epoch, t * topk + k));
+              rows.push_back(stream_.rows.row(epoch, t * topk + k));
           }
           // fp32, as the wire (checked)
           if (add.data() != nullptr && h.token_active[std::size_t(t)] != 0) {

@@ -1,5 +1,6 @@
-// The pieces of a Buffer's window shared by its normal and low-latency modes (buffer.h has the
-// layout): status slots, flag kinds, row rounding and the input checks both modes make.
+// The pieces of a Buffer's window shared by its normal and low-latency modes (the regions:
+// buffer_regions.h): status slots, flag kinds, row rounding and the input checks both modes
+// make.
 #ifndef HYPER_PARALLEL_MOE_WINDOW_LAYOUT_H_
 #define HYPER_PARALLEL_MOE_WINDOW_LAYOUT_H_
 
