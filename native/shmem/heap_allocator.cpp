@@ -5,7 +5,8 @@
 
 namespace hp::shmem {
 
-HeapAllocator::HeapAllocator(std::size_t capacity) : capacity_(capacity) {
+HeapAllocator::HeapAllocator(std::size_t capacity, std::size_t max_alignment)
+    : capacity_(capacity), max_alignment_(max_alignment) {
   if (capacity_ > 0) free_.emplace(0, capacity_);
 }
 
@@ -18,9 +19,10 @@ std::size_t HeapAllocator::largest_free_block() const noexcept {
 Status HeapAllocator::allocate(std::size_t bytes, std::size_t alignment, std::size_t* offset) {
   HP_ENSURE(alignment == 0 || std::has_single_bit(alignment), ErrorCode::kInvalidArgument,
             "alignment {} is not a power of two", alignment);
-  HP_ENSURE(alignment <= kMaxAlignment, ErrorCode::kInvalidArgument,
-            "alignment {} is larger than {}: the symmetric heap aligns up to 2 MiB", alignment,
-            kMaxAlignment);
+  HP_ENSURE(alignment <= max_alignment_, ErrorCode::kInvalidArgument,
+            "alignment {} is larger than {}, the alignment of the {}-byte symmetric heap's start "
+            "(set HP_SHMEM_HEAP_SIZE larger for a larger alignment)",
+            alignment, max_alignment_, capacity_);
   alignment = std::max(alignment, kMinAlignment);
   // Round sizes up to the minimum alignment: the next block then starts on a fresh line.
   const std::size_t size = std::max<std::size_t>(bytes, 1);

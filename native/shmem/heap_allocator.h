@@ -18,13 +18,13 @@ namespace hp::shmem {
 class HP_API HeapAllocator {
  public:
   static constexpr std::size_t kMinAlignment = 64;  // one cache line: signal slots never share
-  // Offsets are aligned relative to the heap's start, which is 2 MiB-aligned on every PE
-  // (segment_map.h): so an allocation is aligned in every PE's address space up to 2 MiB.
-  static constexpr std::size_t kMaxAlignment = std::size_t(2) << 20;
 
-  explicit HeapAllocator(std::size_t capacity);
+  // max_alignment: the alignment of the heap's start on every PE (segment_map.h's
+  // heap_alignment): offsets are aligned relative to it, so an allocation is aligned in every
+  // PE's address space up to that.
+  HeapAllocator(std::size_t capacity, std::size_t max_alignment);
 
-  // alignment: a power of two up to kMaxAlignment (raised to kMinAlignment). bytes 0 allocates
+  // alignment: a power of two up to max_alignment (raised to kMinAlignment). bytes 0 allocates
   // kMinAlignment bytes.
   Status allocate(std::size_t bytes, std::size_t alignment, std::size_t* offset);
   // NOT_SYMMETRIC when `offset` is not the start of a block, DOUBLE_FREE when it is free.
@@ -36,6 +36,7 @@ class HP_API HeapAllocator {
 
  private:
   std::size_t capacity_;
+  std::size_t max_alignment_;
   std::size_t in_use_ = 0;
   std::map<std::size_t, std::size_t> free_;  // offset -> size, no two adjacent
   std::map<std::size_t, std::size_t> used_;  // offset -> size

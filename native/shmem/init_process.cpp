@@ -81,7 +81,8 @@ void fill_common(Context& ctx, int pe, int n, const Settings& env, bool shared) 
   ctx.segment_bytes = segment_bytes_for(env.shmem_heap_bytes);
   ctx.segments.assign(n, nullptr);
   ctx.mapped_bytes.assign(n, 0);
-  ctx.allocator = std::make_unique<HeapAllocator>(ctx.heap_bytes());
+  ctx.allocator =
+      std::make_unique<HeapAllocator>(ctx.heap_bytes(), heap_alignment(ctx.heap_bytes()));
   ctx.timeout_s = env.shmem_timeout_s;
   set_wait_policies(ctx, env, n, shared);
   ctx.init_count = 1;

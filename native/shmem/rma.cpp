@@ -18,11 +18,14 @@
 namespace hp::shmem {
 namespace {
 
-// The heap offset of [symmetric, +bytes) after checking the PE and the range.
+// The heap offset of [symmetric, +bytes) after checking the PE and the range. A transfer of
+// no bytes touches no address: any pointer is valid for it (OpenSHMEM), its offset is 0.
 Status checked_offset(std::string_view what, const void* symmetric, std::size_t bytes, int pe,
                       Context** ctx, std::size_t* offset) {
   HP_RETURN_IF_ERROR(require_context(what, ctx));
   HP_RETURN_IF_ERROR((*ctx)->check_pe(pe, what));
+  *offset = 0;
+  if (bytes == 0) return Status::ok();
   return (*ctx)->heap_offset(symmetric, bytes, what, offset);
 }
 
@@ -71,6 +74,7 @@ Status put(void* dest, const void* source, std::size_t bytes, int pe) {
   Context* ctx = nullptr;
   std::size_t offset = 0;
   HP_RETURN_IF_ERROR(checked_offset("put", dest, bytes, pe, &ctx, &offset));
+  if (bytes == 0) return Status::ok();
   if (!ctx->mapped(pe)) return ctx->transport->put(pe, kControlBytes + offset, source, bytes);
   copy(ctx->remote(pe, offset), source, bytes, /*store=*/true);
   ctx->notify(pe);
@@ -81,6 +85,7 @@ Status get(void* dest, const void* source, std::size_t bytes, int pe) {
   Context* ctx = nullptr;
   std::size_t offset = 0;
   HP_RETURN_IF_ERROR(checked_offset("get", source, bytes, pe, &ctx, &offset));
+  if (bytes == 0) return Status::ok();
   if (!ctx->mapped(pe)) return ctx->transport->get(pe, kControlBytes + offset, dest, bytes);
   copy(dest, ctx->remote(pe, offset), bytes, /*store=*/false);
   return Status::ok();
@@ -102,9 +107,10 @@ Status put_signal(void* dest, const void* source, std::size_t bytes, std::uint64
   HP_RETURN_IF_ERROR(checked_signal(*ctx, sig_addr, &signal_offset));
   HP_ENSURE(op == SignalOp::kSet || op == SignalOp::kAdd, ErrorCode::kInvalidArgument,
             "put_signal: signal op {} is neither SET nor ADD", int(op));
-  if (ctx->mapped(pe)) {
+  // No data (bytes 0): only the signal.
+  if (bytes > 0 && ctx->mapped(pe)) {
     copy_to_peer(ctx->remote(pe, offset), source, bytes);
-  } else {
+  } else if (bytes > 0) {
     // Through the transport, the data must have arrived before the signal is written.
     HP_RETURN_IF_ERROR(ctx->transport->put(pe, kControlBytes + offset, source, bytes));
     HP_RETURN_IF_ERROR(ctx->transport->flush(pe));

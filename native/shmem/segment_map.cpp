@@ -12,14 +12,16 @@ namespace hp::shmem {
 
 Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, bool populate,
                            std::byte** out, std::span<const int> mem_nodes) {
-  const std::size_t reserved = bytes + kHeapAlignment;
+  const std::size_t alignment = heap_alignment(bytes - heap_offset);
+  const std::size_t reserved = bytes + alignment;
   void* reservation =
       mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (reservation == MAP_FAILED) {
     return Status::error(ErrorCode::kOutOfMemory, "cannot reserve {} bytes of address space: {}",
                          reserved, std::strerror(errno));
   }
-  auto* start = static_cast<std::byte*>(reservation) + alignment_skip(reservation, heap_offset);
+  auto* start =
+      static_cast<std::byte*>(reservation) + alignment_skip(reservation, heap_offset, alignment);
   const bool bind = !mem_nodes.empty();
   const int flags = MAP_FIXED | (populate && !bind ? MAP_POPULATE : 0) |
                     (fd >= 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);

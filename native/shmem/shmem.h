@@ -118,6 +118,8 @@ HP_API bool addr_accessible(const void* addr, int pe) noexcept;
 
 // ---- RMA ----------------------------------------------------------------------------------
 // Blocking calls return when the source buffer may be reused (put) or the data arrived (get).
+// A transfer of 0 bytes moves nothing and reads no address: any dest and source are valid (the
+// PE still must be one); put_signal with 0 bytes delivers only its signal.
 HP_API Status put(void* dest, const void* source, std::size_t bytes, int pe);
 HP_API Status get(void* dest, const void* source, std::size_t bytes, int pe);
 // Non-blocking: complete at the next quiet() (or barrier).

@@ -73,7 +73,8 @@ Status run_threads(int n_pes, const std::function<Status()>& body, const Threads
       ctx.segments = segments;
       ctx.mapped_bytes.assign(n_pes, 0);  // run_threads unmaps
       ctx.segment_bytes = segment_bytes;
-      ctx.allocator = std::make_unique<HeapAllocator>(ctx.heap_bytes());
+      ctx.allocator =
+          std::make_unique<HeapAllocator>(ctx.heap_bytes(), heap_alignment(ctx.heap_bytes()));
       ctx.timeout_s = timeout;
       set_wait_policies(ctx, env, n_pes, /*shared=*/false);
       ctx.init_count = 1;

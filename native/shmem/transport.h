@@ -56,7 +56,7 @@ struct MpiStart {
 
 // The plugin's entry point (looked up with dlsym): initializes MPI unless the program did,
 // allocates this PE's segment of `segment_bytes` in an MPI window, placed so that segment +
-// heap_offset is kHeapAlignment-aligned (segment_map.h), and returns the job. all_remote:
+// heap_offset is heap_alignment()-aligned (segment_map.h), and returns the job. all_remote:
 // every other PE through RMA (HP_SHMEM_TRANSPORT=mpi); otherwise PEs on this host are mapped
 // (MPI_Win_allocate_shared) and only the others go through RMA.
 using MpiStartFn = Status (*)(std::size_t segment_bytes, std::size_t heap_offset, bool all_remote,

@@ -158,7 +158,7 @@ class MpiTransport final : public RemoteTransport {
   MPI_Win win_;
   MPI_Win shared_win_;
   bool owns_mpi_;
-  // Each PE's segment starts where its heap is kHeapAlignment-aligned within its window memory
+  // Each PE's segment starts where its heap is heap_alignment()-aligned within its window memory
   // (MPI aligns the memory it allocates much less): the bytes before it, per PE.
   std::vector<std::size_t> pads_;
   std::optional<std::mutex> mutex_;
@@ -192,12 +192,14 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
 
   void* base = nullptr;
   MPI_Win win = MPI_WIN_NULL, shared_win = MPI_WIN_NULL;
-  // Room to start the segment where its heap is kHeapAlignment-aligned (MPI aligns less).
-  const auto bytes = MPI_Aint(segment_bytes + kHeapAlignment);
+  // Room to start the segment where its heap is heap_alignment()-aligned (MPI aligns less); the
+  // room before the segment is never touched.
+  const std::size_t alignment = heap_alignment(segment_bytes - heap_offset);
+  const auto bytes = MPI_Aint(segment_bytes + alignment);
   // Every PE's pad: the bytes from its window memory to its segment, in its own process.
   std::vector<std::size_t> pads(std::size_t(size), 0);
   auto share_pads = [&] {
-    const std::size_t my_pad = alignment_skip(base, heap_offset);
+    const std::size_t my_pad = alignment_skip(base, heap_offset, alignment);
     return mpi_status(MPI_Allgather(&my_pad, sizeof my_pad, MPI_BYTE, pads.data(), sizeof my_pad,
                                     MPI_BYTE, world),
                       "MPI_Allgather of the segment offsets", rank);

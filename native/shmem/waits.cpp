@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "shmem/any_search.h"
 #include "shmem/context.h"
 
 namespace hp::shmem {
@@ -102,13 +103,10 @@ Status wait_until_any(T* ivars, std::size_t n, const int* status, Cmp cmp, T val
   if (!any_active) return Status::ok();  // OpenSHMEM: nothing to wait for, index = SIZE_MAX
   return ctx->wait_local(
       [&] {
-        for (std::size_t i = 0; i < n; ++i) {
-          if (active(status, i) && satisfies(load(&ivars[i]), cmp, value)) {
-            *index = i;
-            return true;
-          }
-        }
-        return false;
+        *index = find_any(n, [&](std::size_t i) {
+          return active(status, i) && satisfies(load(&ivars[i]), cmp, value);
+        });
+        return *index != SIZE_MAX;
       },
       [&] { return describe("wait_until_any", *ctx, &ivars[0], cmp, value); });
 }

@@ -37,12 +37,15 @@ Team team_of(shmem_ctx_t ctx) {
   return Team(g_slots[value - 2].load(std::memory_order_acquire) - 1);
 }
 
-int create(const char* routine, Team team, shmem_ctx_t* ctx) {
+// report_invalid: a team handle that is no team of this PE is reported, not only refused.
+int create(const char* routine, Team team, bool report_invalid, shmem_ctx_t* ctx) {
   if (ctx == nullptr) {
     return c_api::report(routine, Status(ErrorCode::kInvalidArgument, "ctx is NULL"));
   }
   *ctx = SHMEM_CTX_INVALID;
   if (hp::shmem::team_my_pe(team) < 0) {
+    // SHMEM_TEAM_INVALID (a PE outside a split holds it): no context, non-zero (OpenSHMEM).
+    if (team == hp::shmem::kTeamInvalid && !report_invalid) return 1;
     return c_api::report(routine, c_api::invalid_team(routine, "team"));
   }
   std::lock_guard lock(g_create_mutex);
@@ -90,12 +93,12 @@ extern "C" {
 
 int shmem_ctx_create(long options, shmem_ctx_t* ctx) {
   (void)options;
-  return create("shmem_ctx_create", hp::shmem::kTeamWorld, ctx);
+  return create("shmem_ctx_create", hp::shmem::kTeamWorld, true, ctx);
 }
 
 int shmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t* ctx) {
   (void)options;
-  return create("shmem_team_create_ctx", c_api::to_team(team), ctx);
+  return create("shmem_team_create_ctx", c_api::to_team(team), team != SHMEM_TEAM_INVALID, ctx);
 }
 
 void shmem_ctx_destroy(shmem_ctx_t ctx) {
@@ -118,16 +121,20 @@ int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t* team) {
   const Team t = team_of(ctx);
   *team = c_api::to_handle(t);
   if (t != hp::shmem::kTeamInvalid) return 0;
+  if (ctx == SHMEM_CTX_INVALID) return 1;  // *team = SHMEM_TEAM_INVALID (OpenSHMEM)
   return c_api::report(
       routine, Status(ErrorCode::kInvalidArgument, "ctx is SHMEM_CTX_INVALID or destroyed"));
 }
 
+// On SHMEM_CTX_INVALID both are no-ops (OpenSHMEM: a PE outside a team's context may call them).
 void shmem_ctx_fence(shmem_ctx_t ctx) {
+  if (ctx == SHMEM_CTX_INVALID) return;
   (void)live_team("shmem_ctx_fence", ctx);
   shmem_fence();
 }
 
 void shmem_ctx_quiet(shmem_ctx_t ctx) {
+  if (ctx == SHMEM_CTX_INVALID) return;
   (void)live_team("shmem_ctx_quiet", ctx);
   shmem_quiet();
 }

@@ -4,6 +4,7 @@
 // returns from main (or calls exit) without shmem_finalize still ends cleanly. Failures and
 // shmem_global_exit end the process without it (see fail()).
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,9 @@ using hp::ErrorCode;
 using hp::Status;
 
 namespace {
+
+// shmem_pcontrol's level (1, the default, until a program sets another).
+std::atomic<int> g_profiling_level{1};
 
 std::mutex g_mutex;
 int g_inits = 0;  // shmem_init/shmem_init_thread calls not yet matched by shmem_finalize
@@ -127,6 +131,10 @@ void shmem_info_get_version(int* major, int* minor) {
   *major = SHMEM_MAJOR_VERSION;
   *minor = SHMEM_MINOR_VERSION;
 }
+
+// No profiling library is interposed on this one's routines: the level is kept, and nothing
+// else depends on it.
+void shmem_pcontrol(const int level, ...) { g_profiling_level.store(level); }
 
 void shmem_info_get_name(char* name) {
   static_assert(sizeof(SHMEM_VENDOR_STRING) <= SHMEM_MAX_NAME_LEN);

@@ -67,6 +67,38 @@ extern "C" {
 #define SHMEM_MALLOC_ATOMICS_REMOTE (1L << 0)
 #define SHMEM_MALLOC_SIGNAL_REMOTE (1L << 1)
 
+/* The work arrays of the deprecated active-set collectives (OpenSHMEM 1.5 still lists these
+ * constants; the routines themselves are not provided, see COVERAGE.md): pSync arrays of
+ * SHMEM_*_SYNC_SIZE longs, each element initialised to SHMEM_SYNC_VALUE, and pWrk arrays of at
+ * least SHMEM_REDUCE_MIN_WRKDATA_SIZE elements. */
+#define SHMEM_SYNC_VALUE 0L
+#define SHMEM_BARRIER_SYNC_SIZE 64
+#define SHMEM_BCAST_SYNC_SIZE 64
+#define SHMEM_REDUCE_SYNC_SIZE 64
+#define SHMEM_COLLECT_SYNC_SIZE 64
+#define SHMEM_ALLTOALL_SYNC_SIZE 64
+#define SHMEM_ALLTOALLS_SYNC_SIZE 64
+#define SHMEM_SYNC_SIZE 64 /* the largest of the above */
+#define SHMEM_REDUCE_MIN_WRKDATA_SIZE 64
+
+/* The deprecated spellings with a leading underscore. */
+#define _SHMEM_MAJOR_VERSION SHMEM_MAJOR_VERSION
+#define _SHMEM_MINOR_VERSION SHMEM_MINOR_VERSION
+#define _SHMEM_MAX_NAME_LEN SHMEM_MAX_NAME_LEN
+#define _SHMEM_VENDOR_STRING SHMEM_VENDOR_STRING
+#define _SHMEM_SYNC_VALUE SHMEM_SYNC_VALUE
+#define _SHMEM_BARRIER_SYNC_SIZE SHMEM_BARRIER_SYNC_SIZE
+#define _SHMEM_BCAST_SYNC_SIZE SHMEM_BCAST_SYNC_SIZE
+#define _SHMEM_REDUCE_SYNC_SIZE SHMEM_REDUCE_SYNC_SIZE
+#define _SHMEM_COLLECT_SYNC_SIZE SHMEM_COLLECT_SYNC_SIZE
+#define _SHMEM_REDUCE_MIN_WRKDATA_SIZE SHMEM_REDUCE_MIN_WRKDATA_SIZE
+#define _SHMEM_CMP_EQ SHMEM_CMP_EQ
+#define _SHMEM_CMP_NE SHMEM_CMP_NE
+#define _SHMEM_CMP_GT SHMEM_CMP_GT
+#define _SHMEM_CMP_GE SHMEM_CMP_GE
+#define _SHMEM_CMP_LT SHMEM_CMP_LT
+#define _SHMEM_CMP_LE SHMEM_CMP_LE
+
 /* ---- teams ----------------------------------------------------------------------------- */
 
 /* An opaque handle. SHMEM_TEAM_SHARED (the PEs that share memory with this one) is every PE
@@ -353,7 +385,14 @@ void shmem_fence(void);
 void shmem_quiet(void);
 void shmem_barrier_all(void);
 void shmem_sync_all(void);
+/* C11 and C++ also name it shmem_sync(team) (below). */
 int shmem_team_sync(shmem_team_t team);
+
+/* ---- profiling --------------------------------------------------------------------------- */
+
+/* The profiling level (0: off, 1: the default, 2: full; others are the profiler's) for a
+ * profiling library interposed on the shmem_ routines. Without one it changes nothing. */
+void shmem_pcontrol(const int level, ...);
 
 /* ---- distributed locks (a symmetric long, zero before first use) ----------------------- */
 
@@ -430,6 +469,7 @@ void shmem_wait_until(long* ivar, int cmp, long cmp_value);
 
 #ifdef __cplusplus
 } /* extern "C" */
+inline int shmem_sync(shmem_team_t team) { return shmem_team_sync(team); }
 #endif
 
 /* clang-format off */
@@ -598,6 +638,9 @@ void shmem_wait_until(long* ivar, int cmp, long cmp_value);
   HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_ARITH_REDUCE_, sum_reduce, dest)(team, dest, __VA_ARGS__)
 #define shmem_prod_reduce(team, dest, ...) \
   HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_ARITH_REDUCE_, prod_reduce, dest)(team, dest, __VA_ARGS__)
+
+/* shmem_sync(team): shmem_team_sync. */
+#define shmem_sync(team) shmem_team_sync(team)
 
 #endif /* C11 */
 

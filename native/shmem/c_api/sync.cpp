@@ -9,6 +9,7 @@
 // aligned.
 #include <fmt/format.h>
 
+#include "shmem/any_search.h"
 #include "shmem/c_api/c_api.h"
 
 namespace c_api = hp::shmem::c_api;
@@ -84,10 +85,8 @@ template <typename T, typename Values>
 std::size_t test_any(const char* routine, T* ivars, std::size_t n, const int* status, int cmp,
                      const Values& values) {
   const Cmp c = checked(routine, ivars, n, cmp);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (active(status, i) && satisfied(ivars, i, c, values)) return i;
-  }
-  return SIZE_MAX;
+  return hp::shmem::find_any(
+      n, [&](std::size_t i) { return active(status, i) && satisfied(ivars, i, c, values); });
 }
 
 template <typename T, typename Values>
@@ -143,13 +142,9 @@ std::size_t wait_any(const char* routine, T* ivars, std::size_t n, const int* st
           hp::shmem::wait_until_any(as_word(ivars), n, status, c, to_word(values.value), &index));
   } else if (any_active(status, n)) {
     poll(routine, ivars, n, c, [&] {
-      for (std::size_t i = 0; i < n; ++i) {
-        if (active(status, i) && satisfied(ivars, i, c, values)) {
-          index = i;
-          return true;
-        }
-      }
-      return false;
+      index = hp::shmem::find_any(
+          n, [&](std::size_t i) { return active(status, i) && satisfied(ivars, i, c, values); });
+      return index != SIZE_MAX;
     });
   }
   return index;

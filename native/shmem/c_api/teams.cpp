@@ -2,6 +2,8 @@
 // (c_api::report), except shmem_team_destroy, which has no status to return and ends the
 // process on failure. (The collectives on teams are in collectives.cpp and reductions.cpp.)
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "shmem/c_api/c_api.h"
@@ -24,6 +26,32 @@ void destroy_all(const std::vector<Team>& teams) {
   }
 }
 
+// The configuration each team was made with (the members given by config_mask; the others
+// default), as shmem_team_get_config returns it. A team without an entry has the defaults.
+std::mutex g_configs_mutex;
+std::map<Team, shmem_team_config_t> g_configs;
+
+void remember_config(Team team, const shmem_team_config_t* config, long config_mask) {
+  if (team == hp::shmem::kTeamInvalid) return;
+  shmem_team_config_t stored{};
+  if (config != nullptr && (config_mask & SHMEM_TEAM_NUM_CONTEXTS) != 0) stored = *config;
+  const std::lock_guard lock(g_configs_mutex);
+  g_configs[team] = stored;
+}
+
+void forget_config(Team team) {
+  const std::lock_guard lock(g_configs_mutex);
+  g_configs.erase(team);
+}
+
+// The team routines that OpenSHMEM lets be called with SHMEM_TEAM_INVALID (a PE outside a
+// split holds it) return non-zero and print nothing; another handle that is no team of this
+// PE is an error they report.
+int not_a_team(const char* routine, shmem_team_t team, const char* which) {
+  if (team == SHMEM_TEAM_INVALID) return 1;
+  return report(routine, invalid_team(routine, which));
+}
+
 }  // namespace
 
 extern "C" {
@@ -34,10 +62,12 @@ int shmem_team_n_pes(shmem_team_t team) { return hp::shmem::team_n_pes(to_team(t
 
 int shmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_config_t* config) {
   const char* routine = "shmem_team_get_config";
-  if (hp::shmem::team_n_pes(to_team(team)) < 0) {
-    return report(routine, invalid_team(routine, "team"));
-  }
-  if (config != nullptr && (config_mask & SHMEM_TEAM_NUM_CONTEXTS) != 0) config->num_contexts = 0;
+  const Team t = to_team(team);
+  if (hp::shmem::team_n_pes(t) < 0) return not_a_team(routine, team, "team");
+  if (config == nullptr || (config_mask & SHMEM_TEAM_NUM_CONTEXTS) == 0) return 0;
+  const std::lock_guard lock(g_configs_mutex);
+  const auto it = g_configs.find(t);
+  config->num_contexts = it == g_configs.end() ? 0 : it->second.num_contexts;
   return 0;
 }
 
@@ -45,19 +75,21 @@ int shmem_team_translate_pe(shmem_team_t src_team, int src_pe, shmem_team_t dest
   return hp::shmem::team_translate_pe(to_team(src_team), src_pe, to_team(dest_team));
 }
 
-// config and config_mask are accepted and ignored (they only carry a number of contexts).
+// config (its num_contexts, when config_mask has SHMEM_TEAM_NUM_CONTEXTS) is kept for
+// shmem_team_get_config; a context needs no reservation here (contexts.cpp).
 int shmem_team_split_strided(shmem_team_t parent_team, int start, int stride, int size,
                              const shmem_team_config_t* config, long config_mask,
                              shmem_team_t* new_team) {
-  (void)config;
-  (void)config_mask;
   const char* routine = "shmem_team_split_strided";
   if (new_team == nullptr) {
     return report(routine, Status(ErrorCode::kInvalidArgument, "new_team is NULL"));
   }
+  *new_team = SHMEM_TEAM_INVALID;
+  if (parent_team == SHMEM_TEAM_INVALID) return 1;  // no team is made (OpenSHMEM)
   Team team = hp::shmem::kTeamInvalid;
   if (size == 1) stride = 1;  // one PE: the stride does not matter
   const Status s = hp::shmem::team_split_strided(to_team(parent_team), start, stride, size, &team);
+  if (s.is_ok()) remember_config(team, config, config_mask);
   *new_team = to_handle(team);
   return report(routine, s);
 }
@@ -69,10 +101,6 @@ int shmem_team_split_2d(shmem_team_t parent_team, int xrange,
                         const shmem_team_config_t* xaxis_config, long xaxis_mask,
                         shmem_team_t* xaxis_team, const shmem_team_config_t* yaxis_config,
                         long yaxis_mask, shmem_team_t* yaxis_team) {
-  (void)xaxis_config;
-  (void)xaxis_mask;
-  (void)yaxis_config;
-  (void)yaxis_mask;
   const char* routine = "shmem_team_split_2d";
   if (xaxis_team == nullptr || yaxis_team == nullptr) {
     return report(routine, Status(ErrorCode::kInvalidArgument, "xaxis_team or yaxis_team is NULL"));
@@ -80,7 +108,7 @@ int shmem_team_split_2d(shmem_team_t parent_team, int xrange,
   *xaxis_team = *yaxis_team = SHMEM_TEAM_INVALID;
   const Team parent = to_team(parent_team);
   const int n = hp::shmem::team_n_pes(parent);
-  if (n < 0) return report(routine, invalid_team(routine, "parent_team"));
+  if (n < 0) return not_a_team(routine, parent_team, "parent_team");
   if (xrange <= 0) {
     return report(routine,
                   Status::error(ErrorCode::kInvalidArgument, "xrange {} is not positive", xrange));
@@ -105,6 +133,8 @@ int shmem_team_split_2d(shmem_team_t parent_team, int xrange,
     destroy_all(mine);
     return report(routine, s);
   }
+  remember_config(x_team, xaxis_config, xaxis_mask);
+  remember_config(y_team, yaxis_config, yaxis_mask);
   *xaxis_team = to_handle(x_team);
   *yaxis_team = to_handle(y_team);
   return 0;
@@ -119,6 +149,7 @@ void shmem_team_destroy(shmem_team_t team) {
                                 "SHMEM_TEAM_WORLD and SHMEM_TEAM_SHARED cannot be destroyed"));
   }
   c_api::check(routine, hp::shmem::team_destroy(to_team(team)));
+  forget_config(to_team(team));
 }
 
 int shmem_team_sync(shmem_team_t team) {

@@ -60,11 +60,15 @@ int main(void) {
   HP_CHECK_EQ(target[0], prev * 1000 + 1);
   HP_CHECK_EQ(shmem_signal_fetch(&signal_word), 9);
 
-  /* shmem_ptr: a plain store into the next PE's copy */
+  /* shmem_ptr: a plain store into the next PE's copy (a put where it is not mapped) */
   int* remote = (int*)shmem_ptr(&target[1], next);
-  HP_CHECK(remote != NULL);
+  HP_CHECK_EQ(remote != NULL, hp_mapped(next));
   shmem_barrier_all();
-  if (remote != NULL) *remote = -me;
+  if (remote != NULL) {
+    *remote = -me;
+  } else {
+    shmem_int_p(&target[1], -me, next);
+  }
   shmem_barrier_all();
   HP_CHECK_EQ(target[1], -prev);
 

@@ -49,7 +49,7 @@ int main(void) {
   HP_CHECK_EQ(mine, *expected);
   for (pe = 0; pe < n; ++pe) {
     const long* peer = (const long*)shmem_ptr(heap, pe);
-    HP_CHECK(peer != NULL);
+    HP_CHECK_EQ(peer != NULL, hp_mapped(pe));
     if (peer != NULL) HP_CHECK_EQ(bound_nodes(peer), shmem_ulong_g(expected, pe));
   }
   if (mine == 0) {

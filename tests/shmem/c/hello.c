@@ -42,10 +42,14 @@ int main(void) {
   for (int pe = 0; pe < n; ++pe) {
     HP_CHECK_EQ(shmem_addr_accessible(slots, pe), 1);
     int* remote = (int*)shmem_ptr(slots, pe);
-    HP_CHECK(remote != NULL);
+    HP_CHECK_EQ(remote != NULL, hp_mapped(pe));
     HP_CHECK(shmem_team_ptr(SHMEM_TEAM_WORLD, slots, pe) == (void*)remote);
     HP_CHECK(shmem_team_ptr(SHMEM_TEAM_SHARED, slots, pe) == (void*)remote);
-    if (remote != NULL) remote[me] = 1000 * me + pe; /* a plain store into PE pe's heap */
+    if (remote != NULL) {
+      remote[me] = 1000 * me + pe; /* a plain store into PE pe's heap */
+    } else {
+      shmem_int_p(&slots[me], 1000 * me + pe, pe);
+    }
   }
   HP_CHECK(shmem_ptr(slots, n) == NULL);
   HP_CHECK(shmem_ptr(slots, me) == (void*)slots);

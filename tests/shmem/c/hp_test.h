@@ -8,6 +8,8 @@
 #define HP_SHMEM_C_TEST_H
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <shmem.h>
 
@@ -21,6 +23,14 @@ static inline void hp_set_pes(void) {
   n = shmem_n_pes();
   next = (me + 1) % n;
   prev = (me + n - 1) % n;
+}
+
+/* Whether PE pe's heap is mapped here (shmem_ptr gives a pointer into it): every PE under hprun
+ * (the shm transport) and in a one-PE job, only this one on the mpi transport
+ * (HP_SHMEM_TRANSPORT=mpi: every other PE through MPI-3 RMA). */
+static inline int hp_mapped(int pe) {
+  const char* transport = getenv("HP_SHMEM_TRANSPORT");
+  return pe == shmem_my_pe() || transport == NULL || strcmp(transport, "mpi") != 0;
 }
 
 static inline void hp_init(void) {

@@ -58,33 +58,30 @@ typedef void (*routine_t)(void);
   DEPRECATED_EXTENDED(TYPE, NAME) R(shmem_##NAME##_cswap) R(shmem_##NAME##_finc)               \
   R(shmem_##NAME##_inc) R(shmem_##NAME##_fadd) R(shmem_##NAME##_add) R(shmem_##NAME##_wait)
 
-/* clang-format on */
 static const routine_t kRoutines[] = {
-    R(shmem_init) R(shmem_init_thread) R(shmem_query_thread) R(shmem_finalize) R(shmem_global_exit)
-        R(shmem_my_pe) R(shmem_n_pes) R(shmem_pe_accessible) R(shmem_addr_accessible) R(
-            shmem_ptr) R(shmem_team_ptr) R(shmem_info_get_version) R(shmem_info_get_name)
-            R(shmem_malloc) R(shmem_malloc_with_hints) R(shmem_calloc) R(shmem_align) R(
-                shmem_realloc) R(shmem_free) R(shmem_team_my_pe) R(shmem_team_n_pes)
-                R(shmem_team_get_config) R(shmem_team_translate_pe) R(shmem_team_split_strided) R(
-                    shmem_team_split_2d) R(shmem_team_destroy) R(shmem_ctx_create)
-                    R(shmem_team_create_ctx) R(shmem_ctx_destroy) R(shmem_ctx_get_team) R(
-                        shmem_ctx_fence) R(shmem_ctx_quiet) RMA_MEM(shmem_) RMA_MEM(shmem_ctx_)
-                        R(shmem_signal_fetch) R(shmem_signal_wait_until) R(shmem_fence) R(
-                            shmem_quiet) R(shmem_barrier_all) R(shmem_sync_all) R(shmem_team_sync)
-                            R(shmem_set_lock) R(shmem_clear_lock) R(shmem_test_lock) R(
-                                shmem_broadcastmem) R(shmem_fcollectmem) R(shmem_collectmem)
-                                R(shmem_alltoallmem) R(shmem_alltoallsmem) R(shmem_swap) R(
-                                    shmem_wait) R(shmem_wait_until) HP_SHMEM_RMA_TYPES(RMA)
-                                    HP_SHMEM_RMA_SIZES(RMA_SIZE) HP_SHMEM_AMO_TYPES(
-                                        AMO) HP_SHMEM_AMO_FLOAT_TYPES(AMO_EXTENDED)
-                                        HP_SHMEM_AMO_BITWISE_TYPES(AMO_BITWISE)
-                                            HP_SHMEM_SYNC_TYPES(SYNC)
-                                                HP_SHMEM_BITWISE_REDUCE_TYPES(BITWISE_REDUCE)
-                                                    HP_SHMEM_MINMAX_REDUCE_TYPES(MINMAX_REDUCE)
-                                                        HP_SHMEM_ARITH_REDUCE_TYPES(ARITH_REDUCE)
-                                                            HP_SHMEM_DEPRECATED_TYPES(DEPRECATED)
-                                                                HP_SHMEM_AMO_FLOAT_TYPES(
-                                                                    DEPRECATED_EXTENDED)};
+    R(shmem_init) R(shmem_init_thread) R(shmem_query_thread) R(shmem_finalize)
+    R(shmem_global_exit) R(shmem_my_pe) R(shmem_n_pes) R(shmem_pe_accessible)
+    R(shmem_addr_accessible) R(shmem_ptr) R(shmem_team_ptr) R(shmem_info_get_version)
+    R(shmem_info_get_name) R(shmem_pcontrol)
+    R(shmem_malloc) R(shmem_malloc_with_hints) R(shmem_calloc) R(shmem_align) R(shmem_realloc)
+    R(shmem_free)
+    R(shmem_team_my_pe) R(shmem_team_n_pes) R(shmem_team_get_config) R(shmem_team_translate_pe)
+    R(shmem_team_split_strided) R(shmem_team_split_2d) R(shmem_team_destroy)
+    R(shmem_ctx_create) R(shmem_team_create_ctx) R(shmem_ctx_destroy) R(shmem_ctx_get_team)
+    R(shmem_ctx_fence) R(shmem_ctx_quiet)
+    RMA_MEM(shmem_) RMA_MEM(shmem_ctx_) R(shmem_signal_fetch) R(shmem_signal_wait_until)
+    R(shmem_fence) R(shmem_quiet) R(shmem_barrier_all) R(shmem_sync_all) R(shmem_team_sync)
+    R(shmem_set_lock) R(shmem_clear_lock) R(shmem_test_lock)
+    R(shmem_broadcastmem) R(shmem_fcollectmem) R(shmem_collectmem) R(shmem_alltoallmem)
+    R(shmem_alltoallsmem)
+    R(shmem_swap) R(shmem_wait) R(shmem_wait_until)
+    HP_SHMEM_RMA_TYPES(RMA) HP_SHMEM_RMA_SIZES(RMA_SIZE)
+    HP_SHMEM_AMO_TYPES(AMO) HP_SHMEM_AMO_FLOAT_TYPES(AMO_EXTENDED)
+    HP_SHMEM_AMO_BITWISE_TYPES(AMO_BITWISE) HP_SHMEM_SYNC_TYPES(SYNC)
+    HP_SHMEM_BITWISE_REDUCE_TYPES(BITWISE_REDUCE) HP_SHMEM_MINMAX_REDUCE_TYPES(MINMAX_REDUCE)
+    HP_SHMEM_ARITH_REDUCE_TYPES(ARITH_REDUCE)
+    HP_SHMEM_DEPRECATED_TYPES(DEPRECATED) HP_SHMEM_AMO_FLOAT_TYPES(DEPRECATED_EXTENDED)};
+/* clang-format on */
 
 int main(void) {
   const size_t count = sizeof kRoutines / sizeof kRoutines[0];
