@@ -22,6 +22,7 @@
 #include <memory>
 #include <new>
 #include <type_traits>
+#include <vector>
 
 #include "shmem/context.h"
 
@@ -419,6 +420,38 @@ Status reduce_scatter_with(Team team, void* dest, const void* source, std::size_
                            std::size_t element_bytes, ReduceFn combine, void* user) {
   return reduction_with("reduce_scatter_with", team, dest, source, count_per_pe, true,
                         element_bytes, combine, user);
+}
+
+// After a sync of the team (every member's source is ready) each member reads the sources of the
+// members before it and folds them in team order; after a second sync (every member has read) it
+// writes dest, which may therefore be source. Member x count element reads: exact and simple,
+// for a collective that is rare next to the reductions.
+Status scan_with(Team team, void* dest, const void* source, std::size_t count,
+                 std::size_t element_bytes, ReduceFn combine, void* user, bool inclusive) {
+  constexpr std::string_view what = "scan_with";
+  HP_ENSURE(element_bytes != 0, ErrorCode::kInvalidArgument, "{}: element_bytes is 0", what);
+  HP_ENSURE(combine != nullptr, ErrorCode::kInvalidArgument, "{}: combine is null", what);
+  const int me = team_my_pe(team);
+  HP_ENSURE(me >= 0, ErrorCode::kInvalidArgument,
+            "{}: the team is SHMEM_TEAM_INVALID or not a team of this PE", what);
+  std::size_t bytes = 0;
+  HP_ENSURE(!__builtin_mul_overflow(count, element_bytes, &bytes), ErrorCode::kInvalidArgument,
+            "{}: {} elements of {} bytes overflow size_t", what, count, element_bytes);
+  HP_RETURN_IF_ERROR(team_sync(team));
+  std::vector<std::byte> sum(bytes), part(bytes);
+  const int last = inclusive ? me : me - 1;
+  for (int m = 0; bytes > 0 && m <= last; ++m) {
+    std::byte* in = m == 0 ? sum.data() : part.data();
+    if (m == me) {
+      std::memcpy(in, source, bytes);
+    } else {
+      HP_RETURN_IF_ERROR(get(in, source, bytes, team_translate_pe(team, m, kTeamWorld)));
+    }
+    if (m > 0) combine(sum.data(), part.data(), count, user);
+  }
+  HP_RETURN_IF_ERROR(team_sync(team));
+  if (bytes > 0) std::memcpy(dest, sum.data(), bytes);
+  return Status::ok();
 }
 
 }  // namespace hp::shmem

@@ -230,6 +230,11 @@ HP_API Status allreduce_with(Team team, void* dest, const void* source, std::siz
 HP_API Status reduce_scatter_with(Team team, void* dest, const void* source,
                                   std::size_t count_per_pe, std::size_t element_bytes,
                                   ReduceFn combine, void* user);
+// Prefix reductions in team order (OpenSHMEM 1.6's scans): member m's dest gets the combine of
+// members 0..m (inclusive) or 0..m-1 (exclusive; member 0 gets zero bytes, the sum's identity).
+// dest may be source.
+HP_API Status scan_with(Team team, void* dest, const void* source, std::size_t count,
+                        std::size_t element_bytes, ReduceFn combine, void* user, bool inclusive);
 
 }  // namespace hp::shmem
 

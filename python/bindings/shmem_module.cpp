@@ -29,6 +29,34 @@ shmem::Cmp parse_cmp(const std::string& cmp) {
                                       "cmp='{}': expected eq, ne, gt, ge, lt or le", cmp));
 }
 
+// acc[i] += in[i] for T (hp::shmem::ReduceFn).
+template <typename T>
+void add_into(void* acc, const void* in, std::size_t count, void*) {
+  auto* a = static_cast<T*>(acc);
+  const auto* b = static_cast<const T*>(in);
+  for (std::size_t i = 0; i < count; ++i) a[i] = T(a[i] + b[i]);
+}
+
+// The sum's combine for a numpy dtype name (float32/64, int32/64, uint32/64).
+shmem::ReduceFn sum_of(const std::string& dtype, std::size_t* element_bytes) {
+  static const struct {
+    const char* name;
+    shmem::ReduceFn fn;
+    std::size_t bytes;
+  } kSums[] = {{"float32", &add_into<float>, 4},        {"float64", &add_into<double>, 8},
+               {"int32", &add_into<std::int32_t>, 4},   {"int64", &add_into<std::int64_t>, 8},
+               {"uint32", &add_into<std::uint32_t>, 4}, {"uint64", &add_into<std::uint64_t>, 8}};
+  for (const auto& s : kSums) {
+    if (dtype == s.name) {
+      *element_bytes = s.bytes;
+      return s.fn;
+    }
+  }
+  hp::python::raise(hp::Status::error(
+      hp::ErrorCode::kDTypeMismatch,
+      "a scan of {}: expected float32, float64, int32, int64, uint32 or uint64", dtype));
+}
+
 shmem::SignalOp parse_op(const std::string& op) {
   if (op == "set") return shmem::SignalOp::kSet;
   if (op == "add") return shmem::SignalOp::kAdd;
@@ -95,4 +123,13 @@ PYBIND11_MODULE(_hp_shmem, m) {
         [&] { return shmem::fcollect(shmem::kTeamWorld, address(dest), address(source), bytes); });
   });
   m.def("quiet", [] { blocking([] { return shmem::quiet(); }); });
+  m.def("sum_scan", [](std::uintptr_t dest, std::uintptr_t source, std::size_t count,
+                       const std::string& dtype, bool inclusive) {
+    std::size_t element = 0;
+    const shmem::ReduceFn fn = sum_of(dtype, &element);
+    blocking([&] {
+      return shmem::scan_with(shmem::kTeamWorld, address(dest), address(source), count, element, fn,
+                              nullptr, inclusive);
+    });
+  });
 }

@@ -20,6 +20,9 @@ tensors to every other function (they run as torch.ops.hyper_parallel.shmem_*). 
 tensor raises NativeLoadError HP-NATIVE-FRAMEWORK-TARGET-UNAVAILABLE: that adapter cannot be
 built here.
 
+OpenSHMEM 1.6's additions where they fit numpy: signal_set/signal_add, ibput/ibget (blocked
+strided transfers, strides in elements) and the scans sum_inscan/sum_exscan (world team).
+
 Symmetric arrays are views of the heap: free() them explicitly (collectively) and do not use
 them afterwards. `dest`/`src` arguments that name remote memory must be symmetric arrays (or
 views into one); local buffers may be any contiguous array. Errors raise HpError with the
@@ -198,6 +201,75 @@ def wait_signal(slot: np.ndarray, value: int, cmp: str = "eq") -> int:
     if ops is not None:
         return call_torch_op(ops.shmem_wait_signal, slot, value, cmp)
     return _lib().wait_signal(_address(_signal_slot(slot)), value, cmp)
+
+
+def signal_set(slot: np.ndarray, value: int, pe: int) -> None:
+    """Sets the 64-bit signal `slot` on `pe` (OpenSHMEM 1.6's shmem_signal_set)."""
+    signal(slot, value, pe, "set")
+
+
+def signal_add(slot: np.ndarray, value: int, pe: int) -> None:
+    """Adds to the 64-bit signal `slot` on `pe` (shmem_signal_add)."""
+    signal(slot, value, pe, "add")
+
+
+def _numpy_view(array) -> np.ndarray:
+    """array as a numpy view of the same memory (a CPU torch tensor through .numpy())."""
+    if not isinstance(array, np.ndarray) and hasattr(array, "numpy"):
+        array = array.detach().numpy()
+    return np.asarray(array)
+
+
+def _blocks(dest, src, block: int, nblocks: int, dest_stride: int, src_stride: int):
+    """The (dest block, src block) element views of a blocked strided transfer, checked."""
+    dest, src = _contiguous(_numpy_view(dest)).reshape(-1), _contiguous(_numpy_view(src)).reshape(-1)
+    if dest.dtype != src.dtype:
+        raise hp_error("DTYPE_MISMATCH", f"dest is {dest.dtype} and src {src.dtype}")
+    if min(block, nblocks, dest_stride, src_stride) < 0:
+        raise hp_error("INVALID_ARGUMENT", "block, nblocks and the strides must be >= 0")
+    if nblocks > 0 and block > 0:
+        for name, array, stride in (("dest", dest, dest_stride), ("src", src, src_stride)):
+            if (nblocks - 1) * stride + block > array.size:
+                raise hp_error("OUT_OF_RANGE",
+                              f"{name} has {array.size} elements; {nblocks} blocks of {block} "
+                              f"{stride} apart need {(nblocks - 1) * stride + block}")
+    for b in range(nblocks if block > 0 else 0):
+        yield (dest[b * dest_stride:b * dest_stride + block],
+               src[b * src_stride:b * src_stride + block])
+
+
+def ibput(dest, src, pe: int, *, block: int, nblocks: int, dest_stride: int,
+          src_stride: int) -> None:
+    """Block b (block elements of local src, starting at element b x src_stride) into dest's copy
+    on `pe` at element b x dest_stride (OpenSHMEM 1.6's shmem_ibput; strides in elements)."""
+    for d, s in _blocks(dest, src, block, nblocks, dest_stride, src_stride):
+        _lib().put(_address(d), s, pe)
+
+
+def ibget(dest, src, pe: int, *, block: int, nblocks: int, dest_stride: int,
+          src_stride: int) -> None:
+    """Block b of src's copy on `pe` into local dest (shmem_ibget; strides in elements)."""
+    for d, s in _blocks(dest, src, block, nblocks, dest_stride, src_stride):
+        _lib().get(d, _address(s), pe)
+
+
+def _scan(dest, src, inclusive: bool) -> None:
+    dest, src = _contiguous(_numpy_view(dest)), _contiguous(_numpy_view(src))
+    _check_fits(dest, src)
+    if dest.dtype != src.dtype:
+        raise hp_error("DTYPE_MISMATCH", f"dest is {dest.dtype} and src {src.dtype}")
+    _lib().sum_scan(_address(dest), _address(src), src.size, str(src.dtype), inclusive)
+
+
+def sum_inscan(dest, src) -> None:
+    """dest on PE p = the sum of src over PEs 0..p, element by element (collective; both
+    symmetric; dest may be src). OpenSHMEM 1.6's shmem_sum_inscan on the world team."""
+    _scan(dest, src, True)
+
+
+def sum_exscan(dest, src) -> None:
+    """dest on PE p = the sum of src over PEs 0..p-1 (zeros on PE 0); as sum_inscan."""
+    _scan(dest, src, False)
 
 
 def _signal_slot(slot) -> np.ndarray:

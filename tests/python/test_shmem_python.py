@@ -65,6 +65,57 @@ def test_get_signal_add_and_all_gather(n, tmp_path):
     """, tmp_path)
 
 
+@pytest.mark.parametrize("n", [2, 4])
+def test_the_openshmem_1_6_routines(n, tmp_path):
+    run_pes(n, """
+        # signal_set / signal_add
+        sig = shmem.empty(1, np.uint64)
+        sig[0] = 0
+        shmem.barrier()
+        shmem.signal_set(sig, 40, pe=(me + 1) % n)
+        shmem.signal_add(sig, 2, pe=(me + 1) % n)
+        assert shmem.wait_signal(sig, 42) == 42
+        # ibput / ibget: 3 blocks of 2, every 3rd element of src into every 4th of dest
+        dest = shmem.empty(12, np.float32)
+        dest[:] = 0
+        src = np.arange(9, dtype=np.float32) + 100 * me
+        shmem.barrier()
+        shmem.ibput(dest, src, (me + 1) % n, block=2, nblocks=3, dest_stride=4, src_stride=3)
+        shmem.barrier()
+        left = (me - 1) % n
+        want = np.zeros(12, np.float32)
+        for b in range(3):
+            want[4 * b:4 * b + 2] = np.arange(3 * b, 3 * b + 2) + 100 * left
+        assert (dest == want).all(), dest
+        back = np.zeros(6, np.float32)
+        shmem.ibget(back, dest, (me + 1) % n, block=2, nblocks=3, dest_stride=2, src_stride=4)
+        assert (back == np.array([0, 1, 3, 4, 6, 7]) + 100 * me).all(), back
+        try:
+            shmem.ibput(dest, src, 0, block=2, nblocks=4, dest_stride=4, src_stride=3)
+        except HpError as e:
+            assert e.name == "OUT_OF_RANGE", e
+        else:
+            raise AssertionError("a block past src was accepted")
+        # the scans, in place too
+        x = shmem.empty(3, np.int64)
+        y = shmem.empty(3, np.int64)
+        x[:] = [me + 1, 1, -me]
+        shmem.barrier()
+        shmem.sum_inscan(y, x)
+        assert list(y) == [(me + 1) * (me + 2) // 2, me + 1, -me * (me + 1) // 2], y
+        shmem.sum_exscan(y, x)
+        assert list(y) == [me * (me + 1) // 2, me, -(me - 1) * me // 2], y
+        f = shmem.empty(2, np.float64)
+        f[:] = 0.5
+        shmem.barrier()
+        shmem.sum_inscan(f, f)
+        assert (f == 0.5 * (me + 1)).all(), f
+        shmem.barrier()
+        for a in (f, y, x, dest, sig):
+            shmem.free(a)
+    """, tmp_path)
+
+
 def test_errors_raise_hperror_with_the_native_code(tmp_path):
     run_pes(2, """
         x = shmem.empty(16, np.int32)

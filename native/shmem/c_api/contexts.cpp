@@ -138,6 +138,21 @@ void shmem_ctx_quiet(shmem_ctx_t ctx) {
   (void)live_team("shmem_ctx_quiet", ctx);
   shmem_quiet();
 }
+// PEs in the context's numbering; every operation of this PE completes (as shmem_pe_quiet).
+void shmem_ctx_pe_quiet(shmem_ctx_t ctx, const int* target_pes, size_t npes) {
+  if (ctx == SHMEM_CTX_INVALID) return;
+  for (std::size_t i = 0; i < npes; ++i)
+    (void)c_api::ctx_pe("shmem_ctx_pe_quiet", ctx, target_pes[i]);
+  shmem_quiet();
+}
+// Sessions are hints (OpenSHMEM 1.6): operations complete as they always do here, so a session
+// changes nothing but must name a live context (or SHMEM_CTX_INVALID, a no-op).
+void shmem_ctx_session_start(shmem_ctx_t ctx) {
+  if (ctx != SHMEM_CTX_INVALID) (void)live_team("shmem_ctx_session_start", ctx);
+}
+void shmem_ctx_session_stop(shmem_ctx_t ctx) {
+  if (ctx != SHMEM_CTX_INVALID) (void)live_team("shmem_ctx_session_stop", ctx);
+}
 
 // shmem_ctx_NAME(ctx, PARAMS..., pe) is shmem_NAME(ARGS..., the world PE of pe in ctx).
 #define HP_C_UNPAREN(...) __VA_ARGS__
@@ -151,6 +166,11 @@ void shmem_ctx_quiet(shmem_ctx_t ctx) {
   HP_C_CTX(void, NAME,                                                                     \
            (TYPE * dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems), \
            (dest, source, dst, sst, nelems))
+#define HP_C_CTX_BLOCKED(NAME, TYPE)                                                     \
+  HP_C_CTX(void, NAME,                                                                   \
+           (TYPE * dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, \
+            size_t nblocks),                                                             \
+           (dest, source, dst, sst, bsize, nblocks))
 #define HP_C_CTX_SIGNAL(NAME, TYPE)                                                              \
   HP_C_CTX(void, NAME,                                                                           \
            (TYPE * dest, const TYPE* source, size_t nelems, uint64_t* sig_addr, uint64_t signal, \
@@ -166,9 +186,13 @@ void shmem_ctx_quiet(shmem_ctx_t ctx) {
   HP_C_CTX(TYPE, NAME##_g, (const TYPE* source), (source))           \
   HP_C_CTX_STRIDED(NAME##_iput, TYPE)                                \
   HP_C_CTX_STRIDED(NAME##_iget, TYPE)                                \
+  HP_C_CTX_BLOCKED(NAME##_ibput, TYPE)                               \
+  HP_C_CTX_BLOCKED(NAME##_ibget, TYPE)                               \
   HP_C_CTX_SIGNAL(NAME##_put_signal, TYPE)                           \
   HP_C_CTX_SIGNAL(NAME##_put_signal_nbi, TYPE)
 HP_SHMEM_RMA_TYPES(HP_C_CTX_RMA)
+HP_C_CTX(void, signal_add, (uint64_t * sig_addr, uint64_t signal), (sig_addr, signal))
+HP_C_CTX(void, signal_set, (uint64_t * sig_addr, uint64_t signal), (sig_addr, signal))
 
 // SIZE: 8, 16, 32, 64, 128 or mem (which has no strided forms).
 #define HP_C_CTX_RMA_UNTYPED(SIZE)                     \
@@ -178,8 +202,12 @@ HP_SHMEM_RMA_TYPES(HP_C_CTX_RMA)
   HP_C_CTX_TRANSFER(void, get##SIZE##_nbi, void, void) \
   HP_C_CTX_SIGNAL(put##SIZE##_signal, void)            \
   HP_C_CTX_SIGNAL(put##SIZE##_signal_nbi, void)
-#define HP_C_CTX_RMA_SIZE(SIZE) \
-  HP_C_CTX_RMA_UNTYPED(SIZE) HP_C_CTX_STRIDED(iput##SIZE, void) HP_C_CTX_STRIDED(iget##SIZE, void)
+// clang-format off
+#define HP_C_CTX_RMA_SIZE(SIZE)                                                 \
+  HP_C_CTX_RMA_UNTYPED(SIZE)                                                    \
+  HP_C_CTX_STRIDED(iput##SIZE, void) HP_C_CTX_STRIDED(iget##SIZE, void)         \
+  HP_C_CTX_BLOCKED(ibput##SIZE, void) HP_C_CTX_BLOCKED(ibget##SIZE, void)
+// clang-format on
 HP_SHMEM_RMA_SIZES(HP_C_CTX_RMA_SIZE)
 HP_C_CTX_RMA_UNTYPED(mem)
 

@@ -8,6 +8,9 @@
 // members are combined in team order, so every member gets the same bits. Integer sums and
 // products wrap (two's complement); max and min compare as the C type does (char as the
 // platform's char, unsigned types as unsigned).
+//
+// The scans of OpenSHMEM 1.6, shmem_TYPENAME_sum_inscan and _sum_exscan (the sum types), are
+// hp::shmem::scan_with with the same sums.
 #include <complex>
 #include <type_traits>
 
@@ -95,6 +98,17 @@ int reduce(const char* routine, shmem_team_t team, T* dest, const T* source, std
   return c_api::report(routine, s);
 }
 
+template <typename T>
+int scan(const char* routine, shmem_team_t team, T* dest, const T* source, std::size_t nelems,
+         bool inclusive) {
+  if (hp::shmem::team_my_pe(c_api::to_team(team)) < 0) {
+    return c_api::report(routine, c_api::invalid_team(routine, "team"));
+  }
+  return c_api::report(
+      routine, hp::shmem::scan_with(c_api::to_team(team), c_api::sym(dest), c_api::sym(source),
+                                    nelems, sizeof(T), &combine<Op::kSum, T>, nullptr, inclusive));
+}
+
 }  // namespace
 
 extern "C" {
@@ -114,6 +128,17 @@ extern "C" {
 HP_SHMEM_BITWISE_REDUCE_TYPES(HP_C_BITWISE_REDUCE)
 HP_SHMEM_MINMAX_REDUCE_TYPES(HP_C_MINMAX_REDUCE)
 HP_SHMEM_ARITH_REDUCE_TYPES(HP_C_ARITH_REDUCE)
+#define HP_C_SCAN(TYPE, NAME)                                                      \
+  int shmem_##NAME##_sum_inscan(shmem_team_t team, TYPE* dest, const TYPE* source, \
+                                size_t nelems) {                                   \
+    return scan("shmem_" #NAME "_sum_inscan", team, dest, source, nelems, true);   \
+  }                                                                                \
+  int shmem_##NAME##_sum_exscan(shmem_team_t team, TYPE* dest, const TYPE* source, \
+                                size_t nelems) {                                   \
+    return scan("shmem_" #NAME "_sum_exscan", team, dest, source, nelems, false);  \
+  }
+HP_SHMEM_ARITH_REDUCE_TYPES(HP_C_SCAN)
+#undef HP_C_SCAN
 #undef HP_C_REDUCE
 #undef HP_C_BITWISE_REDUCE
 #undef HP_C_MINMAX_REDUCE

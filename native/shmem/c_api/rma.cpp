@@ -45,6 +45,29 @@ void strided(const char* routine, Op op, void* dest, const void* source, std::pt
   }
 }
 
+// Block b (bsize contiguous elements) of source, starting at element b x sst, to block b of dest,
+// starting at element b x dst (OpenSHMEM 1.6's ibput/ibget).
+void blocked(const char* routine, Op op, void* dest, const void* source, std::ptrdiff_t dst,
+             std::ptrdiff_t sst, std::size_t bsize, std::size_t nblocks, std::size_t size, int pe) {
+  if (nblocks == 1 || bsize == 0) {
+    return contiguous(routine, op, dest, source, nblocks == 0 ? 0 : bsize, size, pe);
+  }
+  auto* out = static_cast<char*>(dest);
+  const auto* in = static_cast<const char*>(source);
+  const auto step_out = dst * std::ptrdiff_t(size), step_in = sst * std::ptrdiff_t(size);
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const auto k = std::ptrdiff_t(b);
+    contiguous(routine, op, out + k * step_out, in + k * step_in, bsize, size, pe);
+  }
+}
+
+void signal_update(const char* routine, std::uint64_t* sig_addr, std::uint64_t signal, bool add,
+                   int pe) {
+  sig_addr = c_api::sym(sig_addr);
+  check(routine, add ? hp::shmem::atomic_add(sig_addr, signal, pe)
+                     : hp::shmem::atomic_set(sig_addr, signal, pe));
+}
+
 void put_signal(const char* routine, bool nbi, void* dest, const void* source, std::size_t nelems,
                 std::size_t size, std::uint64_t* sig_addr, std::uint64_t signal, int sig_op,
                 int pe) {
@@ -91,6 +114,16 @@ extern "C" {
                            size_t nelems, int pe) {                                               \
     strided("shmem_" #NAME "_iget", Op::kGet, dest, source, dst, sst, nelems, sizeof(TYPE), pe);  \
   }                                                                                               \
+  void shmem_##NAME##_ibput(TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,         \
+                            size_t bsize, size_t nblocks, int pe) {                               \
+    blocked("shmem_" #NAME "_ibput", Op::kPut, dest, source, dst, sst, bsize, nblocks,            \
+            sizeof(TYPE), pe);                                                                    \
+  }                                                                                               \
+  void shmem_##NAME##_ibget(TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,         \
+                            size_t bsize, size_t nblocks, int pe) {                               \
+    blocked("shmem_" #NAME "_ibget", Op::kGet, dest, source, dst, sst, bsize, nblocks,            \
+            sizeof(TYPE), pe);                                                                    \
+  }                                                                                               \
   void shmem_##NAME##_put_signal(TYPE* dest, const TYPE* source, size_t nelems,                   \
                                  uint64_t* sig_addr, uint64_t signal, int sig_op, int pe) {       \
     put_signal("shmem_" #NAME "_put_signal", false, dest, source, nelems, sizeof(TYPE), sig_addr, \
@@ -124,6 +157,14 @@ HP_SHMEM_RMA_TYPES(HP_C_RMA)
   void shmem_iget##SIZE(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,              \
                         size_t nelems, int pe) {                                                   \
     strided("shmem_iget" #SIZE, Op::kGet, dest, source, dst, sst, nelems, SIZE / 8, pe);           \
+  }                                                                                                \
+  void shmem_ibput##SIZE(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,             \
+                         size_t bsize, size_t nblocks, int pe) {                                   \
+    blocked("shmem_ibput" #SIZE, Op::kPut, dest, source, dst, sst, bsize, nblocks, SIZE / 8, pe);  \
+  }                                                                                                \
+  void shmem_ibget##SIZE(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,             \
+                         size_t bsize, size_t nblocks, int pe) {                                   \
+    blocked("shmem_ibget" #SIZE, Op::kGet, dest, source, dst, sst, bsize, nblocks, SIZE / 8, pe);  \
   }                                                                                                \
   void shmem_put##SIZE##_signal(void* dest, const void* source, size_t nelems, uint64_t* sig_addr, \
                                 uint64_t signal, int sig_op, int pe) {                             \
@@ -181,8 +222,30 @@ uint64_t shmem_signal_wait_until(uint64_t* sig_addr, int cmp, uint64_t cmp_value
   return seen;
 }
 
+void shmem_signal_add(uint64_t* sig_addr, uint64_t signal, int pe) {
+  signal_update("shmem_signal_add", sig_addr, signal, true, pe);
+}
+
+void shmem_signal_set(uint64_t* sig_addr, uint64_t signal, int pe) {
+  signal_update("shmem_signal_set", sig_addr, signal, false, pe);
+}
+
 void shmem_fence(void) { check("shmem_fence", hp::shmem::fence()); }
 
 void shmem_quiet(void) { check("shmem_quiet", hp::shmem::quiet()); }
+
+// Every PE named must be one; then all of this PE's operations complete (more than asked).
+void shmem_pe_quiet(const int* target_pes, size_t npes) {
+  const char* routine = "shmem_pe_quiet";
+  const int n = hp::shmem::n_pes();
+  for (std::size_t i = 0; i < npes; ++i) {
+    if (target_pes[i] < 0 || target_pes[i] >= n) {
+      c_api::fail(routine,
+                  Status::error(hp::ErrorCode::kOutOfRange, "target_pes[{}] = {} is no PE (0..{})",
+                                i, target_pes[i], n - 1));
+    }
+  }
+  check(routine, hp::shmem::quiet());
+}
 
 }  // extern "C"

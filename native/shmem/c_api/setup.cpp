@@ -91,6 +91,11 @@ int shmem_init_thread(int requested, int* provided) {
   return 0;
 }
 
+void shmem_query_initialized(int* initialized) {
+  std::lock_guard lock(g_mutex);
+  *initialized = g_inits > 0 ? 1 : 0;
+}
+
 // Every routine may be called from any thread of a PE (collectives still one call per PE).
 void shmem_query_thread(int* provided) {
   if (provided != nullptr) *provided = SHMEM_THREAD_MULTIPLE;

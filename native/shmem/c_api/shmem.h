@@ -1,10 +1,10 @@
-/* shmem.h: the OpenSHMEM 1.5 C API of HyperParallel (libhyper_parallel_shmem_c).
+/* shmem.h: the OpenSHMEM 1.6 C API of HyperParallel (libhyper_parallel_shmem_c).
  *
  * Compile and link:   hpcc prog.c -o prog        (or: cc -I<payload>/symmetric_memory/include
  *                     prog.c -L<payload>/symmetric_memory/lib -lhyper_parallel_shmem_c)
  * Run:                hprun -n 4 ./prog
  *
- * The routines keep the OpenSHMEM 1.5 names, arguments and semantics. What is implemented and
+ * The routines keep the OpenSHMEM 1.6 names, arguments and semantics. What is implemented and
  * what is absent (absent routines are not declared here: using one is a compile or link error,
  * never a silent no-op) is listed in COVERAGE.md next to this header in the sources.
  *
@@ -17,7 +17,7 @@
  *
  * The type-specific families are declared once per type table below (HP_SHMEM_*_TYPES): the
  * routine shmem_<TYPENAME>_<op> exists for every (TYPE, TYPENAME) pair of its family's table.
- * C11 programs also get the type-generic macros of OpenSHMEM 1.5 (shmem_put, shmem_atomic_add,
+ * C11 programs also get the type-generic macros of OpenSHMEM 1.6 (shmem_put, shmem_atomic_add,
  * shmem_sum_reduce, ...), selected by the pointed-to type of the first data argument. */
 #ifndef HYPER_PARALLEL_SHMEM_C_H
 #define HYPER_PARALLEL_SHMEM_C_H
@@ -43,7 +43,7 @@ extern "C" {
 /* ---- constants ------------------------------------------------------------------------- */
 
 #define SHMEM_MAJOR_VERSION 1
-#define SHMEM_MINOR_VERSION 5
+#define SHMEM_MINOR_VERSION 6
 #define SHMEM_MAX_NAME_LEN 256
 #define SHMEM_VENDOR_STRING "HyperParallel"
 
@@ -185,6 +185,8 @@ typedef struct hp_shmem_ctx_handle* shmem_ctx_t;
 void shmem_init(void);
 int shmem_init_thread(int requested, int* provided);
 void shmem_query_thread(int* provided);
+/* 1.6: non-zero between a shmem_init and its matching shmem_finalize (calls nest). */
+void shmem_query_initialized(int* initialized);
 void shmem_finalize(void);
 void shmem_global_exit(int status);
 int shmem_my_pe(void);
@@ -227,20 +229,24 @@ void shmem_team_destroy(shmem_team_t team);
  * PRE and the leading parameter CTX (empty, or HP_SHMEM_CTX_). */
 #define HP_SHMEM_CTX_ shmem_ctx_t ctx,
 
-#define HP_SHMEM_DECLARE_RMA_(TYPE, NAME, PRE, CTX)                                       \
-  void PRE##NAME##_put(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);        \
-  void PRE##NAME##_get(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);        \
-  void PRE##NAME##_put_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);    \
-  void PRE##NAME##_get_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);    \
-  void PRE##NAME##_p(CTX TYPE* dest, TYPE value, int pe);                                 \
-  TYPE PRE##NAME##_g(CTX const TYPE* source, int pe);                                     \
-  void PRE##NAME##_iput(CTX TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst, \
-                        size_t nelems, int pe);                                           \
-  void PRE##NAME##_iget(CTX TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst, \
-                        size_t nelems, int pe);                                           \
-  void PRE##NAME##_put_signal(CTX TYPE* dest, const TYPE* source, size_t nelems,          \
-                              uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);   \
-  void PRE##NAME##_put_signal_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems,      \
+#define HP_SHMEM_DECLARE_RMA_(TYPE, NAME, PRE, CTX)                                        \
+  void PRE##NAME##_put(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);         \
+  void PRE##NAME##_get(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);         \
+  void PRE##NAME##_put_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);     \
+  void PRE##NAME##_get_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems, int pe);     \
+  void PRE##NAME##_p(CTX TYPE* dest, TYPE value, int pe);                                  \
+  TYPE PRE##NAME##_g(CTX const TYPE* source, int pe);                                      \
+  void PRE##NAME##_iput(CTX TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,  \
+                        size_t nelems, int pe);                                            \
+  void PRE##NAME##_iget(CTX TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst,  \
+                        size_t nelems, int pe);                                            \
+  void PRE##NAME##_ibput(CTX TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst, \
+                         size_t bsize, size_t nblocks, int pe);                            \
+  void PRE##NAME##_ibget(CTX TYPE* dest, const TYPE* source, ptrdiff_t dst, ptrdiff_t sst, \
+                         size_t bsize, size_t nblocks, int pe);                            \
+  void PRE##NAME##_put_signal(CTX TYPE* dest, const TYPE* source, size_t nelems,           \
+                              uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);    \
+  void PRE##NAME##_put_signal_nbi(CTX TYPE* dest, const TYPE* source, size_t nelems,       \
                                   uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);
 #define HP_SHMEM_DECLARE_RMA_FORMS_(TYPE, NAME) \
   HP_SHMEM_DECLARE_RMA_(TYPE, NAME, shmem_, )   \
@@ -249,18 +255,22 @@ HP_SHMEM_RMA_TYPES(HP_SHMEM_DECLARE_RMA_FORMS_)
 #undef HP_SHMEM_DECLARE_RMA_FORMS_
 #undef HP_SHMEM_DECLARE_RMA_
 
-#define HP_SHMEM_DECLARE_RMA_SIZE_(SIZE, PRE, CTX)                                       \
-  void PRE##put##SIZE(CTX void* dest, const void* source, size_t nelems, int pe);        \
-  void PRE##get##SIZE(CTX void* dest, const void* source, size_t nelems, int pe);        \
-  void PRE##put##SIZE##_nbi(CTX void* dest, const void* source, size_t nelems, int pe);  \
-  void PRE##get##SIZE##_nbi(CTX void* dest, const void* source, size_t nelems, int pe);  \
-  void PRE##iput##SIZE(CTX void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, \
-                       size_t nelems, int pe);                                           \
-  void PRE##iget##SIZE(CTX void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, \
-                       size_t nelems, int pe);                                           \
-  void PRE##put##SIZE##_signal(CTX void* dest, const void* source, size_t nelems,        \
-                               uint64_t* sig_addr, uint64_t signal, int sig_op, int pe); \
-  void PRE##put##SIZE##_signal_nbi(CTX void* dest, const void* source, size_t nelems,    \
+#define HP_SHMEM_DECLARE_RMA_SIZE_(SIZE, PRE, CTX)                                        \
+  void PRE##put##SIZE(CTX void* dest, const void* source, size_t nelems, int pe);         \
+  void PRE##get##SIZE(CTX void* dest, const void* source, size_t nelems, int pe);         \
+  void PRE##put##SIZE##_nbi(CTX void* dest, const void* source, size_t nelems, int pe);   \
+  void PRE##get##SIZE##_nbi(CTX void* dest, const void* source, size_t nelems, int pe);   \
+  void PRE##iput##SIZE(CTX void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,  \
+                       size_t nelems, int pe);                                            \
+  void PRE##iget##SIZE(CTX void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst,  \
+                       size_t nelems, int pe);                                            \
+  void PRE##ibput##SIZE(CTX void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, \
+                        size_t bsize, size_t nblocks, int pe);                            \
+  void PRE##ibget##SIZE(CTX void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, \
+                        size_t bsize, size_t nblocks, int pe);                            \
+  void PRE##put##SIZE##_signal(CTX void* dest, const void* source, size_t nelems,         \
+                               uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);  \
+  void PRE##put##SIZE##_signal_nbi(CTX void* dest, const void* source, size_t nelems,     \
                                    uint64_t* sig_addr, uint64_t signal, int sig_op, int pe);
 #define HP_SHMEM_DECLARE_RMA_SIZE_FORMS_(SIZE) \
   HP_SHMEM_DECLARE_RMA_SIZE_(SIZE, shmem_, )   \
@@ -283,6 +293,11 @@ HP_SHMEM_DECLARE_RMA_MEM_(shmem_ctx_, HP_SHMEM_CTX_)
 #undef HP_SHMEM_DECLARE_RMA_MEM_
 uint64_t shmem_signal_fetch(const uint64_t* sig_addr);
 uint64_t shmem_signal_wait_until(uint64_t* sig_addr, int cmp, uint64_t cmp_value);
+/* 1.6: the signal alone, atomically as put with signal updates it. */
+void shmem_signal_add(uint64_t* sig_addr, uint64_t signal, int pe);
+void shmem_signal_set(uint64_t* sig_addr, uint64_t signal, int pe);
+void shmem_ctx_signal_add(shmem_ctx_t ctx, uint64_t* sig_addr, uint64_t signal, int pe);
+void shmem_ctx_signal_set(shmem_ctx_t ctx, uint64_t* sig_addr, uint64_t signal, int pe);
 
 /* ---- atomic memory operations --------------------------------------------------------- */
 
@@ -346,6 +361,9 @@ void shmem_ctx_destroy(shmem_ctx_t ctx);
 int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t* team);
 void shmem_ctx_fence(shmem_ctx_t ctx);
 void shmem_ctx_quiet(shmem_ctx_t ctx);
+/* 1.6: hints that a run of operations on ctx follows, and ends (they complete as always). */
+void shmem_ctx_session_start(shmem_ctx_t ctx);
+void shmem_ctx_session_stop(shmem_ctx_t ctx);
 
 /* ---- point-to-point synchronization ---------------------------------------------------- */
 
@@ -383,6 +401,9 @@ HP_SHMEM_SYNC_TYPES(HP_SHMEM_DECLARE_SYNC_)
 
 void shmem_fence(void);
 void shmem_quiet(void);
+/* 1.6: completes the operations to the given PEs (here: every operation, as shmem_quiet). */
+void shmem_pe_quiet(const int* target_pes, size_t npes);
+void shmem_ctx_pe_quiet(shmem_ctx_t ctx, const int* target_pes, size_t npes);
 void shmem_barrier_all(void);
 void shmem_sync_all(void);
 /* C11 and C++ also name it shmem_sync(team) (below). */
@@ -439,6 +460,14 @@ HP_SHMEM_ARITH_REDUCE_TYPES(HP_SHMEM_DECLARE_ARITH_REDUCE_)
 #undef HP_SHMEM_DECLARE_BITWISE_REDUCE_
 #undef HP_SHMEM_DECLARE_MINMAX_REDUCE_
 #undef HP_SHMEM_DECLARE_ARITH_REDUCE_
+
+/* 1.6 scans over a team, in team order: dest[i] on member m is the sum of source[i] of the
+ * members 0..m (inscan) or 0..m-1 (exscan; 0 on member 0). dest may be source. */
+#define HP_SHMEM_DECLARE_SCAN_(TYPE, NAME)                                                         \
+  int shmem_##NAME##_sum_inscan(shmem_team_t team, TYPE* dest, const TYPE* source, size_t nelems); \
+  int shmem_##NAME##_sum_exscan(shmem_team_t team, TYPE* dest, const TYPE* source, size_t nelems);
+HP_SHMEM_ARITH_REDUCE_TYPES(HP_SHMEM_DECLARE_SCAN_)
+#undef HP_SHMEM_DECLARE_SCAN_
 
 /* ---- deprecated names still found in OpenSHMEM programs -------------------------------- */
 
@@ -538,6 +567,8 @@ inline int shmem_sync(shmem_team_t team) { return shmem_team_sync(team); }
 #define shmem_g(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, g, __VA_ARGS__)
 #define shmem_iput(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, iput, __VA_ARGS__)
 #define shmem_iget(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, iget, __VA_ARGS__)
+#define shmem_ibput(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, ibput, __VA_ARGS__)
+#define shmem_ibget(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, ibget, __VA_ARGS__)
 #define shmem_put_signal(...) HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, put_signal, __VA_ARGS__)
 #define shmem_put_signal_nbi(...) \
   HP_SHMEM_C11_CALL_CTX_(HP_SHMEM_C11_RMA_, put_signal_nbi, __VA_ARGS__)
@@ -638,6 +669,11 @@ inline int shmem_sync(shmem_team_t team) { return shmem_team_sync(team); }
   HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_ARITH_REDUCE_, sum_reduce, dest)(team, dest, __VA_ARGS__)
 #define shmem_prod_reduce(team, dest, ...) \
   HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_ARITH_REDUCE_, prod_reduce, dest)(team, dest, __VA_ARGS__)
+
+#define shmem_sum_inscan(team, dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_ARITH_REDUCE_, sum_inscan, dest)(team, dest, __VA_ARGS__)
+#define shmem_sum_exscan(team, dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_ARITH_REDUCE_, sum_exscan, dest)(team, dest, __VA_ARGS__)
 
 /* shmem_sync(team): shmem_team_sync. */
 #define shmem_sync(team) shmem_team_sync(team)

@@ -53,6 +53,23 @@ int main(void) {
   HP_CHECK(l[2] == n);
   shmem_barrier_all();
 
+  /* 1.6: shmem_sum_inscan / _exscan and shmem_ibput / _ibget (and on a context). */
+  red[0] = me + 1;
+  HP_CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, &red[1], &red[0], 1) == 0); /* shmem_int_... */
+  HP_CHECK(red[1] == (me + 1) * (me + 2) / 2);
+  HP_CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, &red[1], &red[0], 1) == 0);
+  HP_CHECK(red[1] == me * (me + 1) / 2);
+  const double pair[2] = {-1.0 - me, 4.0};
+  shmem_barrier_all();
+  shmem_ibput(d, pair, 2, 1, 1, 2, next); /* shmem_double_ibput: d[0], d[2] */
+  shmem_ibput(SHMEM_CTX_DEFAULT, &d[1], &pair[1], 1, 1, 1, 1, next); /* shmem_ctx_double_ibput */
+  shmem_barrier_all();
+  HP_CHECK(d[0] == -1.0 - prev && d[1] == 4.0 && d[2] == 4.0);
+  double back[2];
+  shmem_ibget(back, d, 1, 2, 1, 2, next); /* shmem_double_ibget */
+  HP_CHECK(back[0] == -1.0 - me && back[1] == 4.0);
+  shmem_barrier_all();
+
   shmem_free(red);
   shmem_free(s);
   shmem_free(sig);

@@ -3,7 +3,7 @@
 #include <shmem.h>
 
 typedef char hp_check_cmp[SHMEM_CMP_LE - SHMEM_CMP_EQ == 5 ? 1 : -1];
-typedef char hp_check_version[SHMEM_MAJOR_VERSION == 1 && SHMEM_MINOR_VERSION == 5 ? 1 : -1];
+typedef char hp_check_version[SHMEM_MAJOR_VERSION == 1 && SHMEM_MINOR_VERSION == 6 ? 1 : -1];
 /* The deprecated constants OpenSHMEM 1.5 still lists, and their leading-underscore spellings. */
 typedef char hp_check_sync_sizes[SHMEM_SYNC_VALUE == 0 &&
                                          SHMEM_SYNC_SIZE >= SHMEM_BARRIER_SYNC_SIZE &&

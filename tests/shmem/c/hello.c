@@ -23,8 +23,8 @@ int main(void) {
   int major = 0, minor = 0;
   shmem_info_get_version(&major, &minor);
   HP_CHECK_EQ(major, 1);
-  HP_CHECK_EQ(minor, 5);
-  HP_CHECK(SHMEM_MAJOR_VERSION == 1 && SHMEM_MINOR_VERSION == 5);
+  HP_CHECK_EQ(minor, 6);
+  HP_CHECK(SHMEM_MAJOR_VERSION == 1 && SHMEM_MINOR_VERSION == 6);
   char name[SHMEM_MAX_NAME_LEN];
   memset(name, 'x', sizeof name);
   shmem_info_get_name(name);

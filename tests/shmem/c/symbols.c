@@ -12,14 +12,15 @@ typedef void (*routine_t)(void);
 #define RMA_(NAME, P)                                                                          \
   R(P##NAME##_put) R(P##NAME##_get) R(P##NAME##_put_nbi) R(P##NAME##_get_nbi) R(P##NAME##_p)  \
   R(P##NAME##_g) R(P##NAME##_iput) R(P##NAME##_iget) R(P##NAME##_put_signal)                  \
-  R(P##NAME##_put_signal_nbi)
+  R(P##NAME##_put_signal_nbi) R(P##NAME##_ibput) R(P##NAME##_ibget)
 #define RMA(TYPE, NAME)                                                                        \
   RMA_(NAME, shmem_) RMA_(NAME, shmem_ctx_) R(shmem_##NAME##_broadcast)                        \
   R(shmem_##NAME##_fcollect) R(shmem_##NAME##_collect) R(shmem_##NAME##_alltoall)              \
   R(shmem_##NAME##_alltoalls)
 #define RMA_SIZE_(SIZE, P)                                                                     \
   R(P##put##SIZE) R(P##get##SIZE) R(P##put##SIZE##_nbi) R(P##get##SIZE##_nbi)                  \
-  R(P##iput##SIZE) R(P##iget##SIZE) R(P##put##SIZE##_signal) R(P##put##SIZE##_signal_nbi)
+  R(P##iput##SIZE) R(P##iget##SIZE) R(P##put##SIZE##_signal) R(P##put##SIZE##_signal_nbi)    \
+  R(P##ibput##SIZE) R(P##ibget##SIZE)
 #define RMA_SIZE(SIZE) RMA_SIZE_(SIZE, shmem_) RMA_SIZE_(SIZE, shmem_ctx_)
 #define RMA_MEM(P)                                                                             \
   R(P##putmem) R(P##getmem) R(P##putmem_nbi) R(P##getmem_nbi) R(P##putmem_signal)              \
@@ -51,7 +52,8 @@ typedef void (*routine_t)(void);
 #define BITWISE_REDUCE(TYPE, NAME)                                                             \
   R(shmem_##NAME##_and_reduce) R(shmem_##NAME##_or_reduce) R(shmem_##NAME##_xor_reduce)
 #define MINMAX_REDUCE(TYPE, NAME) R(shmem_##NAME##_max_reduce) R(shmem_##NAME##_min_reduce)
-#define ARITH_REDUCE(TYPE, NAME) R(shmem_##NAME##_sum_reduce) R(shmem_##NAME##_prod_reduce)
+#define ARITH_REDUCE(TYPE, NAME) R(shmem_##NAME##_sum_reduce) R(shmem_##NAME##_prod_reduce)   \
+  R(shmem_##NAME##_sum_inscan) R(shmem_##NAME##_sum_exscan)
 #define DEPRECATED_EXTENDED(TYPE, NAME)                                                        \
   R(shmem_##NAME##_fetch) R(shmem_##NAME##_set) R(shmem_##NAME##_swap)
 #define DEPRECATED(TYPE, NAME)                                                                 \
@@ -62,15 +64,16 @@ static const routine_t kRoutines[] = {
     R(shmem_init) R(shmem_init_thread) R(shmem_query_thread) R(shmem_finalize)
     R(shmem_global_exit) R(shmem_my_pe) R(shmem_n_pes) R(shmem_pe_accessible)
     R(shmem_addr_accessible) R(shmem_ptr) R(shmem_team_ptr) R(shmem_info_get_version)
-    R(shmem_info_get_name) R(shmem_pcontrol)
+    R(shmem_info_get_name) R(shmem_pcontrol) R(shmem_query_initialized)
     R(shmem_malloc) R(shmem_malloc_with_hints) R(shmem_calloc) R(shmem_align) R(shmem_realloc)
     R(shmem_free)
     R(shmem_team_my_pe) R(shmem_team_n_pes) R(shmem_team_get_config) R(shmem_team_translate_pe)
     R(shmem_team_split_strided) R(shmem_team_split_2d) R(shmem_team_destroy)
     R(shmem_ctx_create) R(shmem_team_create_ctx) R(shmem_ctx_destroy) R(shmem_ctx_get_team)
-    R(shmem_ctx_fence) R(shmem_ctx_quiet)
+    R(shmem_ctx_fence) R(shmem_ctx_quiet) R(shmem_ctx_session_start) R(shmem_ctx_session_stop)
     RMA_MEM(shmem_) RMA_MEM(shmem_ctx_) R(shmem_signal_fetch) R(shmem_signal_wait_until)
-    R(shmem_fence) R(shmem_quiet) R(shmem_barrier_all) R(shmem_sync_all) R(shmem_team_sync)
+    R(shmem_signal_add) R(shmem_signal_set) R(shmem_ctx_signal_add) R(shmem_ctx_signal_set)
+    R(shmem_fence) R(shmem_quiet) R(shmem_pe_quiet) R(shmem_ctx_pe_quiet) R(shmem_barrier_all) R(shmem_sync_all) R(shmem_team_sync)
     R(shmem_set_lock) R(shmem_clear_lock) R(shmem_test_lock)
     R(shmem_broadcastmem) R(shmem_fcollectmem) R(shmem_collectmem) R(shmem_alltoallmem)
     R(shmem_alltoallsmem)
