@@ -17,6 +17,7 @@
 #include <mpi.h>
 
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,19 @@ Status mpi_status(int rc, std::string_view call, int pe) {
   MPI_Error_string(rc, text, &length);
   return Status::error(ErrorCode::kSystemError, "{} (PE {}) failed: {}", call, pe,
                        std::string_view(text, std::size_t(length)));
+}
+
+// Registers (once) the MPI_Finalize of an MPI this library initialized, at process exit.
+void finalize_mpi_at_exit() {
+  static const bool registered = [] {
+    return std::atexit([] {
+             int initialized = 0, finalized = 0;
+             MPI_Initialized(&initialized);
+             MPI_Finalized(&finalized);
+             if (initialized && !finalized) MPI_Finalize();
+           }) == 0;
+  }();
+  (void)registered;
 }
 
 class MpiTransport final : public RemoteTransport {
@@ -58,9 +72,9 @@ class MpiTransport final : public RemoteTransport {
     if (shared_win_ != MPI_WIN_NULL) MPI_Win_free(&shared_win_);
     if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
     MPI_Comm_free(&world_);
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (owns_mpi_ && !finalized) MPI_Finalize();
+    // MPI cannot be initialized twice, and OpenSHMEM lets a program initialize again after
+    // finalizing: MPI initialized here stays up until the process exits.
+    if (owns_mpi_) finalize_mpi_at_exit();
   }
 
   std::string_view name() const noexcept override { return "mpi"; }
