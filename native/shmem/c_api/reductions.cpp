@@ -15,49 +15,17 @@
 #include <type_traits>
 
 #include "shmem/c_api/c_api.h"
+#include "shmem/c_api/combine.h"
 
 namespace c_api = hp::shmem::c_api;
 using hp::DType;
 using hp::Status;
 using hp::shmem::ReduceOp;
+using hp::shmem::c_api::apply;
+using hp::shmem::c_api::combine;
+using hp::shmem::c_api::Op;
 
 namespace {
-
-enum class Op { kAnd, kOr, kXor, kMax, kMin, kSum, kProd };
-
-// Integer arithmetic in an unsigned type at least as wide as unsigned int: it wraps, where the
-// promoted signed arithmetic of the C type could overflow.
-template <typename T>
-using Wrapping =
-    std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
-
-template <Op kOp, typename T>
-T apply(T a, T b) {
-  if constexpr (kOp == Op::kAnd) {
-    return T(a & b);
-  } else if constexpr (kOp == Op::kOr) {
-    return T(a | b);
-  } else if constexpr (kOp == Op::kXor) {
-    return T(a ^ b);
-  } else if constexpr (kOp == Op::kMax) {
-    return a < b ? b : a;
-  } else if constexpr (kOp == Op::kMin) {
-    return b < a ? b : a;
-  } else if constexpr (std::is_integral_v<T>) {
-    using W = Wrapping<T>;
-    return kOp == Op::kSum ? T(W(a) + W(b)) : T(W(a) * W(b));
-  } else {
-    return kOp == Op::kSum ? a + b : a * b;
-  }
-}
-
-// hp::shmem::ReduceFn of T: acc[i] = apply(acc[i], in[i]).
-template <Op kOp, typename T>
-void combine(void* acc, const void* in, std::size_t count, void*) {
-  auto* a = static_cast<T*>(acc);
-  const auto* b = static_cast<const T*>(in);
-  for (std::size_t i = 0; i < count; ++i) a[i] = apply<kOp>(a[i], b[i]);
-}
 
 template <typename T>
 inline constexpr bool kWord = std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8);

@@ -176,6 +176,16 @@ typedef struct hp_shmem_ctx_handle* shmem_ctx_t;
 #define HP_SHMEM_ARITH_REDUCE_TYPES(X)                                                        \
   HP_SHMEM_MINMAX_REDUCE_TYPES(X) X(HP_SHMEM_COMPLEXD_, complexd) X(HP_SHMEM_COMPLEXF_, complexf)
 
+/* The deprecated active-set reductions shmem_TYPENAME_OP_to_all, by operation: and, or, xor; */
+#define HP_SHMEM_TO_ALL_BITWISE_TYPES(X)                                                     \
+  X(short, short) X(int, int) X(long, long) X(long long, longlong)
+/* max, min; */
+#define HP_SHMEM_TO_ALL_MINMAX_TYPES(X)                                                       \
+  HP_SHMEM_TO_ALL_BITWISE_TYPES(X) X(float, float) X(double, double) X(long double, longdouble)
+/* sum, prod. */
+#define HP_SHMEM_TO_ALL_ARITH_TYPES(X)                                                        \
+  HP_SHMEM_TO_ALL_MINMAX_TYPES(X) X(HP_SHMEM_COMPLEXD_, complexd) X(HP_SHMEM_COMPLEXF_, complexf)
+
 /* The fixed-size RMA routines shmem_<op>SIZE: X(SIZE) for SIZE bits per element. */
 #define HP_SHMEM_RMA_SIZES(X) X(8) X(16) X(32) X(64) X(128)
 
@@ -469,6 +479,48 @@ HP_SHMEM_ARITH_REDUCE_TYPES(HP_SHMEM_DECLARE_ARITH_REDUCE_)
 HP_SHMEM_ARITH_REDUCE_TYPES(HP_SHMEM_DECLARE_SCAN_)
 #undef HP_SHMEM_DECLARE_SCAN_
 
+/* ---- the deprecated active-set collectives --------------------------------------------- */
+
+/* The active set is PE_size PEs, PE_start + k x 2^logPE_stride (k = 0 .. PE_size - 1); every
+ * member calls with the same arguments. pSync: a symmetric long array of SHMEM_*_SYNC_SIZE
+ * elements, each SHMEM_SYNC_VALUE before the first call (every call leaves it so); pWrk is
+ * accepted and unused. PE_root is a member's index in the set. The root's dest is not written
+ * by shmem_broadcast32/64. (C11 and C++ also take shmem_sync(team), shmem_team_sync.) */
+void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long* pSync);
+void shmem_sync(int PE_start, int logPE_stride, int PE_size, long* pSync);
+#define HP_SHMEM_DECLARE_ACTIVE_SET_(SIZE)                                                 \
+  void shmem_broadcast##SIZE(void* dest, const void* source, size_t nelems, int PE_root,   \
+                             int PE_start, int logPE_stride, int PE_size, long* pSync);    \
+  void shmem_collect##SIZE(void* dest, const void* source, size_t nelems, int PE_start,    \
+                           int logPE_stride, int PE_size, long* pSync);                    \
+  void shmem_fcollect##SIZE(void* dest, const void* source, size_t nelems, int PE_start,   \
+                            int logPE_stride, int PE_size, long* pSync);                   \
+  void shmem_alltoall##SIZE(void* dest, const void* source, size_t nelems, int PE_start,   \
+                            int logPE_stride, int PE_size, long* pSync);                   \
+  void shmem_alltoalls##SIZE(void* dest, const void* source, ptrdiff_t dst, ptrdiff_t sst, \
+                             size_t nelems, int PE_start, int logPE_stride, int PE_size,   \
+                             long* pSync);
+HP_SHMEM_DECLARE_ACTIVE_SET_(32)
+HP_SHMEM_DECLARE_ACTIVE_SET_(64)
+#undef HP_SHMEM_DECLARE_ACTIVE_SET_
+#define HP_SHMEM_DECLARE_TO_ALL_(TYPE, NAME, OP)                                               \
+  void shmem_##NAME##_##OP##_to_all(TYPE* dest, const TYPE* source, int nreduce, int PE_start, \
+                                    int logPE_stride, int PE_size, TYPE* pWrk, long* pSync);
+#define HP_SHMEM_DECLARE_BITWISE_TO_ALL_(TYPE, NAME) \
+  HP_SHMEM_DECLARE_TO_ALL_(TYPE, NAME, and)          \
+  HP_SHMEM_DECLARE_TO_ALL_(TYPE, NAME, or) HP_SHMEM_DECLARE_TO_ALL_(TYPE, NAME, xor)
+#define HP_SHMEM_DECLARE_MINMAX_TO_ALL_(TYPE, NAME) \
+  HP_SHMEM_DECLARE_TO_ALL_(TYPE, NAME, max) HP_SHMEM_DECLARE_TO_ALL_(TYPE, NAME, min)
+#define HP_SHMEM_DECLARE_ARITH_TO_ALL_(TYPE, NAME) \
+  HP_SHMEM_DECLARE_TO_ALL_(TYPE, NAME, sum) HP_SHMEM_DECLARE_TO_ALL_(TYPE, NAME, prod)
+HP_SHMEM_TO_ALL_BITWISE_TYPES(HP_SHMEM_DECLARE_BITWISE_TO_ALL_)
+HP_SHMEM_TO_ALL_MINMAX_TYPES(HP_SHMEM_DECLARE_MINMAX_TO_ALL_)
+HP_SHMEM_TO_ALL_ARITH_TYPES(HP_SHMEM_DECLARE_ARITH_TO_ALL_)
+#undef HP_SHMEM_DECLARE_TO_ALL_
+#undef HP_SHMEM_DECLARE_BITWISE_TO_ALL_
+#undef HP_SHMEM_DECLARE_MINMAX_TO_ALL_
+#undef HP_SHMEM_DECLARE_ARITH_TO_ALL_
+
 /* ---- deprecated names still found in OpenSHMEM programs -------------------------------- */
 
 /* The AMOs and waits before 1.4: int, long and long long (and float and double for fetch, set
@@ -675,8 +727,10 @@ inline int shmem_sync(shmem_team_t team) { return shmem_team_sync(team); }
 #define shmem_sum_exscan(team, dest, ...) \
   HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_ARITH_REDUCE_, sum_exscan, dest)(team, dest, __VA_ARGS__)
 
-/* shmem_sync(team): shmem_team_sync. */
-#define shmem_sync(team) shmem_team_sync(team)
+/* shmem_sync(team) is shmem_team_sync; shmem_sync(PE_start, ...) the active-set routine. */
+#define shmem_sync(...)                                                                    \
+  _Generic((HP_SHMEM_C11_ARG0_(__VA_ARGS__, 0)), shmem_team_t: shmem_team_sync,             \
+           default: (shmem_sync))(__VA_ARGS__)
 
 #endif /* C11 */
 

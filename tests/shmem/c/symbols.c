@@ -54,6 +54,13 @@ typedef void (*routine_t)(void);
 #define MINMAX_REDUCE(TYPE, NAME) R(shmem_##NAME##_max_reduce) R(shmem_##NAME##_min_reduce)
 #define ARITH_REDUCE(TYPE, NAME) R(shmem_##NAME##_sum_reduce) R(shmem_##NAME##_prod_reduce)   \
   R(shmem_##NAME##_sum_inscan) R(shmem_##NAME##_sum_exscan)
+#define ACTIVE_SET(SIZE)                                                                       \
+  R(shmem_broadcast##SIZE) R(shmem_collect##SIZE) R(shmem_fcollect##SIZE)                       \
+  R(shmem_alltoall##SIZE) R(shmem_alltoalls##SIZE)
+#define BITWISE_TO_ALL(TYPE, NAME)                                                             \
+  R(shmem_##NAME##_and_to_all) R(shmem_##NAME##_or_to_all) R(shmem_##NAME##_xor_to_all)
+#define MINMAX_TO_ALL(TYPE, NAME) R(shmem_##NAME##_max_to_all) R(shmem_##NAME##_min_to_all)
+#define ARITH_TO_ALL(TYPE, NAME) R(shmem_##NAME##_sum_to_all) R(shmem_##NAME##_prod_to_all)
 #define DEPRECATED_EXTENDED(TYPE, NAME)                                                        \
   R(shmem_##NAME##_fetch) R(shmem_##NAME##_set) R(shmem_##NAME##_swap)
 #define DEPRECATED(TYPE, NAME)                                                                 \
@@ -83,7 +90,10 @@ static const routine_t kRoutines[] = {
     HP_SHMEM_AMO_BITWISE_TYPES(AMO_BITWISE) HP_SHMEM_SYNC_TYPES(SYNC)
     HP_SHMEM_BITWISE_REDUCE_TYPES(BITWISE_REDUCE) HP_SHMEM_MINMAX_REDUCE_TYPES(MINMAX_REDUCE)
     HP_SHMEM_ARITH_REDUCE_TYPES(ARITH_REDUCE)
-    HP_SHMEM_DEPRECATED_TYPES(DEPRECATED) HP_SHMEM_AMO_FLOAT_TYPES(DEPRECATED_EXTENDED)};
+    HP_SHMEM_DEPRECATED_TYPES(DEPRECATED) HP_SHMEM_AMO_FLOAT_TYPES(DEPRECATED_EXTENDED)
+    R(shmem_barrier) R(shmem_sync) ACTIVE_SET(32) ACTIVE_SET(64)
+    HP_SHMEM_TO_ALL_BITWISE_TYPES(BITWISE_TO_ALL) HP_SHMEM_TO_ALL_MINMAX_TYPES(MINMAX_TO_ALL)
+    HP_SHMEM_TO_ALL_ARITH_TYPES(ARITH_TO_ALL)};
 /* clang-format on */
 
 int main(void) {
