@@ -137,6 +137,25 @@ void shmem_info_get_version(int* major, int* minor) {
   *minor = SHMEM_MINOR_VERSION;
 }
 
+// The names before OpenSHMEM 1.2 (shmem.h).
+void start_pes(int npes) {
+  (void)npes;
+  init("start_pes");
+}
+int _my_pe(void) { return shmem_my_pe(); }
+int _num_pes(void) { return shmem_n_pes(); }
+void* shmalloc(size_t size) { return shmem_malloc(size); }
+void shfree(void* ptr) { shmem_free(ptr); }
+void* shrealloc(void* ptr, size_t size) { return shmem_realloc(ptr, size); }
+void* shmemalign(size_t alignment, size_t size) { return shmem_align(alignment, size); }
+// Every PE's memory is coherent here: no cache to invalidate or flush.
+void shmem_clear_cache_inv(void) {}
+void shmem_set_cache_inv(void) {}
+void shmem_clear_cache_line_inv(void* dest) { (void)dest; }
+void shmem_set_cache_line_inv(void* dest) { (void)dest; }
+void shmem_udcflush(void) {}
+void shmem_udcflush_line(void* dest) { (void)dest; }
+
 // No profiling library is interposed on this one's routines: the level is kept, and nothing
 // else depends on it.
 void shmem_pcontrol(const int level, ...) { g_profiling_level.store(level); }

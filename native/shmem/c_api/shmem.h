@@ -547,6 +547,25 @@ void shmem_wait(long* ivar, long cmp_value);
 /* In C11 the type-generic shmem_wait_until below hides this name (it selects the same routine
  * for a long). */
 void shmem_wait_until(long* ivar, int cmp, long cmp_value);
+void shmem_short_wait(short* ivar, short cmp_value);
+
+/* The names before OpenSHMEM 1.2: start_pes(npes) is shmem_init (npes is ignored, as 1.2 says),
+ * _my_pe and _num_pes are shmem_my_pe and shmem_n_pes, shmalloc, shfree, shrealloc and
+ * shmemalign the allocation routines. The cache routines have nothing to do on a cache-coherent
+ * machine (OpenSHMEM makes them no-ops there). */
+void start_pes(int npes);
+int _my_pe(void);
+int _num_pes(void);
+void* shmalloc(size_t size);
+void shfree(void* ptr);
+void* shrealloc(void* ptr, size_t size);
+void* shmemalign(size_t alignment, size_t size);
+void shmem_clear_cache_inv(void);
+void shmem_set_cache_inv(void);
+void shmem_clear_cache_line_inv(void* dest);
+void shmem_set_cache_line_inv(void* dest);
+void shmem_udcflush(void);
+void shmem_udcflush_line(void* dest);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -253,6 +253,10 @@ HP_SHMEM_SYNC_TYPES(HP_C_SYNC)
 HP_SHMEM_DEPRECATED_TYPES(HP_C_DEPRECATED_WAIT)
 #undef HP_C_DEPRECATED_WAIT
 
+void shmem_short_wait(short* ivar, short cmp_value) {
+  wait_one("shmem_short_wait", ivar, SHMEM_CMP_NE, cmp_value);
+}
+
 void shmem_wait(long* ivar, long cmp_value) {
   wait_one("shmem_wait", ivar, SHMEM_CMP_NE, cmp_value);
 }

@@ -92,6 +92,9 @@ static const routine_t kRoutines[] = {
     HP_SHMEM_ARITH_REDUCE_TYPES(ARITH_REDUCE)
     HP_SHMEM_DEPRECATED_TYPES(DEPRECATED) HP_SHMEM_AMO_FLOAT_TYPES(DEPRECATED_EXTENDED)
     R(shmem_barrier) R(shmem_sync) ACTIVE_SET(32) ACTIVE_SET(64)
+    R(shmem_short_wait) R(start_pes) R(_my_pe) R(_num_pes) R(shmalloc) R(shfree) R(shrealloc)
+    R(shmemalign) R(shmem_clear_cache_inv) R(shmem_set_cache_inv) R(shmem_clear_cache_line_inv)
+    R(shmem_set_cache_line_inv) R(shmem_udcflush) R(shmem_udcflush_line)
     HP_SHMEM_TO_ALL_BITWISE_TYPES(BITWISE_TO_ALL) HP_SHMEM_TO_ALL_MINMAX_TYPES(MINMAX_TO_ALL)
     HP_SHMEM_TO_ALL_ARITH_TYPES(ARITH_TO_ALL)};
 /* clang-format on */
