@@ -3,6 +3,8 @@
  * Where 1.4 lacks a routine the closest 1.4 idiom is used and named in the output:
  *   put+signal ping-pong: shmem_putmem_signal (1.5) | putmem + fence + long_p (1.4)
  *   alltoall:             shmem_alltoallmem on SHMEM_TEAM_WORLD (1.5) | shmem_alltoall64 (1.4)
+ *   blocked put:          shmem_int64_ibput (1.6) | a shmem_putmem per block (1.4/1.5)
+ *   signal add:           shmem_signal_add (1.6) | shmem_long_atomic_add (1.4/1.5)
  * PE 0 prints one JSON object: {"impl": ..., "n_pes": N, "<metric>": value, ...}.
  * Bandwidth: PE 0 puts to PE 1 while the others wait. Ping-pong: every (even, odd) pair at
  * once. PE 0's numbers are reported. */
@@ -20,6 +22,11 @@
 #define HAS_15 1
 #else
 #define HAS_15 0
+#endif
+#if SHMEM_MAJOR_VERSION > 1 || SHMEM_MINOR_VERSION >= 6
+#define HAS_16 1
+#else
+#define HAS_16 0
 #endif
 
 static int me, npes, partner, active;
@@ -89,6 +96,49 @@ static double pingpong_sample(int iters) {
   return t / (2.0 * iters);
 }
 
+/* PE 0 puts kBlocks blocks of kBlock int64 elements, kStride apart on both sides, to PE 1. */
+enum { kBlocks = 64, kBlock = 128, kStride = 256 };
+static double ibput_sample(int iters) {
+  shmem_barrier_all();
+  const double t0 = now();
+  if (me == 0 && npes > 1) {
+    for (int i = 0; i < iters; ++i) {
+#if HAS_16
+      shmem_int64_ibput((int64_t*)dst, (const int64_t*)src, kStride, kStride, kBlock, kBlocks,
+                        partner);
+#else
+      for (int b = 0; b < kBlocks; ++b) {
+        const size_t at = (size_t)b * kStride * sizeof(int64_t);
+        shmem_putmem(dst + at, src + at, kBlock * sizeof(int64_t), partner);
+      }
+#endif
+      shmem_quiet();
+    }
+  }
+  const double t = now() - t0;
+  shmem_barrier_all();
+  return t / iters;
+}
+
+/* PE 0 adds to PE 1's signal word `iters` times, then completes them. */
+static double signal_add_sample(int iters) {
+  shmem_barrier_all();
+  const double t0 = now();
+  if (me == 0 && npes > 1) {
+    for (int i = 0; i < iters; ++i) {
+#if HAS_16
+      shmem_signal_add(signal_, 1, partner);
+#else
+      shmem_long_atomic_add((long*)signal_, 1, partner); /* 1.4 has no uint64 AMOs */
+#endif
+    }
+    shmem_quiet();
+  }
+  const double t = now() - t0;
+  shmem_barrier_all();
+  return t / iters;
+}
+
 static double barrier_sample(int iters) {
   shmem_barrier_all();
   const double t0 = now();
@@ -152,16 +202,18 @@ int main(int argc, char** argv) {
   const double pingpong = MEDIAN_OF(reps, pingpong_sample(quick ? 10 : 20000));
   const double barrier = MEDIAN_OF(reps, barrier_sample(quick ? 10 : 20000));
   const double alltoall = MEDIAN_OF(reps, alltoall_sample(a2a, quick ? 1 : 20));
+  const double ibput = MEDIAN_OF(reps, ibput_sample(quick ? 2 : 2000));
+  const double signal_add = MEDIAN_OF(reps, signal_add_sample(quick ? 10 : 20000));
 
   if (me == 0) {
     printf(
         "{\"impl\": \"%s\", \"n_pes\": %d, \"openshmem\": \"%d.%d\", "
         "\"put_GBps_64K\": %.3f, \"put_GBps_1M\": %.3f, \"put_GBps_64M\": %.3f, "
         "\"memcpy_GBps_64M\": %.3f, \"pingpong_half_rtt_us\": %.3f, \"barrier_us\": %.3f, "
-        "\"alltoall_1M_us\": %.1f}\n",
+        "\"alltoall_1M_us\": %.1f, \"ibput_64x1K_us\": %.3f, \"signal_add_us\": %.4f}\n",
         impl, npes, SHMEM_MAJOR_VERSION, SHMEM_MINOR_VERSION, (64 << 10) / put_64k / 1e9,
         (1 << 20) / put_1m / 1e9, big / put_64m / 1e9, big / memcpy_64m / 1e9, pingpong * 1e6,
-        barrier * 1e6, alltoall * 1e6);
+        barrier * 1e6, alltoall * 1e6, ibput * 1e6, signal_add * 1e6);
     fflush(stdout);
   }
   shmem_free(signal_);

@@ -27,6 +27,8 @@ METRICS = [  # (key, label, higher is better)
     ("pingpong_half_rtt_us", "put+signal ping-pong 1/2 RTT (us)", False),
     ("barrier_us", "barrier_all (us)", False),
     ("alltoall_1M_us", "alltoall 1 MiB/peer (us)", False),
+    ("ibput_64x1K_us", "blocked put 64 x 1 KiB (us)", False),
+    ("signal_add_us", "signal add (us per op)", False),
 ]
 OMPI_ENV = {
     "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -79,11 +81,13 @@ def main() -> int:
               f"(OSHMEM: OpenSHMEM {samples['oshmem'][0].get('openshmem')} API)")
         print(f"{'metric':38} {'hp':>10} {'oshmem':>10} {'mpi-rma':>10} {'hp/oshmem':>10} {'hp/mpi':>10}")
         for key, label, higher in METRICS:
-            hp, osh, mpi = med["hp"][key], med["oshmem"][key], med["mpi_rma"][key]
+            hp, osh, mpi = (med[impl].get(key) for impl in ("hp", "oshmem", "mpi_rma"))
             # Ratios read "how many times better hp is" whichever direction is better.
-            r1 = hp / osh if higher else osh / hp
-            r2 = hp / mpi if higher else mpi / hp
-            print(f"{label:38} {hp:10.3f} {osh:10.3f} {mpi:10.3f} {r1:9.2f}x {r2:9.2f}x")
+            def ratio(peer):
+                return "-" if peer is None else f"{hp / peer if higher else peer / hp:.2f}x"
+            value = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731 (no MPI RMA row)
+            print(f"{label:38} {value(hp):>10} {value(osh):>10} {value(mpi):>10} "
+                  f"{ratio(osh):>10} {ratio(mpi):>10}")
         print(f"{'memcpy 64 MiB (GB/s)':38} {memcpy:10.3f}   put 64 MiB / memcpy: "
               f"{med['hp']['put_GBps_64M'] / memcpy:.2f}")
     print("\nratios > 1: hp is better (higher bandwidth, or lower latency)")
