@@ -11,6 +11,7 @@
 // target's wait on the flag must see everything put before it.
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 #include "shmem/context.h"
 #include "shmem/copy.h"
@@ -78,6 +79,33 @@ Status put(void* dest, const void* source, std::size_t bytes, int pe) {
   if (!ctx->mapped(pe)) return ctx->transport->put(pe, kControlBytes + offset, source, bytes);
   copy(ctx->remote(pe, offset), source, bytes, /*store=*/true);
   ctx->notify(pe);
+  return Status::ok();
+}
+
+Status put_blocks(void* dest, const void* source, std::ptrdiff_t dest_stride,
+                  std::ptrdiff_t source_stride, std::size_t block_bytes, std::size_t nblocks,
+                  int pe) {
+  Context* ctx = nullptr;
+  std::size_t offset = 0;
+  HP_RETURN_IF_ERROR(checked_offset("put_blocks", dest, 0, pe, &ctx, &offset));
+  if (block_bytes == 0 || nblocks == 0) return Status::ok();
+  auto* out = static_cast<std::byte*>(dest);
+  const auto* in = static_cast<const std::byte*>(source);
+  // Every block is checked before any moves: a bad one moves nothing.
+  std::vector<std::size_t> offsets(nblocks);
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    HP_RETURN_IF_ERROR(ctx->heap_offset(out + std::ptrdiff_t(b) * dest_stride, block_bytes,
+                                        "put_blocks", &offsets[b]));
+  }
+  for (std::size_t b = 0; b < nblocks; ++b) {
+    const std::byte* from = in + std::ptrdiff_t(b) * source_stride;
+    if (!ctx->mapped(pe)) {
+      HP_RETURN_IF_ERROR(ctx->transport->put(pe, kControlBytes + offsets[b], from, block_bytes));
+    } else {
+      copy(ctx->remote(pe, offsets[b]), from, block_bytes, /*store=*/true);
+    }
+  }
+  if (ctx->mapped(pe)) ctx->notify(pe);  // once, after every block
   return Status::ok();
 }
 

@@ -125,6 +125,12 @@ HP_API Status get(void* dest, const void* source, std::size_t bytes, int pe);
 // Non-blocking: complete at the next quiet() (or barrier).
 HP_API Status put_nbi(void* dest, const void* source, std::size_t bytes, int pe);
 HP_API Status get_nbi(void* dest, const void* source, std::size_t bytes, int pe);
+// nblocks blocks of block_bytes: block b from source + b x source_stride (local) to dest +
+// b x dest_stride on pe (byte strides), as one put (OpenSHMEM 1.6's ibput): every block is
+// checked before any moves, and the target is woken once.
+HP_API Status put_blocks(void* dest, const void* source, std::ptrdiff_t dest_stride,
+                         std::ptrdiff_t source_stride, std::size_t block_bytes, std::size_t nblocks,
+                         int pe);
 // The data, then the signal (set or add), so that a PE that sees the signal sees the data.
 // sig_addr must be a symmetric, 8-byte aligned uint64_t.
 HP_API Status put_signal(void* dest, const void* source, std::size_t bytes, std::uint64_t* sig_addr,

@@ -79,6 +79,43 @@ TEST(Shmem, PutGetRing) {
   });
 }
 
+// put_blocks: blocks of 1 (an atomic word) and of 24 bytes land at their strides; a block past
+// the heap moves nothing; zero-length is a no-op.
+TEST(Shmem, PutBlocksLandAtTheirStrides) {
+  run_scenario([] {
+    const int me = my_pe(), n = n_pes(), next = (me + 1) % n, prev = (me + n - 1) % n;
+    Sym<std::uint64_t> buf(64);
+    HP_EXPECT_OK(buf.status);
+    std::vector<std::uint64_t> src(32);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = 1000u * unsigned(me) + i;
+    HP_EXPECT_OK(barrier_all());
+    // 4 blocks of 3 words, 8 words apart in dest, 5 apart in src.
+    HP_EXPECT_OK(put_blocks(buf.p, src.data(), 8 * 8, 5 * 8, 3 * 8, 4, next));
+    HP_EXPECT_OK(put_blocks(buf.p + 40, src.data(), 8, 16, 1, 3, next));  // single bytes
+    HP_EXPECT_OK(put_blocks(nullptr, nullptr, 8, 8, 0, 5, next));
+    HP_EXPECT_OK(barrier_all());
+    for (int b = 0; b < 4; ++b) {
+      for (int i = 0; i < 8; ++i) {
+        const std::uint64_t want =
+            i < 3 ? 1000u * unsigned(prev) + 5u * unsigned(b) + unsigned(i) : 0;
+        EXPECT_EQ(buf.p[8 * b + i], want) << "block " << b << " word " << i;
+      }
+    }
+    const auto* bytes = reinterpret_cast<const unsigned char*>(buf.p + 40);
+    // prev's byte 16 x b: the low byte of its word 2 x b (little-endian).
+    for (int b = 0; b < 3; ++b) {
+      EXPECT_EQ(bytes[8 * b],
+                static_cast<unsigned char>(1000u * unsigned(prev) + 2u * unsigned(b)));
+    }
+    // A second block a heap's size past the first is outside the heap: refused whole.
+    const Status past = put_blocks(buf.p, src.data(), std::ptrdiff_t(heap_size()), 8, 8, 2, next);
+    EXPECT_EQ(past.code(), ErrorCode::kNotSymmetric) << past.to_string();
+    HP_EXPECT_OK(barrier_all());
+    EXPECT_EQ(buf.p[0], 1000u * unsigned(prev));  // the refused call moved nothing
+    return Status::ok();
+  });
+}
+
 // A helper thread the PE binds works as the PE (its puts land as the PE's); unbound, a helper
 // of a threads job is no PE. Process jobs: every thread is the PE already.
 TEST(Shmem, HelperThreadsBoundToThePe) {

@@ -52,6 +52,15 @@ void blocked(const char* routine, Op op, void* dest, const void* source, std::pt
   if (nblocks == 1 || bsize == 0) {
     return contiguous(routine, op, dest, source, nblocks == 0 ? 0 : bsize, size, pe);
   }
+  // A put of every block at once: the target is woken once (hp::shmem::put_blocks).
+  std::size_t block_bytes = 0;
+  check(routine, c_api::checked_bytes(routine, bsize, size, &block_bytes));
+  if (op == Op::kPut || op == Op::kPutNbi) {
+    check(routine,
+          hp::shmem::put_blocks(c_api::sym(dest), c_api::sym(source), dst * std::ptrdiff_t(size),
+                                sst * std::ptrdiff_t(size), block_bytes, nblocks, pe));
+    return;
+  }
   auto* out = static_cast<char*>(dest);
   const auto* in = static_cast<const char*>(source);
   const auto step_out = dst * std::ptrdiff_t(size), step_in = sst * std::ptrdiff_t(size);
