@@ -333,9 +333,8 @@ class HP_API Buffer {
   LowLatencyRegions low_latency_;
   struct StreamedCombine {  // streamed_combine: its rows and the open call
     RowHalves rows;         // pair back
-    std::uint64_t last_epoch = 0;
     bool open = false;
-    std::uint64_t epoch = 0;
+    std::uint64_t epoch = 0;  // of the open (or last) streamed combine
     const Handle* handle = nullptr;
     TensorView expert_out, y;
     Status input;  // this rank's verdict on its inputs

@@ -22,7 +22,7 @@ Status Buffer::combine_stream_begin(const Handle& handle, const TensorView& expe
             "Buffer::combine_stream_begin: the previous streamed combine was not ended "
             "(combine_stream_end)");
   stream_.open = true;
-  stream_.epoch = ++stream_.last_epoch;
+  ++stream_.epoch;
   stream_.handle = &handle;
   stream_.expert_out = expert_out;
   stream_.y = y;

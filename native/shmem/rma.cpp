@@ -11,7 +11,6 @@
 // target's wait on the flag must see everything put before it.
 #include <atomic>
 #include <cstring>
-#include <vector>
 
 #include "shmem/context.h"
 #include "shmem/copy.h"
@@ -91,18 +90,21 @@ Status put_blocks(void* dest, const void* source, std::ptrdiff_t dest_stride,
   if (block_bytes == 0 || nblocks == 0) return Status::ok();
   auto* out = static_cast<std::byte*>(dest);
   const auto* in = static_cast<const std::byte*>(source);
-  // Every block is checked before any moves: a bad one moves nothing.
-  std::vector<std::size_t> offsets(nblocks);
-  for (std::size_t b = 0; b < nblocks; ++b) {
-    HP_RETURN_IF_ERROR(ctx->heap_offset(out + std::ptrdiff_t(b) * dest_stride, block_bytes,
-                                        "put_blocks", &offsets[b]));
-  }
+  // The blocks are evenly spaced and the heap is one range: when the first and the last are
+  // inside it, every block is, at its offset from the first. Nothing moves before both are
+  // checked.
+  const std::ptrdiff_t last = std::ptrdiff_t(nblocks - 1) * dest_stride;
+  std::size_t first_offset = 0, last_offset = 0;
+  HP_RETURN_IF_ERROR(ctx->heap_offset(out, block_bytes, "put_blocks", &first_offset));
+  HP_RETURN_IF_ERROR(ctx->heap_offset(out + last, block_bytes, "put_blocks", &last_offset));
   for (std::size_t b = 0; b < nblocks; ++b) {
     const std::byte* from = in + std::ptrdiff_t(b) * source_stride;
+    const std::size_t at =
+        std::size_t(std::ptrdiff_t(first_offset) + std::ptrdiff_t(b) * dest_stride);
     if (!ctx->mapped(pe)) {
-      HP_RETURN_IF_ERROR(ctx->transport->put(pe, kControlBytes + offsets[b], from, block_bytes));
+      HP_RETURN_IF_ERROR(ctx->transport->put(pe, kControlBytes + at, from, block_bytes));
     } else {
-      copy(ctx->remote(pe, offsets[b]), from, block_bytes, /*store=*/true);
+      copy(ctx->remote(pe, at), from, block_bytes, /*store=*/true);
     }
   }
   if (ctx->mapped(pe)) ctx->notify(pe);  // once, after every block

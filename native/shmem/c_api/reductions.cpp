@@ -69,9 +69,6 @@ int reduce(const char* routine, shmem_team_t team, T* dest, const T* source, std
 template <typename T>
 int scan(const char* routine, shmem_team_t team, T* dest, const T* source, std::size_t nelems,
          bool inclusive) {
-  if (hp::shmem::team_my_pe(c_api::to_team(team)) < 0) {
-    return c_api::report(routine, c_api::invalid_team(routine, "team"));
-  }
   return c_api::report(
       routine, hp::shmem::scan_with(c_api::to_team(team), c_api::sym(dest), c_api::sym(source),
                                     nelems, sizeof(T), &combine<Op::kSum, T>, nullptr, inclusive));
