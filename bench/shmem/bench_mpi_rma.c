@@ -1,6 +1,7 @@
 /* The same measurements as bench_shmem.c on MPI-3 RMA (passive target), the path an MPI user
  * would take: MPI_Win_allocate + lock_all; put = MPI_Put + MPI_Win_flush; ping-pong = put of
- * the payload and a flag, flushed, the target polling its flag with MPI_Win_sync; barrier =
+ * the payload and a flag, flushed, the target polling its flag with MPI_Win_sync and an
+ * MPI_Iprobe (over a network the target's MPI must make progress for the put to land); barrier =
  * MPI_Barrier; alltoall = MPI_Alltoall. PE 0 prints one JSON object. */
 #include <mpi.h>
 
@@ -48,7 +49,11 @@ static double pingpong_sample(int iters) {
           MPI_Put((const void*)&round_, 1, MPI_INT64_T, partner, 0, 1, MPI_INT64_T, win);
           MPI_Win_flush(partner, win);
         } else {
-          while (*flag != round_) MPI_Win_sync(win);
+          while (*flag != round_) {
+            int pending = 0;
+            MPI_Win_sync(win);
+            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &pending, MPI_STATUS_IGNORE);
+          }
         }
       }
     }

@@ -121,6 +121,16 @@ void Context::init_world_team() {
   for (int i = 0; i < n_pes; ++i) world.members.push_back(i);
 }
 
+void Context::init_shared_team() {
+  TeamState& shared = teams[kTeamShared];
+  shared = TeamState{.valid = true};
+  for (int p = 0; p < n_pes; ++p) {
+    if (segments[std::size_t(p)] == nullptr) continue;
+    if (p == pe) shared.my_index = int(shared.members.size());
+    shared.members.push_back(p);
+  }
+}
+
 // The wait policies of a PE (see Context::policy): when this host's PEs outnumber the CPUs,
 // point-to-point waits spin only briefly and collective waits not at all.
 void set_wait_policies(Context& ctx, const Settings& env, int local_pes, bool shared) {

@@ -120,6 +120,8 @@ struct Context {
   Status aborted_status() const;
   // teams[kTeamWorld]: every PE in order.
   void init_world_team();
+  // kTeamShared: the PEs whose segments are mapped (segments[p] set); after the mapping.
+  void init_shared_team();
 };
 
 // Sets ctx.policy and ctx.collective_policy for `local_pes` PEs sharing this host's CPUs.

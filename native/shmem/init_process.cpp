@@ -247,6 +247,7 @@ Status init() {
       }
       break;
   }
+  ctx->init_shared_team();
   g_process_context = ctx.release();
   return Status::ok();
 }

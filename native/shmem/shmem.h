@@ -195,9 +195,14 @@ HP_API Status barrier_all();  // quiet, then wait for every PE
 HP_API Status sync_all();     // wait for every PE (no quiet)
 
 // ---- teams --------------------------------------------------------------------------------
-// A team is an ordered subset of the world's PEs. kTeamWorld always exists.
+// A team is an ordered subset of the world's PEs. kTeamWorld and kTeamShared always exist.
+// kTeamShared is the PEs whose heaps this PE maps (ptr() gives an address for each): every PE
+// of a one-host job on shared memory, the PEs of this host under mpirun, only this PE on the
+// mpi transport (every other PE through RMA). Members on other hosts hold the same handle for
+// their own host's team.
 using Team = int;
 inline constexpr Team kTeamWorld = 0;
+inline constexpr Team kTeamShared = 1;
 inline constexpr Team kTeamInvalid = -1;
 
 // Collective over `parent`: the PEs start, start+stride, ... (size of them, indices in the

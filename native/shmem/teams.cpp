@@ -136,8 +136,9 @@ Status team_destroy(Team team) {
   Context* ctx = nullptr;
   HP_RETURN_IF_ERROR(require_context("team_destroy", &ctx));
   std::lock_guard lock(ctx->team_mutex);
-  HP_ENSURE(team != kTeamWorld, ErrorCode::kInvalidArgument,
-            "team_destroy: the world team (kTeamWorld) cannot be destroyed");
+  HP_ENSURE(team != kTeamWorld && team != kTeamShared, ErrorCode::kInvalidArgument,
+            "team_destroy: the world team (kTeamWorld) and the shared team (kTeamShared) cannot be "
+            "destroyed");
   TeamState* state = nullptr;
   HP_RETURN_IF_ERROR(member_team(*ctx, team, "team_destroy", &state));
   platform::full_fence();  // quiet: this PE's stores are done

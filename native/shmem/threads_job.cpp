@@ -79,6 +79,7 @@ Status run_threads(int n_pes, const std::function<Status()>& body, const Threads
       set_wait_policies(ctx, env, n_pes, /*shared=*/false);
       ctx.init_count = 1;
       ctx.init_world_team();
+      ctx.init_shared_team();
       set_thread_context(&ctx);
       job->pe(pe).state.store(std::uint32_t(PeState::kReady), std::memory_order_release);
       Status s;

@@ -4,23 +4,32 @@
 // hp_shmem_mpi_start.
 //
 // Windows:
-//   all_remote (HP_SHMEM_TRANSPORT=mpi): MPI_Win_allocate over the world; every other PE
-//     through RMA.
+//   all_remote (HP_SHMEM_TRANSPORT=mpi): one window over the world; every other PE through RMA.
+//     With every PE on one host, MPI_Win_allocate (osc/sm: shared memory, RMA by load/store);
+//     otherwise MPI_Win_create on a shared mapping this transport makes.
 //   otherwise (started by mpirun): MPI_Win_allocate_shared per host, so the PEs of a host map
 //     each other's segments, plus a world window created over the same memory for the PEs of
-//     other hosts (on one host, the shared window is the world window). Atomics always go
+//     other hosts (on one host, the shared window is the world window). A PE alone on its host
+//     gets a window created on its own shared mapping.
+// The heap memory is always shared (MAP_SHARED): the C API maps the program's data segment onto
+// pages of it (a second mapping of the same pages), which private memory cannot give. MPI backs
+// MPI_Win_allocate with private memory unless every PE is on one host (osc/sm), and a
+// one-process shared window too. Atomics always go
 //     through the world window (MPI atomics are not atomic with respect to the CPU's), puts and
 //     gets to mapped PEs are copies.
 // Errors return (MPI_ERRORS_RETURN on the communicator and the windows) and become SYSTEM_ERROR
 // naming the call, the PE and MPI's message. With less than MPI_THREAD_MULTIPLE (this library
 // asks for MPI_THREAD_SERIALIZED when it initializes MPI), every call is serialized by a mutex.
 #include <mpi.h>
+#include <sys/mman.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "common/logging.h"
@@ -52,14 +61,57 @@ void finalize_mpi_at_exit() {
   (void)registered;
 }
 
+// Anonymous shared memory for a window this transport creates (MPI_Win_create); unmapped by
+// its destructor.
+class SharedMapping {
+ public:
+  SharedMapping() = default;
+  SharedMapping(SharedMapping&& other) noexcept
+      : base_(std::exchange(other.base_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  SharedMapping& operator=(SharedMapping&& other) noexcept {
+    if (this != &other) {
+      reset();
+      base_ = std::exchange(other.base_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+    }
+    return *this;
+  }
+  ~SharedMapping() { reset(); }
+
+  static Status create(std::size_t bytes, int pe, SharedMapping* out) {
+    void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+      return Status::error(ErrorCode::kOutOfMemory,
+                           "cannot map {} bytes of shared memory for the symmetric heap (PE {}): "
+                           "{}; lower HP_SHMEM_HEAP_SIZE",
+                           bytes, pe, std::strerror(errno));
+    }
+    *out = {};
+    out->base_ = base;
+    out->bytes_ = bytes;
+    return Status::ok();
+  }
+  void* base() const noexcept { return base_; }
+
+ private:
+  void reset() noexcept {
+    if (base_ != nullptr) munmap(base_, bytes_);
+    base_ = nullptr;
+    bytes_ = 0;
+  }
+  void* base_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
 class MpiTransport final : public RemoteTransport {
  public:
-  MpiTransport(MPI_Comm world, MPI_Comm node, MPI_Win win, MPI_Win shared_win, bool owns_mpi,
-               bool serialize, std::vector<std::size_t> pads)
+  MpiTransport(MPI_Comm world, MPI_Comm node, MPI_Win win, MPI_Win shared_win,
+               SharedMapping mapping, bool owns_mpi, bool serialize, std::vector<std::size_t> pads)
       : world_(world),
         node_(node),
         win_(win),
         shared_win_(shared_win),
+        mapping_(std::move(mapping)),
         owns_mpi_(owns_mpi),
         pads_(std::move(pads)) {
     if (serialize) mutex_.emplace();
@@ -72,6 +124,7 @@ class MpiTransport final : public RemoteTransport {
     if (shared_win_ != MPI_WIN_NULL) MPI_Win_free(&shared_win_);
     if (node_ != MPI_COMM_NULL) MPI_Comm_free(&node_);
     MPI_Comm_free(&world_);
+    mapping_ = {};  // after the windows over it are freed
     // MPI cannot be initialized twice, and OpenSHMEM lets a program initialize again after
     // finalizing: MPI initialized here stays up until the process exits.
     if (owns_mpi_) finalize_mpi_at_exit();
@@ -171,6 +224,7 @@ class MpiTransport final : public RemoteTransport {
   MPI_Comm node_;
   MPI_Win win_;
   MPI_Win shared_win_;
+  SharedMapping mapping_;
   bool owns_mpi_;
   // Each PE's segment starts where its heap is heap_alignment()-aligned within its window memory
   // (MPI aligns the memory it allocates much less): the bytes before it, per PE.
@@ -218,13 +272,24 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
                                     MPI_BYTE, world),
                       "MPI_Allgather of the segment offsets", rank);
   };
-  if (all_remote) {
+  int node_size = 1;
+  HP_RETURN_IF_ERROR(
+      mpi_status(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
+                 "MPI_Comm_split_type", rank));
+  MPI_Comm_size(node, &node_size);
+  if (all_remote) MPI_Comm_free(&node);
+  SharedMapping mapping;
+  if (all_remote && node_size == size && size > 1) {
     HP_RETURN_IF_ERROR(mpi_status(MPI_Win_allocate(bytes, 1, MPI_INFO_NULL, world, &base, &win),
                                   "MPI_Win_allocate of the symmetric heap", rank));
+    HP_RETURN_IF_ERROR(share_pads());
+  } else if (all_remote || node_size == 1) {
+    HP_RETURN_IF_ERROR(SharedMapping::create(std::size_t(bytes), rank, &mapping));
+    base = mapping.base();
+    HP_RETURN_IF_ERROR(mpi_status(MPI_Win_create(base, bytes, 1, MPI_INFO_NULL, world, &win),
+                                  "MPI_Win_create of the symmetric heap", rank));
+    HP_RETURN_IF_ERROR(share_pads());
   } else {
-    HP_RETURN_IF_ERROR(
-        mpi_status(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
-                   "MPI_Comm_split_type", rank));
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "alloc_shared_noncontig", "true");
@@ -233,8 +298,6 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
     HP_RETURN_IF_ERROR(mpi_status(rc, "MPI_Win_allocate_shared of the symmetric heap", rank));
     MPI_Win_set_errhandler(shared_win, MPI_ERRORS_RETURN);
     HP_RETURN_IF_ERROR(share_pads());
-    int node_size = 0;
-    MPI_Comm_size(node, &node_size);
     MPI_Group node_group, world_group;
     MPI_Comm_group(node, &node_group);
     MPI_Comm_group(world, &world_group);
@@ -265,7 +328,6 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
     }
   }
   MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
-  if (all_remote) HP_RETURN_IF_ERROR(share_pads());
   std::byte* segment = static_cast<std::byte*>(base) + pads[std::size_t(rank)];
   out->segments[std::size_t(rank)] = segment;
   std::memset(segment, 0, segment_bytes);
@@ -273,8 +335,9 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
   MPI_Win_sync(win);
   // Every segment is zero before anybody writes into one.
   HP_RETURN_IF_ERROR(mpi_status(MPI_Barrier(world), "MPI_Barrier", rank));
-  out->transport = std::make_unique<MpiTransport>(world, node, win, shared_win, !initialized,
-                                                  provided < MPI_THREAD_MULTIPLE, std::move(pads));
+  out->transport =
+      std::make_unique<MpiTransport>(world, node, win, shared_win, std::move(mapping), !initialized,
+                                     provided < MPI_THREAD_MULTIPLE, std::move(pads));
   HP_LOG_DEBUG("shmem: MPI transport, PE {} of {}, {}, thread level {}", rank, size,
                all_remote ? "all PEs through RMA" : "this host's PEs mapped", provided);
   return Status::ok();

@@ -79,6 +79,32 @@ TEST(ShmemTeams, WorldTeam) {
   });
 }
 
+// kTeamShared: exactly the PEs whose heaps ptr() reaches, in world order; predefined (not
+// destroyable), and its barrier works.
+TEST(ShmemTeams, SharedTeamIsTheMappedPes) {
+  run_scenario([] {
+    void* block = nullptr;
+    HP_RETURN_IF_ERROR(malloc(64, &block));
+    std::vector<int> mapped;
+    for (int pe = 0; pe < n_pes(); ++pe) {
+      if (ptr(block, pe) != nullptr) mapped.push_back(pe);
+    }
+    EXPECT_NE(index_of(mapped, my_pe()), -1);
+    EXPECT_EQ(team_n_pes(kTeamShared), int(mapped.size()));
+    EXPECT_EQ(team_my_pe(kTeamShared), index_of(mapped, my_pe()));
+    for (int pe = 0; pe < n_pes(); ++pe)
+      EXPECT_EQ(team_translate_pe(kTeamWorld, pe, kTeamShared), index_of(mapped, pe)) << pe;
+    for (int i = 0; i < int(mapped.size()); ++i)
+      EXPECT_EQ(team_translate_pe(kTeamShared, i, kTeamWorld), mapped[i]) << i;
+    Status destroy = team_destroy(kTeamShared);
+    EXPECT_EQ(destroy.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(destroy.message().find("shared"), std::string::npos) << destroy.message();
+    HP_RETURN_IF_ERROR(team_sync(kTeamShared));
+    HP_RETURN_IF_ERROR(barrier_all());
+    return free(block);
+  });
+}
+
 TEST(ShmemTeams, EvenAndOddPes) {
   run_scenario([] {
     const int n = n_pes();

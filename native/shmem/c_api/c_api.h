@@ -160,17 +160,16 @@ Status allocate_collect_sizes();
 // INVALID_ARGUMENT: `which` (an argument of `routine`) is no team this PE is a member of.
 Status invalid_team(const char* routine, const char* which);
 
-// SHMEM_TEAM_INVALID, _WORLD and _SHARED are 0, 1 and 2; team handle h > 0 is h + 2.
+// SHMEM_TEAM_INVALID, _WORLD and _SHARED are 0, 1 and 2 (kTeamInvalid, kTeamWorld and
+// kTeamShared); every team handle h is h + 1.
 inline Team to_team(shmem_team_t handle) {
   const auto value = reinterpret_cast<std::uintptr_t>(handle);
-  if (value == 1 || value == 2) return kTeamWorld;
-  if (value < 3 || value - 2 > std::uintptr_t(INT_MAX)) return kTeamInvalid;
-  return Team(value - 2);
+  if (value < 1 || value - 1 > std::uintptr_t(INT_MAX)) return kTeamInvalid;
+  return Team(value - 1);
 }
 inline shmem_team_t to_handle(Team team) {
-  if (team == kTeamInvalid) return SHMEM_TEAM_INVALID;
-  return team == kTeamWorld ? SHMEM_TEAM_WORLD
-                            : reinterpret_cast<shmem_team_t>(std::uintptr_t(team) + 2);
+  if (team < 0) return SHMEM_TEAM_INVALID;
+  return reinterpret_cast<shmem_team_t>(std::uintptr_t(team) + 1);
 }
 
 // ---- contexts (contexts.cpp) -----------------------------------------------------------------

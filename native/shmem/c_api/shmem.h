@@ -101,8 +101,9 @@ extern "C" {
 
 /* ---- teams ----------------------------------------------------------------------------- */
 
-/* An opaque handle. SHMEM_TEAM_SHARED (the PEs that share memory with this one) is every PE
- * here: all PEs of a job run on one host and map each other's heaps. */
+/* An opaque handle. SHMEM_TEAM_SHARED is the PEs whose heaps this PE maps (shmem_ptr gives an
+ * address for each): every PE under hprun, the PEs of this host under mpirun, only this PE on
+ * the mpi transport (HP_SHMEM_TRANSPORT=mpi). */
 typedef struct hp_shmem_team_handle* shmem_team_t;
 #define SHMEM_TEAM_INVALID ((shmem_team_t)(uintptr_t)0)
 #define SHMEM_TEAM_WORLD ((shmem_team_t)(uintptr_t)1)

@@ -8,8 +8,14 @@ static long p_sync[SHMEM_SYNC_SIZE];
 static long p_sync2[SHMEM_REDUCE_SYNC_SIZE];
 static long p_wrk[SHMEM_REDUCE_MIN_WRKDATA_SIZE];
 
-static void check_sync_values(void) {
+static long p_sync_check[SHMEM_BARRIER_SYNC_SIZE];
+
+/* Between two barriers of the set on another pSync: a member that returned from a call may
+ * already be in the set's next call, adding to the first member's pSync. */
+static void check_sync_values(int start, int log_stride, int size) {
+  shmem_barrier(start, log_stride, size, p_sync_check);
   for (int i = 0; i < SHMEM_SYNC_SIZE; ++i) HP_CHECK_EQ(p_sync[i], SHMEM_SYNC_VALUE);
+  shmem_barrier(start, log_stride, size, p_sync_check);
 }
 
 /* Every collective once over the set (start, log_stride, size); `index` is this PE's in it. */
@@ -18,7 +24,7 @@ static void run_set(int start, int log_stride, int size, int index, int32_t* des
                     double* real) {
   shmem_barrier(start, log_stride, size, p_sync);
   shmem_sync(start, log_stride, size, p_sync);
-  check_sync_values();
+  check_sync_values(start, log_stride, size);
 
   /* broadcast64 from the set's last member: every other member's dest gets it. */
   for (int i = 0; i < 2; ++i) src64[i] = 1000 * me + i;
@@ -30,7 +36,7 @@ static void run_set(int start, int log_stride, int size, int index, int32_t* des
   } else {
     HP_CHECK_EQ(dest64[0], 0); /* the root's dest is not written */
   }
-  check_sync_values();
+  check_sync_values(start, log_stride, size);
 
   /* fcollect32: two elements from each member, in set order. */
   src32[0] = 10 * index;
@@ -47,7 +53,7 @@ static void run_set(int start, int log_stride, int size, int index, int32_t* des
   for (int k = 0; k < size; ++k) {
     for (int i = 0; i <= k; ++i) HP_CHECK_EQ(dest64[at++], 100 * k + i);
   }
-  check_sync_values();
+  check_sync_values(start, log_stride, size);
 
   /* alltoall32: block j to member j; alltoalls64 with strides. */
   for (int j = 0; j < size; ++j) src32[j] = 100 * index + j;
@@ -56,7 +62,7 @@ static void run_set(int start, int log_stride, int size, int index, int32_t* des
   for (int j = 0; j < size; ++j) src64[2 * j] = 7 * index + j;
   shmem_alltoalls64(dest64, src64, 3, 2, 1, start, log_stride, size, p_sync);
   for (int j = 0; j < size; ++j) HP_CHECK_EQ(dest64[3 * j], 7 * j + index);
-  check_sync_values();
+  check_sync_values(start, log_stride, size);
 
   /* Reductions, with a second pSync; dest may be source. */
   values[0] = index + 1;

@@ -44,7 +44,10 @@ int main(void) {
     int* remote = (int*)shmem_ptr(slots, pe);
     HP_CHECK_EQ(remote != NULL, hp_mapped(pe));
     HP_CHECK(shmem_team_ptr(SHMEM_TEAM_WORLD, slots, pe) == (void*)remote);
-    HP_CHECK(shmem_team_ptr(SHMEM_TEAM_SHARED, slots, pe) == (void*)remote);
+    const int shared_pe = shmem_team_translate_pe(SHMEM_TEAM_WORLD, pe, SHMEM_TEAM_SHARED);
+    if (shared_pe >= 0) {
+      HP_CHECK(shmem_team_ptr(SHMEM_TEAM_SHARED, slots, shared_pe) == (void*)remote);
+    }
     if (remote != NULL) {
       remote[me] = 1000 * me + pe; /* a plain store into PE pe's heap */
     } else {

@@ -25,12 +25,22 @@ static inline void hp_set_pes(void) {
   prev = (me + n - 1) % n;
 }
 
-/* Whether PE pe's heap is mapped here (shmem_ptr gives a pointer into it): every PE under hprun
- * (the shm transport) and in a one-PE job, only this one on the mpi transport
- * (HP_SHMEM_TRANSPORT=mpi: every other PE through MPI-3 RMA). */
-static inline int hp_mapped(int pe) {
+/* How many PEs SHMEM_TEAM_SHARED must hold (the PEs whose heaps this PE maps), from how the
+ * job was started: one on the mpi transport (HP_SHMEM_TRANSPORT=mpi: every other PE through
+ * MPI-3 RMA), the PEs of this host under mpirun (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE), every
+ * PE under hprun and in a one-PE job. */
+static inline int hp_expected_shared_pes(void) {
   const char* transport = getenv("HP_SHMEM_TRANSPORT");
-  return pe == shmem_my_pe() || transport == NULL || strcmp(transport, "mpi") != 0;
+  const char* local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (transport != NULL && strcmp(transport, "mpi") == 0) return 1;
+  if (local != NULL) return atoi(local);
+  return shmem_n_pes();
+}
+
+/* Whether PE pe's heap is mapped here (shmem_ptr gives a pointer into it): pe is a member of
+ * SHMEM_TEAM_SHARED, whose size the tests check against hp_expected_shared_pes(). */
+static inline int hp_mapped(int pe) {
+  return shmem_team_translate_pe(SHMEM_TEAM_WORLD, pe, SHMEM_TEAM_SHARED) >= 0;
 }
 
 static inline void hp_init(void) {

@@ -98,13 +98,24 @@ int main(void) {
   idst = (int*)shmem_malloc(4 * sizeof(int));
   int i;
 
-  /* the predefined teams */
-  HP_CHECK_EQ(shmem_team_my_pe(SHMEM_TEAM_SHARED), me);
-  HP_CHECK_EQ(shmem_team_n_pes(SHMEM_TEAM_SHARED), n);
+  /* the predefined teams: SHMEM_TEAM_SHARED is the PEs shmem_ptr reaches, in world order */
+  const int shared_n = shmem_team_n_pes(SHMEM_TEAM_SHARED);
+  HP_CHECK_EQ(shared_n, hp_expected_shared_pes());
+  int shared_i = 0;
   for (i = 0; i < n; ++i) {
-    HP_CHECK_EQ(shmem_team_translate_pe(SHMEM_TEAM_SHARED, i, SHMEM_TEAM_WORLD), i);
-    HP_CHECK_EQ(shmem_team_translate_pe(SHMEM_TEAM_WORLD, i, SHMEM_TEAM_SHARED), i);
+    const int index = shmem_team_translate_pe(SHMEM_TEAM_WORLD, i, SHMEM_TEAM_SHARED);
+    if (shmem_ptr(src, i) == NULL) {
+      HP_CHECK_EQ(index, -1);
+      continue;
+    }
+    HP_CHECK_EQ(index, shared_i);
+    HP_CHECK_EQ(shmem_team_translate_pe(SHMEM_TEAM_SHARED, shared_i, SHMEM_TEAM_WORLD), i);
+    HP_CHECK(shmem_team_ptr(SHMEM_TEAM_SHARED, src, shared_i) == shmem_ptr(src, i));
+    if (i == me) HP_CHECK_EQ(shmem_team_my_pe(SHMEM_TEAM_SHARED), shared_i);
+    ++shared_i;
   }
+  HP_CHECK_EQ(shared_i, shared_n);
+  HP_CHECK_EQ(shmem_team_translate_pe(SHMEM_TEAM_SHARED, shared_n, SHMEM_TEAM_WORLD), -1);
   HP_CHECK_EQ(shmem_team_translate_pe(SHMEM_TEAM_INVALID, 0, SHMEM_TEAM_WORLD), -1);
   team_collectives(SHMEM_TEAM_WORLD);
   team_collectives(SHMEM_TEAM_SHARED);
