@@ -203,6 +203,8 @@ HP_API Status sync_all();     // wait for every PE (no quiet)
 using Team = int;
 inline constexpr Team kTeamWorld = 0;
 inline constexpr Team kTeamShared = 1;
+// Teams that exist at once on a PE, the predefined ones included; handles are 0..kMaxTeams-1.
+inline constexpr int kMaxTeams = 64;
 inline constexpr Team kTeamInvalid = -1;
 
 // Collective over `parent`: the PEs start, start+stride, ... (size of them, indices in the

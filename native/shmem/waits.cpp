@@ -103,7 +103,7 @@ Status wait_until_any(T* ivars, std::size_t n, const int* status, Cmp cmp, T val
   if (!any_active) return Status::ok();  // OpenSHMEM: nothing to wait for, index = SIZE_MAX
   return ctx->wait_local(
       [&] {
-        *index = find_any(n, [&](std::size_t i) {
+        *index = find_any(ivars, n, [&](std::size_t i) {
           return active(status, i) && satisfies(load(&ivars[i]), cmp, value);
         });
         return *index != SIZE_MAX;

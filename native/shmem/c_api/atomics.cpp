@@ -95,11 +95,17 @@ std::int32_t* tail_of(long* lock) { return reinterpret_cast<std::int32_t*>(c_api
 std::int32_t* node_of(long* lock) { return tail_of(lock) + 1; }
 
 // Swaps this PE into the tail (when `only_if_free`: only if the lock is free). Returns the
-// previous tail.
+// previous tail. Resetting the node is safe only while this PE is in no queue: nobody links to
+// it then. A PE that tests the lock may hold it (its successor's link is in its node), so a test
+// first looks at the tail and leaves everything alone when the lock is set.
 std::int32_t enqueue(const char* routine, long* lock, bool only_if_free) {
   const int me = hp::shmem::my_pe();
-  check(routine, hp::shmem::atomic_set(node_of(lock), 0, me));  // nobody links to it now
   std::int32_t previous = 0;
+  if (only_if_free) {
+    check(routine, hp::shmem::atomic_fetch(tail_of(lock), kHome, &previous));
+    if (previous != 0) return previous;
+  }
+  check(routine, hp::shmem::atomic_set(node_of(lock), 0, me));  // nobody links to it now
   if (only_if_free) {
     check(routine, hp::shmem::atomic_compare_swap(tail_of(lock), 0, me + 1, kHome, &previous));
   } else {

@@ -1,6 +1,7 @@
 // The collectives of OpenSHMEM 1.5 on teams that move data: broadcast, collect, fcollect,
 // alltoall, alltoalls (the reductions are in reductions.cpp). They return 0, or non-zero after
 // printing why (c_api::report).
+#include <cstring>
 #include <vector>
 
 #include "shmem/c_api/c_api.h"
@@ -18,7 +19,8 @@ std::uint64_t* g_collect_sizes = nullptr;
 
 Status allocate_collect_sizes() {
   void* block = nullptr;
-  HP_RETURN_IF_ERROR(hp::shmem::malloc((std::size_t(n_pes()) + 1) * sizeof(std::uint64_t), &block));
+  const std::size_t words = std::size_t(hp::shmem::kMaxTeams) * (std::size_t(n_pes()) + 1);
+  HP_RETURN_IF_ERROR(hp::shmem::malloc(words * sizeof(std::uint64_t), &block));
   g_collect_sizes = static_cast<std::uint64_t*>(block);
   return Status::ok();
 }
@@ -47,23 +49,34 @@ int bytewise(const char* routine, Bytewise collective, shmem_team_t team, void* 
   return report(routine, s);
 }
 
-// Element i of block j of this PE's source (element stride sst) lands in element i of block
-// `me` of team PE j's dest (element stride dst): puts between two syncs of the team.
+// Whether [a, a + a_bytes) and [b, b + b_bytes) share a byte.
+bool overlap(const char* a, std::size_t a_bytes, const char* b, std::size_t b_bytes) {
+  return a_bytes > 0 && b_bytes > 0 && a < b + b_bytes && b < a + a_bytes;
+}
+
+// Element i of block `me` of team PE j's source (element stride sst) lands in element i of
+// block j of this PE's dest (element stride dst). Gets between two syncs of the team into a
+// private buffer, copied into dest after the second: no PE writes its dest while another may
+// still read it, so dest may be (or overlap) source.
 Status strided_alltoall(Team team, char* dest, const char* source, std::ptrdiff_t dst,
                         std::ptrdiff_t sst, std::size_t nelems, std::size_t size) {
   const int n = hp::shmem::team_n_pes(team), me = hp::shmem::team_my_pe(team);
-  HP_RETURN_IF_ERROR(hp::shmem::team_sync(team));  // every dest is ready
   const auto elem = std::ptrdiff_t(size), count = std::ptrdiff_t(nelems);
+  std::vector<char> staged(std::size_t(n) * nelems * size);
+  HP_RETURN_IF_ERROR(hp::shmem::team_sync(team));  // every source is ready
   for (int k = 0; k < n; ++k) {
     const int j = (me + k) % n;  // start at a different PE on each PE
     const int pe = hp::shmem::team_translate_pe(team, j, hp::shmem::kTeamWorld);
     for (std::ptrdiff_t i = 0; i < count; ++i) {
-      HP_RETURN_IF_ERROR(hp::shmem::put(dest + (me * count + i) * dst * elem,
-                                        source + (j * count + i) * sst * elem, size, pe));
+      HP_RETURN_IF_ERROR(hp::shmem::get(staged.data() + (j * count + i) * elem,
+                                        source + (me * count + i) * sst * elem, size, pe));
     }
   }
-  HP_RETURN_IF_ERROR(hp::shmem::quiet());
-  return hp::shmem::team_sync(team);  // every block arrived
+  HP_RETURN_IF_ERROR(hp::shmem::team_sync(team));  // every PE read what it needs
+  for (std::ptrdiff_t b = 0; b < std::ptrdiff_t(n) * count; ++b) {
+    std::memcpy(dest + b * dst * elem, staged.data() + b * elem, size);
+  }
+  return Status::ok();
 }
 
 int alltoalls(const char* routine, shmem_team_t team, void* dest, const void* source,
@@ -79,15 +92,19 @@ int alltoalls(const char* routine, shmem_team_t team, void* dest, const void* so
 }
 
 // Member j's bytes land at the sum of the bytes of members 0..j-1 in dest. The sizes go
-// through g_collect_sizes with an fcollect, whose first barrier also tells that every member's
+// through the team's row of g_collect_sizes (one per team handle, so collects on different
+// teams may run at once) with an fcollect, whose first barrier also tells that every member's
 // source is ready; then each PE gets every member's block, and a sync of the team ends the
-// reads of this PE's source.
+// reads of this PE's source. When this PE's dest overlaps its source (others still read it),
+// the blocks go to a private buffer first and into dest after the sync.
 Status collect(const char* routine, Team team, char* dest, const char* source, std::size_t bytes) {
   const int n = hp::shmem::team_n_pes(team), me = hp::shmem::team_my_pe(team);
   if (me < 0) return c_api::invalid_team(routine, "team");
-  std::uint64_t* sizes = c_api::g_collect_sizes;  // [0]: this PE's, [1 + j]: member j's
-  HP_ENSURE(sizes != nullptr, ErrorCode::kFailedPrecondition, "{} called before shmem_init",
-            routine);
+  HP_ENSURE(c_api::g_collect_sizes != nullptr, ErrorCode::kFailedPrecondition,
+            "{} called before shmem_init", routine);
+  // [0]: this PE's, [1 + j]: member j's
+  std::uint64_t* sizes =
+      c_api::g_collect_sizes + std::size_t(team) * (std::size_t(hp::shmem::n_pes()) + 1);
   sizes[0] = bytes;
   HP_RETURN_IF_ERROR(hp::shmem::fcollect(team, sizes + 1, sizes, sizeof(std::uint64_t)));
   std::vector<std::size_t> offsets(std::size_t(n) + 1, 0);
@@ -96,14 +113,19 @@ Status collect(const char* routine, Team team, char* dest, const char* source, s
                                       &offsets[std::size_t(j) + 1]),
               ErrorCode::kInvalidArgument, "{}: the members' sizes overflow size_t", routine);
   }
+  const std::size_t total = offsets[std::size_t(n)];
+  std::vector<char> staged(overlap(dest, total, source, bytes) ? total : 0);
+  char* out = staged.empty() ? dest : staged.data();
   for (int k = 0; k < n; ++k) {
     const int j = (me + k) % n;  // start at a different member on each PE
     const std::size_t size = sizes[1 + j];
     if (size == 0) continue;
     const int pe = hp::shmem::team_translate_pe(team, j, hp::shmem::kTeamWorld);
-    HP_RETURN_IF_ERROR(hp::shmem::get(dest + offsets[std::size_t(j)], source, size, pe));
+    HP_RETURN_IF_ERROR(hp::shmem::get(out + offsets[std::size_t(j)], source, size, pe));
   }
-  return hp::shmem::team_sync(team);
+  HP_RETURN_IF_ERROR(hp::shmem::team_sync(team));
+  if (!staged.empty()) std::memcpy(dest, staged.data(), total);
+  return Status::ok();
 }
 
 int collect(const char* routine, shmem_team_t team, void* dest, const void* source,

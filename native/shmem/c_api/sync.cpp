@@ -86,7 +86,7 @@ std::size_t test_any(const char* routine, T* ivars, std::size_t n, const int* st
                      const Values& values) {
   const Cmp c = checked(routine, ivars, n, cmp);
   return hp::shmem::find_any(
-      n, [&](std::size_t i) { return active(status, i) && satisfied(ivars, i, c, values); });
+      ivars, n, [&](std::size_t i) { return active(status, i) && satisfied(ivars, i, c, values); });
 }
 
 template <typename T, typename Values>
@@ -142,8 +142,9 @@ std::size_t wait_any(const char* routine, T* ivars, std::size_t n, const int* st
           hp::shmem::wait_until_any(as_word(ivars), n, status, c, to_word(values.value), &index));
   } else if (any_active(status, n)) {
     poll(routine, ivars, n, c, [&] {
-      index = hp::shmem::find_any(
-          n, [&](std::size_t i) { return active(status, i) && satisfied(ivars, i, c, values); });
+      index = hp::shmem::find_any(ivars, n, [&](std::size_t i) {
+        return active(status, i) && satisfied(ivars, i, c, values);
+      });
       return index != SIZE_MAX;
     });
   }

@@ -163,6 +163,19 @@ static void test_locks(void) {
   shmem_barrier_all();
   if (me == 0) shmem_clear_lock(lock);
   shmem_barrier_all();
+  /* The holder tests its own lock (1, and nothing changes) while the others queue up behind it:
+   * its clear must still hand the lock to each of them in turn. */
+  if (me == 0) shmem_set_lock(lock);
+  shmem_barrier_all();
+  if (me == 0) {
+    shmem_int_wait_until(counter, SHMEM_CMP_EQ, ITERS * n + n - 1); /* every other PE is queuing */
+    for (i = 0; i < 2000; ++i) HP_CHECK_EQ(shmem_test_lock(lock), 1);
+  } else {
+    shmem_int_atomic_inc(counter, 0);
+    shmem_set_lock(lock);
+  }
+  shmem_clear_lock(lock);
+  shmem_barrier_all();
   shmem_free(swapped);
   shmem_free(counter);
   shmem_free(lock);

@@ -1,7 +1,8 @@
 /* The collectives that move data, against goldens: broadcast from every root, fcollect,
  * alltoall and alltoalls on the world team for every standard RMA type (and their mem forms);
  * collect with a different count on each PE (none on some), on the world team and on a
- * strided team, and back to back. (The reductions are in reductions.c.) */
+ * strided team, and back to back; each with dest == source. (The reductions are in reductions.c.)
+ */
 #include <stdint.h>
 #include <string.h>
 
@@ -124,6 +125,37 @@ static void test_collectmem(void) {
   shmem_free(src);
 }
 
+/* dest == source for every collective that moves data, 20 rounds each with no barrier before
+ * the check: a PE must not write its dest while another still reads it as a source. */
+static void test_in_place(void) {
+  long* buf = (long*)shmem_malloc((size_t)(4 * n) * sizeof(long));
+  int round, j;
+  for (round = 0; round < 20; ++round) {
+    for (j = 0; j < 4 * n; ++j) buf[j] = -1;
+    buf[0] = 100 * round + me;
+    HP_CHECK_EQ(shmem_long_collect(SHMEM_TEAM_WORLD, buf, buf, 1), 0);
+    for (j = 0; j < n; ++j) HP_CHECK_EQ(buf[j], 100 * round + j);
+
+    buf[0] = 200 * round + me;
+    HP_CHECK_EQ(shmem_long_fcollect(SHMEM_TEAM_WORLD, buf, buf, 1), 0);
+    for (j = 0; j < n; ++j) HP_CHECK_EQ(buf[j], 200 * round + j);
+
+    for (j = 0; j < n; ++j) buf[2 * j] = 1000 * me + j + round; /* block j, stride 2, to PE j */
+    HP_CHECK_EQ(shmem_long_alltoalls(SHMEM_TEAM_WORLD, buf, buf, 2, 2, 1), 0);
+    for (j = 0; j < n; ++j) HP_CHECK_EQ(buf[2 * j], 1000 * j + me + round);
+
+    for (j = 0; j < n; ++j) buf[j] = 1000 * me + j + round;
+    HP_CHECK_EQ(shmem_long_alltoall(SHMEM_TEAM_WORLD, buf, buf, 1), 0);
+    for (j = 0; j < n; ++j) HP_CHECK_EQ(buf[j], 1000 * j + me + round);
+
+    buf[0] = 300 * round + me;
+    HP_CHECK_EQ(shmem_long_broadcast(SHMEM_TEAM_WORLD, buf, buf, 1, round % n), 0);
+    HP_CHECK_EQ(buf[0], 300 * round + round % n);
+  }
+  shmem_barrier_all();
+  shmem_free(buf);
+}
+
 int main(void) {
   hp_init();
 #define RUN_COLLECTIVE_TEST(TYPE, NAME) test_##NAME();
@@ -135,5 +167,6 @@ int main(void) {
   HP_SHMEM_RMA_TYPES(RUN_COLLECT_TEST)
   shmem_team_destroy(evens);
   test_collectmem();
+  test_in_place();
   return hp_finish("collectives");
 }

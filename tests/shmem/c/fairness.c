@@ -1,5 +1,6 @@
 /* The _any tests and waits: a series of calls eventually returns every index that satisfies the
- * condition, not the lowest one again and again (the search starts past the last index found).
+ * condition, not the lowest one again and again (the search starts past the last index found in
+ * the same set, whatever other sets were searched in between).
  * _some returns every satisfying index at once. */
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +20,16 @@
     }                                                    \
     for (int i = 0; i < N; ++i) HP_CHECK_EQ(seen[i], 1); \
   } while (0)
+
+/* test_any (wait_until_any) of ints after one of `others`, whose only satisfying index is 3. */
+static size_t test_any_after(int* others, int* ints) {
+  HP_CHECK_EQ(shmem_int_test_any(others, 4, NULL, SHMEM_CMP_EQ, 1), 3);
+  return shmem_int_test_any(ints, N, NULL, SHMEM_CMP_EQ, 1);
+}
+static size_t wait_until_any_after(int* others, int* ints) {
+  HP_CHECK_EQ(shmem_int_wait_until_any(others, 4, NULL, SHMEM_CMP_EQ, 1), 3);
+  return shmem_int_wait_until_any(ints, N, NULL, SHMEM_CMP_EQ, 1);
+}
 
 int main(void) {
   hp_init();
@@ -42,6 +53,12 @@ int main(void) {
   CHECK_EVERY_INDEX(shmem_long_wait_until_any(longs, N, NULL, SHMEM_CMP_NE, 0));
   CHECK_EVERY_INDEX(shmem_short_wait_until_any(shorts, N, NULL, SHMEM_CMP_EQ, 1));
   CHECK_EVERY_INDEX(shmem_int_wait_until_any_vector(ints, N, NULL, SHMEM_CMP_EQ, cmp_values));
+
+  /* Searches of another set between the calls do not disturb the series on this one. */
+  int* others = (int*)shmem_calloc(4, sizeof(int));
+  others[3] = 1;
+  CHECK_EVERY_INDEX(test_any_after(others, ints));
+  CHECK_EVERY_INDEX(wait_until_any_after(others, ints));
 
   /* The status array still excludes: index 2 never comes back. */
   const int status[N] = {0, 0, 1, 0, 0};
@@ -69,6 +86,7 @@ int main(void) {
   HP_CHECK_EQ(got, N);
   shmem_barrier_all();
 
+  shmem_free(others);
   shmem_free(shorts);
   shmem_free(longs);
   shmem_free(ints);

@@ -1,5 +1,6 @@
 /* SHMEM_THREAD_MULTIPLE: THREADS threads of every PE issue atomics, puts, gets and waits at the
- * same time; exact totals once they joined. */
+ * same time; exact totals once they joined. Then two threads of every PE run collectives at the
+ * same time, each on its own team (OpenSHMEM only orders the calls on one team). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 
@@ -25,6 +26,46 @@ static void* work(void* arg) {
   return NULL;
 }
 
+#define COLLECTS 100
+
+static shmem_team_t teams[2]; /* the world and a copy of it */
+static long* collected[2];    /* per team k: source [0, k] and dest [2, 2 + 2n) */
+
+/* On team k every PE gives k + 1 elements to collect (the teams' offsets differ) and one to
+ * fcollect. */
+static void* collect_on_team(void* arg) {
+  const int k = (int)(size_t)arg;
+  long* buf = collected[k];
+  int round, pe, i;
+  for (round = 0; round < COLLECTS; ++round) {
+    for (i = 0; i <= k; ++i) buf[i] = 1000L * k + 100L * i + 10L * round + me;
+    HP_CHECK_EQ(shmem_long_collect(teams[k], buf + 2, buf, (size_t)k + 1), 0);
+    for (pe = 0; pe < n; ++pe) {
+      for (i = 0; i <= k; ++i) {
+        HP_CHECK_EQ(buf[2 + pe * (k + 1) + i], 1000L * k + 100L * i + 10L * round + pe);
+      }
+    }
+    HP_CHECK_EQ(shmem_long_fcollect(teams[k], buf + 2, buf, 1), 0);
+    for (pe = 0; pe < n; ++pe) HP_CHECK_EQ(buf[2 + pe], 1000L * k + 10L * round + pe);
+  }
+  return NULL;
+}
+
+static void collectives_on_two_teams(void) {
+  pthread_t threads[2];
+  int k;
+  teams[0] = SHMEM_TEAM_WORLD;
+  HP_CHECK_EQ(shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 1, n, NULL, 0, &teams[1]), 0);
+  for (k = 0; k < 2; ++k) collected[k] = (long*)shmem_calloc(2 + 2 * (size_t)n, sizeof(long));
+  for (k = 0; k < 2; ++k) {
+    HP_CHECK_EQ(pthread_create(&threads[k], NULL, collect_on_team, (void*)(size_t)k), 0);
+  }
+  for (k = 0; k < 2; ++k) HP_CHECK_EQ(pthread_join(threads[k], NULL), 0);
+  shmem_barrier_all();
+  for (k = 0; k < 2; ++k) shmem_free(collected[k]);
+  shmem_team_destroy(teams[1]);
+}
+
 int main(void) {
   int provided = -1, t;
   pthread_t threads[THREADS];
@@ -44,5 +85,6 @@ int main(void) {
   shmem_free(flags);
   shmem_free(slots);
   shmem_free(counter);
+  collectives_on_two_teams();
   return hp_finish("threads");
 }
