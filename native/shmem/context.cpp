@@ -113,12 +113,19 @@ Status Context::wait_local(const std::function<bool()>& ready,
                        describe(), pe, timeout_s);
 }
 
+void TeamState::index_members() {
+  by_world.clear();
+  for (int i = 0; i < int(members.size()); ++i) by_world.emplace_back(members[std::size_t(i)], i);
+  std::sort(by_world.begin(), by_world.end());
+}
+
 void Context::init_world_team() {
   teams.assign(kMaxTeams, TeamState{});
   TeamState& world = teams[kTeamWorld];
   world.valid = true;
   world.my_index = pe;
   for (int i = 0; i < n_pes; ++i) world.members.push_back(i);
+  world.index_members();
 }
 
 void Context::init_shared_team() {
@@ -129,6 +136,7 @@ void Context::init_shared_team() {
     if (p == pe) shared.my_index = int(shared.members.size());
     shared.members.push_back(p);
   }
+  shared.index_members();
 }
 
 // The wait policies of a PE (see Context::policy): when this host's PEs outnumber the CPUs,

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/settings.h"
@@ -51,6 +52,10 @@ struct TeamState {
   std::vector<int> members;         // team PE index -> world PE
   int my_index = -1;                // -1: this PE is not a member
   std::uint64_t barrier_epoch = 0;  // barriers this PE completed on this team
+  // (world PE, team PE index) for every member, sorted by world PE: what team_translate_pe
+  // bisects (members is in team order, which a negative stride reverses).
+  std::vector<std::pair<int, int>> by_world;
+  void index_members();  // fills by_world from members
 };
 
 struct Context {

@@ -10,26 +10,33 @@ Status align(std::size_t alignment, std::size_t bytes, void** out) {
   Context* ctx = nullptr;
   HP_RETURN_IF_ERROR(require_context("malloc", &ctx));
   std::size_t offset = 0;
-  // Deterministic: every PE gets the same result, success or error, so none waits alone.
-  HP_RETURN_IF_ERROR(ctx->allocator->allocate(bytes, alignment, &offset));
-  *out = ctx->heap_base(ctx->pe) + offset;
+  // Deterministic: every PE gets the same result, success or error, so every PE passes the
+  // barrier (OpenSHMEM: an allocation of a non-zero size ends with one, failed or not).
+  const Status allocated = ctx->allocator->allocate(bytes, alignment, &offset);
+  if (allocated.is_ok()) *out = ctx->heap_base(ctx->pe) + offset;
   // Collective: nobody touches the new block on another PE before that PE allocated it.
-  return barrier_on(*ctx, kTeamWorld);
+  HP_RETURN_IF_ERROR(barrier_on(*ctx, kTeamWorld));
+  return allocated;
 }
 
 Status malloc(std::size_t bytes, void** out) { return align(0, bytes, out); }
 
 Status calloc(std::size_t count, std::size_t size, void** out) {
-  std::size_t bytes = 0;
-  HP_ENSURE(!__builtin_mul_overflow(count, size, &bytes), ErrorCode::kInvalidArgument,
-            "calloc({}, {}) overflows", count, size);
   Context* ctx = nullptr;
   HP_RETURN_IF_ERROR(require_context("calloc", &ctx));
-  std::size_t offset = 0;
-  HP_RETURN_IF_ERROR(ctx->allocator->allocate(bytes, 0, &offset));
-  std::memset(ctx->heap_base(ctx->pe) + offset, 0, bytes);
-  *out = ctx->heap_base(ctx->pe) + offset;
-  return barrier_on(*ctx, kTeamWorld);
+  std::size_t bytes = 0, offset = 0;
+  Status allocated = Status::ok();  // as in align: the same on every PE, then the barrier
+  if (__builtin_mul_overflow(count, size, &bytes)) {
+    allocated = Status::error(ErrorCode::kInvalidArgument, "calloc({}, {}) overflows", count, size);
+  } else {
+    allocated = ctx->allocator->allocate(bytes, 0, &offset);
+  }
+  if (allocated.is_ok()) {
+    std::memset(ctx->heap_base(ctx->pe) + offset, 0, bytes);
+    *out = ctx->heap_base(ctx->pe) + offset;
+  }
+  HP_RETURN_IF_ERROR(barrier_on(*ctx, kTeamWorld));
+  return allocated;
 }
 
 Status free(void* ptr) {

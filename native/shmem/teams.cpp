@@ -19,8 +19,9 @@
 //     clearing them; the handle was free on p, so no older team still adds to them.
 // So a new team's barrier epochs start at 0 on zeroed slots on every member.
 //
-// Teams are arithmetic progressions of world PEs with a positive stride (the world is 0..n-1,
-// and a strided split of a progression is one), so members are sorted: lookups bisect.
+// A strided split's members are an arithmetic progression of parent PEs, in the order of the
+// stride: a negative stride (OpenSHMEM 1.6) starts at the highest and numbers them in reverse.
+// Lookups of a world PE bisect the team's by_world index.
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -74,13 +75,14 @@ Status check_split(const TeamState& parent, int start, int stride, int size, Tea
   HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument, "team_split_strided: out is null");
   HP_ENSURE(size >= 1, ErrorCode::kInvalidArgument,
             "team_split_strided: size={} must be at least 1", size);
-  HP_ENSURE(stride >= 1, ErrorCode::kInvalidArgument,
-            "team_split_strided: stride={} must be at least 1", stride);
+  HP_ENSURE(stride != 0 || size == 1, ErrorCode::kInvalidArgument,
+            "team_split_strided: stride=0 with size={}: only a team of one PE may have stride 0",
+            size);
   HP_ENSURE(start >= 0 && start < n, ErrorCode::kInvalidArgument,
             "team_split_strided: start={} is not a PE of the parent team (PEs 0..{})", start,
             n - 1);
   const std::int64_t last = std::int64_t(start) + std::int64_t(size - 1) * stride;
-  HP_ENSURE(last < n, ErrorCode::kInvalidArgument,
+  HP_ENSURE(last >= 0 && last < n, ErrorCode::kInvalidArgument,
             "team_split_strided: start={} stride={} size={} reaches parent PE {}, but the parent "
             "team has PEs 0..{}",
             start, stride, size, last, n - 1);
@@ -110,8 +112,10 @@ Status team_split_strided(Team parent, int start, int stride, int size, Team* ou
   }
   const int handle = common == 0 ? kTeamInvalid : std::countr_zero(common);
   const int my_parent_index = parent_team->my_index;
-  const bool joins = my_parent_index >= start && (my_parent_index - start) % stride == 0 &&
-                     (my_parent_index - start) / stride < size;
+  // This PE is member k = (index - start) / stride, when that divides and 0 <= k < size.
+  const int step = stride == 0 ? 1 : stride;  // size 1: only start itself
+  const int from_start = my_parent_index - start;
+  const bool joins = from_start % step == 0 && from_start / step >= 0 && from_start / step < size;
   if (handle != kTeamInvalid && joins) clear_own_slots(*ctx, handle);
   // Nobody reuses its mask word (and nobody adds to the new team's slots) before all read.
   HP_RETURN_IF_ERROR(barrier_on(*ctx, parent));
@@ -126,8 +130,9 @@ Status team_split_strided(Team parent, int start, int stride, int size, Team* ou
   team.valid = true;
   team.members.reserve(std::size_t(size));
   for (int k = 0; k < size; ++k)
-    team.members.push_back(parent_team->members[std::size_t(start + k * stride)]);
-  team.my_index = (my_parent_index - start) / stride;
+    team.members.push_back(parent_team->members[std::size_t(start + k * step)]);
+  team.my_index = from_start / step;
+  team.index_members();
   *out = handle;
   return Status::ok();
 }
@@ -163,8 +168,9 @@ int team_translate_pe(Team source, int pe, Team dest) noexcept {
   const TeamState* to = find_team(dest);
   if (from == nullptr || to == nullptr || pe < 0 || pe >= int(from->members.size())) return -1;
   const int world_pe = from->members[std::size_t(pe)];
-  const auto it = std::lower_bound(to->members.begin(), to->members.end(), world_pe);
-  return it != to->members.end() && *it == world_pe ? int(it - to->members.begin()) : -1;
+  const auto it =
+      std::lower_bound(to->by_world.begin(), to->by_world.end(), std::pair<int, int>(world_pe, -1));
+  return it != to->by_world.end() && it->first == world_pe ? it->second : -1;
 }
 
 Status team_sync(Team team) {

@@ -105,6 +105,31 @@ TEST(ShmemTeams, SharedTeamIsTheMappedPes) {
   });
 }
 
+// A negative stride starts at the highest PE and numbers the members in reverse; a team of one
+// PE may have any stride.
+TEST(ShmemTeams, NegativeStrideReverses) {
+  run_scenario([] {
+    const int n = n_pes();
+    std::vector<int> reversed, odd_down;
+    for (int pe = n - 1; pe >= 0; --pe) reversed.push_back(pe);
+    for (int pe = n - 1 - (n % 2 == 0 ? 0 : 1); pe >= 1; pe -= 2) odd_down.push_back(pe);
+    Team all = kTeamInvalid, odds = kTeamInvalid, one = kTeamInvalid;
+    HP_EXPECT_OK(split_and_check(kTeamWorld, n - 1, -1, n, reversed, "reversed", &all));
+    if (!odd_down.empty()) {
+      HP_EXPECT_OK(split_and_check(kTeamWorld, odd_down.front(), -2, int(odd_down.size()), odd_down,
+                                   "odd PEs downwards", &odds));
+    }
+    HP_EXPECT_OK(split_and_check(kTeamWorld, n - 1, 0, 1, {n - 1}, "the last PE", &one));
+    if (all != kTeamInvalid) {
+      HP_RETURN_IF_ERROR(team_sync(all));
+      HP_RETURN_IF_ERROR(team_destroy(all));
+    }
+    if (odds != kTeamInvalid) HP_RETURN_IF_ERROR(team_destroy(odds));
+    if (one != kTeamInvalid) HP_RETURN_IF_ERROR(team_destroy(one));
+    return barrier_all();
+  });
+}
+
 TEST(ShmemTeams, EvenAndOddPes) {
   run_scenario([] {
     const int n = n_pes();
@@ -314,8 +339,8 @@ TEST(ShmemTeams, ErrorsAreNamed) {
     };
     EXPECT_EQ(code(-1, 1, 1), ErrorCode::kInvalidArgument);
     EXPECT_EQ(code(n, 1, 1), ErrorCode::kInvalidArgument);
-    EXPECT_EQ(code(0, 0, 1), ErrorCode::kInvalidArgument);
-    EXPECT_EQ(code(0, -1, 1), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(code(0, 0, 2), ErrorCode::kInvalidArgument);   // stride 0: one PE only
+    EXPECT_EQ(code(0, -1, 2), ErrorCode::kInvalidArgument);  // reaches parent PE -1
     EXPECT_EQ(code(0, 1, 0), ErrorCode::kInvalidArgument);
     EXPECT_EQ(code(0, 1, n + 1), ErrorCode::kInvalidArgument);
     EXPECT_EQ(code(1, 1, n), ErrorCode::kInvalidArgument);

@@ -160,6 +160,9 @@ Status allocate_collect_sizes();
 // INVALID_ARGUMENT: `which` (an argument of `routine`) is no team this PE is a member of.
 Status invalid_team(const char* routine, const char* which);
 
+// Forgets every split's configuration (the last shmem_finalize: the teams are gone).
+void forget_team_configs();
+
 // SHMEM_TEAM_INVALID, _WORLD and _SHARED are 0, 1 and 2 (kTeamInvalid, kTeamWorld and
 // kTeamShared); every team handle h is h + 1.
 inline Team to_team(shmem_team_t handle) {
@@ -177,6 +180,9 @@ inline shmem_team_t to_handle(Team team) {
 // The world PE that PE `pe` of context `ctx` is (a context made from a team numbers PEs as the
 // team does); ends the process naming `routine` for an invalid context or a PE outside it.
 int ctx_pe(const char* routine, shmem_ctx_t ctx, int pe);
+
+// Frees every context (the last shmem_finalize: finalizing releases all the library holds).
+void release_contexts();
 
 }  // namespace hp::shmem::c_api
 

@@ -87,6 +87,11 @@ int ctx_pe(const char* routine, shmem_ctx_t ctx, int pe) {
   return world;
 }
 
+void release_contexts() {
+  std::lock_guard lock(g_create_mutex);
+  for (auto& slot : g_slots) slot.store(0, std::memory_order_release);
+}
+
 }  // namespace hp::shmem::c_api
 
 extern "C" {

@@ -35,20 +35,29 @@ void finalize_at_exit() {
   for (; g_inits > 0; --g_inits) check("shmem_finalize (at exit)", hp::shmem::finalize());
 }
 
-void init(const char* routine) {
-  check(routine, hp::shmem::init());
+// Initializes (or nests another init); on failure the library is as before the call. Every PE
+// fails the collective steps alike (the same heap size, the same executable), so none is left
+// waiting in them.
+Status init() {
+  HP_RETURN_IF_ERROR(hp::shmem::init());
   std::lock_guard lock(g_mutex);
-  if (g_inits++ == 0) {
-    check(routine, c_api::map_data_segment());
-    check(routine, c_api::allocate_collect_sizes());
-  }
-  if (!g_at_exit_registered) {
-    g_at_exit_registered = true;
-    if (std::atexit(finalize_at_exit) != 0) {
-      c_api::fail(routine,
-                  Status(ErrorCode::kSystemError, "atexit() refused the finalize handler"));
+  if (g_inits == 0) {
+    Status s = c_api::map_data_segment();
+    if (s.is_ok()) s = c_api::allocate_collect_sizes();
+    if (!s.is_ok()) {
+      (void)hp::shmem::finalize();
+      c_api::g_data = {};
+      c_api::g_collect_sizes = nullptr;
+      return s;
     }
   }
+  ++g_inits;
+  if (!g_at_exit_registered) {
+    g_at_exit_registered = true;
+    HP_ENSURE(std::atexit(finalize_at_exit) == 0, ErrorCode::kSystemError,
+              "atexit() refused the finalize handler");
+  }
+  return Status::ok();
 }
 
 // An allocation's result: the block, or NULL after printing why (OUT_OF_MEMORY and bad
@@ -76,7 +85,8 @@ void release(const char* routine, void* ptr) {
 
 extern "C" {
 
-void shmem_init(void) { init("shmem_init"); }
+// shmem_init has no status to return: a failure ends the process; shmem_init_thread returns it.
+void shmem_init(void) { check("shmem_init", init()); }
 
 int shmem_init_thread(int requested, int* provided) {
   if (requested < SHMEM_THREAD_SINGLE || requested > SHMEM_THREAD_MULTIPLE) {
@@ -86,7 +96,7 @@ int shmem_init_thread(int requested, int* provided) {
                                        "SHMEM_THREAD_SINGLE, _FUNNELED, _SERIALIZED, _MULTIPLE",
                                        requested));
   }
-  init("shmem_init_thread");
+  if (const int failed = c_api::report("shmem_init_thread", init()); failed != 0) return failed;
   if (provided != nullptr) *provided = SHMEM_THREAD_MULTIPLE;
   return 0;
 }
@@ -109,6 +119,8 @@ void shmem_finalize(void) {
     g_block_sizes.clear();
     c_api::g_data = {};
     c_api::g_collect_sizes = nullptr;
+    c_api::release_contexts();
+    c_api::forget_team_configs();
   }
 }
 
@@ -140,7 +152,7 @@ void shmem_info_get_version(int* major, int* minor) {
 // The names before OpenSHMEM 1.2 (shmem.h).
 void start_pes(int npes) {
   (void)npes;
-  init("start_pes");
+  check("start_pes", init());
 }
 int _my_pe(void) { return shmem_my_pe(); }
 int _num_pes(void) { return shmem_n_pes(); }
@@ -193,9 +205,13 @@ void* shmem_calloc(size_t count, size_t size) {
 void* shmem_align(size_t alignment, size_t size) {
   if (size == 0) return nullptr;
   void* block = nullptr;
-  Status s = alignment == 0
-                 ? Status::error(ErrorCode::kInvalidArgument, "alignment 0 is not a power of two")
-                 : hp::shmem::align(alignment, size, &block);
+  Status s = Status::ok();
+  if (alignment == 0) {  // still the barrier every PE's (failed) allocation ends with
+    check("shmem_align", hp::shmem::barrier_all());
+    s = Status::error(ErrorCode::kInvalidArgument, "alignment 0 is not a power of two");
+  } else {
+    s = hp::shmem::align(alignment, size, &block);
+  }
   return allocated("shmem_align", s, block, size);
 }
 

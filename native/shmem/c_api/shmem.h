@@ -199,7 +199,14 @@ void shmem_query_thread(int* provided);
 /* 1.6: non-zero between a shmem_init and its matching shmem_finalize (calls nest). */
 void shmem_query_initialized(int* initialized);
 void shmem_finalize(void);
+/* Never returns: _Noreturn in C11 (as OpenSHMEM's C11 synopsis), [[noreturn]] in C++11. */
+#if defined(__cplusplus) && __cplusplus >= 201103L
+[[noreturn]] void shmem_global_exit(int status);
+#elif !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+_Noreturn void shmem_global_exit(int status);
+#else
 void shmem_global_exit(int status);
+#endif
 int shmem_my_pe(void);
 int shmem_n_pes(void);
 int shmem_pe_accessible(int pe);
@@ -543,6 +550,8 @@ HP_SHMEM_DEPRECATED_TYPES(HP_SHMEM_DECLARE_DEPRECATED_)
 HP_SHMEM_AMO_FLOAT_TYPES(HP_SHMEM_DECLARE_DEPRECATED_EXTENDED_)
 #undef HP_SHMEM_DECLARE_DEPRECATED_EXTENDED_
 #undef HP_SHMEM_DECLARE_DEPRECATED_
+/* In C11 the type-generic shmem_swap below hides this name (it selects the same routine for a
+ * long). */
 long shmem_swap(long* dest, long value, int pe);
 void shmem_wait(long* ivar, long cmp_value);
 /* In C11 the type-generic shmem_wait_until below hides this name (it selects the same routine
@@ -746,6 +755,36 @@ inline int shmem_sync(shmem_team_t team) { return shmem_team_sync(team); }
   HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_ARITH_REDUCE_, sum_inscan, dest)(team, dest, __VA_ARGS__)
 #define shmem_sum_exscan(team, dest, ...) \
   HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_ARITH_REDUCE_, sum_exscan, dest)(team, dest, __VA_ARGS__)
+
+/* 1.6: shmem_signal_add/set(ctx, sig_addr, signal, pe) are the shmem_ctx_ forms. */
+#define shmem_signal_add(...)                                                              \
+  _Generic((HP_SHMEM_C11_ARG0_(__VA_ARGS__, 0)), shmem_ctx_t: shmem_ctx_signal_add,         \
+           default: (shmem_signal_add))(__VA_ARGS__)
+#define shmem_signal_set(...)                                                              \
+  _Generic((HP_SHMEM_C11_ARG0_(__VA_ARGS__, 0)), shmem_ctx_t: shmem_ctx_signal_set,         \
+           default: (shmem_signal_set))(__VA_ARGS__)
+
+/* The deprecated generic AMO names (before 1.4), which 1.5 still lists: int, long and long long,
+ * and float and double for fetch, set and swap. No context forms. */
+#define HP_SHMEM_C11_DEPRECATED_(X, OP) X(int, int, OP) X(long, long, OP) X(long long, longlong, OP)
+#define HP_SHMEM_C11_DEPRECATED_EXTENDED_(X, OP) \
+  HP_SHMEM_C11_DEPRECATED_(X, OP) X(float, float, OP) X(double, double, OP)
+#define shmem_fetch(source, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_DEPRECATED_EXTENDED_, fetch, source)(source, __VA_ARGS__)
+#define shmem_set(dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_DEPRECATED_EXTENDED_, set, dest)(dest, __VA_ARGS__)
+#define shmem_swap(dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_DEPRECATED_EXTENDED_, swap, dest)(dest, __VA_ARGS__)
+#define shmem_cswap(dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_DEPRECATED_, cswap, dest)(dest, __VA_ARGS__)
+#define shmem_finc(dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_DEPRECATED_, finc, dest)(dest, __VA_ARGS__)
+#define shmem_inc(dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_DEPRECATED_, inc, dest)(dest, __VA_ARGS__)
+#define shmem_fadd(dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_DEPRECATED_, fadd, dest)(dest, __VA_ARGS__)
+#define shmem_add(dest, ...) \
+  HP_SHMEM_C11_SELECT_(HP_SHMEM_C11_DEPRECATED_, add, dest)(dest, __VA_ARGS__)
 
 /* shmem_sync(team) is shmem_team_sync; shmem_sync(PE_start, ...) the active-set routine. */
 #define shmem_sync(...)                                                                    \

@@ -54,6 +54,15 @@ int not_a_team(const char* routine, shmem_team_t team, const char* which) {
 
 }  // namespace
 
+namespace hp::shmem::c_api {
+
+void forget_team_configs() {
+  const std::lock_guard lock(g_configs_mutex);
+  g_configs.clear();
+}
+
+}  // namespace hp::shmem::c_api
+
 extern "C" {
 
 int shmem_team_my_pe(shmem_team_t team) { return hp::shmem::team_my_pe(to_team(team)); }

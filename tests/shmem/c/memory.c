@@ -1,8 +1,11 @@
 /* Symmetric memory: malloc/calloc/align/malloc_with_hints/realloc/free, sizes from 1 byte to
  * 8 MiB, alignment, zeroing, contents kept by realloc, NULL for size 0 and for a request larger
- * than the heap (the heap stays usable), and many allocate/free cycles. */
+ * than the heap (the heap stays usable, and every PE passed the barrier it ends with), and many
+ * allocate/free cycles. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "hp_test.h"
 
@@ -73,6 +76,23 @@ int main(void) {
   int* kept = (int*)shmem_malloc(sizeof(int));
   HP_CHECK(shmem_realloc(kept, (size_t)1 << 50) == NULL); /* kept stays */
   exchange(kept, 1);
+
+  /* A failed allocation still ends with a barrier: what prev put before its (late) call has
+   * arrived when this PE's call returns. */
+  size_t k;
+  for (k = 0; k < 4; ++k) {
+    *kept = 0;
+    shmem_barrier_all();
+    if (me != 0) nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL); /* PE 0 waits */
+    shmem_int_p(kept, (int)k + 1, next);
+    shmem_quiet();
+    void* failed = k == 0   ? shmem_malloc((size_t)1 << 50)
+                   : k == 1 ? shmem_calloc((size_t)1 << 25, (size_t)1 << 25)
+                   : k == 2 ? shmem_align(64, (size_t)1 << 50)
+                            : shmem_malloc_with_hints((size_t)1 << 50, 0);
+    HP_CHECK(failed == NULL);
+    HP_CHECK_EQ(*kept, (int)k + 1);
+  }
   shmem_free(kept);
 
   /* allocate/free cycles in a pattern that fragments, then one large block */

@@ -1,5 +1,6 @@
 /* shmem_init after shmem_finalize starts the library again (on every transport: an MPI this
- * library initialized stays up until the process exits), with a fresh heap and the same PEs. */
+ * library initialized stays up until the process exits), with a fresh heap and the same PEs;
+ * finalizing released the contexts a round left alive. */
 #include "hp_test.h"
 
 static int initialized(void) {
@@ -19,6 +20,11 @@ int main(void) {
     HP_CHECK_EQ(shmem_int_g(x, next), 10 * round + next);
     shmem_barrier_all();
     shmem_free(x);
+    /* Most of the 1024 contexts that may exist at once, never destroyed. */
+    for (int k = 0; k < 1000; ++k) {
+      shmem_ctx_t ctx = SHMEM_CTX_INVALID;
+      HP_CHECK_EQ(shmem_ctx_create(0, &ctx), 0);
+    }
     if (round < 2) shmem_finalize();
   }
   return hp_finish("reinit");

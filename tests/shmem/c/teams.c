@@ -74,12 +74,17 @@ static void team_collectives(shmem_team_t team) {
     for (i = 0; i < tn; ++i) sum += WORLD(i) * (k % 2 == 0 ? 1 : -1) + k;
     HP_CHECK_EQ(idst[k], sum);
   }
+  int lowest = WORLD(0), highest = WORLD(0); /* world PEs; a team may number them downwards */
+  for (i = 1; i < tn; ++i) {
+    if (WORLD(i) < lowest) lowest = WORLD(i);
+    if (WORLD(i) > highest) highest = WORLD(i);
+  }
   HP_CHECK_EQ(shmem_int_max_reduce(team, idst, isrc, 4), 0);
-  HP_CHECK_EQ(idst[0], WORLD(tn - 1));
-  HP_CHECK_EQ(idst[1], -WORLD(0) + 1);
+  HP_CHECK_EQ(idst[0], highest);
+  HP_CHECK_EQ(idst[1], -lowest + 1);
   HP_CHECK_EQ(shmem_int_min_reduce(team, idst, isrc, 4), 0);
-  HP_CHECK_EQ(idst[0], WORLD(0));
-  HP_CHECK_EQ(idst[1], -WORLD(tn - 1) + 1);
+  HP_CHECK_EQ(idst[0], lowest);
+  HP_CHECK_EQ(idst[1], -highest + 1);
   for (k = 0; k < 10; ++k) HP_CHECK_EQ(shmem_team_sync(team), 0);
 #undef WORLD
 }
@@ -115,6 +120,12 @@ int main(void) {
     ++shared_i;
   }
   HP_CHECK_EQ(shared_i, shared_n);
+  shmem_ctx_t shared_ctx = SHMEM_CTX_INVALID;
+  shmem_team_t of_ctx = SHMEM_TEAM_INVALID;
+  HP_CHECK_EQ(shmem_team_create_ctx(SHMEM_TEAM_SHARED, 0, &shared_ctx), 0);
+  HP_CHECK_EQ(shmem_ctx_get_team(shared_ctx, &of_ctx), 0);
+  HP_CHECK(of_ctx == SHMEM_TEAM_SHARED);
+  shmem_ctx_destroy(shared_ctx);
   HP_CHECK_EQ(shmem_team_translate_pe(SHMEM_TEAM_SHARED, shared_n, SHMEM_TEAM_WORLD), -1);
   HP_CHECK_EQ(shmem_team_translate_pe(SHMEM_TEAM_INVALID, 0, SHMEM_TEAM_WORLD), -1);
   team_collectives(SHMEM_TEAM_WORLD);
@@ -132,6 +143,12 @@ int main(void) {
   if (even != SHMEM_TEAM_INVALID) team_collectives(even);
   if (odd != SHMEM_TEAM_INVALID) team_collectives(odd);
   shmem_barrier_all();
+
+  /* 1.6: a negative stride starts at the highest PE and numbers the members in reverse */
+  shmem_team_t reversed = split(SHMEM_TEAM_WORLD, n - 1, -1, n);
+  expect_team(reversed, n - 1, -1, n);
+  team_collectives(reversed);
+  shmem_team_destroy(reversed);
 
   /* a split of a split: every other PE of the even team (world PEs 0, 4, ...) */
   if (even != SHMEM_TEAM_INVALID) {
