@@ -6,14 +6,14 @@
 #                                     agent: runs a command in the namespace of the host it is
 #                                     given), DIR/mpirun.args (one mpirun argument per line) and
 #                                     DIR/state (what `down` removes; its owner line names
-#                                     the process that made them)
+#                                     the process that made them: the caller of `up`)
 #   netns_hosts.sh down DIR           removes the namespaces, links and bridge of DIR
 #   netns_hosts.sh link DIR I up|down sets host I's link (1-based) up or down: a cut cable
 #   netns_hosts.sh mpirun N [MPIRUN ARGS...]
 #                                     up, mpirun across the N hosts, down; exits with mpirun's
 #                                     status (77 with a reason when namespaces are not permitted).
-#                                     Hosts that a killed run left behind (their owner is gone)
-#                                     are removed first.
+# `up` and `mpirun` first remove the hosts under /tmp/hp-netns.* and /tmp/hp-bench-hosts.* that
+# a killed run left behind (their owner is gone).
 #
 # Layout: bridge hpb<id> in this namespace holds 10.231.<s>.254/24; host i is namespace
 # hpn<id>-<i> whose link hplink holds 10.231.<s>.<i>, its veth peer hpv<id>-<i> on the bridge.
@@ -147,7 +147,7 @@ link() {
 # Removes the hosts of runs whose owner process is gone (killed before its cleanup ran).
 remove_stale() {
   local state owner
-  for state in /tmp/hp-netns.*/state; do
+  for state in /tmp/hp-netns.*/state /tmp/hp-bench-hosts.*/state; do
     [[ -f "$state" ]] || continue
     owner="$(awk '$1 == "owner" { print $2 }' "$state")"
     if [[ -n "$owner" ]] && ! kill -0 "$owner" 2>/dev/null; then
@@ -179,7 +179,7 @@ run_mpirun() {
 }
 
 case "${1:-}" in
-  up) [[ $# -eq 3 ]] || die "usage: up DIR N"; up "$2" "$3" ;;
+  up) [[ $# -eq 3 ]] || die "usage: up DIR N"; remove_stale; up "$2" "$3" ;;
   down) [[ $# -eq 2 ]] || die "usage: down DIR"; down "$2" ;;
   link) [[ $# -eq 4 ]] || die "usage: link DIR I up|down"; link "$2" "$3" "$4" ;;
   mpirun) [[ $# -ge 3 ]] || die "usage: mpirun N [MPIRUN ARGS...]"; shift; run_mpirun "$@" ;;
