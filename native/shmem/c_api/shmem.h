@@ -67,10 +67,10 @@ extern "C" {
 #define SHMEM_MALLOC_ATOMICS_REMOTE (1L << 0)
 #define SHMEM_MALLOC_SIGNAL_REMOTE (1L << 1)
 
-/* The work arrays of the deprecated active-set collectives (OpenSHMEM 1.5 still lists these
- * constants; the routines themselves are not provided, see COVERAGE.md): pSync arrays of
+/* The work arrays of the deprecated active-set collectives, which OpenSHMEM 1.5 still lists
+ * (declared below, under "the deprecated active-set collectives"): pSync arrays of
  * SHMEM_*_SYNC_SIZE longs, each element initialised to SHMEM_SYNC_VALUE, and pWrk arrays of at
- * least SHMEM_REDUCE_MIN_WRKDATA_SIZE elements. */
+ * least SHMEM_REDUCE_MIN_WRKDATA_SIZE elements (accepted and unused). */
 #define SHMEM_SYNC_VALUE 0L
 #define SHMEM_BARRIER_SYNC_SIZE 64
 #define SHMEM_BCAST_SYNC_SIZE 64
@@ -110,7 +110,9 @@ typedef struct hp_shmem_team_handle* shmem_team_t;
 #define SHMEM_TEAM_SHARED ((shmem_team_t)(uintptr_t)2)
 
 typedef struct {
-  int num_contexts; /* accepted and ignored (contexts are not limited): reads 0 */
+  /* Kept as given to the split (when config_mask has SHMEM_TEAM_NUM_CONTEXTS; 0 otherwise) and
+   * returned by shmem_team_get_config. It reserves nothing: a context needs no reservation. */
+  int num_contexts;
 } shmem_team_config_t;
 #define SHMEM_TEAM_NUM_CONTEXTS (1L << 0)
 
