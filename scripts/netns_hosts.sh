@@ -44,7 +44,7 @@ can_create() {
 }
 
 up() {
-  local dir="$1" n="$2"
+  local dir="$1" n="$2" owner="${3:-$PPID}"  # owner: the process whose hosts these are
   [[ "$n" =~ ^[1-9][0-9]?$ && "$n" -le 16 ]] || die "up: N must be 1..16, not '$n'"
   mkdir -p "$dir"
   [[ ! -e "$dir/state" ]] || die "up: $dir already holds hosts ($dir/state); run down first"
@@ -56,7 +56,7 @@ up() {
   done
   subnet="10.231.$s"
   local bridge="hpb$id"
-  echo "owner ${HP_NETNS_OWNER:-$PPID}" >"$dir/state"
+  echo "owner $owner" >"$dir/state"
   echo "bridge $bridge" >>"$dir/state"
   ip link add "$bridge" type bridge
   ip addr add "$subnet.254/24" dev "$bridge"
@@ -170,7 +170,7 @@ run_mpirun() {
   dir="$(mktemp -d /tmp/hp-netns.XXXXXX)"
   trap 'down "$dir"; rm -rf "$dir"' EXIT
   trap 'exit 143' TERM INT HUP
-  HP_NETNS_OWNER=$$ up "$dir" "$n"
+  up "$dir" "$n" "$$"
   local args=()
   mapfile -t args <"$dir/mpirun.args"
   local status=0
