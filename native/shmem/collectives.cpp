@@ -1,5 +1,5 @@
-// Collectives on a team: broadcast, fcollect, alltoall, allreduce, reduce_scatter, and the
-// reductions with a caller's combine (allreduce_with, reduce_scatter_with).
+// Collectives on a team: broadcast, fcollect, collect, alltoall, allreduce, reduce_scatter, and
+// the reductions with a caller's combine (allreduce_with, reduce_scatter_with).
 //
 // Pull-based, over the mapped heaps of the team's members:
 //   1. barrier on the team: every member's source is ready;
@@ -303,6 +303,48 @@ Status fcollect(Team team, void* dest, const void* source, std::size_t bytes) {
     }
     return Status::ok();
   });
+}
+
+// The steps of run(), with the members' sizes learnt in step 1: each member publishes its byte
+// count in its own scratch[team][1] before the first barrier, and every member reads them all
+// after it. No member publishes the next call's count before passing this call's second
+// barrier, which every member reaches only after reading. (scratch[team][0] is the splits'.)
+Status collect(Team team, void* dest, const void* source, std::size_t bytes) {
+  Call call;
+  HP_RETURN_IF_ERROR(open_call("collect", team, &call));
+  Context& ctx = *call.ctx;
+  auto& my_count = ctx.control(ctx.pe).scratch[team][1].value;
+  my_count.store(bytes, std::memory_order_relaxed);
+  HP_RETURN_IF_ERROR(barrier_on(ctx, team).with_context(call.what));
+  std::vector<std::size_t> offsets(std::size_t(call.n()) + 1, 0);
+  Status status;
+  for (int j = 0; j < call.n() && status.is_ok(); ++j) {
+    std::uint64_t count = 0;
+    status = ctx.load_u64(call.world(j), ctx.segment_offset_of(&my_count), &count);
+    if (status.is_ok() &&
+        __builtin_add_overflow(offsets[std::size_t(j)], count, &offsets[std::size_t(j) + 1])) {
+      status = Status::error(ErrorCode::kInvalidArgument, "the members' sizes overflow size_t");
+    }
+  }
+  const std::size_t total = offsets[std::size_t(call.n())];
+  if (status.is_ok()) status = set_buffers(&call, dest, total, source, bytes);
+  const bool overlap = status.is_ok() && total > 0 && bytes > 0 &&
+                       call.dest < call.source + bytes && call.source < call.dest + total;
+  std::vector<std::byte> staging(overlap ? total : 0);
+  std::byte* out = overlap ? staging.data() : call.dest;
+  for (int k = 0; k < call.n() && status.is_ok(); ++k) {
+    const int j = (call.me() + k) % call.n();  // start at a different member on each PE
+    const std::size_t size = offsets[std::size_t(j) + 1] - offsets[std::size_t(j)];
+    if (size > 0) {
+      status =
+          copy_from(ctx, out + offsets[std::size_t(j)], call.world(j), call.source_offset, size);
+    }
+  }
+  // The closing barrier even after a failure: nobody may leave while others still read.
+  HP_RETURN_IF_ERROR(barrier_on(ctx, team).with_context(call.what));
+  HP_RETURN_IF_ERROR(status.with_context(call.what));
+  if (overlap) std::memcpy(call.dest, staging.data(), total);
+  return Status::ok();
 }
 
 Status alltoall(Team team, void* dest, const void* source, std::size_t bytes_per_pe) {

@@ -32,6 +32,7 @@
 
 namespace hp::shmem {
 
+inline constexpr int kMaxTeams = 64;   // teams at once on a PE, the predefined ones included
 inline constexpr int kMaxRounds = 13;  // dissemination rounds: ceil(log2(kMaxPes)) + 1
 
 // A 64-bit synchronization word alone on its cache line (signal slots are >= 64 bytes apart).

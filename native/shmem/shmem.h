@@ -203,8 +203,6 @@ HP_API Status sync_all();     // wait for every PE (no quiet)
 using Team = int;
 inline constexpr Team kTeamWorld = 0;
 inline constexpr Team kTeamShared = 1;
-// Teams that exist at once on a PE, the predefined ones included; handles are 0..kMaxTeams-1.
-inline constexpr int kMaxTeams = 64;
 inline constexpr Team kTeamInvalid = -1;
 
 // Collective over `parent`: the PEs start, start+stride, ... (size of them, indices in the
@@ -221,6 +219,9 @@ HP_API Status team_sync(Team team);
 HP_API Status broadcast(Team team, void* dest, const void* source, std::size_t bytes, int root);
 // dest: team size blocks of `bytes`; block i comes from team PE i.
 HP_API Status fcollect(Team team, void* dest, const void* source, std::size_t bytes);
+// Each member gives its own number of bytes; dest: the members' bytes in team order (member j's
+// after those of members 0..j-1). dest may overlap source.
+HP_API Status collect(Team team, void* dest, const void* source, std::size_t bytes);
 // source and dest: team size blocks of `bytes_per_pe`; block j of PE i lands in block i of PE j.
 HP_API Status alltoall(Team team, void* dest, const void* source, std::size_t bytes_per_pe);
 // count elements of dtype (int32, int64, fp32, fp64; bf16 summed in fp32) reduced across the

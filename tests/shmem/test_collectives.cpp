@@ -154,7 +154,7 @@ std::size_t index_in(const std::vector<int>& members, int pe) {
   return std::size_t(std::find(members.begin(), members.end(), pe) - members.begin());
 }
 
-// ---- broadcast, fcollect, alltoall ------------------------------------------------------------
+// ---- broadcast, fcollect, collect, alltoall -----------------------------------------------------
 
 TEST(ShmemCollectives, BroadcastFromEveryRoot) {
   run_scenario([] {
@@ -200,6 +200,36 @@ TEST(ShmemCollectives, Fcollect) {
           }
           return Status::ok();
         });
+  });
+}
+
+// Team PE j gives bytes_of(j) bytes (0 for some); dest holds them in team order. Also in place.
+TEST(ShmemCollectives, Collect) {
+  run_scenario([] {
+    int salt = 150;
+    return with_buffers_on_every_team([&](Buffers& buf, Team team,
+                                          const std::vector<int>& members) {
+      const auto bytes_of = [](std::size_t j, std::size_t base) { return (j % 3) * base; };
+      for (std::size_t base : {std::size_t(1), std::size_t(4099)}) {
+        std::vector<std::size_t> offsets(members.size() + 1, 0);  // team PE j's first byte
+        for (std::size_t j = 0; j < members.size(); ++j)
+          offsets[j + 1] = offsets[j] + bytes_of(j, base);
+        const std::size_t mine = bytes_of(std::size_t(team_my_pe(team)), base);
+        const auto want = [&](std::size_t i) {
+          const std::size_t j = std::size_t(std::upper_bound(offsets.begin(), offsets.end(), i) -
+                                            offsets.begin() - 1);
+          return byte_of(members[j], i - offsets[j], salt);
+        };
+        HP_RETURN_IF_ERROR(byte_case(
+            buf, mine, offsets.back(), ++salt,
+            [&] { return collect(team, buf.dst, buf.src, mine); }, want,
+            fmt::format("collect of {} bytes per unit", base)));
+        for (std::size_t i = 0; i < mine; ++i) buf.src[i] = byte_of(my_pe(), i, salt);
+        HP_EXPECT_OK(collect(team, buf.src, buf.src, mine));
+        HP_EXPECT_MATCH(buf.src, offsets.back(), want, "in-place collect, unit " << base);
+      }
+      return Status::ok();
+    });
   });
 }
 

@@ -148,13 +148,6 @@ const Word<T>* as_word(const T* p) {
   return reinterpret_cast<const Word<T>*>(sym(p));
 }
 
-// ---- shmem_collect (collectives.cpp) ---------------------------------------------------------
-
-// A symmetric array of n_pes() + 1 words through which shmem_collect exchanges the members'
-// sizes: allocated by allocate_collect_sizes() (collective, in shmem_init); null before.
-extern std::uint64_t* g_collect_sizes;
-Status allocate_collect_sizes();
-
 // ---- teams ----------------------------------------------------------------------------------
 
 // INVALID_ARGUMENT: `which` (an argument of `routine`) is no team this PE is a member of.

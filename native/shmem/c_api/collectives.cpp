@@ -13,20 +13,6 @@ using hp::ErrorCode;
 using hp::Status;
 using hp::shmem::Team;
 
-namespace hp::shmem::c_api {
-
-std::uint64_t* g_collect_sizes = nullptr;
-
-Status allocate_collect_sizes() {
-  void* block = nullptr;
-  const std::size_t words = std::size_t(hp::shmem::kMaxTeams) * (std::size_t(n_pes()) + 1);
-  HP_RETURN_IF_ERROR(hp::shmem::malloc(words * sizeof(std::uint64_t), &block));
-  g_collect_sizes = static_cast<std::uint64_t*>(block);
-  return Status::ok();
-}
-
-}  // namespace hp::shmem::c_api
-
 namespace {
 
 int broadcast(const char* routine, shmem_team_t team, void* dest, const void* source,
@@ -39,7 +25,8 @@ int broadcast(const char* routine, shmem_team_t team, void* dest, const void* so
   return report(routine, s);
 }
 
-// fcollect and alltoall: `nelems` elements of `size` bytes from (alltoall: to) every member.
+// fcollect, collect and alltoall: `nelems` elements of `size` bytes from (alltoall: to) every
+// member (collect: each member its own nelems).
 using Bytewise = Status (*)(Team, void*, const void*, std::size_t);
 int bytewise(const char* routine, Bytewise collective, shmem_team_t team, void* dest,
              const void* source, std::size_t nelems, std::size_t size) {
@@ -47,11 +34,6 @@ int bytewise(const char* routine, Bytewise collective, shmem_team_t team, void* 
   Status s = c_api::checked_bytes(routine, nelems, size, &bytes);
   if (s.is_ok()) s = collective(to_team(team), c_api::sym(dest), c_api::sym(source), bytes);
   return report(routine, s);
-}
-
-// Whether [a, a + a_bytes) and [b, b + b_bytes) share a byte.
-bool overlap(const char* a, std::size_t a_bytes, const char* b, std::size_t b_bytes) {
-  return a_bytes > 0 && b_bytes > 0 && a < b + b_bytes && b < a + a_bytes;
 }
 
 // Element i of block `me` of team PE j's source (element stride sst) lands in element i of
@@ -91,54 +73,6 @@ int alltoalls(const char* routine, shmem_team_t team, void* dest, const void* so
                                           nelems, size));
 }
 
-// Member j's bytes land at the sum of the bytes of members 0..j-1 in dest. The sizes go
-// through the team's row of g_collect_sizes (one per team handle, so collects on different
-// teams may run at once) with an fcollect, whose first barrier also tells that every member's
-// source is ready; then each PE gets every member's block, and a sync of the team ends the
-// reads of this PE's source. When this PE's dest overlaps its source (others still read it),
-// the blocks go to a private buffer first and into dest after the sync.
-Status collect(const char* routine, Team team, char* dest, const char* source, std::size_t bytes) {
-  const int n = hp::shmem::team_n_pes(team), me = hp::shmem::team_my_pe(team);
-  if (me < 0) return c_api::invalid_team(routine, "team");
-  HP_ENSURE(c_api::g_collect_sizes != nullptr, ErrorCode::kFailedPrecondition,
-            "{} called before shmem_init", routine);
-  // [0]: this PE's, [1 + j]: member j's
-  std::uint64_t* sizes =
-      c_api::g_collect_sizes + std::size_t(team) * (std::size_t(hp::shmem::n_pes()) + 1);
-  sizes[0] = bytes;
-  HP_RETURN_IF_ERROR(hp::shmem::fcollect(team, sizes + 1, sizes, sizeof(std::uint64_t)));
-  std::vector<std::size_t> offsets(std::size_t(n) + 1, 0);
-  for (int j = 0; j < n; ++j) {
-    HP_ENSURE(!__builtin_add_overflow(offsets[std::size_t(j)], sizes[1 + j],
-                                      &offsets[std::size_t(j) + 1]),
-              ErrorCode::kInvalidArgument, "{}: the members' sizes overflow size_t", routine);
-  }
-  const std::size_t total = offsets[std::size_t(n)];
-  std::vector<char> staged(overlap(dest, total, source, bytes) ? total : 0);
-  char* out = staged.empty() ? dest : staged.data();
-  for (int k = 0; k < n; ++k) {
-    const int j = (me + k) % n;  // start at a different member on each PE
-    const std::size_t size = sizes[1 + j];
-    if (size == 0) continue;
-    const int pe = hp::shmem::team_translate_pe(team, j, hp::shmem::kTeamWorld);
-    HP_RETURN_IF_ERROR(hp::shmem::get(out + offsets[std::size_t(j)], source, size, pe));
-  }
-  HP_RETURN_IF_ERROR(hp::shmem::team_sync(team));
-  if (!staged.empty()) std::memcpy(dest, staged.data(), total);
-  return Status::ok();
-}
-
-int collect(const char* routine, shmem_team_t team, void* dest, const void* source,
-            std::size_t nelems, std::size_t size) {
-  std::size_t bytes = 0;
-  Status s = c_api::checked_bytes(routine, nelems, size, &bytes);
-  if (s.is_ok()) {
-    s = collect(routine, to_team(team), static_cast<char*>(c_api::sym(dest)),
-                static_cast<const char*>(c_api::sym(source)), bytes);
-  }
-  return report(routine, s);
-}
-
 }  // namespace
 
 extern "C" {
@@ -163,7 +97,8 @@ extern "C" {
                      sizeof(TYPE));                                                               \
   }                                                                                               \
   int shmem_##NAME##_collect(shmem_team_t team, TYPE* dest, const TYPE* source, size_t nelems) {  \
-    return collect("shmem_" #NAME "_collect", team, dest, source, nelems, sizeof(TYPE));          \
+    return bytewise("shmem_" #NAME "_collect", hp::shmem::collect, team, dest, source, nelems,    \
+                    sizeof(TYPE));                                                                \
   }
 HP_SHMEM_RMA_TYPES(HP_C_COLLECTIVES)
 #undef HP_C_COLLECTIVES
@@ -178,7 +113,7 @@ int shmem_fcollectmem(shmem_team_t team, void* dest, const void* source, size_t 
 }
 
 int shmem_collectmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {
-  return collect("shmem_collectmem", team, dest, source, nelems, 1);
+  return bytewise("shmem_collectmem", hp::shmem::collect, team, dest, source, nelems, 1);
 }
 
 int shmem_alltoallmem(shmem_team_t team, void* dest, const void* source, size_t nelems) {

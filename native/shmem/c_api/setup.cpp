@@ -42,12 +42,9 @@ Status init() {
   HP_RETURN_IF_ERROR(hp::shmem::init());
   std::lock_guard lock(g_mutex);
   if (g_inits == 0) {
-    Status s = c_api::map_data_segment();
-    if (s.is_ok()) s = c_api::allocate_collect_sizes();
-    if (!s.is_ok()) {
+    if (Status s = c_api::map_data_segment(); !s.is_ok()) {
       (void)hp::shmem::finalize();
       c_api::g_data = {};
-      c_api::g_collect_sizes = nullptr;
       return s;
     }
   }
@@ -118,7 +115,6 @@ void shmem_finalize(void) {
   if (!hp::shmem::initialized()) {  // the heap is gone (the variables keep their pages)
     g_block_sizes.clear();
     c_api::g_data = {};
-    c_api::g_collect_sizes = nullptr;
     c_api::release_contexts();
     c_api::forget_team_configs();
   }
