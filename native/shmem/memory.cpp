@@ -6,17 +6,30 @@
 
 namespace hp::shmem {
 
+namespace {
+
+// Every collective allocation: `allocated` is this PE's result (the allocator is deterministic,
+// so every PE gets the same one, success or error); `zero` clears the block. Every PE then
+// passes the barrier (OpenSHMEM: an allocation of a non-zero size ends with one, failed or
+// not), so nobody touches the new block on another PE before that PE allocated it.
+Status finish_allocation(Context& ctx, Status allocated, std::size_t offset, std::size_t bytes,
+                         bool zero, void** out) {
+  if (allocated.is_ok()) {
+    *out = ctx.heap_base(ctx.pe) + offset;
+    if (zero) std::memset(*out, 0, bytes);
+  }
+  HP_RETURN_IF_ERROR(barrier_on(ctx, kTeamWorld));
+  return allocated;
+}
+
+}  // namespace
+
 Status align(std::size_t alignment, std::size_t bytes, void** out) {
   Context* ctx = nullptr;
   HP_RETURN_IF_ERROR(require_context("malloc", &ctx));
   std::size_t offset = 0;
-  // Deterministic: every PE gets the same result, success or error, so every PE passes the
-  // barrier (OpenSHMEM: an allocation of a non-zero size ends with one, failed or not).
   const Status allocated = ctx->allocator->allocate(bytes, alignment, &offset);
-  if (allocated.is_ok()) *out = ctx->heap_base(ctx->pe) + offset;
-  // Collective: nobody touches the new block on another PE before that PE allocated it.
-  HP_RETURN_IF_ERROR(barrier_on(*ctx, kTeamWorld));
-  return allocated;
+  return finish_allocation(*ctx, allocated, offset, bytes, false, out);
 }
 
 Status malloc(std::size_t bytes, void** out) { return align(0, bytes, out); }
@@ -25,18 +38,11 @@ Status calloc(std::size_t count, std::size_t size, void** out) {
   Context* ctx = nullptr;
   HP_RETURN_IF_ERROR(require_context("calloc", &ctx));
   std::size_t bytes = 0, offset = 0;
-  Status allocated = Status::ok();  // as in align: the same on every PE, then the barrier
-  if (__builtin_mul_overflow(count, size, &bytes)) {
-    allocated = Status::error(ErrorCode::kInvalidArgument, "calloc({}, {}) overflows", count, size);
-  } else {
-    allocated = ctx->allocator->allocate(bytes, 0, &offset);
-  }
-  if (allocated.is_ok()) {
-    std::memset(ctx->heap_base(ctx->pe) + offset, 0, bytes);
-    *out = ctx->heap_base(ctx->pe) + offset;
-  }
-  HP_RETURN_IF_ERROR(barrier_on(*ctx, kTeamWorld));
-  return allocated;
+  const Status allocated =
+      __builtin_mul_overflow(count, size, &bytes)
+          ? Status::error(ErrorCode::kInvalidArgument, "calloc({}, {}) overflows", count, size)
+          : ctx->allocator->allocate(bytes, 0, &offset);
+  return finish_allocation(*ctx, allocated, offset, bytes, true, out);
 }
 
 Status free(void* ptr) {

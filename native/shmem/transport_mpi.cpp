@@ -14,9 +14,9 @@
 // The heap memory is always shared (MAP_SHARED): the C API maps the program's data segment onto
 // pages of it (a second mapping of the same pages), which private memory cannot give. MPI backs
 // MPI_Win_allocate with private memory unless every PE is on one host (osc/sm), and a
-// one-process shared window too. Atomics always go
-//     through the world window (MPI atomics are not atomic with respect to the CPU's), puts and
-//     gets to mapped PEs are copies.
+// one-process shared window too.
+// Atomics always go through the world window (MPI atomics are not atomic with respect to the
+// CPU's); puts and gets to mapped PEs are copies.
 // Errors return (MPI_ERRORS_RETURN on the communicator and the windows) and become SYSTEM_ERROR
 // naming the call, the PE and MPI's message. With less than MPI_THREAD_MULTIPLE (this library
 // asks for MPI_THREAD_SERIALIZED when it initializes MPI), every call is serialized by a mutex.
@@ -264,14 +264,6 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
   // room before the segment is never touched.
   const std::size_t alignment = heap_alignment(segment_bytes - heap_offset);
   const auto bytes = MPI_Aint(segment_bytes + alignment);
-  // Every PE's pad: the bytes from its window memory to its segment, in its own process.
-  std::vector<std::size_t> pads(std::size_t(size), 0);
-  auto share_pads = [&] {
-    const std::size_t my_pad = alignment_skip(base, heap_offset, alignment);
-    return mpi_status(MPI_Allgather(&my_pad, sizeof my_pad, MPI_BYTE, pads.data(), sizeof my_pad,
-                                    MPI_BYTE, world),
-                      "MPI_Allgather of the segment offsets", rank);
-  };
   int node_size = 1;
   HP_RETURN_IF_ERROR(
       mpi_status(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
@@ -282,13 +274,11 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
   if (all_remote && node_size == size && size > 1) {
     HP_RETURN_IF_ERROR(mpi_status(MPI_Win_allocate(bytes, 1, MPI_INFO_NULL, world, &base, &win),
                                   "MPI_Win_allocate of the symmetric heap", rank));
-    HP_RETURN_IF_ERROR(share_pads());
   } else if (all_remote || node_size == 1) {
     HP_RETURN_IF_ERROR(SharedMapping::create(std::size_t(bytes), rank, &mapping));
     base = mapping.base();
     HP_RETURN_IF_ERROR(mpi_status(MPI_Win_create(base, bytes, 1, MPI_INFO_NULL, world, &win),
                                   "MPI_Win_create of the symmetric heap", rank));
-    HP_RETURN_IF_ERROR(share_pads());
   } else {
     MPI_Info info;
     MPI_Info_create(&info);
@@ -297,7 +287,14 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
     MPI_Info_free(&info);
     HP_RETURN_IF_ERROR(mpi_status(rc, "MPI_Win_allocate_shared of the symmetric heap", rank));
     MPI_Win_set_errhandler(shared_win, MPI_ERRORS_RETURN);
-    HP_RETURN_IF_ERROR(share_pads());
+  }
+  // Every PE's pad: the bytes from its window memory to its segment, in its own process.
+  std::vector<std::size_t> pads(std::size_t(size), 0);
+  const std::size_t my_pad = alignment_skip(base, heap_offset, alignment);
+  HP_RETURN_IF_ERROR(mpi_status(
+      MPI_Allgather(&my_pad, sizeof my_pad, MPI_BYTE, pads.data(), sizeof my_pad, MPI_BYTE, world),
+      "MPI_Allgather of the segment offsets", rank));
+  if (shared_win != MPI_WIN_NULL) {
     MPI_Group node_group, world_group;
     MPI_Comm_group(node, &node_group);
     MPI_Comm_group(world, &world_group);

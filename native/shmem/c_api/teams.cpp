@@ -96,7 +96,6 @@ int shmem_team_split_strided(shmem_team_t parent_team, int start, int stride, in
   *new_team = SHMEM_TEAM_INVALID;
   if (parent_team == SHMEM_TEAM_INVALID) return 1;  // no team is made (OpenSHMEM)
   Team team = hp::shmem::kTeamInvalid;
-  if (size == 1) stride = 1;  // one PE: the stride does not matter
   const Status s = hp::shmem::team_split_strided(to_team(parent_team), start, stride, size, &team);
   if (s.is_ok()) remember_config(team, config, config_mask);
   *new_team = to_handle(team);
