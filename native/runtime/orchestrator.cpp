@@ -328,6 +328,7 @@ Status Orchestrator::orchestrate(const Orchestration& orchestration) {
   }
   while (!impl_->scopes.empty()) end_scope();
   Status drained = impl_->scheduler.wait_all();
+  impl_->scheduler.close_deferrals();
   impl_->scheduler.stop();
   return status.is_ok() ? drained : status;
 }

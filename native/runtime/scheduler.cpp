@@ -44,9 +44,35 @@ Scheduler::Scheduler(platform::Chip& chip, Options options,
   core_policy_ = policy_;
   core_policy_.poll_interval = std::chrono::microseconds(settings().idle_poll_us);
   prefetch_owned_ = cpu_features().prfchw;
+  deferrals_ = std::make_shared<DeferralRegistry>(
+      options_.wait_timeout_s,
+      [this](TaskSlot* slot, Status status) { finish_deferred(slot, std::move(status)); });
 }
 
-Scheduler::~Scheduler() noexcept = default;
+Scheduler::~Scheduler() noexcept { deferrals_->close(); }
+
+namespace {
+// The task whose block runs on this thread, for defer_current().
+struct RunningTask {
+  Scheduler* scheduler = nullptr;
+  TaskSlot* slot = nullptr;
+};
+thread_local RunningTask t_running;
+
+// Sets t_running while a core runs blocks of a task.
+class RunningScope {
+ public:
+  RunningScope(Scheduler* scheduler, TaskSlot* slot) noexcept : saved_(t_running) {
+    t_running = {scheduler, slot};
+  }
+  ~RunningScope() { t_running = saved_; }
+  RunningScope(const RunningScope&) = delete;
+  RunningScope& operator=(const RunningScope&) = delete;
+
+ private:
+  RunningTask saved_;
+};
+}  // namespace
 
 int Scheduler::gang_of(const CallConfig& config) const noexcept {
   switch (config.mode) {
@@ -88,6 +114,7 @@ void Scheduler::fail_run(const Status& status) {
   }
   failed_.store(true, std::memory_order_seq_cst);
   platform::notify_event(progress_event_, false);  // a submit waiting for ring space gives up
+  deferrals_->cancel_words();
 }
 
 std::uint64_t Scheduler::completed() const noexcept {
@@ -615,27 +642,91 @@ void Scheduler::execute(const Work& work, Core& me, int core_index) {
         return;
       }
     }
-    for (int b = 0; b < config.block_num; ++b) {
-      me.launch->run_block(b, cube ? CoreType::kCube : CoreType::kVector, 0, core_index);
+    {
+      const RunningScope running(this, task);
+      for (int b = 0; b < config.block_num; ++b) {
+        me.launch->run_block(b, cube ? CoreType::kCube : CoreType::kVector, 0, core_index);
+      }
     }
     for (Observer* o : options_.observers) o->on_task_end(task->info, core_index);
-    complete(task, me.launch->failed() ? me.launch->result() : Status::ok(), true, &me);
+    finish_blocks(task, me.launch->failed() ? me.launch->result() : Status::ok(), &me);
     return;
   }
-  if (config.mode == LaunchMode::kMix) {
-    const int sub_block = cube ? 0 : (core_index - num_cube_) % ratio_;
-    task->launch->run_block(work.gang_pos, cube ? CoreType::kCube : CoreType::kVector, sub_block,
-                            core_index);
-  } else {
-    for (int b = work.gang_pos; b < config.block_num; b += work.gang_size) {
-      task->launch->run_block(b, cube ? CoreType::kCube : CoreType::kVector, 0, core_index);
+  {
+    const RunningScope running(this, task);
+    if (config.mode == LaunchMode::kMix) {
+      const int sub_block = cube ? 0 : (core_index - num_cube_) % ratio_;
+      task->launch->run_block(work.gang_pos, cube ? CoreType::kCube : CoreType::kVector, sub_block,
+                              core_index);
+    } else {
+      for (int b = work.gang_pos; b < config.block_num; b += work.gang_size) {
+        task->launch->run_block(b, cube ? CoreType::kCube : CoreType::kVector, 0, core_index);
+      }
     }
   }
   for (Observer* o : options_.observers) o->on_task_end(task->info, core_index);
   if (task->cores_outstanding.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     // failed() first: result() takes the launch's error lock.
-    complete(task, task->launch->failed() ? task->launch->result() : Status::ok(), true, &me);
+    finish_blocks(task, task->launch->failed() ? task->launch->result() : Status::ok(), &me);
   }
+}
+
+// --- deferred completion ---
+
+void Scheduler::finish_blocks(TaskSlot* task, Status status, Core* me) {
+  if (task->deferred.load(std::memory_order_acquire) == 0) {
+    complete(task, std::move(status), true, me);
+    return;
+  }
+  // Failed blocks complete the task now, unless the event already claimed its half.
+  if (!status.is_ok() && deferrals_->withdraw(task->deferral_key)) {
+    complete(task, std::move(status), true, me);
+    return;
+  }
+  task->block_status = std::move(status);
+  if (task->deferred.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    complete(task, task->block_status.is_ok() ? task->deferred_status : task->block_status, true,
+             me);
+  }
+}
+
+void Scheduler::finish_deferred(TaskSlot* task, Status status) {
+  task->deferred_status = std::move(status);
+  if (task->deferred.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    complete(task, task->block_status.is_ok() ? task->deferred_status : task->block_status, true,
+             nullptr);
+  }
+}
+
+Status Scheduler::defer_current(const std::uint64_t* word, std::uint64_t target,
+                                DeferredCompletion* done, std::string_view waits_for) {
+  const RunningTask running = t_running;
+  HP_ENSURE(running.scheduler != nullptr, ErrorCode::kFailedPrecondition,
+            "defer_completion / defer_until outside a block of an orchestrated task: only a task "
+            "submitted in Orchestrator::run can complete after its blocks return");
+  TaskSlot* slot = running.slot;
+  int none = 0;
+  HP_ENSURE(slot->deferred.compare_exchange_strong(none, 2, std::memory_order_acq_rel),
+            ErrorCode::kFailedPrecondition,
+            "task {} (callable '{}') already deferred its completion: a task defers once",
+            slot->info.id, slot->info.callable);
+  slot->block_status = Status::ok();
+  slot->deferred_status = Status::ok();
+  DeferralRegistry& registry = *running.scheduler->deferrals_;
+  slot->deferral_key = registry.add(slot, slot->info.id, std::string(slot->info.callable), word,
+                                    target, std::string(waits_for));
+  if (done != nullptr) *done = registry.handle(slot->deferral_key, slot->info.id);
+  return Status::ok();
+}
+
+Status defer_completion(DeferredCompletion* done, std::string_view waits_for) {
+  HP_ENSURE(done != nullptr, ErrorCode::kInvalidArgument, "defer_completion: done is null");
+  return Scheduler::defer_current(nullptr, 0, done, waits_for);
+}
+
+Status defer_until(const std::uint64_t* word, std::uint64_t target) {
+  HP_ENSURE(word != nullptr, ErrorCode::kInvalidArgument, "defer_until: the word is null");
+  return Scheduler::defer_current(word, target, nullptr);
 }
 
 Status Scheduler::core_main(platform::BlockContext& block) {
@@ -683,6 +774,8 @@ Status Scheduler::wait_all() {
       continue;
     }
     Status s = wait_for_progress(seen, false, "waiting for the run's tasks to complete");
+    // Deferred tasks end by their own deadlines, with a message naming what they waited for.
+    if (!s.is_ok() && deferrals_->pending()) continue;
     if (!s.is_ok()) {
       timeout = s;
       fail_run(timeout);

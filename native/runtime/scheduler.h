@@ -54,6 +54,8 @@
 #include "common/status.h"
 #include "platform/chip.h"
 #include "platform/wait.h"
+#include "runtime/deferral_registry.h"
+#include "runtime/deferred_completion.h"
 #include "runtime/observer.h"
 #include "runtime/ready_lane.h"
 #include "runtime/ready_queue.h"
@@ -141,6 +143,13 @@ class Scheduler {
   // --- the thread that opened the chip launch, when it failed: no core will ever run ---
   void abandon(const Status& why);
 
+  // --- deferred completion (deferred_completion.h) ---
+  // Defers the task whose block runs on the calling thread (word null: to *done).
+  static Status defer_current(const std::uint64_t* word, std::uint64_t target,
+                              DeferredCompletion* done, std::string_view waits_for = {});
+  // The end of the run (after wait_all): no deferral completes any more.
+  void close_deferrals() noexcept { deferrals_->close(); }
+
  private:
   enum class CoreState : std::uint8_t { kBusy, kIdle, kReserved, kAssigned };
   struct alignas(64) Core {
@@ -179,6 +188,11 @@ class Scheduler {
   }
   Work next_work(Core& me);
   void execute(const Work& work, Core& me, int core_index);
+  // Every block of `task` returned, with `status`: completes it, or, when it deferred its
+  // completion, counts its blocks' half (task_slot.h).
+  void finish_blocks(TaskSlot* task, Status status, Core* me);
+  // The deferred event of `task` came (DeferralRegistry's finish).
+  void finish_deferred(TaskSlot* task, Status status);
   // Completes `slot` (and the tasks this makes skip), then hands out what became ready.
   void complete(TaskSlot* slot, Status status, bool ran, Core* me);
   void complete_one(TaskSlot* slot, Status status, bool ran, Core* me, Released& released);
@@ -244,6 +258,8 @@ class Scheduler {
   alignas(64) std::atomic<std::uint64_t> completed_{0};
   // Bumped after completions (a core's with a light notify) and on failure.
   platform::WaitWord progress_event_;
+  // Deferred tasks of this run; its watcher and DeferredCompletions complete them.
+  std::shared_ptr<DeferralRegistry> deferrals_;
 };
 
 }  // namespace hp::runtime

@@ -104,6 +104,16 @@ struct alignas(kCoreReadBytes) TaskSlot {
   std::atomic<int> cores_outstanding{0};
   TaskSlot* next_ready = nullptr;  // link of the ready queue the task waits in
 
+  // --- deferred completion (deferred_completion.h) ---
+  // 0: not deferred. A block that defers the task sets 2: one count for its blocks returning,
+  // one for the deferred event; whoever takes it to 0 completes the task. The fields below are
+  // written by the block that deferred (after it set `deferred`), then each by its own side
+  // before its decrement.
+  std::atomic<int> deferred{0};
+  std::uint64_t deferral_key = 0;
+  Status block_status;     // the blocks' failure, when they failed after the event came
+  Status deferred_status;  // what the deferred event completed the task with
+
   // CONSUMED: completed, no consumer keeps it, no scope holds it; the orchestration thread may
   // reclaim it (the acquire pairs with the release of the last refs decrement). The task's
   // state reads COMPLETED until then: CONSUMED is this condition, which observed_state() shows.
@@ -133,6 +143,7 @@ struct alignas(kCoreReadBytes) TaskSlot {
     fanin.store(kFaninGuard, std::memory_order_relaxed);
     refs.store(1, std::memory_order_relaxed);
     skip.store(false, std::memory_order_relaxed);
+    deferred.store(0, std::memory_order_relaxed);
     status = Status::ok();
     next_ready = nullptr;
     state.store(TaskState::kPending, std::memory_order_relaxed);
