@@ -144,6 +144,18 @@ Status require_context(std::string_view what, Context** ctx);
 // The team `team` with this PE a member, or INVALID_ARGUMENT naming `what` (teams.cpp).
 Status member_team(Context& ctx, Team team, std::string_view what, TeamState** out);
 
+// A PE of a node job (node_job.h), whose segments the process inherited, mapped, at fork.
+struct InheritedPe {
+  JobSegment* job = nullptr;  // not owned (the NodeJob's)
+  int pe = -1;
+  std::vector<std::byte*> segments;  // every PE's, in this address space
+  std::size_t segment_bytes = 0;
+  std::size_t reserved_bytes = 0;  // the parent's part of each heap, kept out of malloc's reach
+  double timeout_s = 120;
+};
+// init() for such a PE (init_process.cpp): FAILED_PRECONDITION when already initialised.
+Status init_inherited(const InheritedPe& inherited);
+
 // Internal steps shared by the init paths.
 Status barrier_on(Context& ctx, int team);  // dissemination barrier over a team (no quiet)
 void set_thread_context(Context* ctx) noexcept;

@@ -75,10 +75,11 @@ void unmap_all(Context& ctx) {
   }
 }
 
-void fill_common(Context& ctx, int pe, int n, const Settings& env, bool shared) {
+void fill_common(Context& ctx, int pe, int n, const Settings& env, bool shared,
+                 std::size_t segment_bytes) {
   ctx.pe = pe;
   ctx.n_pes = n;
-  ctx.segment_bytes = segment_bytes_for(env.shmem_heap_bytes);
+  ctx.segment_bytes = segment_bytes;
   ctx.segments.assign(n, nullptr);
   ctx.mapped_bytes.assign(n, 0);
   ctx.allocator =
@@ -93,7 +94,7 @@ Status init_single(std::unique_ptr<Context>* out) {
   auto ctx = std::make_unique<Context>();
   HP_RETURN_IF_ERROR(JobSegment::create_private(1, &ctx->owned_job));
   ctx->job = ctx->owned_job.get();
-  fill_common(*ctx, 0, 1, settings(), false);
+  fill_common(*ctx, 0, 1, settings(), false, segment_bytes_for(settings().shmem_heap_bytes));
   ctx->transport_kind = "self";
   HP_RETURN_IF_ERROR(map_segment_aligned(-1, ctx->segment_bytes, kControlBytes, /*populate=*/false,
                                          &ctx->segments[0], settings().mem_nodes));
@@ -135,7 +136,7 @@ Status init_mpi(const Settings& env, bool all_remote, std::unique_ptr<Context>* 
   ctx->job = ctx->owned_job.get();
   int local = 0;
   for (std::byte* s : job.segments) local += s != nullptr;
-  fill_common(*ctx, job.pe, job.n_pes, env, false);
+  fill_common(*ctx, job.pe, job.n_pes, env, false, segment_bytes);
   set_wait_policies(*ctx, env, local, false);
   ctx->segments = job.segments;  // MPI owns the memory: nothing to munmap
   ctx->transport = std::move(job.transport);
@@ -163,7 +164,7 @@ Status init_shm(const Settings& env, std::unique_ptr<Context>* out) {
   auto ctx = std::make_unique<Context>();
   HP_RETURN_IF_ERROR(JobSegment::open(env.job_id, env.world_size, &ctx->owned_job));
   ctx->job = ctx->owned_job.get();
-  fill_common(*ctx, env.rank, env.world_size, env, true);
+  fill_common(*ctx, env.rank, env.world_size, env, true, segment_bytes_for(env.shmem_heap_bytes));
   ctx->transport_kind = "shm";
   JobSegment& job = *ctx->job;
   PeSlot& slot = job.pe(ctx->pe);
@@ -214,6 +215,39 @@ Status init_shm(const Settings& env, std::unique_ptr<Context>* out) {
 }
 
 }  // namespace
+
+Status init_inherited(const InheritedPe& inherited) {
+  std::lock_guard lock(g_init_mutex);
+  HP_ENSURE(current() == nullptr, ErrorCode::kFailedPrecondition,
+            "joining node job '{}' as PE {}: this process is a PE already", inherited.job->job_id(),
+            inherited.pe);
+  HP_RETURN_IF_ERROR(settings_status());
+  const int n = inherited.job->n_pes();
+  auto ctx = std::make_unique<Context>();
+  ctx->job = inherited.job;
+  fill_common(*ctx, inherited.pe, n, settings(), true, inherited.segment_bytes);
+  ctx->timeout_s = inherited.timeout_s;
+  ctx->transport_kind = "shm";
+  ctx->segments = inherited.segments;  // the parent's mappings: nothing of ours to unmap
+  if (inherited.reserved_bytes > 0) {
+    std::size_t offset = 0;
+    HP_RETURN_IF_ERROR(
+        ctx->allocator->allocate(inherited.reserved_bytes, HeapAllocator::kMinAlignment, &offset));
+    HP_ENSURE(offset == 0, ErrorCode::kInternal, "the reserved part starts at {}", offset);
+  }
+  PeSlot& slot = ctx->job->pe(ctx->pe);
+  slot.pid.store(::getpid(), std::memory_order_relaxed);
+  slot.state.store(std::uint32_t(PeState::kReady), std::memory_order_release);
+  platform::add_and_wake(ctx->job->header().ready_count, 1, true);
+  if (Status s = barrier_on(*ctx, kTeamWorld); !s.is_ok()) {
+    ctx->job->abort(ctx->pe, s.to_string());
+    return s.with_context(
+        fmt::format("joining node job '{}' as PE {}", inherited.job->job_id(), inherited.pe));
+  }
+  ctx->init_shared_team();
+  g_process_context = ctx.release();
+  return Status::ok();
+}
 
 Status init() {
   std::lock_guard lock(g_init_mutex);

@@ -119,19 +119,32 @@ Status JobSegment::open(std::string_view job_id, int n_pes, std::unique_ptr<JobS
   return Status::ok();
 }
 
-Status JobSegment::create_private(int n_pes, std::unique_ptr<JobSegment>* out) {
+Status JobSegment::create_anonymous(std::string_view job_id, int n_pes, bool shared,
+                                    std::unique_ptr<JobSegment>* out) {
   HP_ENSURE(n_pes >= 1 && n_pes <= kMaxPes, ErrorCode::kInvalidArgument,
             "a job has 1..{} PEs, not {}", kMaxPes, n_pes);
   const std::size_t bytes = bytes_for(n_pes);
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) return errno_status("cannot map a private job segment", "anonymous");
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                    (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return errno_status("cannot map an anonymous job segment", job_id);
   auto* header = new (base) JobHeader();
   header->n_pes = std::uint32_t(n_pes);
   header->segment_bytes = bytes;
+  header->launcher_pid = shared ? ::getpid() : 0;
+  std::memcpy(header->job_id, job_id.data(), std::min(job_id.size(), sizeof(header->job_id) - 1));
   auto* slots = reinterpret_cast<PeSlot*>(static_cast<char*>(base) + sizeof(JobHeader));
   for (int i = 0; i < n_pes; ++i) new (&slots[i]) PeSlot();
-  out->reset(new JobSegment(base, bytes, false, "private"));
+  out->reset(new JobSegment(base, bytes, shared, std::string(job_id)));
   return Status::ok();
+}
+
+Status JobSegment::create_private(int n_pes, std::unique_ptr<JobSegment>* out) {
+  return create_anonymous("private", n_pes, false, out);
+}
+
+Status JobSegment::create_inherited(std::string_view job_id, int n_pes,
+                                    std::unique_ptr<JobSegment>* out) {
+  return create_anonymous(job_id, n_pes, true, out);
 }
 
 bool JobSegment::abort(int pe, std::string_view reason) noexcept {

@@ -82,6 +82,10 @@ class HP_API JobSegment {
   static Status open(std::string_view job_id, int n_pes, std::unique_ptr<JobSegment>* out);
   // Threads and single-PE jobs: the same layout in private memory.
   static Status create_private(int n_pes, std::unique_ptr<JobSegment>* out);
+  // Node jobs (node_job.h): the same layout in anonymous shared memory, for PEs forked by the
+  // caller (they inherit it; it has no name). `job_id` only names the job in messages.
+  static Status create_inherited(std::string_view job_id, int n_pes,
+                                 std::unique_ptr<JobSegment>* out);
   ~JobSegment() noexcept;
   JobSegment(const JobSegment&) = delete;
   JobSegment& operator=(const JobSegment&) = delete;
@@ -113,6 +117,8 @@ class HP_API JobSegment {
  private:
   JobSegment(void* base, std::size_t bytes, bool shared, std::string job_id);
   static std::size_t bytes_for(int n_pes) noexcept;
+  static Status create_anonymous(std::string_view job_id, int n_pes, bool shared,
+                                 std::unique_ptr<JobSegment>* out);
 
   void* base_;
   std::size_t bytes_;
