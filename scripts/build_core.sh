@@ -9,7 +9,7 @@ hp_component_parse_args "$@"
 hp_component_begin
 hp_default_cmake_args
 
-key="$(hp_build_key VERSION CMakeLists.txt cmake native/common native/platform native/runtime \
+key="$(hp_build_key --exclude native/runtime/node --exclude tests/runtime/node VERSION CMakeLists.txt cmake native/common native/platform native/runtime \
     python/bindings tests/common tests/platform tests/runtime bench/CMakeLists.txt bench/common bench/platform \
     bench/runtime examples/cpp_consumer examples/runtime)"
 # A C++ user's view of the install: find_package(HyperParallel) from the core slice.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the symmetric_memory component (native/shmem) and its framework adapters. See
+# Builds the symmetric_memory component (native/shmem, and the runtime's node level over it:
+# native/runtime/node) and its framework adapters. See
 # scripts/lib/component.sh for the arguments and the status protocol.
 set -euo pipefail
 HP_COMPONENT=symmetric_memory
@@ -17,8 +18,8 @@ else
     hp_default_cmake_args
     # The key covers the core's sources instead of its install path, which differs per build dir.
     key="$(hp_build_key --exclude native/shmem/adapters VERSION CMakeLists.txt cmake native/common native/platform \
-        native/shmem \
-        python/bindings tests/shmem bench/CMakeLists.txt bench/shmem)"
+        native/runtime native/shmem \
+        python/bindings tests/shmem tests/runtime/node bench/CMakeLists.txt bench/shmem)"
     HP_CMAKE_ARGS+=(-DHyperParallel_DIR="$core_config")
     hp_native_build "$key"
 fi

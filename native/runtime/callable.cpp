@@ -68,11 +68,19 @@ Status Callable::from_library(const std::string& library_path, const std::string
             "Callable::from_library({}): the symbol name is empty", library_path);
   void* handle = ::dlopen(library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    const char* why = ::dlerror();
+    const std::string why = ::dlerror() ?: "unknown dlopen error";
+    if (why.find("undefined symbol") != std::string::npos) {
+      // Loaded with RTLD_NOW: a reference nothing defines fails here, not when a task runs.
+      return Status::error(ErrorCode::kNotFound,
+                           "kernel library {} cannot be loaded: {}; it uses a symbol no loaded "
+                           "library defines: link it against the library that defines it (ldd "
+                           "-r {} lists every unresolved symbol), or define it",
+                           library_path, why, library_path);
+    }
     return Status::error(ErrorCode::kNotFound,
                          "cannot load kernel library {}: {}; check the path (and the library's "
                          "own dependencies with ldd)",
-                         library_path, why ? why : "unknown dlopen error");
+                         library_path, why);
   }
   std::shared_ptr<void> library(handle, [](void* h) { ::dlclose(h); });
   ::dlerror();  // clear, so that a null symbol value is told apart from a missing symbol
@@ -86,6 +94,7 @@ Status Callable::from_library(const std::string& library_path, const std::string
   }
   Callable c;
   c.name_ = symbol;
+  c.library_path_ = library_path;
   c.kind_ = CallableKind::kLibrarySymbol;
   c.name_space_ = std::move(name_space);
   if (identity.empty()) {

@@ -62,6 +62,8 @@ class HP_API Callable {
                              std::span<const std::byte> identity = {});
 
   const std::string& name() const noexcept { return name_; }  // the function or symbol name
+  // The library a kLibrarySymbol callable was loaded from, as given (empty for a function).
+  const std::string& library_path() const noexcept { return library_path_; }
   CallableKind kind() const noexcept { return kind_; }
   const std::string& name_space() const noexcept { return name_space_; }
   std::span<const std::byte> identity() const noexcept { return identity_; }
@@ -73,6 +75,7 @@ class HP_API Callable {
   void compute_handle();
 
   std::string name_;
+  std::string library_path_;
   CallableKind kind_ = CallableKind::kFunction;
   std::string name_space_;
   std::vector<std::byte> identity_;

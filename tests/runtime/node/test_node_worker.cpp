@@ -1,0 +1,444 @@
+// The node level (L3): chips as processes, next-level and sub tasks with dependencies inferred
+// across levels, callables by handle, the collectives, deferred completion on chips, and the
+// failures a chip can have (death, hang, failing task, failing start), each a named error
+// within the deadline. Run with 2 and 4 chips.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/printers.h"
+#include "runtime/deferred_completion.h"
+#include "runtime/node/node_worker.h"
+#include "shmem/shmem.h"
+
+namespace hp::runtime {
+namespace {
+
+using platform::BlockContext;
+using ::testing::HasSubstr;
+
+std::string test_library(const char* name) {
+  char exe[4096] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  std::string dir(exe, n > 0 ? std::size_t(n) : 0);
+  return dir.substr(0, dir.rfind('/')) + "/libhyper_parallel_test_" + name + ".so";
+}
+
+std::int32_t* i32(const TensorView& t) { return static_cast<std::int32_t*>(t.data()); }
+
+// fill: tensor 0 (int32) = scalar 0 + this chip's PE; scalar 1 set: also writes the process
+// id into element 1.
+Status fill(const TaskArgs& a, BlockContext&) {
+  std::int32_t* out = i32(a.tensor(0));
+  for (std::int64_t i = 0; i < a.tensor(0).numel(); ++i) {
+    out[i] = a.scalar_as<std::int32_t>(0) + shmem::my_pe();
+  }
+  if (a.num_scalars() > 1) out[1] = ::getpid();
+  return Status::ok();
+}
+
+// add_one: tensor 1 = tensor 0 + 1 (int32), wherever it runs.
+Status add_one(const TaskArgs& a, BlockContext&) {
+  const std::int32_t* in = i32(a.tensor(0));
+  std::int32_t* out = i32(a.tensor(1));
+  for (std::int64_t i = 0; i < a.tensor(0).numel(); ++i) out[i] = in[i] + 1;
+  return Status::ok();
+}
+
+class NodeWorkerTest : public ::testing::TestWithParam<int> {
+ protected:
+  void create(NodeWorkerConfig config = {}) {
+    config.chips = GetParam();
+    config.heap_bytes = 16 << 20;
+    config.tensor_bytes = 8 << 20;
+    if (config.scratch_bytes == (2u << 20)) config.scratch_bytes = 1 << 20;
+    if (!config.wait_timeout_s) config.wait_timeout_s = 60;
+    ASSERT_TRUE(NodeWorker::create(config, &worker).is_ok());
+    fill_handle = add("fill", fill);
+    add_handle = add("add_one", add_one);
+  }
+  CallableHandle add(const std::string& name, TaskFunction f) {
+    CallableHandle h;
+    EXPECT_TRUE(
+        worker->register_callable(Callable::from_function(name, std::move(f), name + "-v1"), &h)
+            .is_ok());
+    return h;
+  }
+  SymmetricTensor tensor(DType dtype, std::initializer_list<std::int64_t> shape) {
+    SymmetricTensor t;
+    EXPECT_TRUE(worker->alloc(dtype, shape, &t).is_ok());
+    return t;
+  }
+  int chips() const { return GetParam(); }
+
+  std::unique_ptr<NodeWorker> worker;
+  CallableHandle fill_handle, add_handle;
+};
+
+TEST_P(NodeWorkerTest, NextLevelTasksRunOnTheirChipsProcesses) {
+  create();
+  ASSERT_TRUE(worker->start().is_ok());
+  const SymmetricTensor buf = tensor(DType::kInt32, {8});
+  const Status s = worker->run([&](NodeOrchestrator& o) -> Status {
+    for (int c = 0; c < chips(); ++c) {
+      HP_RETURN_IF_ERROR(o.submit_next_level(
+          fill_handle, TaskArgs().output_existing(buf.on(c)).scalar(100 * c).scalar(1), {}, c));
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  for (int c = 0; c < chips(); ++c) {
+    EXPECT_EQ(i32(buf.on(c))[0], 100 * c + c) << "chip " << c;
+    EXPECT_EQ(i32(buf.on(c))[1], worker->chip_pid(c)) << "chip " << c;
+    EXPECT_NE(worker->chip_pid(c), ::getpid());
+  }
+  EXPECT_TRUE(worker->close().is_ok());
+}
+
+TEST_P(NodeWorkerTest, DependenciesAreInferredAcrossChipsAndSubWorkers) {
+  create();
+  ASSERT_TRUE(worker->start().is_ok());
+  const SymmetricTensor a = tensor(DType::kInt32, {64});
+  // chip 0 fills a.on(0); a sub task adds one into a.on(last); the last chip adds one into
+  // a.on(0) again (WAR on a.on(0): after the sub task read it; RAW on a.on(last)); repeated.
+  const int last = chips() - 1;
+  const Status s = worker->run([&](NodeOrchestrator& o) -> Status {
+    for (int round = 0; round < 20; ++round) {
+      auto scope = o.scope();
+      HP_RETURN_IF_ERROR(o.submit_next_level(
+          fill_handle, TaskArgs().output_existing(a.on(0)).scalar(round * 10), {}, 0));
+      HP_RETURN_IF_ERROR(
+          o.submit_sub(add_handle, TaskArgs().input(a.on(0)).output_existing(a.on(last))));
+      HP_RETURN_IF_ERROR(o.submit_next_level(
+          add_handle, TaskArgs().input(a.on(last)).output_existing(a.on(0)), {}, last));
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  // The last round: fill 190 (+ PE 0), +1 on the sub-worker, +1 on the last chip.
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(i32(a.on(0))[i], 192) << i;
+}
+
+TEST_P(NodeWorkerTest, AnyChipSpreadsTasks) {
+  create();
+  ASSERT_TRUE(worker->start().is_ok());
+  const SymmetricTensor out = tensor(DType::kInt32, {32, 16});
+  const Status s = worker->run([&](NodeOrchestrator& o) -> Status {
+    for (int t = 0; t < 32; ++t) {
+      const TensorView row = out.on(0);
+      TensorView one(static_cast<std::int32_t*>(row.data()) + 16 * t, DType::kInt32, {16});
+      HP_RETURN_IF_ERROR(o.submit_next_level(fill_handle,
+                                             TaskArgs().output_existing(one).scalar(1000), {},
+                                             NodeOrchestrator::kAnyChip));
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  for (int t = 0; t < 32; ++t) {
+    const int v = i32(out.on(0))[16 * t];
+    EXPECT_GE(v, 1000);
+    EXPECT_LT(v, 1000 + chips());
+  }
+}
+
+TEST_P(NodeWorkerTest, CollectivesMatchTheirDefinitions) {
+  NodeWorkerConfig config;
+  config.scratch_bytes = 4096;  // chunks: every collective here takes several
+  create(config);
+  ASSERT_TRUE(worker->start().is_ok());
+  const int n = chips();
+  constexpr std::int64_t kCount = 3001;
+  const SymmetricTensor sum = tensor(DType::kFP32, {kCount});
+  const SymmetricTensor max = tensor(DType::kInt64, {kCount});
+  const SymmetricTensor bcast = tensor(DType::kInt32, {kCount});
+  const SymmetricTensor gather_in = tensor(DType::kInt32, {kCount});
+  const SymmetricTensor gather_out = tensor(DType::kInt32, {n, kCount});
+  const SymmetricTensor rs_in = tensor(DType::kFP64, {n, kCount});
+  const SymmetricTensor rs_out = tensor(DType::kFP64, {kCount});
+  const SymmetricTensor a2a_in = tensor(DType::kInt32, {n, kCount});
+  const SymmetricTensor a2a_out = tensor(DType::kInt32, {n, kCount});
+  for (int c = 0; c < n; ++c) {
+    for (std::int64_t i = 0; i < kCount; ++i) {
+      static_cast<float*>(sum.on(c).data())[i] = float(i % 7) + float(c);
+      static_cast<std::int64_t*>(max.on(c).data())[i] = (i * 31 + c * 17) % 101;
+      i32(bcast.on(c))[i] = c == 1 % n ? std::int32_t(i * 3) : -1;
+      i32(gather_in.on(c))[i] = std::int32_t(c * 100000 + i);
+      for (int b = 0; b < n; ++b) {
+        static_cast<double*>(rs_in.on(c).data())[b * kCount + i] = double(c + b) + 0.5 * double(i);
+        i32(a2a_in.on(c))[b * kCount + i] = std::int32_t(c * 1000000 + b * 10000 + i % 10000);
+      }
+    }
+  }
+  const Status s = worker->run([&](NodeOrchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.allreduce(sum));
+    HP_RETURN_IF_ERROR(o.allreduce(max, CollectiveOp::kMax));
+    HP_RETURN_IF_ERROR(o.broadcast(bcast, 1 % n));
+    HP_RETURN_IF_ERROR(o.allgather(gather_out, gather_in));
+    HP_RETURN_IF_ERROR(o.reduce_scatter(rs_out, rs_in));
+    return o.all_to_all(a2a_out, a2a_in);
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  for (int c = 0; c < n; ++c) {
+    for (std::int64_t i = 0; i < kCount; ++i) {
+      float want = 0;
+      std::int64_t want_max = 0;
+      double want_rs = 0;
+      for (int q = 0; q < n; ++q) {
+        want += float(i % 7) + float(q);
+        want_max = std::max(want_max, (i * 31 + q * 17) % 101);
+        want_rs += double(q + c) + 0.5 * double(i);
+      }
+      ASSERT_EQ(static_cast<float*>(sum.on(c).data())[i], want) << c << " " << i;
+      ASSERT_EQ(static_cast<std::int64_t*>(max.on(c).data())[i], want_max) << c << " " << i;
+      ASSERT_EQ(i32(bcast.on(c))[i], std::int32_t(i * 3)) << c << " " << i;
+      ASSERT_EQ(static_cast<double*>(rs_out.on(c).data())[i], want_rs) << c << " " << i;
+      for (int q = 0; q < n; ++q) {
+        ASSERT_EQ(i32(gather_out.on(c))[q * kCount + i], std::int32_t(q * 100000 + i));
+        ASSERT_EQ(i32(a2a_out.on(c))[q * kCount + i],
+                  std::int32_t(q * 1000000 + c * 10000 + i % 10000));
+      }
+    }
+  }
+}
+
+TEST_P(NodeWorkerTest, LibraryCallablesReachChipsAfterStartFunctionOnesDoNot) {
+  create();
+  ASSERT_TRUE(worker->start().is_ok());
+  Callable lib;
+  const Status loaded =
+      Callable::from_library(test_library("node_kernels"), "hp_node_test_fill_pe", &lib);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.to_string();
+  CallableHandle h, again;
+  ASSERT_TRUE(worker->register_callable(lib, &h).is_ok());
+  ASSERT_TRUE(worker->register_callable(lib, &again).is_ok());
+  EXPECT_EQ(h, again);
+  EXPECT_EQ(worker->callable_references(h), 2);
+  EXPECT_EQ(h.hashid(), lib.handle().hashid());
+  const SymmetricTensor out = tensor(DType::kInt32, {4});
+  for (int round = 0; round < 2; ++round) {
+    const Status s = worker->run([&](NodeOrchestrator& o) -> Status {
+      for (int c = 0; c < chips(); ++c) {
+        HP_RETURN_IF_ERROR(
+            o.submit_next_level(h, TaskArgs().output_existing(out.on(c)).scalar(7), {}, c));
+      }
+      return Status::ok();
+    });
+    ASSERT_TRUE(s.is_ok()) << s.to_string();
+    for (int c = 0; c < chips(); ++c) EXPECT_EQ(i32(out.on(c))[3], 7 + c);
+  }
+  EXPECT_TRUE(worker->unregister_callable(h).is_ok());
+  EXPECT_EQ(worker->callable_references(h), 1);
+  EXPECT_TRUE(worker->unregister_callable(again).is_ok());
+  EXPECT_EQ(worker->unregister_callable(h).code(), ErrorCode::kNotFound);
+  const Status gone = worker->run([&](NodeOrchestrator& o) -> Status {
+    return o.submit_next_level(h, TaskArgs().output_existing(out.on(0)).scalar(1), {}, 0);
+  });
+  EXPECT_EQ(gone.code(), ErrorCode::kNotFound) << gone.to_string();
+  // A function callable now cannot reach the chips.
+  CallableHandle late;
+  const Status refused =
+      worker->register_callable(Callable::from_function("late", add_one, "late-v1"), &late);
+  EXPECT_EQ(refused.code(), ErrorCode::kFailedPrecondition) << refused.to_string();
+  EXPECT_THAT(refused.message(), HasSubstr("before start()"));
+}
+
+TEST_P(NodeWorkerTest, AKernelLibraryWithAnUnresolvedSymbolFailsAtRegistration) {
+  Callable lib;
+  const Status s =
+      Callable::from_library(test_library("unresolved_kernel"), "hp_node_test_unresolved", &lib);
+  EXPECT_EQ(s.code(), ErrorCode::kNotFound) << s.to_string();
+  EXPECT_THAT(s.message(), HasSubstr("hp_node_test_missing_symbol"));
+  EXPECT_THAT(s.message(), HasSubstr("ldd -r"));
+}
+
+TEST_P(NodeWorkerTest, BadSubmissionsAreRefused) {
+  create();
+  std::vector<std::int32_t> private_memory(8);
+  Status s = worker->run([](NodeOrchestrator&) { return Status::ok(); });
+  EXPECT_EQ(s.code(), ErrorCode::kFailedPrecondition) << s.to_string();
+  ASSERT_TRUE(worker->start().is_ok());
+  EXPECT_EQ(worker->start().code(), ErrorCode::kFailedPrecondition);
+  const SymmetricTensor buf = tensor(DType::kInt32, {8});
+  auto one = [&](auto submit) {
+    return worker->run([&](NodeOrchestrator& o) { return submit(o); });
+  };
+  s = one([&](NodeOrchestrator& o) {
+    return o.submit_next_level(
+        fill_handle,
+        TaskArgs().output_existing(TensorView(private_memory.data(), DType::kInt32, {8})).scalar(1),
+        {}, 0);
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+  EXPECT_THAT(s.message(), HasSubstr("not in the node's shared memory"));
+  s = one([&](NodeOrchestrator& o) {
+    return o.submit_next_level(fill_handle, TaskArgs().output_existing(buf.on(0)).scalar(1), {},
+                               chips());
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kOutOfRange) << s.to_string();
+  s = one([&](NodeOrchestrator& o) {
+    return o.submit_next_level(fill_handle, TaskArgs().output(DType::kInt32, {8}).scalar(1), {}, 0);
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+  s = one([&](NodeOrchestrator& o) {
+    return o.submit_sub(CallableHandle{}, TaskArgs().output_existing(buf.on(0)));
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kNotFound) << s.to_string();
+  // Sub tasks take any memory, and the worker is still sound.
+  s = one([&](NodeOrchestrator& o) {
+    return o.submit_sub(add_handle, TaskArgs().input(buf.on(0)).output_existing(
+                                        TensorView(private_memory.data(), DType::kInt32, {8})));
+  });
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(private_memory[0], 1);
+}
+
+TEST_P(NodeWorkerTest, AFailingChipTaskFailsTheRunAndTheNextRunWorks) {
+  create();
+  const CallableHandle bad = add("bad", [](const TaskArgs&, BlockContext&) -> Status {
+    return Status::error(ErrorCode::kInvalidArgument, "bad input on purpose");
+  });
+  ASSERT_TRUE(worker->start().is_ok());
+  const SymmetricTensor buf = tensor(DType::kInt32, {8});
+  Status s = worker->run([&](NodeOrchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit_next_level(bad, TaskArgs().output_existing(buf.on(1)), {}, 1));
+    // Depends on the failed task: skipped.
+    return o.submit_next_level(add_handle, TaskArgs().input(buf.on(1)).output_existing(buf.on(1)),
+                               {}, 1);
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+  EXPECT_THAT(s.message(), HasSubstr("bad input on purpose"));
+  EXPECT_THAT(s.message(), HasSubstr("chip 1"));
+  s = worker->run([&](NodeOrchestrator& o) -> Status {
+    return o.submit_next_level(fill_handle, TaskArgs().output_existing(buf.on(1)).scalar(5), {}, 1);
+  });
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(i32(buf.on(1))[0], 6);
+}
+
+TEST_P(NodeWorkerTest, AChipThatDiesIsANamedErrorAndTheWorkerIsThenRefused) {
+  create();
+  const CallableHandle die = add("die", [](const TaskArgs&, BlockContext&) -> Status {
+    ::raise(SIGKILL);
+    return Status::ok();
+  });
+  ASSERT_TRUE(worker->start().is_ok());
+  const int pid = worker->chip_pid(1);
+  const SymmetricTensor buf = tensor(DType::kInt32, {8});
+  const auto start = std::chrono::steady_clock::now();
+  Status s = worker->run([&](NodeOrchestrator& o) -> Status {
+    return o.submit_next_level(die, TaskArgs().output_existing(buf.on(1)), {}, 1);
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kPeerDead) << s.to_string();
+  EXPECT_THAT(s.message(), HasSubstr(fmt::format("chip 1 (pid {}) was killed by signal 9", pid)));
+  EXPECT_THAT(s.message(), HasSubstr("callable 'die'"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  s = worker->run([](NodeOrchestrator&) { return Status::ok(); });
+  EXPECT_EQ(s.code(), ErrorCode::kFailedPrecondition) << s.to_string();
+  EXPECT_THAT(s.message(), HasSubstr("lost a chip"));
+  EXPECT_EQ(worker->close().code(), ErrorCode::kPeerDead);
+  // A failed worker does not poison the next one.
+  worker.reset();
+  create();
+  ASSERT_TRUE(worker->start().is_ok());
+  const SymmetricTensor again = tensor(DType::kInt32, {8});
+  s = worker->run([&](NodeOrchestrator& o) -> Status {
+    return o.submit_next_level(fill_handle, TaskArgs().output_existing(again.on(1)).scalar(3), {},
+                               1);
+  });
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+}
+
+TEST_P(NodeWorkerTest, AHungChipIsATimeoutNamingItAndCloseKillsIt) {
+  NodeWorkerConfig config;
+  config.wait_timeout_s = 1;
+  create(config);
+  const CallableHandle hang = add("hang", [](const TaskArgs&, BlockContext&) -> Status {
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  });
+  ASSERT_TRUE(worker->start().is_ok());
+  const SymmetricTensor buf = tensor(DType::kInt32, {8});
+  const Status s = worker->run([&](NodeOrchestrator& o) -> Status {
+    return o.submit_next_level(hang, TaskArgs().output_existing(buf.on(0)), {}, 0);
+  });
+  EXPECT_EQ(s.code(), ErrorCode::kTimeout) << s.to_string();
+  EXPECT_THAT(s.message(), HasSubstr("callable 'hang'"));
+  EXPECT_THAT(s.message(), HasSubstr(fmt::format("chip 0 (pid {})", worker->chip_pid(0))));
+  const Status closed = worker->close();
+  EXPECT_EQ(closed.code(), ErrorCode::kTimeout) << closed.to_string();
+  EXPECT_THAT(closed.message(), HasSubstr("killed"));
+}
+
+TEST_P(NodeWorkerTest, AChipTaskCanCompleteWhenAPeersNotifyArrives) {
+  create();
+  // Chip 0 defers its task until the word reaches 1 (without holding its core); the last chip
+  // signals it; a successor of chip 0's task runs after.
+  const CallableHandle wait_notify = add("wait_notify", [](const TaskArgs& a, BlockContext&) {
+    return defer_until(static_cast<std::uint64_t*>(a.tensor(0).data()), 1);
+  });
+  const CallableHandle notify = add("notify", [](const TaskArgs& a, BlockContext&) {
+    auto* word = static_cast<std::uint64_t*>(a.tensor(0).data());
+    return shmem::put_signal(nullptr, nullptr, 0, word, 1, shmem::SignalOp::kSet, 0);
+  });
+  ASSERT_TRUE(worker->start().is_ok());
+  const SymmetricTensor word = tensor(DType::kInt64, {8});
+  const SymmetricTensor out = tensor(DType::kInt32, {8});
+  const int last = chips() - 1;
+  const Status s = worker->run([&](NodeOrchestrator& o) -> Status {
+    HP_RETURN_IF_ERROR(o.submit_next_level(wait_notify, TaskArgs().inout(word.on(0)), {}, 0));
+    HP_RETURN_IF_ERROR(o.submit_next_level(notify, TaskArgs().no_dep(word.on(last)), {}, last));
+    // After the deferred task: reads the word chip 0 was notified on.
+    return o.submit_sub(add_handle,
+                        TaskArgs()
+                            .input(TensorView(word.on(0).data(), DType::kInt32, {1}))
+                            .output_existing(TensorView(out.on(0).data(), DType::kInt32, {1})));
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(i32(out.on(0))[0], 2);
+}
+
+TEST_P(NodeWorkerTest, StartFailuresNameTheChip) {
+  NodeWorkerConfig config;
+  config.on_chip_start = [](int chip) {
+    return chip == 1 ? Status::error(ErrorCode::kNotFound, "no weights for chip 1") : Status::ok();
+  };
+  create(config);
+  const Status s = worker->start();
+  EXPECT_EQ(s.code(), ErrorCode::kFailedPrecondition) << s.to_string();
+  EXPECT_THAT(s.message(), HasSubstr("chip 1"));
+  EXPECT_THAT(s.message(), HasSubstr("no weights for chip 1"));
+  EXPECT_FALSE(worker->started());
+}
+
+TEST_P(NodeWorkerTest, InitSkewIsNotCountedAgainstACollectivesDeadline) {
+  // Chip 1 takes longer to start than the waits' deadline; the collective after start() must
+  // not count that time.
+  NodeWorkerConfig config;
+  config.wait_timeout_s = 1;
+  config.on_chip_start = [](int chip) {
+    if (chip == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    return Status::ok();
+  };
+  create(config);
+  ASSERT_TRUE(worker->start().is_ok());
+  const SymmetricTensor buf = tensor(DType::kInt32, {16});
+  for (int c = 0; c < chips(); ++c) i32(buf.on(c))[0] = c;
+  const Status s = worker->run([&](NodeOrchestrator& o) { return o.allreduce(buf); });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(i32(buf.on(0))[0], chips() * (chips() - 1) / 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Chips, NodeWorkerTest, ::testing::Values(2, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "chips"; });
+
+}  // namespace
+}  // namespace hp::runtime
