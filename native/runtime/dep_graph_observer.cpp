@@ -121,6 +121,7 @@ void DepGraphObserver::on_task_submit(const TaskInfo& task, std::span<const Depe
 Status DepGraphObserver::finish() {
   std::lock_guard lock(mu_);
   const Json doc = {{"schema_version", kSchemaVersion},
+                    {"runtime_level", runtime_level_},
                     {"tasks", tasks_},
                     {"tensors", tensors_},
                     {"edges", edges_},

@@ -2,7 +2,7 @@
 // runtime: every task, every distinct tensor argument, and every edge the orchestrator found.
 //
 // deps.json (ids are decimal strings, addresses hex strings: diagnostic_output.h):
-//   { "schema_version": 1,
+//   { "schema_version": 1, "runtime_level": 2 | 3 (a chip's tasks, a node's: DiagnosticsConfig),
 //     "tasks":   [ { "id", "callable", "scope": "<scope id>", "scope_depth": <d>,
 //                    "block_num": <n>, "mode": "cube" | "vector" | "mix",
 //                    "args": [ { "tensor": "<tensor id>", "tag": "INPUT" | ... } ] } ],

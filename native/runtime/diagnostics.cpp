@@ -12,6 +12,9 @@ namespace hp::runtime {
 
 Status Diagnostics::open(const DiagnosticsConfig& config, std::unique_ptr<Diagnostics>* out) {
   out->reset();
+  HP_ENSURE(config.runtime_level == 2 || config.runtime_level == 3, ErrorCode::kInvalidArgument,
+            "DiagnosticsConfig.runtime_level={} must be 2 (a chip) or 3 (a node)",
+            config.runtime_level);
   HP_ENSURE(config.dump_args >= 0 && config.dump_args <= 2, ErrorCode::kInvalidArgument,
             "OrchestratorConfig.diagnostics.dump_args={} must be 0 (off), 1 (arguments marked "
             "with TaskArgs::dump()) or 2 (every argument)",
@@ -57,6 +60,7 @@ Status Diagnostics::open(const DiagnosticsConfig& config, std::unique_ptr<Diagno
     HP_RETURN_IF_ERROR(SwimlaneObserver::create(prefix, &o));
     diagnostics->observers_.push_back(std::move(o));
   }
+  for (const auto& o : diagnostics->observers_) o->set_runtime_level(config.runtime_level);
   *out = std::move(diagnostics);
   return Status::ok();
 }

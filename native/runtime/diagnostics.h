@@ -19,6 +19,11 @@ class DiagnosticObserver : public Observer {
  public:
   // After on_run_end: completes and closes the observer's files.
   virtual Status finish() = 0;
+  // The runtime level the files describe (DiagnosticsConfig::runtime_level), in their headers.
+  void set_runtime_level(int level) noexcept { runtime_level_ = level; }
+
+ protected:
+  int runtime_level_ = 2;
 };
 
 class Diagnostics {

@@ -31,6 +31,9 @@ struct DiagnosticsConfig {
   bool scope_stats = false;
   bool dep_gen = false;
   bool swimlane = false;
+  // The level whose tasks the files describe, written in each file's header ("runtime_level"):
+  // 2, a chip's tasks; 3, a node's (NodeWorker sets it, and 2 for its chips' files).
+  int runtime_level = 2;
 
   bool any() const noexcept { return dump_args != 0 || scope_stats || dep_gen || swimlane; }
 };

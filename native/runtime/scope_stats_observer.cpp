@@ -17,6 +17,7 @@ Status ScopeStatsObserver::create(const std::string& prefix,
 void ScopeStatsObserver::on_run_begin(const RunInfo& run) {
   const Json line = {{"type", "metadata"},
                      {"schema_version", kSchemaVersion},
+                     {"runtime_level", runtime_level_},
                      {"rings", run.num_rings},
                      {"capacities",
                       {{"task_window", run.task_ring_slots},

@@ -3,7 +3,8 @@
 // scope: the numbers to size OrchestratorConfig.task_ring_slots / heap_ring_bytes by.
 //
 // scope_stats.jsonl (one JSON object per line, streamed as the run goes):
-//   line 1  { "type": "metadata", "schema_version": 1, "rings": <rings per run>,
+//   line 1  { "type": "metadata", "schema_version": 1, "runtime_level": 2 | 3,
+//             "rings": <rings per run>,
 //             "capacities": { "task_window": <slots per ring>, "heap_bytes": <bytes per ring>,
 //                             "tensormap_entries": null (the tensor map is unbounded) } }
 //   then, per scope, at its begin and at its end (so nested scopes' lines sit between):

@@ -269,7 +269,12 @@ Json SwimlaneObserver::build_trace() const {
   return Json{
       {"traceEvents", std::move(events)},
       {"displayTimeUnit", "ns"},
-      {"otherData", {{"schema", "hyper_parallel.swimlane"}, {"schema_version", kSchemaVersion}}}};
+      {"otherData",
+       {{"schema", "hyper_parallel.swimlane"},
+        {"schema_version", kSchemaVersion},
+        {"runtime_level", runtime_level_},
+        {"begin_ns",
+         std::chrono::duration_cast<std::chrono::nanoseconds>(t0_.time_since_epoch()).count()}}}};
 }
 
 Status SwimlaneObserver::finish() {

@@ -3,8 +3,11 @@
 // (ui.perfetto.dev) and chrome://tracing open.
 //
 // swimlane.json: { "traceEvents": [...], "displayTimeUnit": "ns",
-//                  "otherData": { "schema": "hyper_parallel.swimlane", "schema_version": 1 } }
-// Times ("ts", "dur") are microseconds (fractional) since the run began. Rows:
+//                  "otherData": { "schema": "hyper_parallel.swimlane", "schema_version": 1,
+//                                 "runtime_level": 2 | 3, "begin_ns": <the run's begin> } }
+// Times ("ts", "dur") are microseconds (fractional) since the run began; begin_ns is that moment
+// on the monotonic clock (CLOCK_MONOTONIC, one for every process of the machine: what merges
+// the files of a node's processes). Rows:
 //   pid 1 "cube cores", pid 2 "vector cores": one thread per core, tid = core index
 //     (observer.h, RunInfo), named "cube core 0", "vector core 2 (cluster 0)"; on it one
 //     "ph": "X" span, "cat": "task", per task per core that ran a share of the task's blocks:

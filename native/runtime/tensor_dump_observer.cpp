@@ -157,6 +157,7 @@ Status TensorDumpObserver::finish() {
     });
   }
   const Json doc = {{"schema_version", 1},
+                    {"runtime_level", runtime_level_},
                     {"level", level_},
                     {"bin_file", std::string(kTensorDumpBinFile)},
                     {"entries", std::move(entries)}};

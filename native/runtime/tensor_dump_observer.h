@@ -14,7 +14,7 @@
 // scalar as its value's bytes (dtype size; 8 for "bits64").
 //
 // tensor_dump.json:
-//   { "schema_version": 1, "level": 1 | 2, "bin_file": "tensor_dump.bin",
+//   { "schema_version": 1, "runtime_level": 2 | 3, "level": 1 | 2, "bin_file": "tensor_dump.bin",
 //     "entries": [ {
 //       "task": "<id>", "callable": "<name>",
 //       "kind": "tensor" | "scalar",

@@ -166,33 +166,41 @@ void PyOrchestrator::detach() noexcept {
 void run_orchestration(runtime::ChipWorker& worker, py::function orchestration,
                        const runtime::OrchestratorConfig& config) {
   auto handle = std::make_shared<PyOrchestrator>();
-  py::object handle_object = py::cast(handle);
+  run_python(std::move(orchestration), py::cast(handle), *handle, [&](const PythonBody& body) {
+    return runtime::Orchestrator::run(
+        worker,
+        [&](runtime::Orchestrator& o) {
+          handle->attach(&o);
+          return body();
+        },
+        config);
+  });
+}
+
+void run_python(py::function orchestration, py::object handle_object, PyOrchestrator& handle,
+                const std::function<Status(const PythonBody& body)>& run) {
   std::optional<py::error_already_set> raised;  // destroyed with the GIL held (after run)
   Status orchestration_status;
   Status status;
   {
     py::gil_scoped_release release;
-    status = runtime::Orchestrator::run(
-        worker,
-        [&](runtime::Orchestrator& o) -> Status {
-          py::gil_scoped_acquire gil;
-          handle->attach(&o);
-          try {
-            orchestration(handle_object);
-          } catch (py::error_already_set& e) {
-            orchestration_status =
-                Status::error(ErrorCode::kAborted, "the orchestration function raised {}",
-                              py::str(e.type().attr("__name__")).cast<std::string>());
-            raised.emplace(std::move(e));
-          }
-          {
-            // Scopes left open (the function returned inside one) end here, without the GIL.
-            py::gil_scoped_release release_for_scopes;
-            handle->detach();
-          }
-          return orchestration_status;
-        },
-        config);
+    status = run([&]() -> Status {
+      py::gil_scoped_acquire gil;
+      try {
+        orchestration(handle_object);
+      } catch (py::error_already_set& e) {
+        orchestration_status =
+            Status::error(ErrorCode::kAborted, "the orchestration function raised {}",
+                          py::str(e.type().attr("__name__")).cast<std::string>());
+        raised.emplace(std::move(e));
+      }
+      {
+        // Scopes left open (the function returned inside one) end here, without the GIL.
+        py::gil_scoped_release release_for_scopes;
+        handle.detach();
+      }
+      return orchestration_status;
+    });
   }
   if (raised && !orchestration_status.is_ok() && status.code() == orchestration_status.code() &&
       status.message() == orchestration_status.message()) {

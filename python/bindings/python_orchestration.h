@@ -17,6 +17,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -40,6 +41,7 @@ runtime::TaskArgs task_args(const std::vector<TensorSpec>& tensors,
                             const std::vector<int>& dump_tensors);
 
 // The Orchestrator of a run, as its Python function sees it; detached when the function returns.
+// The node level's handle (node_module.cpp) extends it.
 class PyOrchestrator {
  public:
   // (task id, OUTPUT tensors as numpy arrays over the heap ring)
@@ -53,9 +55,11 @@ class PyOrchestrator {
   void attach(runtime::Orchestrator* orchestrator);
   void detach() noexcept;  // ends the scopes still open, innermost first
 
- private:
+ protected:
+  // The attached orchestrator, on its own thread (FAILED_PRECONDITION otherwise).
   runtime::Orchestrator& get() const;
 
+ private:
   runtime::Orchestrator* orchestrator_ = nullptr;
   std::thread::id thread_;
   std::vector<std::unique_ptr<runtime::Scope>> scopes_;
@@ -64,6 +68,13 @@ class PyOrchestrator {
 // Runs `orchestration(handle)` on the worker; raises as the header comment says.
 void run_orchestration(runtime::ChipWorker& worker, pybind11::function orchestration,
                        const runtime::OrchestratorConfig& config);
+
+// What run_orchestration does for any level: `run(body)` calls the runtime (without the GIL),
+// whose orchestration function attaches `handle` and then calls body(), which calls
+// `orchestration(handle_object)` with the GIL and ends the scopes it left open.
+using PythonBody = std::function<Status()>;
+void run_python(pybind11::function orchestration, pybind11::object handle_object,
+                PyOrchestrator& handle, const std::function<Status(const PythonBody& body)>& run);
 
 }  // namespace hp::python
 

@@ -596,15 +596,234 @@ class ChipWorker:
         self.close()
 
 
+def _node_lib():
+    _lib()  # the node level's classes extend _hp_runtime's
+    return native.load_extension("symmetric_memory", "_hp_node")
+
+
+@dataclass(frozen=True)
+class CallableHandle:
+    """What Worker.register() returns: the callable's content address (`hashid`,
+    "sha256:<hex>", the same in every process of the node) and its name. Registering the same
+    callable again returns an equal handle (one more reference)."""
+    hashid: str
+    name: str
+    digest: bytes = field(repr=False)
+
+
+class SymmetricTensor:
+    """An L3 tensor (Worker.alloc): one copy per chip at the same offset of every chip's heap.
+    on(chip) is a numpy view of chip `chip`'s copy, valid until the worker closes; pass
+    on(chip) to a task of that chip (or of any chip, or a sub task: every process of the node
+    maps every chip's heap)."""
+
+    def __init__(self, native_tensor):
+        self._native = native_tensor
+
+    def on(self, chip: int) -> np.ndarray:
+        return self._native.on(int(chip))
+
+    shape = property(lambda self: tuple(self._native.shape))
+    dtype = property(lambda self: self._native.dtype)
+    nbytes = property(lambda self: self._native.nbytes)
+
+    def __repr__(self) -> str:
+        return f"SymmetricTensor({self.dtype}{list(self.shape)})"
+
+
+def _handle_digest(handle) -> bytes:
+    if not isinstance(handle, CallableHandle):
+        raise _invalid(f"{handle!r} is not a CallableHandle: pass what Worker.register() "
+                       "returned")
+    return handle.digest
+
+
+def _task_config(config: CallConfig | None, block_dim: int | None, mode: str | None,
+                  what: str) -> CallConfig:
+    config = config or CallConfig()
+    stray = config.run_fields_set()
+    if stray:
+        raise _invalid(f"{what}(config=...) with per-run fields {stray}: diagnostics and rings "
+                       "are chosen per run, pass them to Worker.run()")
+    return CallConfig(block_dim=config.block_dim if block_dim is None else block_dim,
+                      mode=config.mode if mode is None else mode, num_flags=config.num_flags,
+                      timeout_s=config.timeout_s)
+
+
+class NodeOrchestrator(Orchestrator):
+    """The orchestrator a node-level (L3) orchestration function receives: next-level tasks on
+    the chips, sub tasks on this process's sub-workers, scopes, and the collectives."""
+
+    def submit(self, *args, **kwargs):
+        raise hp_error("FAILED_PRECONDITION",
+                       "submit() at the node level: use submit_next_level(handle, args, ..., "
+                       "worker=chip) for a chip, or submit_sub(handle, args) for a host task")
+
+    def submit_next_level(self, handle: CallableHandle, args: TaskArgs,
+                          config: CallConfig | None = None, *, worker: int | None = None,
+                          block_dim: int | None = None, mode: str | None = None) -> Submitted:
+        """A task of `handle`'s callable on chip `worker` (None: the chip with the fewest tasks
+        in flight when it becomes ready), over block_dim blocks of `mode` there. Its tensors
+        must be views of SymmetricTensors (SymmetricTensor.on); OUTPUT arguments are refused
+        (alloc a tensor and pass it as output_existing)."""
+        config = _task_config(config, block_dim, mode, "submit_next_level")
+        if not isinstance(args, TaskArgs):
+            raise _invalid(f"submit_next_level(args={type(args).__name__}): expected a TaskArgs")
+        self._keep_alive.append(args)
+        task, outputs = self._native.submit_next_level(
+            _handle_digest(handle), args.native(), config.native_call(),
+            -1 if worker is None else int(worker))
+        return Submitted(task, outputs)
+
+    def submit_sub(self, handle: CallableHandle, args: TaskArgs,
+                   config: CallConfig | None = None, *, block_dim: int | None = None) -> Submitted:
+        """A host task of `handle`'s callable on the sub-workers (threads of this process: any
+        memory, OUTPUT arguments included)."""
+        config = _task_config(config, block_dim, None, "submit_sub")
+        if not isinstance(args, TaskArgs):
+            raise _invalid(f"submit_sub(args={type(args).__name__}): expected a TaskArgs")
+        self._keep_alive.append(args)
+        task, outputs = self._native.submit_sub(_handle_digest(handle), args.native(),
+                                                config.native_call())
+        return Submitted(task, outputs)
+
+    def allreduce(self, tensor: SymmetricTensor, op: str = "sum") -> None:
+        """In place over every chip's copy (op 'sum' or 'max'; int32, int64, float32,
+        float64)."""
+        self._native.allreduce(tensor._native, op)
+
+    def broadcast(self, tensor: SymmetricTensor, root: int = 0) -> None:
+        """Chip `root`'s copy to every chip."""
+        self._native.broadcast(tensor._native, int(root))
+
+    def allgather(self, dest: SymmetricTensor, source: SymmetricTensor) -> None:
+        """dest (chips x source) on every chip: block i is chip i's source."""
+        self._native.allgather(dest._native, source._native)
+
+    def reduce_scatter(self, dest: SymmetricTensor, source: SymmetricTensor,
+                       op: str = "sum") -> None:
+        """source holds chips blocks of dest's size; chip i's dest is the reduction of every
+        chip's block i."""
+        self._native.reduce_scatter(dest._native, source._native, op)
+
+    def all_to_all(self, dest: SymmetricTensor, source: SymmetricTensor) -> None:
+        """source and dest hold chips blocks; block j of chip i lands in block i of chip j."""
+        self._native.all_to_all(dest._native, source._native)
+
+    @property
+    def chips(self) -> int:
+        return self._native.chips
+
+
+class Worker:
+    """The runtime one level up: a node of `chips` chips, each a process with its own chip
+    (num_cube cube and num_vector vector cores, in its share of the CPUs), plus `sub_workers`
+    host threads in this process. Docs: docs/runtime.md, "Node level".
+
+        with runtime.Worker(level=3, chips=2) as w:
+            h = w.register(kernel)                 # before init(): chips are forked there
+            w.init()
+            x = w.alloc([1024], np.float32)         # one copy per chip: x.on(chip)
+            def orch(o):
+                for chip in range(w.chips):
+                    o.submit_next_level(h, runtime.TaskArgs().inout(x.on(chip)), worker=chip)
+                o.allreduce(x)
+            w.run(orch)
+
+    Python functions must be registered before init() (each chip is a forked copy of this
+    process); kernel-library callables may be registered any time.
+    """
+
+    def __init__(self, level: int = 3, chips: int = 2, *, num_cube: int = 1,
+                 num_vector: int = 1, sub_workers: int = 1, heap_bytes: int = 64 << 20,
+                 tensor_bytes: int = 32 << 20, scratch_bytes: int = 2 << 20,
+                 timeout_s: float | None = None, start_timeout_s: float = 300.0):
+        if level != 3:
+            raise _invalid(f"Worker(level={level}): level 3 is a node of chips; one chip (level "
+                           "2) is ChipWorker")
+        self._native = _node_lib().NodeWorker(int(chips), int(num_cube), int(num_vector),
+                                              int(sub_workers), int(heap_bytes),
+                                              int(tensor_bytes), int(scratch_bytes), timeout_s,
+                                              float(start_timeout_s))
+
+    chips = property(lambda self: self._native.chips)
+    started = property(lambda self: self._native.started)
+
+    def chip_pid(self, chip: int) -> int:
+        return self._native.chip_pid(int(chip))
+
+    def register(self, fn, name: str | None = None) -> CallableHandle:
+        """Registers a Callable (or a Python function, as Callable.from_function(fn, name)) and
+        returns its handle; the same callable again adds a reference."""
+        c = fn if isinstance(fn, Callable) else Callable.from_function(fn, name)
+        return CallableHandle(c.hashid, c.name, self._native.register_callable(c.native))
+
+    def unregister(self, handle: CallableHandle) -> None:
+        """Drops one reference; at zero every chip that knew the callable forgets it."""
+        self._native.unregister_callable(_handle_digest(handle))
+
+    def callable_references(self, handle: CallableHandle) -> int:
+        return self._native.callable_references(_handle_digest(handle))
+
+    def init(self) -> None:
+        """Forks the chips and waits until every one is ready (or raises, naming the chip)."""
+        self._native.start()
+
+    start = init
+
+    def alloc(self, shape: Sequence[int], dtype=np.float32) -> SymmetricTensor:
+        """A zeroed L3 tensor, one copy per chip (after init())."""
+        return SymmetricTensor(self._native.alloc(_dtype_name(dtype), [int(d) for d in shape]))
+
+    def free(self, tensor: SymmetricTensor) -> None:
+        self._native.free(tensor._native)
+
+    def run(self, orchestration: PyCallable, config: CallConfig | None = None) -> None:
+        """Runs a node-level orchestration function fn(o) (o: NodeOrchestrator, also reachable
+        as runtime.current()) and waits for every task it submitted. config's diagnostics cover
+        both levels: this level's files under output_prefix, each chip's under
+        output_prefix/chip<i>. Raises HpError with the first failure (naming the task, its
+        callable and chip)."""
+        config = config or CallConfig()
+        if not callable(orchestration):
+            raise _invalid(f"run({orchestration!r}): expected an orchestration function")
+        keep_alive: list = []
+
+        def body(native_orchestrator):
+            o = NodeOrchestrator(native_orchestrator, keep_alive)
+            _current.orchestrator = o
+            try:
+                orchestration(o)
+            finally:
+                _current.orchestrator = None
+
+        try:
+            self._native.run(body, config.native_run())
+        finally:
+            keep_alive.clear()
+
+    def close(self) -> None:
+        """Shuts the chips down and reaps them (also done when the worker is garbage-collected);
+        raises when a chip had died or had to be killed."""
+        self._native.close()
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def example_kernels_library() -> Path:
     """The payload's example kernel library (libhyper_parallel_example_kernels.so: the kernels
     of examples/runtime, entry points hp_example_*)."""
     return native.component_dir("core") / "lib" / "libhyper_parallel_example_kernels.so"
 
 
-__all__ = ["Arg", "Block", "CallConfig", "Callable", "ChipWorker", "Orchestrator", "Scalar",
-           "Submitted", "Tag", "TaskArgs", "current", "escape", "example_kernels_library",
-           "scope", "submit"]
+__all__ = ["Arg", "Block", "CallConfig", "Callable", "CallableHandle", "ChipWorker",
+           "NodeOrchestrator", "Orchestrator", "Scalar", "Submitted", "SymmetricTensor", "Tag",
+           "TaskArgs", "Worker", "current", "escape", "example_kernels_library", "scope",
+           "submit"]
 
 
 def __getattr__(name: str) -> Any:

@@ -18,9 +18,11 @@
 
 #include <fmt/format.h>
 
+#include "common/json_file.h"
 #include "common/logging.h"
 #include "platform/cpu_affinity.h"
 #include "runtime/node/frames.h"
+#include "runtime/node/node_diagnostics.h"
 #include "runtime/node/node_worker_impl.h"
 #include "runtime/orchestrator.h"
 
@@ -74,6 +76,10 @@ class ChipProcess : public Observer {
     std::lock_guard lock(keys_mutex_);
     keys_[task.id] = pending_key_;
     pending_taken_ = true;
+    if (record_spawned_) {
+      spawned_.push_back(
+          {{"task", std::to_string(task.id)}, {"l3_task", std::to_string(pending_l3_task_)}});
+    }
   }
   void on_task_complete(const TaskInfo& task, const Status& status) override {
     if (!status.is_ok() && !session_failed_.exchange(true)) {
@@ -136,12 +142,21 @@ class ChipProcess : public Observer {
       config.wait_timeout_s = impl_.timeout_s;
       config.observers = {this};
       config.diagnostics = session.diagnostics;
+      record_spawned_ = session.diagnostics.dep_gen || session.diagnostics.swimlane;
+      spawned_ = Json::array();
       // A session ends by itself only when it failed: the run's status says why.
       Status status = Orchestrator::run(
           *worker_, [&](Orchestrator& o) { return session_loop(o, &asked); }, config);
       {
         std::lock_guard lock(keys_mutex_);
         keys_.clear();
+      }
+      if (record_spawned_) {
+        // Which node-level task each of this session's tasks was (node_diagnostics.h).
+        const Json doc = {{"runtime_level", 2}, {"chip", chip_}, {"spawned", spawned_}};
+        Status written = write_json_file(
+            session.diagnostics.output_prefix + "/" + std::string(kSpawnedFile), doc);
+        if (status.is_ok()) status = written;
       }
       if (shutdown()) return;
       report_session(status, asked);
@@ -188,6 +203,7 @@ class ChipProcess : public Observer {
       {
         std::lock_guard lock(keys_mutex_);
         pending_key_ = task.key;
+        pending_l3_task_ = task.l3_task;
         pending_taken_ = false;
       }
       s = o.submit(slot, task.args, task.config);
@@ -275,7 +291,10 @@ class ChipProcess : public Observer {
   std::mutex keys_mutex_;
   std::unordered_map<TaskId, std::uint64_t> keys_;
   std::uint64_t pending_key_ = 0;
+  TaskId pending_l3_task_ = kNoTask;
   bool pending_taken_ = false;
+  bool record_spawned_ = false;
+  Json spawned_ = Json::array();  // under keys_mutex_
   std::atomic<bool> session_failed_{false};
   Frame carry_;  // a task frame the failed session refused
   bool carried_ = false;

@@ -90,6 +90,7 @@ Status NodeWorker::Impl::dispatch(const Sha256Digest& digest, const TaskArgs& ar
     auto it = callables.find(digest);
     if (it != callables.end()) name = it->second.callable->name();
   }
+  task.l3_task = done.task();
   {
     std::lock_guard lock(flight_mutex);
     task.key = next_key++;

@@ -76,7 +76,7 @@ void add_scalar(TaskArgs& args, std::uint64_t bits, std::uint8_t dtype) {
 }  // namespace
 
 void encode_task(const TaskFrame& task, int num_scalars, FrameWriter* out) {
-  out->put(task.key).put(task.digest);
+  out->put(task.key).put(task.l3_task).put(task.digest);
   out->put(std::uint8_t(task.config.mode))
       .put(std::int32_t(task.config.block_num))
       .put(std::int32_t(task.config.num_flags))
@@ -102,6 +102,7 @@ void encode_task(const TaskFrame& task, int num_scalars, FrameWriter* out) {
 Status decode_task(std::span<const std::byte> bytes, TaskFrame* out) {
   FrameReader in(bytes, "task");
   out->key = in.get<std::uint64_t>();
+  out->l3_task = in.get<TaskId>();
   out->digest = in.get<Sha256Digest>();
   out->config.mode = static_cast<platform::LaunchMode>(in.get<std::uint8_t>());
   out->config.block_num = in.get<std::int32_t>();

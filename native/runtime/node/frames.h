@@ -5,8 +5,8 @@
 //                  the chip loads it (RTLD_NOW) and checks that it hashes to the digest. A
 //                  function callable is found by digest among those the chip inherited.
 //   kUnregister    digest: drops one reference on the chip.
-//   kTask          key, digest, CallConfig, the TaskArgs (tensors by address: they are in the
-//                  node's shared memory, at the same address in every process).
+//   kTask          key, node-level task id, digest, CallConfig, the TaskArgs (tensors by address:
+//                  they are in the node's shared memory, at the same address in every process).
 //   kBeginSession  DiagnosticsConfig and ring sizes: the chip's next orchestration session.
 //   kEndSession    ends the current session (its diagnostics are written); a kSessionEnded
 //                  answers it.
@@ -92,6 +92,7 @@ class FrameReader {
 // A task frame's contents.
 struct TaskFrame {
   std::uint64_t key = 0;
+  TaskId l3_task = kNoTask;  // the node-level task it is (diagnostics)
   Sha256Digest digest{};
   CallConfig config;
   TaskArgs args;

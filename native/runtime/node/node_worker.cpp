@@ -20,6 +20,7 @@
 #include "platform/cpu_placement.h"
 #include "platform/cpu_topology.h"
 #include "runtime/node/frames.h"
+#include "runtime/node/node_diagnostics.h"
 #include "runtime/node/node_worker_impl.h"
 
 namespace hp::runtime {
@@ -441,6 +442,7 @@ Status NodeWorker::run(const NodeOrchestration& orchestration, const Orchestrato
             "NodeWorker::run: the orchestration function is empty");
   OrchestratorConfig l3 = config;
   if (!l3.wait_timeout_s) l3.wait_timeout_s = impl.timeout_s;
+  l3.diagnostics.runtime_level = 3;
   const bool diagnosed = config.diagnostics.any();
   if (diagnosed) {
     HP_ENSURE(!config.diagnostics.output_prefix.empty(), ErrorCode::kInvalidArgument,
@@ -456,6 +458,7 @@ Status NodeWorker::run(const NodeOrchestration& orchestration, const Orchestrato
       l3);
   if (diagnosed) {
     Status ended = impl.cycle_sessions({}, {});
+    if (ended.is_ok()) ended = merge_node_diagnostics(l3.diagnostics, impl.pids);
     if (status.is_ok()) status = ended;
   }
   return status;
@@ -474,7 +477,8 @@ Status NodeWorker::Impl::cycle_sessions(const DiagnosticsConfig& next,
     node::SessionFrame session;
     session.diagnostics = next;
     if (next.any()) {
-      session.diagnostics.output_prefix = fmt::format("{}/chip{}", next.output_prefix, chip);
+      session.diagnostics.output_prefix = chip_output_prefix(next.output_prefix, chip);
+      session.diagnostics.runtime_level = 2;
       session.task_ring_slots = rings.task_ring_slots;
       session.heap_ring_bytes = rings.heap_ring_bytes;
     }
