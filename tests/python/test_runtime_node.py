@@ -204,3 +204,44 @@ def test_diagnostics_cover_both_levels(node, tmp_path):
     assert (tmp_path / "chip0" / "tensor_dump.json").is_file()
     # The next run records nothing: the chips went back to plain sessions.
     w.run(orchestration)
+
+
+# --- the examples (examples/runtime/l3), with 2 and 4 chips, with and without diagnostics ----
+
+from conftest import REPO, SYSTEM_PYTHON, base_env, describe, run  # noqa: E402
+
+L3_EXAMPLES = [["collectives.py", kind] for kind in
+               ("allreduce", "allgather", "reduce_scatter", "broadcast", "all_to_all")]
+L3_EXAMPLES.append(["ep_dispatch_combine.py"])
+DIAGNOSTIC_FLAGS = ["--dump-args", "1", "--enable-scope-stats", "--enable-dep-gen",
+                    "--enable-swimlane"]
+
+
+def run_l3_example(example: list[str], *args) -> None:
+    script = REPO / "examples" / "runtime" / "l3" / example[0]
+    result = run([SYSTEM_PYTHON, script, *example[1:], *map(str, args)],
+                 env=base_env(PYTHONPATH=str(REPO / "python")), timeout=180)
+    assert result.returncode == 0 and "OK" in result.stdout, describe(result)
+
+
+@pytest.mark.parametrize("chips", [2, 4])
+@pytest.mark.parametrize("example", L3_EXAMPLES, ids=lambda e: e[-1].removesuffix(".py"))
+def test_l3_example_passes_its_golden_check(example, chips):
+    extra = ["--root", chips - 1] if example[-1] == "broadcast" else []
+    run_l3_example(example, "--chips", chips, *extra)
+
+
+@pytest.mark.parametrize("example", L3_EXAMPLES, ids=lambda e: e[-1].removesuffix(".py"))
+def test_l3_example_writes_every_diagnostic_of_both_levels(example, tmp_path):
+    out = tmp_path / "out"
+    run_l3_example(example, "--chips", 2, *DIAGNOSTIC_FLAGS, "--output-prefix", out)
+    for level_dir, level in [(out, 3), (out / "chip0", 2), (out / "chip1", 2)]:
+        assert json.loads((level_dir / "deps.json").read_text())["runtime_level"] == level
+        trace = json.loads((level_dir / "swimlane.json").read_text())
+        assert trace["otherData"]["runtime_level"] == level
+        lines = (level_dir / "scope_stats.jsonl").read_text().splitlines()
+        assert json.loads(lines[0])["runtime_level"] == level
+        assert json.loads((level_dir / "tensor_dump.json").read_text())["runtime_level"] == level
+    trace = json.loads((out / "swimlane.json").read_text())
+    assert min(e["ts"] for e in trace["traceEvents"] if "ts" in e) >= 0
+    assert any(e.get("cat") == "spawn" for e in trace["traceEvents"])

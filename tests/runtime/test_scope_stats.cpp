@@ -54,8 +54,8 @@ TEST_F(RuntimeScopeStats, EachScopeReportsItsSiteAndHighWaterMarks) {
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   const std::vector<Json> lines = read_jsonl(kScopeStatsFile);
   ASSERT_EQ(lines.size(), 7u);
-  EXPECT_EQ(lines[0], Json::parse(R"({"type": "metadata", "schema_version": 1, "rings": 4,
-      "capacities": {"task_window": 16, "heap_bytes": 4096, "tensormap_entries": null}})"));
+  EXPECT_EQ(lines[0], Json::parse(R"({"type": "metadata", "schema_version": 1, "runtime_level": 2,
+      "rings": 4, "capacities": {"task_window": 16, "heap_bytes": 4096, "tensormap_entries": null}})"));
   for (std::size_t i = 1; i < lines.size(); ++i) expect_scope_line(lines[i]);
 
   // Order: begin root, begin outer, begin inner, end inner, end outer, end root.

@@ -1,5 +1,6 @@
 #include "runtime/node/node_diagnostics.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -55,24 +56,30 @@ Status merge_swimlane(const DiagnosticsConfig& config, const std::vector<Json>& 
   const std::string top = config.output_prefix + "/" + std::string(kSwimlaneFile);
   Json node;
   HP_RETURN_IF_ERROR(read_json_file(top, &node));
-  const auto node_begin = node.at("otherData").at("begin_ns").get<std::int64_t>();
+  // Every file on one time base: the earliest begin (a chip's session may begin first).
+  std::vector<Json> chips(spawned.size());
+  auto begin_of = [](const Json& trace) {
+    return trace.at("otherData").at("begin_ns").get<std::int64_t>();
+  };
+  std::int64_t base = begin_of(node);
+  for (std::size_t chip = 0; chip < chips.size(); ++chip) {
+    HP_RETURN_IF_ERROR(read_json_file(
+        chip_output_prefix(config.output_prefix, int(chip)) + "/" + std::string(kSwimlaneFile),
+        &chips[chip]));
+    base = std::min(base, begin_of(chips[chip]));
+  }
   Json events = Json::array();
   append_events(
-      node, 0, 0, 0.0,
+      node, 0, 0, double(begin_of(node) - base) / 1000.0,
       [](int pid, const std::string& name) {
         return pid >= 1 && pid <= 4 ? std::string(kNodeProcessNames[pid]) : "node: " + name;
       },
       &events);
   const std::size_t node_events = events.size();
-  for (std::size_t chip = 0; chip < spawned.size(); ++chip) {
-    Json trace;
-    HP_RETURN_IF_ERROR(read_json_file(
-        chip_output_prefix(config.output_prefix, int(chip)) + "/" + std::string(kSwimlaneFile),
-        &trace));
-    const auto begin = trace.at("otherData").at("begin_ns").get<std::int64_t>();
+  for (std::size_t chip = 0; chip < chips.size(); ++chip) {
     append_events(
-        trace, kChipPidStride * int(chip + 1), kFlowIdStride * (chip + 1),
-        double(begin - node_begin) / 1000.0,
+        chips[chip], kChipPidStride * int(chip + 1), kFlowIdStride * (chip + 1),
+        double(begin_of(chips[chip]) - base) / 1000.0,
         [chip](int, const std::string& name) { return fmt::format("chip {}: {}", chip, name); },
         &events);
   }
@@ -115,6 +122,7 @@ Status merge_swimlane(const DiagnosticsConfig& config, const std::vector<Json>& 
   for (Json& a : arrows) events.push_back(std::move(a));
   node["traceEvents"] = std::move(events);
   node["otherData"]["chips"] = spawned.size();
+  node["otherData"]["begin_ns"] = base;
   return write_json_file(top, node, 0);
 }
 

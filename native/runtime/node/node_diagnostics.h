@@ -12,8 +12,9 @@
 //                  (each next-level task's edge to the chip task it spawned);
 //   swimlane.json  one Chrome trace: the node's rows (pids 1-4, named "node: dispatcher",
 //                  "node: sub-workers", "node: orchestrator", "node: scheduler") and each chip's
-//                  (pid 100 (i + 1) + its own pid, named "chip i: cube cores", ...), all on the
-//                  node's time base (each file's begin_ns), flow ids kept apart per file, and a
+//                  (pid 100 (i + 1) + its own pid, named "chip i: cube cores", ...), all on one
+//                  time base (the earliest file's begin_ns: each file's own is where it sits on
+//                  it), flow ids kept apart per file, and a
 //                  "spawn" flow arrow ("cat": "spawn") from each next-level task's dispatch span
 //                  to the first span of the chip task it became.
 // Scope stats and argument dumps stay per level (a level's rings and arguments are its own).
