@@ -442,3 +442,169 @@ INSTANTIATE_TEST_SUITE_P(Chips, NodeWorkerTest, ::testing::Values(2, 4),
 
 }  // namespace
 }  // namespace hp::runtime
+
+namespace hp::runtime {
+namespace {
+
+// The failures the upstream runtime's users hit, each reproduced here.
+
+TEST(NodeWorkerFailures, ADumpDuringARunThatTimesOutDoesNotHangTheHost) {
+  NodeWorkerConfig config;
+  config.chips = 2;
+  config.heap_bytes = 16 << 20;
+  config.tensor_bytes = 4 << 20;
+  config.scratch_bytes = 64 << 10;
+  config.wait_timeout_s = 1;
+  std::unique_ptr<NodeWorker> worker;
+  ASSERT_TRUE(NodeWorker::create(config, &worker).is_ok());
+  CallableHandle hang, fill_h;
+  ASSERT_TRUE(worker
+                  ->register_callable(Callable::from_function(
+                                          "hang",
+                                          [](const TaskArgs&, BlockContext&) -> Status {
+                                            for (;;)
+                                              std::this_thread::sleep_for(std::chrono::seconds(1));
+                                          },
+                                          "hang-v1"),
+                                      &hang)
+                  .is_ok());
+  ASSERT_TRUE(
+      worker->register_callable(Callable::from_function("fill", fill, "fill-v1"), &fill_h).is_ok());
+  ASSERT_TRUE(worker->start().is_ok());
+  SymmetricTensor buf;
+  ASSERT_TRUE(worker->alloc(DType::kInt32, {64}, &buf).is_ok());
+  const std::string prefix = ::testing::TempDir() + "/node_dump_timeout";
+  OrchestratorConfig run_config;
+  run_config.diagnostics = {.output_prefix = prefix, .dump_args = 2, .dep_gen = true};
+  const auto start = std::chrono::steady_clock::now();
+  const Status s = worker->run(
+      [&](NodeOrchestrator& o) -> Status {
+        HP_RETURN_IF_ERROR(
+            o.submit_next_level(fill_h, TaskArgs().output_existing(buf.on(1)).scalar(1), {}, 1));
+        return o.submit_next_level(hang, TaskArgs().inout(buf.on(0)), {}, 0);
+      },
+      run_config);
+  EXPECT_EQ(s.code(), ErrorCode::kTimeout) << s.to_string();
+  // The run's deadline, the hung chip's session end and close's: never the test's timeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  EXPECT_EQ(worker->close().code(), ErrorCode::kTimeout);
+}
+
+TEST(NodeWorkerFailures, EightChipsOnTwoCpusRunConsecutiveSyncStartTasks) {
+  NodeWorkerConfig config;
+  config.chips = 8;
+  config.chip = {.num_cube = 1, .num_vector = 2};
+  config.heap_bytes = 8 << 20;
+  config.tensor_bytes = 2 << 20;
+  config.scratch_bytes = 64 << 10;
+  config.wait_timeout_s = 60;
+  std::unique_ptr<NodeWorker> worker;
+  ASSERT_TRUE(NodeWorker::create(config, &worker).is_ok());
+  // A mixed task: one cube and two vector blocks start together (sync_all), hand a value from
+  // the cube block to the vector blocks with a flag, and add it to the chip's counter.
+  CallableHandle step;
+  ASSERT_TRUE(worker
+                  ->register_callable(Callable::from_function(
+                                          "sync_step",
+                                          [](const TaskArgs& a, BlockContext& b) -> Status {
+                                            HP_RETURN_IF_ERROR(b.sync_all());
+                                            auto* counter =
+                                                static_cast<std::int64_t*>(a.tensor(0).data());
+                                            if (b.core_type() == platform::CoreType::kCube) {
+                                              counter[1] = counter[0] + 1;
+                                              HP_RETURN_IF_ERROR(b.set_flag(0, 2));
+                                            } else {
+                                              HP_RETURN_IF_ERROR(b.wait_flag(0, 2));
+                                              if (b.sub_block_idx() == 0) counter[0] = counter[1];
+                                            }
+                                            return b.sync_all();
+                                          },
+                                          "sync_step-v1"),
+                                      &step)
+                  .is_ok());
+  ASSERT_TRUE(worker->start().is_ok());
+  SymmetricTensor counters;
+  ASSERT_TRUE(worker->alloc(DType::kInt64, {8}, &counters).is_ok());
+  constexpr int kSteps = 40;
+  const Status s = worker->run([&](NodeOrchestrator& o) -> Status {
+    for (int i = 0; i < kSteps; ++i) {
+      auto scope = o.scope();
+      for (int c = 0; c < 8; ++c) {
+        HP_RETURN_IF_ERROR(o.submit_next_level(step, TaskArgs().inout(counters.on(c)),
+                                               {.mode = platform::LaunchMode::kMix, .block_num = 1},
+                                               c));
+      }
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  for (int c = 0; c < 8; ++c) {
+    EXPECT_EQ(static_cast<std::int64_t*>(counters.on(c).data())[0], kSteps) << "chip " << c;
+  }
+  EXPECT_TRUE(worker->close().is_ok());
+}
+
+TEST(NodeWorkerFailures, TeardownIsCleanUnderLoadTwoHundredTimes) {
+  // Two threads keep both CPUs busy; each cycle starts a worker, runs a collective and tasks on
+  // every chip, and closes it; every 20th cycle closes it while a chip still runs a task (the
+  // run timed out), which close() must end by killing it. No cycle may crash, hang or leave a
+  // process behind.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> load;
+  for (int i = 0; i < 2; ++i) {
+    load.emplace_back([&] {
+      volatile std::uint64_t x = 0;
+      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+    });
+  }
+  for (int cycle = 0; cycle < 200; ++cycle) {
+    const bool busy = cycle % 20 == 19;
+    NodeWorkerConfig config;
+    config.chips = 2;
+    config.heap_bytes = 4 << 20;
+    config.tensor_bytes = 1 << 20;
+    config.scratch_bytes = 64 << 10;
+    config.wait_timeout_s = busy ? 0.2 : 30;
+    std::unique_ptr<NodeWorker> worker;
+    ASSERT_TRUE(NodeWorker::create(config, &worker).is_ok());
+    CallableHandle spin;
+    ASSERT_TRUE(worker
+                    ->register_callable(Callable::from_function(
+                                            "spin",
+                                            [](const TaskArgs& a, BlockContext&) -> Status {
+                                              const auto until =
+                                                  std::chrono::steady_clock::now() +
+                                                  std::chrono::milliseconds(a.scalar_as<int>(0));
+                                              while (std::chrono::steady_clock::now() < until) {
+                                              }
+                                              return Status::ok();
+                                            },
+                                            "spin-v1"),
+                                        &spin)
+                    .is_ok());
+    ASSERT_TRUE(worker->start().is_ok()) << "cycle " << cycle;
+    SymmetricTensor buf;
+    ASSERT_TRUE(worker->alloc(DType::kFP32, {256}, &buf).is_ok());
+    const Status s = worker->run([&](NodeOrchestrator& o) -> Status {
+      for (int c = 0; c < 2; ++c) {
+        HP_RETURN_IF_ERROR(
+            o.submit_next_level(spin, TaskArgs().inout(buf.on(c)).scalar(busy ? 1000 : 1), {}, c));
+      }
+      return o.allreduce(buf);
+    });
+    if (busy) {
+      EXPECT_EQ(s.code(), ErrorCode::kTimeout) << "cycle " << cycle << ": " << s.to_string();
+    } else {
+      ASSERT_TRUE(s.is_ok()) << "cycle " << cycle << ": " << s.to_string();
+    }
+    std::vector<int> pids = {worker->chip_pid(0), worker->chip_pid(1)};
+    const Status closed = worker->close();
+    if (!busy) ASSERT_TRUE(closed.is_ok()) << "cycle " << cycle << ": " << closed.to_string();
+    for (int pid : pids) EXPECT_NE(::kill(pid, 0), 0) << "cycle " << cycle << ": chip left";
+  }
+  stop = true;
+  for (auto& t : load) t.join();
+}
+
+}  // namespace
+}  // namespace hp::runtime
