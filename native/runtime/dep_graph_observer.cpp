@@ -95,6 +95,12 @@ void DepGraphObserver::on_task_submit(const TaskInfo& task, std::span<const Depe
       accesses.push_back({TensorRegion::of(t), task.args->tag(i)});
     }
   }
+  Json scalars = Json::array();
+  for (int i = 0; task.args != nullptr && i < task.args->num_scalars(); ++i) {
+    const auto dtype = task.args->scalar_dtype(i);
+    scalars.push_back({{"bits", fmt::format("{:#x}", task.args->scalar_bits(i))},
+                       {"dtype", dtype ? std::string(to_string(*dtype)) : "bits64"}});
+  }
   tasks_.push_back(
       {{"id", id_string(task.id)},
        {"callable", std::string(task.callable)},
@@ -102,20 +108,63 @@ void DepGraphObserver::on_task_submit(const TaskInfo& task, std::span<const Depe
        {"scope_depth", task.scope_depth},
        {"block_num", task.config.block_num},
        {"mode", std::string(platform::to_string(task.config.mode))},
-       {"args", std::move(args)}});
-  for (const Dependency& d : deps) {
+       {"num_flags", task.config.num_flags},
+       {"args", std::move(args)},
+       {"scalars", std::move(scalars)}});
+  // The whole run's inferred edges (the runtime's, and those to retired tasks), then the
+  // explicit ones.
+  history_accesses_.clear();
+  for (int i = 0; task.args != nullptr && i < task.args->num_tensors(); ++i) {
+    history_accesses_.push_back(
+        {TensorRegion::of(renamed(task.args->tensor(i), task.args->tag(i))), task.args->tag(i), i});
+  }
+  history_found_.clear();
+  history_handles_.clear();
+  history_.find_and_record(task.id, nullptr, history_accesses_, &history_found_, &history_handles_);
+  auto add_edge = [&](const Dependency& d, bool retired) {
     Json overlap_json = nullptr;
     if (d.arg_index >= 0 && static_cast<std::size_t>(d.arg_index) < accesses.size()) {
       overlap_json = overlap(d.pred, accesses[static_cast<std::size_t>(d.arg_index)].region, d);
     }
     edges_.push_back({{"pred", id_string(d.pred)},
                       {"succ", id_string(task.id)},
+                      {"retired", retired},
                       {"arg", d.arg_index},
                       {"source", std::string(to_string(d.source))},
                       {"kind", std::string(to_string(d.kind))},
                       {"overlap", std::move(overlap_json)}});
+  };
+  for (const FoundDependency& f : history_found_) {
+    if (!f.orders) continue;
+    const bool found_by_runtime = std::any_of(deps.begin(), deps.end(), [&](const Dependency& d) {
+      return d.pred == f.dep.pred && d.arg_index == f.dep.arg_index;
+    });
+    add_edge(f.dep, !found_by_runtime);
+  }
+  for (const Dependency& d : deps) {
+    if (d.source == DepSource::kExplicit) add_edge(d, false);
   }
   accesses_[task.id] = std::move(accesses);
+}
+
+TensorView DepGraphObserver::renamed(const TensorView& view, ArgTag tag) {
+  const auto data = reinterpret_cast<std::uintptr_t>(view.data());
+  if (tag == ArgTag::kOutput) {
+    // A new object: earlier OUTPUTs' memory it reuses is forgotten, and it gets a name of its own.
+    const std::uintptr_t hi = data + std::max<std::size_t>(view.span_bytes(), 1);
+    auto it = outputs_.lower_bound(data);
+    if (it != outputs_.begin() && std::prev(it)->second.first > data) --it;
+    while (it != outputs_.end() && it->first < hi) it = outputs_.erase(it);
+    const std::uintptr_t name = next_name_;
+    next_name_ += (hi - data + 63) / 64 * 64;
+    outputs_.emplace(data, std::make_pair(hi, name));
+    return view.with_data(reinterpret_cast<void*>(name));
+  }
+  auto it = outputs_.upper_bound(data);
+  if (it == outputs_.begin()) return view;
+  --it;
+  if (data >= it->second.first) return view;  // not in an OUTPUT's memory
+  return view.with_data(reinterpret_cast<void*>(it->second.second + (data - it->first)));
 }
 
 Status DepGraphObserver::finish() {

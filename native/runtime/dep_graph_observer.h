@@ -4,11 +4,13 @@
 // deps.json (ids are decimal strings, addresses hex strings: diagnostic_output.h):
 //   { "schema_version": 1, "runtime_level": 2 | 3 (a chip's tasks, a node's: DiagnosticsConfig),
 //     "tasks":   [ { "id", "callable", "scope": "<scope id>", "scope_depth": <d>,
-//                    "block_num": <n>, "mode": "cube" | "vector" | "mix",
-//                    "args": [ { "tensor": "<tensor id>", "tag": "INPUT" | ... } ] } ],
+//                    "block_num": <n>, "mode": "cube" | "vector" | "mix", "num_flags": <n>,
+//                    "args": [ { "tensor": "<tensor id>", "tag": "INPUT" | ... } ],
+//                    "scalars": [ { "bits": "0x<64-bit pattern>",
+//                                   "dtype": "int32" | ... | "bits64" } ] } ],
 //     "tensors": [ { "id", "buffer": "0x<data pointer>", "dtype", "shape": [...],
 //                    "strides": [...] (elements), "span_bytes": <first to last byte + 1> } ],
-//     "edges":   [ { "pred": "<task id>", "succ": "<task id>",
+//     "edges":   [ { "pred": "<task id>", "succ": "<task id>", "retired": <bool>,
 //                    "arg": <succ's tensor argument index; -1 for explicit edges>,
 //                    "source": "explicit" | "creator" | "tensormap",
 //                    "kind": "RAW" | "WAW" | "WAR" | "ORDER" (explicit edges),
@@ -16,6 +18,13 @@
 //                                 "lo": "0x...", "hi": "0x...", "exact": <bool> } | null } ],
 //     "scopes":  [ { "id", "parent": "<id>" | null, "depth",
 //                    "site": "<file>:<line>" | "<root>" } ] }
+// Edges are the whole run's: the runtime forgets a task once it retired (its entries leave the
+// tensor map, and later tasks need no edge to it), so the observer infers again over every
+// task's accesses with a tensor map of its own that forgets nothing, the same rules, and each
+// OUTPUT's heap-ring memory named apart from earlier OUTPUTs at the same address. An edge the
+// runtime did not need (its predecessor had retired before the successor was submitted) has
+// "retired": true; every other edge has "retired": false. So the edges are exactly what a
+// replay (replay.h) must keep, whatever the recorded run's timing.
 // A tensor is one distinct view (data pointer, dtype, shape, strides); tasks passing the same
 // view share its id. An edge's overlap names the predecessor argument whose region overlaps the
 // successor's argument (a writer for RAW / WAW, a reader for WAR, the OUTPUT for creator edges)
@@ -36,6 +45,7 @@
 
 #include "common/json_file.h"
 #include "runtime/diagnostics.h"
+#include "runtime/tensor_map.h"
 #include "runtime/tensor_region.h"
 
 namespace hp::runtime {
@@ -75,6 +85,16 @@ class DepGraphObserver final : public DiagnosticObserver {
   std::uint64_t next_scope_ = 0;
   std::map<TensorKey, std::uint64_t> tensor_ids_;
   std::unordered_map<TaskId, std::vector<Access>> accesses_;  // every task's tensor arguments
+
+  // The whole run's inference (see above): a tensor map that keeps every task's entries, over
+  // accesses whose OUTPUT memory is renamed per OUTPUT (heap-ring memory is reused).
+  TensorView renamed(const TensorView& view, ArgTag tag);
+  TensorMap history_;
+  std::map<std::uintptr_t, std::pair<std::uintptr_t, std::uintptr_t>> outputs_;  // lo -> hi, name
+  std::uintptr_t next_name_ = std::uintptr_t(1) << 62;
+  std::vector<TensorAccess> history_accesses_;
+  std::vector<FoundDependency> history_found_;
+  std::vector<std::uint32_t> history_handles_;
 };
 
 }  // namespace hp::runtime

@@ -230,6 +230,12 @@ class HP_API TaskArgs {
     scalars_.push_back({bits, scalar_dtype_of<T>()});
     return *this;
   }
+  // A scalar as its bits and remembered dtype (none: opaque), as scalar_bits() and scalar_dtype()
+  // return them: for copies of another TaskArgs' scalars (a replay, a chip's mailbox).
+  TaskArgs& scalar_bits_of(std::uint64_t bits, std::optional<DType> dtype) {
+    scalars_.push_back({bits, dtype.value_or(DType::kCount)});
+    return *this;
+  }
   // Explicit predecessors (earlier tasks of the same run), in addition to inferred ones.
   TaskArgs& set_dependencies(std::span<const TaskId> preds) {
     explicit_deps_.assign(preds.begin(), preds.end());

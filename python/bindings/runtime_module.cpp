@@ -5,9 +5,11 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "python_orchestration.h"
@@ -16,6 +18,7 @@
 #include "runtime/callable.h"
 #include "runtime/chip_worker.h"
 #include "runtime/orchestrator.h"
+#include "runtime/replay.h"
 
 namespace py = pybind11;
 
@@ -183,4 +186,20 @@ PYBIND11_MODULE(_hp_runtime, m) {
         py::gil_scoped_release release;
         w.worker.reset();
       });
+
+  m.def(
+      "replay",
+      [](PyChipWorker& w, const std::string& path, std::map<std::string, int> callables,
+         const std::vector<std::tuple<std::uintptr_t, std::size_t, std::uintptr_t>>& buffers,
+         const rt::OrchestratorConfig& config) {
+        rt::ReplayBindings bindings;
+        bindings.callables = std::move(callables);
+        for (const auto& [recorded, bytes, now] : buffers) {
+          bindings.buffers.push_back({recorded, bytes, reinterpret_cast<void*>(now)});
+        }
+        rt::ChipWorker& worker = w.get();
+        blocking([&] { return rt::replay(worker, path, bindings, config); });
+      },
+      py::arg("worker"), py::arg("path"), py::arg("callables"), py::arg("buffers"),
+      py::arg("config"));
 }

@@ -596,6 +596,28 @@ class ChipWorker:
         self.close()
 
 
+def replay(worker: ChipWorker, deps_path: str | Path, callables: dict[str, int],
+           buffers: Sequence[tuple] = (), config: CallConfig | None = None) -> None:
+    """Runs the tasks a deps.json recorded (CallConfig(dep_gen=True)) again on `worker`, in
+    their order and scopes, with the recorded edges as their only dependencies (no inference):
+    a schedule reproduced, on the same or another number of cores
+    (native/runtime/replay.h).
+
+    callables: callable name -> slot on `worker`. buffers: (recorded, now) pairs, `recorded`
+    the recorded run's array (or its address) and `now` an array of the same layout that stands
+    for it in the replay (e.g. a fresh copy of an input); tensors elsewhere keep their recorded
+    addresses, and a recorded OUTPUT's readers read the replayed OUTPUT."""
+    config = config or CallConfig()
+    ranges = []
+    for recorded, now in buffers:
+        if not isinstance(now, np.ndarray) or not now.flags.c_contiguous:
+            raise _invalid("replay buffers: each `now` must be a C-contiguous numpy array")
+        address = recorded.ctypes.data if isinstance(recorded, np.ndarray) else int(recorded)
+        ranges.append((address, now.nbytes, now.ctypes.data))
+    _lib().replay(worker._native, str(deps_path), {str(k): int(v) for k, v in callables.items()},
+                  ranges, config.native_run())
+
+
 def _node_lib():
     _lib()  # the node level's classes extend _hp_runtime's
     return native.load_extension("symmetric_memory", "_hp_node")
@@ -822,8 +844,8 @@ def example_kernels_library() -> Path:
 
 __all__ = ["Arg", "Block", "CallConfig", "Callable", "CallableHandle", "ChipWorker",
            "NodeOrchestrator", "Orchestrator", "Scalar", "Submitted", "SymmetricTensor", "Tag",
-           "TaskArgs", "Worker", "current", "escape", "example_kernels_library", "scope",
-           "submit"]
+           "TaskArgs", "Worker", "current", "escape", "example_kernels_library", "replay",
+           "scope", "submit"]
 
 
 def __getattr__(name: str) -> Any:

@@ -484,3 +484,40 @@ def test_hp_dump_prints_a_captured_argument_of_an_example(tmp_path):
     run_example(CPP_EXAMPLES[2], "--dump-args", "1", "--output-prefix", tmp_path)
     result = run([PAYLOAD_DIR / "core" / "bin" / "hp-dump", tmp_path, "--task", "0", "--arg", "4"])
     assert result.returncode == 0 and "int32[4]" in result.stdout, describe(result)
+
+
+def test_a_recorded_run_replays_to_the_same_outputs(tmp_path):
+    """deps.json replayed on a chip of another shape: recorded edges only, same outputs."""
+    def scale(block, x, y, factor):
+        y[:] = x * factor
+
+    def accumulate(block, y, total):
+        total[:] += y
+
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros(64, np.float32)
+    total = np.zeros(64, np.float32)
+    with rt.ChipWorker(num_cube=1, num_vector=2) as w:
+        s, a = w.register_callable(scale), w.register_callable(accumulate)
+
+        def orchestration(o):
+            for i in range(5):
+                with rt.scope():
+                    o.submit(s, rt.TaskArgs().input(x).output_existing(y).scalar(float(i + 1)))
+                    o.submit(a, rt.TaskArgs().input(y).inout(total))
+
+        w.run(orchestration, config(dep_gen=True, output_prefix=str(tmp_path / "rec")))
+    x2, y2, total2 = x.copy(), np.zeros_like(y), np.zeros_like(total)
+    with rt.ChipWorker(num_cube=2, num_vector=4) as other:
+        with pytest.raises(HpError) as e:  # recorded by their qualified names
+            rt.replay(other, tmp_path / "rec" / "deps.json", {"scale": other.register_callable(scale)})
+        assert e.value.name == "NOT_FOUND"
+        slots = {f.__qualname__: other.register_callable(f) for f in (scale, accumulate)}
+        rt.replay(other, tmp_path / "rec" / "deps.json", slots,
+                  buffers=[(x, x2), (y, y2), (total, total2)],
+                  config=config(dep_gen=True, output_prefix=str(tmp_path / "rep")))
+    np.testing.assert_array_equal(total2, total)
+    rec = json.loads((tmp_path / "rec" / "deps.json").read_text())
+    rep = json.loads((tmp_path / "rep" / "deps.json").read_text())
+    assert {(e["pred"], e["succ"]) for e in rep["edges"]} == {(e["pred"], e["succ"]) for e in rec["edges"]}
+    assert all(e["source"] == "explicit" for e in rep["edges"])

@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -53,7 +55,8 @@ TEST_F(RuntimeDepGen, EdgesAreTheProgramsDagWithKindsSourcesAndOverlaps) {
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const Json& t = tasks[i];
     SCOPED_TRACE(t.dump());
-    EXPECT_EQ(t.size(), 7u);
+    EXPECT_EQ(t.size(), 9u);
+    EXPECT_EQ(t.at("num_flags"), 64);
     EXPECT_EQ(t.at("id"), std::to_string(i));
     EXPECT_EQ(t.at("callable"), callables[i]);
     EXPECT_TRUE(is_id(t.at("scope")));
@@ -65,6 +68,8 @@ TEST_F(RuntimeDepGen, EdgesAreTheProgramsDagWithKindsSourcesAndOverlaps) {
       EXPECT_TRUE(arg.at("tag").is_string());
     }
   }
+  EXPECT_EQ(tasks[0].at("scalars"), Json::parse(R"([{"bits": "0x5", "dtype": "int32"}])"));
+  EXPECT_EQ(tasks[6].at("scalars"), Json::array());
   EXPECT_EQ(tasks[0].at("scope"), "0");
   EXPECT_EQ(tasks[5].at("scope"), "1");
   EXPECT_EQ(tasks[1].at("args"), Json::parse(R"([{"tensor": "1", "tag": "OUTPUT"}])"));
@@ -100,7 +105,8 @@ TEST_F(RuntimeDepGen, EdgesAreTheProgramsDagWithKindsSourcesAndOverlaps) {
   std::set<Edge> edges;
   for (const Json& e : doc.at("edges")) {
     SCOPED_TRACE(e.dump());
-    EXPECT_EQ(e.size(), 6u);
+    EXPECT_EQ(e.size(), 7u);
+    EXPECT_EQ(e.at("retired"), false);  // nothing retired before its successors came
     EXPECT_TRUE(is_id(e.at("pred")));
     EXPECT_TRUE(is_id(e.at("succ")));
     edges.insert({e.at("pred").get<std::string>(), e.at("succ").get<std::string>(),
@@ -147,6 +153,42 @@ TEST_F(RuntimeDepGen, EdgesAreTheProgramsDagWithKindsSourcesAndOverlaps) {
   EXPECT_EQ(scopes[1].at("depth"), 1);
   EXPECT_THAT(scopes[1].at("site").get<std::string>(),
               ::testing::EndsWith(fmt::format("test_dep_gen.cpp:{}", inner_line)));
+}
+
+TEST_F(RuntimeDepGen, EdgesToTasksThatRetiredBeforeTheirSuccessorCameAreKeptAsRetired) {
+  // t0 writes a in a scope that ends; the orchestration waits until t0 completed. t1 reads a:
+  // the runtime still finds t0 (edge 0 -> 1), then retires t0 (the sample after t1's submit
+  // reclaims it). t2 writes a: the runtime finds only t1 (WAR), but the graph also keeps
+  // t0 -> t2 (WAW), which a replay must keep, marked retired.
+  struct Completion : Observer {
+    std::atomic<bool> first{false};
+    void on_task_complete(const TaskInfo& t, const Status&) override {
+      if (t.id == 0) first = true;
+    }
+  } completion;
+  config.observers.push_back(&completion);
+  config.diagnostics.dep_gen = true;
+  std::vector<std::int32_t> a(4, 0), b(4, 0);
+  const Status s = run([&](Orchestrator& o) -> Status {
+    {
+      auto scope = o.scope();
+      HP_RETURN_IF_ERROR(o.submit(fill, TaskArgs().output_existing(i32(a)).scalar(3)));  // t0
+    }
+    while (!completion.first.load()) std::this_thread::yield();
+    HP_RETURN_IF_ERROR(o.submit(copy, TaskArgs().input(i32(a)).output_existing(i32(b))));  // t1
+    return o.submit(fill, TaskArgs().output_existing(i32(a)).scalar(1));                   // t2
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  std::set<std::tuple<std::string, std::string, std::string, bool>> edges;
+  const Json doc = read_json(kDepsFile);
+  for (const Json& e : doc.at("edges")) {
+    edges.insert({e.at("pred").get<std::string>(), e.at("succ").get<std::string>(),
+                  e.at("kind").get<std::string>(), e.at("retired").get<bool>()});
+  }
+  EXPECT_EQ(edges,
+            (std::set<std::tuple<std::string, std::string, std::string, bool>>{
+                {"0", "1", "RAW", false}, {"1", "2", "WAR", false}, {"0", "2", "WAW", true}}))
+      << doc.at("edges").dump();
 }
 
 }  // namespace

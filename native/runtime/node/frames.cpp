@@ -47,34 +47,6 @@ Status FrameReader::finish() const {
   return Status::ok();
 }
 
-namespace {
-
-// The scalar of `bits` with its remembered dtype (empty: opaque bits), as TaskArgs::scalar adds it.
-void add_scalar(TaskArgs& args, std::uint64_t bits, std::uint8_t dtype) {
-  auto as = [&](auto value) {
-    std::memcpy(&value, &bits, sizeof(value));
-    args.scalar(value);
-  };
-  switch (static_cast<DType>(dtype)) {
-    case DType::kInt8:
-      return as(std::int8_t{});
-    case DType::kUInt8:
-      return as(std::uint8_t{});
-    case DType::kInt32:
-      return as(std::int32_t{});
-    case DType::kInt64:
-      return as(std::int64_t{});
-    case DType::kFP32:
-      return as(float{});
-    case DType::kFP64:
-      return as(double{});
-    default:
-      return as(std::uint64_t{});  // opaque
-  }
-}
-
-}  // namespace
-
 void encode_task(const TaskFrame& task, int num_scalars, FrameWriter* out) {
   out->put(task.key).put(task.l3_task).put(task.digest);
   out->put(std::uint8_t(task.config.mode))
@@ -143,7 +115,8 @@ Status decode_task(std::span<const std::byte> bytes, TaskFrame* out) {
   const auto scalars = in.get<std::uint32_t>();
   for (std::uint32_t i = 0; i < scalars && in.ok(); ++i) {
     const auto bits = in.get<std::uint64_t>();
-    add_scalar(out->args, bits, in.get<std::uint8_t>());
+    const auto dtype = static_cast<DType>(in.get<std::uint8_t>());
+    out->args.scalar_bits_of(bits, dtype < DType::kCount ? std::optional(dtype) : std::nullopt);
   }
   if (!marked.empty()) out->args.dump(marked);
   return in.finish();

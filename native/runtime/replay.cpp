@@ -1,0 +1,254 @@
+#include "runtime/replay.h"
+
+#include <algorithm>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "common/json_file.h"
+
+namespace hp::runtime {
+namespace {
+
+struct RecordedTensor {
+  std::uintptr_t address = 0;
+  DType dtype = DType::kFP32;
+  std::vector<std::int64_t> shape, strides;
+  std::size_t span_bytes = 0;
+};
+
+struct RecordedTask {
+  std::string id;
+  std::string callable;
+  std::string scope;  // empty: none
+  CallConfig config;
+  std::vector<std::pair<std::string, ArgTag>> args;  // tensor id, tag
+  std::vector<std::pair<std::uint64_t, std::optional<DType>>> scalars;
+};
+
+struct RecordedScope {
+  std::string parent;  // empty: the root
+  std::string site;
+};
+
+struct Recording {
+  std::unordered_map<std::string, RecordedTensor> tensors;
+  std::unordered_map<std::string, RecordedScope> scopes;
+  std::vector<RecordedTask> tasks;
+  std::unordered_map<std::string, std::set<std::string>> preds;  // succ -> preds
+};
+
+Status parse_mode(const std::string& name, platform::LaunchMode* mode) {
+  for (auto m :
+       {platform::LaunchMode::kCube, platform::LaunchMode::kVector, platform::LaunchMode::kMix}) {
+    if (platform::to_string(m) == name) {
+      *mode = m;
+      return Status::ok();
+    }
+  }
+  return Status::error(ErrorCode::kCorruptData, "launch mode '{}'", name);
+}
+
+Status parse_tag(const std::string& name, ArgTag* tag) {
+  for (auto t :
+       {ArgTag::kInput, ArgTag::kOutput, ArgTag::kInOut, ArgTag::kOutputExisting, ArgTag::kNoDep}) {
+    if (to_string(t) == name) {
+      *tag = t;
+      return Status::ok();
+    }
+  }
+  return Status::error(ErrorCode::kCorruptData, "argument tag '{}'", name);
+}
+
+std::string opt_string(const Json& j) { return j.is_null() ? std::string() : j.get<std::string>(); }
+
+Status parse(const Json& doc, Recording* out) {
+  HP_ENSURE(doc.value("schema_version", 0) == 1, ErrorCode::kCorruptData,
+            "schema_version {} (this build reads 1)", doc.value("schema_version", 0));
+  for (const Json& t : doc.at("tensors")) {
+    RecordedTensor r;
+    r.address = std::stoull(t.at("buffer").get<std::string>(), nullptr, 16);
+    HP_RETURN_IF_ERROR(parse_dtype(t.at("dtype").get<std::string>(), &r.dtype));
+    r.shape = t.at("shape").get<std::vector<std::int64_t>>();
+    r.strides = t.at("strides").get<std::vector<std::int64_t>>();
+    r.span_bytes = t.at("span_bytes").get<std::size_t>();
+    out->tensors[t.at("id").get<std::string>()] = std::move(r);
+  }
+  for (const Json& s : doc.at("scopes")) {
+    out->scopes[s.at("id").get<std::string>()] = {opt_string(s.at("parent")),
+                                                  s.at("site").get<std::string>()};
+  }
+  for (const Json& t : doc.at("tasks")) {
+    RecordedTask r;
+    r.id = t.at("id").get<std::string>();
+    r.callable = t.at("callable").get<std::string>();
+    r.scope = opt_string(t.at("scope"));
+    r.config.block_num = t.at("block_num").get<int>();
+    r.config.num_flags = t.at("num_flags").get<int>();
+    HP_RETURN_IF_ERROR(parse_mode(t.at("mode").get<std::string>(), &r.config.mode));
+    for (const Json& a : t.at("args")) {
+      ArgTag tag{};
+      HP_RETURN_IF_ERROR(parse_tag(a.at("tag").get<std::string>(), &tag));
+      r.args.emplace_back(a.at("tensor").get<std::string>(), tag);
+    }
+    for (const Json& s : t.at("scalars")) {
+      const std::string name = s.at("dtype").get<std::string>();
+      std::optional<DType> dtype;
+      if (name != "bits64") {
+        DType d{};
+        HP_RETURN_IF_ERROR(parse_dtype(name, &d));
+        dtype = d;
+      }
+      r.scalars.emplace_back(std::stoull(s.at("bits").get<std::string>(), nullptr, 16), dtype);
+    }
+    out->tasks.push_back(std::move(r));
+  }
+  for (const Json& e : doc.at("edges")) {
+    out->preds[e.at("succ").get<std::string>()].insert(e.at("pred").get<std::string>());
+  }
+  return Status::ok();
+}
+
+// The orchestration that replays `rec`.
+class Replayer {
+ public:
+  Replayer(const Recording& rec, const ReplayBindings& bindings) : rec_(rec), bindings_(bindings) {}
+
+  // Every scope it opened ends before it returns (a Scope must not outlive its run).
+  Status run(Orchestrator& o) {
+    Status s = submit_all(o);
+    while (!open_.empty()) close_innermost();
+    return s;
+  }
+
+ private:
+  Status submit_all(Orchestrator& o) {
+    for (const RecordedTask& task : rec_.tasks) {
+      enter_scope(o, task.scope);
+      auto slot = bindings_.callables.find(task.callable);
+      HP_ENSURE(slot != bindings_.callables.end(), ErrorCode::kNotFound,
+                "replay: task {} runs callable '{}', which the bindings give no slot", task.id,
+                task.callable);
+      TaskArgs args;
+      std::vector<const RecordedTensor*> outputs;
+      for (const auto& [tensor_id, tag] : task.args) {
+        auto it = rec_.tensors.find(tensor_id);
+        HP_ENSURE(it != rec_.tensors.end(), ErrorCode::kCorruptData,
+                  "replay: task {} passes tensor {}, which the file does not list", task.id,
+                  tensor_id);
+        const RecordedTensor& t = it->second;
+        if (tag == ArgTag::kOutput) {
+          args.output(t.dtype, t.shape);
+          outputs.push_back(&t);
+        } else {
+          args.no_dep(TensorView(rebase(t.address), t.dtype, t.shape, t.strides));
+        }
+      }
+      for (const auto& [bits, dtype] : task.scalars) args.scalar_bits_of(bits, dtype);
+      std::vector<TaskId> preds;
+      if (auto p = rec_.preds.find(task.id); p != rec_.preds.end()) {
+        for (const std::string& pred : p->second) {
+          auto id = replayed_.find(pred);
+          HP_ENSURE(id != replayed_.end(), ErrorCode::kCorruptData,
+                    "replay: task {} depends on task {}, which comes after it in the file", task.id,
+                    pred);
+          preds.push_back(id->second);
+        }
+      }
+      args.set_dependencies(preds);
+      SubmitResult result;
+      HP_RETURN_IF_ERROR(o.submit(slot->second, args, task.config, &result)
+                             .with_context(fmt::format("replaying task {}", task.id)));
+      replayed_[task.id] = result.task;
+      for (std::size_t i = 0; i < outputs.size() && i < result.outputs.size(); ++i) {
+        outputs_.push_back({outputs[i]->address, outputs[i]->span_bytes,
+                            static_cast<std::byte*>(result.outputs[i].data())});
+      }
+    }
+    return Status::ok();
+  }
+
+  struct Output {
+    std::uintptr_t recorded;
+    std::size_t bytes;
+    std::byte* now;
+  };
+
+  void* rebase(std::uintptr_t address) const {
+    for (const Rebase& r : bindings_.buffers) {
+      if (address >= r.recorded && address - r.recorded < r.bytes) {
+        return static_cast<std::byte*>(r.now) + (address - r.recorded);
+      }
+    }
+    for (auto it = outputs_.rbegin(); it != outputs_.rend(); ++it) {
+      if (address >= it->recorded && address - it->recorded < it->bytes) {
+        return it->now + (address - it->recorded);
+      }
+    }
+    return reinterpret_cast<void*>(address);
+  }
+
+  // Opens and closes scopes so that the innermost open one is `scope` (the root is the
+  // orchestration's own; its recorded id has no parent).
+  void enter_scope(Orchestrator& o, const std::string& scope) {
+    std::vector<std::string> chain;  // innermost first, without the root
+    for (std::string s = scope; !s.empty();) {
+      auto it = rec_.scopes.find(s);
+      if (it == rec_.scopes.end() || it->second.parent.empty()) break;
+      chain.push_back(s);
+      s = it->second.parent;
+    }
+    std::reverse(chain.begin(), chain.end());
+    std::size_t keep = 0;
+    while (keep < open_.size() && keep < chain.size() && open_[keep].first == chain[keep]) ++keep;
+    while (open_.size() > keep) close_innermost();
+    for (std::size_t i = keep; i < chain.size(); ++i) {
+      const std::string& site = rec_.scopes.at(chain[i]).site;
+      const std::size_t colon = site.rfind(':');
+      sites_.push_back(site.substr(0, colon));
+      const auto line =
+          colon == std::string::npos ? 0u : std::uint32_t(std::stoul(site.substr(colon + 1)));
+      // new Scope(prvalue) initialises in place: a Scope can be neither copied nor moved.
+      open_.emplace_back(chain[i], std::unique_ptr<Scope>(
+                                       new Scope(o.scope(ScopeSite(sites_.back().c_str(), line)))));
+    }
+  }
+  void close_innermost() { open_.pop_back(); }
+
+  const Recording& rec_;
+  const ReplayBindings& bindings_;
+  std::unordered_map<std::string, TaskId> replayed_;  // recorded id -> replayed id
+  std::vector<Output> outputs_;
+  std::deque<std::string> sites_;  // scope sites' files, alive for the run
+  std::vector<std::pair<std::string, std::unique_ptr<Scope>>> open_;
+};
+
+}  // namespace
+
+Status replay(ChipWorker& worker, const std::string& deps_path, const ReplayBindings& bindings,
+              const OrchestratorConfig& config) {
+  Json doc;
+  HP_RETURN_IF_ERROR(read_json_file(deps_path, &doc));
+  Recording rec;
+  try {
+    HP_RETURN_IF_ERROR(parse(doc, &rec).with_context("replay: " + deps_path));
+  } catch (const Json::exception& e) {
+    return Status::error(ErrorCode::kCorruptData,
+                         "replay: {} is not a deps.json this build reads ({}): record it again "
+                         "with dep_gen on",
+                         deps_path, e.what());
+  } catch (const std::logic_error& e) {  // std::stoull
+    return Status::error(ErrorCode::kCorruptData, "replay: {}: a number does not parse ({})",
+                         deps_path, e.what());
+  }
+  Replayer replayer(rec, bindings);
+  return Orchestrator::run(
+      worker, [&](Orchestrator& o) { return replayer.run(o); }, config);
+}
+
+}  // namespace hp::runtime
