@@ -19,7 +19,8 @@ else
     # The key covers the core's sources instead of its install path, which differs per build dir.
     key="$(hp_build_key --exclude native/shmem/adapters VERSION CMakeLists.txt cmake native/common native/platform \
         native/runtime native/shmem \
-        python/bindings tests/shmem tests/runtime/node bench/CMakeLists.txt bench/shmem)"
+        python/bindings tests/shmem tests/runtime/node bench/CMakeLists.txt bench/common bench/shmem \
+        bench/runtime/bench_node.cpp)"
     HP_CMAKE_ARGS+=(-DHyperParallel_DIR="$core_config")
     hp_native_build "$key"
 fi
