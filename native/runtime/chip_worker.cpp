@@ -3,12 +3,15 @@
 #include <utility>
 
 #include "runtime/callable_registry.h"
+#include "runtime/orchestration_thread.h"
 #include "runtime/task_ring.h"
 
 namespace hp::runtime {
 
 ChipWorker::ChipWorker(std::unique_ptr<platform::Chip> chip)
-    : chip_(std::move(chip)), registry_(std::make_unique<CallableRegistry>()) {}
+    : chip_(std::move(chip)),
+      registry_(std::make_unique<CallableRegistry>()),
+      orchestration_thread_(std::make_unique<OrchestrationThread>()) {}
 
 ChipWorker::~ChipWorker() noexcept = default;
 

@@ -20,6 +20,7 @@ namespace hp::runtime {
 
 class CallableRegistry;
 class Orchestrator;
+class OrchestrationThread;
 class TaskRing;
 
 class HP_API ChipWorker {
@@ -57,6 +58,9 @@ class HP_API ChipWorker {
 
   std::unique_ptr<platform::Chip> chip_;
   std::unique_ptr<CallableRegistry> registry_;
+  // Where orchestration functions run, made by the first run and kept (a thread per run cost
+  // each run more than the rest of its fixed cost).
+  std::unique_ptr<OrchestrationThread> orchestration_thread_;
   std::mutex rings_mutex_;
   std::vector<std::unique_ptr<TaskRing>> idle_rings_;  // from the last run, or empty
 };

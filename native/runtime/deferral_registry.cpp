@@ -43,8 +43,13 @@ std::uint64_t DeferralRegistry::add(TaskSlot* slot, TaskId id, std::string name,
                               .target = target,
                               .deadline = platform::deadline_after(timeout_s_)});
   if (word != nullptr) ++words_;
-  if (!watcher_.joinable() && !closed_) watcher_ = std::thread([this] { watch(); });
-  changed_.notify_all();
+  if (!watcher_.joinable() && !closed_) {
+    watcher_ = std::thread([this] { watch(); });
+  } else if (word != nullptr || entries_.at(key).deadline < wakes_at_) {
+    // The watcher sleeps until wakes_at_, or polls words: a DeferredCompletion's deadline
+    // (later than every earlier one's) needs no earlier look.
+    changed_.notify_all();
+  }
   return key;
 }
 
@@ -62,8 +67,7 @@ void DeferralRegistry::finish_claimed(std::unique_lock<std::mutex>& lock, std::u
   lock.unlock();
   finish_(slot, std::move(status));
   lock.lock();
-  --active_;
-  changed_.notify_all();
+  if (--active_ == 0 && closed_) changed_.notify_all();  // close() waits for none inside
 }
 
 bool DeferralRegistry::complete(std::uint64_t key, Status status) noexcept {
@@ -145,15 +149,19 @@ void DeferralRegistry::watch() noexcept {
     }
     if (words_ > 0) {
       // Nobody wakes us for a word: look again soon, less often the longer nothing comes.
-      changed_.wait_until(lock, std::min(nearest, now + poll));  // nearest may be max()
+      wakes_at_ = std::min(nearest, now + poll);  // nearest may be max()
+      changed_.wait_until(lock, wakes_at_);
       poll = std::min(poll * 2, std::chrono::duration_cast<std::chrono::microseconds>(kMaxPoll));
     } else if (nearest == platform::Clock::time_point::max()) {
+      wakes_at_ = nearest;
       changed_.wait(lock);
       poll = kMinPoll;
     } else {
+      wakes_at_ = nearest;
       changed_.wait_until(lock, nearest);
       poll = kMinPoll;
     }
+    wakes_at_ = platform::Clock::time_point::min();  // awake: add() need not wake it
   }
 }
 

@@ -9,9 +9,11 @@
 // thread touches the scheduler after it is destroyed, however long a DeferredCompletion lives.
 //
 // The watcher thread starts with the first deferral. It sleeps on a condition variable until
-// the nearest deadline, a new entry, a cancellation or close(); while entries wait on words it
-// polls them, spinning down from 1 us to 100 us between looks (no notifier wakes it: the words
-// are written by peers' RMA).
+// the nearest deadline, a cancellation or close(), and is woken for a new entry only when that
+// entry needs it sooner (a word to poll, or a deadline before its wake-up; deferrals made later
+// have later deadlines, so a stream of them costs no wake-up each); while entries wait on words
+// it polls them, slowing down from 1 us to 100 us between looks (no notifier wakes it: the
+// words are written by peers' RMA).
 #ifndef HYPER_PARALLEL_RUNTIME_DEFERRAL_REGISTRY_H_
 #define HYPER_PARALLEL_RUNTIME_DEFERRAL_REGISTRY_H_
 
@@ -85,6 +87,8 @@ class DeferralRegistry : public std::enable_shared_from_this<DeferralRegistry> {
   std::uint64_t next_key_ = 1;
   int words_ = 0;  // entries waiting on a word
   int active_ = 0;
+  // When the watcher wakes by itself (min(): it is awake; max(): never, until notified).
+  platform::Clock::time_point wakes_at_ = platform::Clock::time_point::min();
   bool cancel_ = false;
   bool closed_ = false;
   std::thread watcher_;

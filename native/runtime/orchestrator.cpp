@@ -13,6 +13,7 @@
 #include "common/settings.h"
 #include "runtime/diagnostics.h"
 #include "runtime/heap_ring.h"
+#include "runtime/orchestration_thread.h"
 #include "runtime/scheduler.h"
 #include "runtime/tensor_map.h"
 
@@ -335,20 +336,15 @@ Status Orchestrator::orchestrate(const Orchestration& orchestration) {
 
 Status Orchestrator::execute(const Orchestration& orchestration) {
   Status orchestration_status;
-  std::thread thread;
-  try {
-    thread = std::thread([&] { orchestration_status = orchestrate(orchestration); });
-  } catch (const std::system_error& e) {
-    return Status::error(ErrorCode::kSystemError, "cannot start the orchestration thread: {}",
-                         e.what());
-  }
+  OrchestrationThread& thread = *impl_->worker.orchestration_thread_;
+  HP_RETURN_IF_ERROR(thread.start([&] { orchestration_status = orchestrate(orchestration); }));
   platform::Chip& chip = impl_->worker.chip();
   // One block per core for the whole run: each loops over the tasks assigned to its core.
   Status launch_status = chip.launch(
       {.mode = LaunchMode::kMix, .block_dim = chip.num_cube(), .num_flags = 0},
       [this](platform::BlockContext& block) { return impl_->scheduler.core_main(block); });
   if (!launch_status.is_ok()) impl_->scheduler.abandon(launch_status);
-  thread.join();
+  thread.wait();
   if (Status first = impl_->scheduler.first_error(); !first.is_ok()) return first;
   if (!orchestration_status.is_ok()) return orchestration_status;
   return launch_status;
