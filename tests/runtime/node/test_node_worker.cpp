@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -435,6 +436,156 @@ TEST_P(NodeWorkerTest, InitSkewIsNotCountedAgainstACollectivesDeadline) {
   const Status s = worker->run([&](NodeOrchestrator& o) { return o.allreduce(buf); });
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   EXPECT_EQ(i32(buf.on(0))[0], chips() * (chips() - 1) / 2);
+}
+
+TEST_P(NodeWorkerTest, ExpertParallelDispatchExpertsCombineMatchesTheGolden) {
+  // The EP pipeline of examples/runtime/l3/ep_dispatch_combine.py in C++ (and so under
+  // ThreadSanitizer): pack rows per owning chip, all_to_all rows and metadata, the local experts
+  // (y = relu(x W_e)), all_to_all back, the weighted combine at the token's chip.
+  constexpr int kTokens = 16, kHidden = 8, kTopK = 2;
+  const int n = chips(), experts = 2 * n, per_chip = 2, cap = kTokens * kTopK;
+  // pack: tensors x [T, H] f32, idx [T, K] i64, send [n, cap, H] f32, meta [n, cap, 3] i64.
+  auto pack = [](const TaskArgs& a, BlockContext&) -> Status {
+    const auto* x = static_cast<const float*>(a.tensor(0).data());
+    const auto* idx = static_cast<const std::int64_t*>(a.tensor(1).data());
+    auto* send = static_cast<float*>(a.tensor(2).data());
+    auto* meta = static_cast<std::int64_t*>(a.tensor(3).data());
+    const auto per = a.scalar_as<std::int64_t>(0);
+    const std::int64_t chips_n = a.tensor(2).dim(0), capacity = a.tensor(2).dim(1);
+    std::fill(meta, meta + chips_n * capacity * 3, -1);
+    std::vector<std::int64_t> fill(std::size_t(chips_n), 0);
+    for (int t = 0; t < kTokens; ++t) {
+      for (int k = 0; k < kTopK; ++k) {
+        const std::int64_t e = idx[t * kTopK + k], dest = e / per, slot = fill[std::size_t(dest)]++;
+        std::copy(x + t * kHidden, x + (t + 1) * kHidden,
+                  send + (dest * capacity + slot) * kHidden);
+        std::int64_t* m = meta + (dest * capacity + slot) * 3;
+        m[0] = t, m[1] = e, m[2] = k;
+      }
+    }
+    return Status::ok();
+  };
+  // experts: recv [n, cap, H], recv_meta [n, cap, 3], W [per, H, H], y [n, cap, H].
+  auto run_experts = [](const TaskArgs& a, BlockContext&) -> Status {
+    const auto* recv = static_cast<const float*>(a.tensor(0).data());
+    const auto* meta = static_cast<const std::int64_t*>(a.tensor(1).data());
+    const auto* w = static_cast<const float*>(a.tensor(2).data());
+    auto* y = static_cast<float*>(a.tensor(3).data());
+    const auto first = a.scalar_as<std::int64_t>(0);
+    const std::int64_t rows = a.tensor(0).dim(0) * a.tensor(0).dim(1);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* out = y + r * kHidden;
+      std::fill(out, out + kHidden, 0.f);
+      if (meta[r * 3] < 0) continue;
+      const float* we = w + (meta[r * 3 + 1] - first) * kHidden * kHidden;
+      for (int j = 0; j < kHidden; ++j) {
+        float acc = 0;
+        for (int i = 0; i < kHidden; ++i) acc += recv[r * kHidden + i] * we[i * kHidden + j];
+        out[j] = std::max(acc, 0.f);
+      }
+    }
+    return Status::ok();
+  };
+  // combine: back [n, cap, H], meta [n, cap, 3] (its own), w [T, K] f32, out [T, H].
+  auto combine = [](const TaskArgs& a, BlockContext&) -> Status {
+    const auto* back = static_cast<const float*>(a.tensor(0).data());
+    const auto* meta = static_cast<const std::int64_t*>(a.tensor(1).data());
+    const auto* w = static_cast<const float*>(a.tensor(2).data());
+    auto* out = static_cast<float*>(a.tensor(3).data());
+    std::fill(out, out + kTokens * kHidden, 0.f);
+    const std::int64_t rows = a.tensor(0).dim(0) * a.tensor(0).dim(1);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      if (meta[r * 3] < 0) continue;
+      const std::int64_t t = meta[r * 3], k = meta[r * 3 + 2];
+      for (int j = 0; j < kHidden; ++j)
+        out[t * kHidden + j] += w[t * kTopK + k] * back[r * kHidden + j];
+    }
+    return Status::ok();
+  };
+  create();
+  const CallableHandle pack_h = add("pack", pack), experts_h = add("experts", run_experts),
+                       combine_h = add("combine", combine);
+  ASSERT_TRUE(worker->start().is_ok());
+  const SymmetricTensor x = tensor(DType::kFP32, {kTokens, kHidden}),
+                        idx = tensor(DType::kInt64, {kTokens, kTopK}),
+                        gate = tensor(DType::kFP32, {kTokens, kTopK}),
+                        weights = tensor(DType::kFP32, {per_chip, kHidden, kHidden}),
+                        send = tensor(DType::kFP32, {n, cap, kHidden}),
+                        recv = tensor(DType::kFP32, {n, cap, kHidden}),
+                        y = tensor(DType::kFP32, {n, cap, kHidden}),
+                        back = tensor(DType::kFP32, {n, cap, kHidden}),
+                        meta = tensor(DType::kInt64, {n, cap, 3}),
+                        recv_meta = tensor(DType::kInt64, {n, cap, 3}),
+                        out = tensor(DType::kFP32, {kTokens, kHidden});
+  std::vector<float> all_w(std::size_t(experts * kHidden * kHidden));
+  for (std::size_t i = 0; i < all_w.size(); ++i) all_w[i] = float(int(i * 37 % 23) - 11) / 16.f;
+  auto f32 = [](const TensorView& t) { return static_cast<float*>(t.data()); };
+  auto i64 = [](const TensorView& t) { return static_cast<std::int64_t*>(t.data()); };
+  for (int c = 0; c < n; ++c) {
+    for (int t = 0; t < kTokens; ++t) {
+      for (int h = 0; h < kHidden; ++h)
+        f32(x.on(c))[t * kHidden + h] = float((t * 7 + h * 3 + c) % 11 - 5) / 4.f;
+      for (int k = 0; k < kTopK; ++k) {
+        i64(idx.on(c))[t * kTopK + k] = (t + c + k * (experts / 2 + 1)) % experts;
+        f32(gate.on(c))[t * kTopK + k] = float(k + 1) / float(kTopK + 1);
+      }
+    }
+    std::copy(all_w.begin() + c * per_chip * kHidden * kHidden,
+              all_w.begin() + (c + 1) * per_chip * kHidden * kHidden, f32(weights.on(c)));
+  }
+  const Status s = worker->run([&](NodeOrchestrator& o) -> Status {
+    for (int c = 0; c < n; ++c) {
+      HP_RETURN_IF_ERROR(o.submit_next_level(pack_h,
+                                             TaskArgs()
+                                                 .input(x.on(c))
+                                                 .input(idx.on(c))
+                                                 .output_existing(send.on(c))
+                                                 .output_existing(meta.on(c))
+                                                 .scalar(std::int64_t(per_chip)),
+                                             {}, c));
+    }
+    HP_RETURN_IF_ERROR(o.all_to_all(recv, send));
+    HP_RETURN_IF_ERROR(o.all_to_all(recv_meta, meta));
+    for (int c = 0; c < n; ++c) {
+      HP_RETURN_IF_ERROR(o.submit_next_level(experts_h,
+                                             TaskArgs()
+                                                 .input(recv.on(c))
+                                                 .input(recv_meta.on(c))
+                                                 .input(weights.on(c))
+                                                 .output_existing(y.on(c))
+                                                 .scalar(std::int64_t(c * per_chip)),
+                                             {}, c));
+    }
+    HP_RETURN_IF_ERROR(o.all_to_all(back, y));
+    for (int c = 0; c < n; ++c) {
+      HP_RETURN_IF_ERROR(o.submit_next_level(combine_h,
+                                             TaskArgs()
+                                                 .input(back.on(c))
+                                                 .input(meta.on(c))
+                                                 .input(gate.on(c))
+                                                 .output_existing(out.on(c)),
+                                             {}, c));
+    }
+    return Status::ok();
+  });
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  for (int c = 0; c < n; ++c) {
+    for (int t = 0; t < kTokens; ++t) {
+      for (int j = 0; j < kHidden; ++j) {
+        float want = 0;
+        for (int k = 0; k < kTopK; ++k) {
+          const std::int64_t e = i64(idx.on(c))[t * kTopK + k];
+          float acc = 0;
+          for (int i = 0; i < kHidden; ++i) {
+            acc +=
+                f32(x.on(c))[t * kHidden + i] * all_w[std::size_t((e * kHidden + i) * kHidden + j)];
+          }
+          want += f32(gate.on(c))[t * kTopK + k] * std::max(acc, 0.f);
+        }
+        ASSERT_NEAR(f32(out.on(c))[t * kHidden + j], want, 1e-4) << c << " " << t << " " << j;
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Chips, NodeWorkerTest, ::testing::Values(2, 4),
