@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "closable_native.h"
 #include "python_orchestration.h"
 #include "python_task.h"
 #include "raise_status.h"
@@ -53,19 +54,8 @@ struct PySymmetricTensor {
   std::shared_ptr<PyNodeWorker> owner;
 };
 
-struct PyNodeWorker {
-  std::unique_ptr<rt::NodeWorker> worker;
-
-  ~PyNodeWorker() {
-    py::gil_scoped_release release;  // close() waits for the chips
-    worker.reset();
-  }
-  rt::NodeWorker& get() const {
-    if (!worker)
-      raise(hp::Status::error(hp::ErrorCode::kFailedPrecondition, "the worker was closed"));
-    return *worker;
-  }
-};
+// A NodeWorker, destroyed (its chips shut down and reaped) without the GIL.
+struct PyNodeWorker : hp::python::ClosableNative<rt::NodeWorker> {};
 
 // The L3 orchestration's handle: the level's Orchestrator (scopes, escape) plus the node's
 // own submissions.
@@ -197,7 +187,7 @@ PYBIND11_MODULE(_hp_node, m) {
                PyEval_SaveThread();
              };
              auto w = std::make_shared<PyNodeWorker>();
-             check(rt::NodeWorker::create(config, &w->worker));
+             check(rt::NodeWorker::create(config, &w->object));
              return w;
            }),
            py::arg("chips"), py::arg("num_cube"), py::arg("num_vector"), py::arg("sub_workers"),
@@ -249,11 +239,11 @@ PYBIND11_MODULE(_hp_node, m) {
           },
           py::arg("orchestration"), py::arg("config"))
       .def("close", [](PyNodeWorker& w) {
-        if (!w.worker) return;
+        if (!w.object) return;
         hp::Status status;
         {
           py::gil_scoped_release release;
-          status = w.worker->close();
+          status = w.object->close();
         }
         check(status);
       });

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "closable_native.h"
 #include "python_orchestration.h"
 #include "python_task.h"
 #include "raise_status.h"
@@ -29,20 +30,8 @@ using hp::python::check;
 using hp::python::raise;
 namespace rt = hp::runtime;
 
-// A ChipWorker whose destruction (joining the chip's cores) happens without the GIL.
-struct PyChipWorker {
-  std::unique_ptr<rt::ChipWorker> worker;
-
-  ~PyChipWorker() {
-    py::gil_scoped_release release;
-    worker.reset();
-  }
-  rt::ChipWorker& get() const {
-    if (!worker)
-      raise(hp::Status::error(hp::ErrorCode::kFailedPrecondition, "the worker was closed"));
-    return *worker;
-  }
-};
+// A ChipWorker, destroyed (its cores joined) without the GIL.
+using PyChipWorker = hp::python::ClosableNative<rt::ChipWorker>;
 
 hp::platform::LaunchMode parse_mode(const std::string& mode) {
   if (mode == "cube") return hp::platform::LaunchMode::kCube;
@@ -143,7 +132,7 @@ PYBIND11_MODULE(_hp_runtime, m) {
                                              .num_vector = num_vector,
                                              .cpus = std::move(cpus),
                                              .wait_timeout_s = timeout_s};
-             blocking([&] { return rt::ChipWorker::create(config, &w->worker); });
+             blocking([&] { return rt::ChipWorker::create(config, &w->object); });
              return w;
            }),
            py::arg("num_cube"), py::arg("num_vector"), py::arg("cpus"), py::arg("timeout_s"))
@@ -184,7 +173,7 @@ PYBIND11_MODULE(_hp_runtime, m) {
           py::arg("orchestration"), py::arg("config"))
       .def("close", [](PyChipWorker& w) {
         py::gil_scoped_release release;
-        w.worker.reset();
+        w.object.reset();
       });
 
   m.def(

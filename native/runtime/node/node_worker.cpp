@@ -134,6 +134,29 @@ Status NodeWorker::Impl::check_usable(std::string_view what) {
   return Status::ok();
 }
 
+Status NodeWorker::Impl::register_on_host(const Sha256Digest& digest, Entry& entry) {
+  HP_RETURN_IF_ERROR(host->register_callable(*entry.callable, &entry.sub_slot));
+  Impl* self = this;
+  return host->register_callable(
+      Callable::from_function(
+          entry.callable->name(),
+          [self, digest](const TaskArgs& args, platform::BlockContext&) {
+            return self->dispatch(digest, args);
+          },
+          std::as_bytes(std::span(digest)), std::string(kProxyNamespace)),
+      &entry.proxy_slot);
+}
+
+Status NodeWorker::Impl::host_slot(const CallableHandle& handle, bool proxy, std::string_view what,
+                                   int* slot) {
+  std::lock_guard lock(callables_mutex);
+  auto it = callables.find(handle.digest);
+  HP_ENSURE(it != callables.end(), ErrorCode::kNotFound,
+            "{}: {} is not registered with this node worker", what, handle.hashid());
+  *slot = proxy ? it->second.proxy_slot : it->second.sub_slot;
+  return Status::ok();
+}
+
 Status NodeWorker::register_callable(const Callable& callable, CallableHandle* handle) {
   HP_ENSURE(!callable.empty(), ErrorCode::kInvalidArgument,
             "register_callable: the callable '{}' has no function", callable.name());
@@ -160,19 +183,7 @@ Status NodeWorker::register_callable(const Callable& callable, CallableHandle* h
   entry.callable = std::make_shared<const Callable>(callable);
   entry.references = 1;
   entry.known.assign(std::size_t(impl.config.chips), 0);
-  if (impl.host) {
-    HP_RETURN_IF_ERROR(impl.host->register_callable(callable, &entry.sub_slot));
-    const Sha256Digest d = digest;
-    Impl* self = &impl;
-    HP_RETURN_IF_ERROR(
-        impl.host->register_callable(Callable::from_function(
-                                         callable.name(),
-                                         [self, d](const TaskArgs& args, platform::BlockContext&) {
-                                           return self->dispatch(d, args);
-                                         },
-                                         std::as_bytes(std::span(d)), std::string(kProxyNamespace)),
-                                     &entry.proxy_slot));
-  }
+  if (impl.host) HP_RETURN_IF_ERROR(impl.register_on_host(digest, entry));
   impl.callables.emplace(digest, std::move(entry));
   *handle = callable.handle();
   return Status::ok();
@@ -365,19 +376,7 @@ Status NodeWorker::start() {
   if (ready.is_ok()) {
     std::lock_guard lock(impl.callables_mutex);
     for (auto& [digest, entry] : impl.callables) {
-      const Sha256Digest d = digest;
-      Impl* self = &impl;
-      ready = impl.host->register_callable(*entry.callable, &entry.sub_slot);
-      if (ready.is_ok()) {
-        ready = impl.host->register_callable(
-            Callable::from_function(
-                entry.callable->name(),
-                [self, d](const TaskArgs& args, platform::BlockContext&) {
-                  return self->dispatch(d, args);
-                },
-                std::as_bytes(std::span(d)), std::string(kProxyNamespace)),
-            &entry.proxy_slot);
-      }
+      ready = impl.register_on_host(digest, entry);
       if (!ready.is_ok()) break;
     }
   }
@@ -524,13 +523,7 @@ Status NodeOrchestrator::submit_next_level(const CallableHandle& handle, const T
             "submit_next_level: block_num={} / num_flags={} out of range", config.block_num,
             config.num_flags);
   int slot = -1;
-  {
-    std::lock_guard lock(impl.callables_mutex);
-    auto it = impl.callables.find(handle.digest);
-    HP_ENSURE(it != impl.callables.end(), ErrorCode::kNotFound,
-              "submit_next_level: {} is not registered with this node worker", handle.hashid());
-    slot = it->second.proxy_slot;
-  }
+  HP_RETURN_IF_ERROR(impl.host_slot(handle, true, "submit_next_level", &slot));
   for (int i = 0; i < args.num_tensors(); ++i) {
     const TensorView& t = args.tensor(i);
     HP_ENSURE(args.tag(i) != ArgTag::kOutput, ErrorCode::kInvalidArgument,
@@ -559,13 +552,7 @@ Status NodeOrchestrator::submit_sub(const CallableHandle& handle, const TaskArgs
                                     const CallConfig& config, SubmitResult* result) {
   NodeWorker::Impl& impl = *worker_.impl_;
   int slot = -1;
-  {
-    std::lock_guard lock(impl.callables_mutex);
-    auto it = impl.callables.find(handle.digest);
-    HP_ENSURE(it != impl.callables.end(), ErrorCode::kNotFound,
-              "submit_sub: {} is not registered with this node worker", handle.hashid());
-    slot = it->second.sub_slot;
-  }
+  HP_RETURN_IF_ERROR(impl.host_slot(handle, false, "submit_sub", &slot));
   CallConfig on_sub_workers = config;
   on_sub_workers.mode = platform::LaunchMode::kVector;
   return l3_.submit(slot, args, on_sub_workers, result);

@@ -100,6 +100,12 @@ struct NodeWorker::Impl {
   std::thread reader;
 
   Status check_usable(std::string_view what);
+  // Registers the entry's callable on the host worker: itself (for sub tasks) and its proxy
+  // (for next-level tasks).
+  Status register_on_host(const Sha256Digest& digest, Entry& entry);
+  // The host slot of `handle`'s proxy (next-level tasks) or of its callable (sub tasks);
+  // NOT_FOUND naming `what` when it is not registered.
+  Status host_slot(const CallableHandle& handle, bool proxy, std::string_view what, int* slot);
   // The parent: writes a frame to chip `chip` (TIMEOUT, or PEER_DEAD when it died).
   Status send(int chip, std::uint32_t type, std::span<const std::byte> payload);
   // The proxy of a next-level task: picks its chip, makes sure the chip knows the callable,
