@@ -114,10 +114,11 @@ Status parse(const Json& doc, Recording* out) {
   return Status::ok();
 }
 
-// The orchestration that replays `rec`.
+// The orchestration that replays `rec` through `submit`.
 class Replayer {
  public:
-  Replayer(const Recording& rec, const ReplayBindings& bindings) : rec_(rec), bindings_(bindings) {}
+  Replayer(const Recording& rec, std::span<const Rebase> buffers, const ReplaySubmit& submit)
+      : rec_(rec), buffers_(buffers), submit_(submit) {}
 
   // Every scope it opened ends before it returns (a Scope must not outlive its run).
   Status run(Orchestrator& o) {
@@ -130,11 +131,7 @@ class Replayer {
   Status submit_all(Orchestrator& o) {
     for (const RecordedTask& task : rec_.tasks) {
       enter_scope(o, task.scope);
-      auto slot = bindings_.callables.find(task.callable);
-      HP_ENSURE(slot != bindings_.callables.end(), ErrorCode::kNotFound,
-                "replay: task {} runs callable '{}', which the bindings give no slot", task.id,
-                task.callable);
-      TaskArgs args;
+      ReplayTask replayed{.callable = task.callable, .config = task.config};
       std::vector<const RecordedTensor*> outputs;
       for (const auto& [tensor_id, tag] : task.args) {
         auto it = rec_.tensors.find(tensor_id);
@@ -143,27 +140,26 @@ class Replayer {
                   tensor_id);
         const RecordedTensor& t = it->second;
         if (tag == ArgTag::kOutput) {
-          args.output(t.dtype, t.shape);
+          replayed.tensors.push_back({TensorView(nullptr, t.dtype, t.shape), ArgTag::kOutput});
           outputs.push_back(&t);
         } else {
-          args.no_dep(TensorView(rebase(t.address), t.dtype, t.shape, t.strides));
+          replayed.tensors.push_back(
+              {TensorView(rebase(t.address), t.dtype, t.shape, t.strides), ArgTag::kNoDep});
         }
       }
-      for (const auto& [bits, dtype] : task.scalars) args.scalar_bits_of(bits, dtype);
-      std::vector<TaskId> preds;
+      replayed.scalars = task.scalars;
       if (auto p = rec_.preds.find(task.id); p != rec_.preds.end()) {
         for (const std::string& pred : p->second) {
           auto id = replayed_.find(pred);
           HP_ENSURE(id != replayed_.end(), ErrorCode::kCorruptData,
                     "replay: task {} depends on task {}, which comes after it in the file", task.id,
                     pred);
-          preds.push_back(id->second);
+          replayed.predecessors.push_back(id->second);
         }
       }
-      args.set_dependencies(preds);
       SubmitResult result;
-      HP_RETURN_IF_ERROR(o.submit(slot->second, args, task.config, &result)
-                             .with_context(fmt::format("replaying task {}", task.id)));
+      HP_RETURN_IF_ERROR(
+          submit_(replayed, &result).with_context(fmt::format("replaying task {}", task.id)));
       replayed_[task.id] = result.task;
       for (std::size_t i = 0; i < outputs.size() && i < result.outputs.size(); ++i) {
         outputs_.push_back({outputs[i]->address, outputs[i]->span_bytes,
@@ -180,7 +176,7 @@ class Replayer {
   };
 
   void* rebase(std::uintptr_t address) const {
-    for (const Rebase& r : bindings_.buffers) {
+    for (const Rebase& r : buffers_) {
       if (address >= r.recorded && address - r.recorded < r.bytes) {
         return static_cast<std::byte*>(r.now) + (address - r.recorded);
       }
@@ -221,7 +217,8 @@ class Replayer {
   void close_innermost() { open_.pop_back(); }
 
   const Recording& rec_;
-  const ReplayBindings& bindings_;
+  std::span<const Rebase> buffers_;
+  const ReplaySubmit& submit_;
   std::unordered_map<std::string, TaskId> replayed_;  // recorded id -> replayed id
   std::vector<Output> outputs_;
   std::deque<std::string> sites_;  // scope sites' files, alive for the run
@@ -230,8 +227,24 @@ class Replayer {
 
 }  // namespace
 
-Status replay(ChipWorker& worker, const std::string& deps_path, const ReplayBindings& bindings,
-              const OrchestratorConfig& config) {
+TaskArgs ReplayTask::args(std::size_t num_scalars) const {
+  TaskArgs out;
+  for (const TaskArgs::TensorArg& t : tensors) {
+    if (t.tag == ArgTag::kOutput) {
+      out.output(t.view.dtype(), t.view.shape());
+    } else {
+      out.no_dep(t.view);
+    }
+  }
+  for (std::size_t i = 0; i < scalars.size() && i < num_scalars; ++i) {
+    out.scalar_bits_of(scalars[i].first, scalars[i].second);
+  }
+  out.set_dependencies(predecessors);
+  return out;
+}
+
+Status replay_into(Orchestrator& o, const std::string& deps_path, std::span<const Rebase> buffers,
+                   const ReplaySubmit& submit) {
   Json doc;
   HP_RETURN_IF_ERROR(read_json_file(deps_path, &doc));
   Recording rec;
@@ -246,9 +259,25 @@ Status replay(ChipWorker& worker, const std::string& deps_path, const ReplayBind
     return Status::error(ErrorCode::kCorruptData, "replay: {}: a number does not parse ({})",
                          deps_path, e.what());
   }
-  Replayer replayer(rec, bindings);
+  Replayer replayer(rec, buffers, submit);
+  return replayer.run(o);
+}
+
+Status replay(ChipWorker& worker, const std::string& deps_path, const ReplayBindings& bindings,
+              const OrchestratorConfig& config) {
   return Orchestrator::run(
-      worker, [&](Orchestrator& o) { return replayer.run(o); }, config);
+      worker,
+      [&](Orchestrator& o) {
+        return replay_into(o, deps_path, bindings.buffers,
+                           [&](const ReplayTask& task, SubmitResult* result) -> Status {
+                             auto slot = bindings.callables.find(task.callable);
+                             HP_ENSURE(slot != bindings.callables.end(), ErrorCode::kNotFound,
+                                       "replay: callable '{}' has no slot in the bindings",
+                                       task.callable);
+                             return o.submit(slot->second, task.args(), task.config, result);
+                           });
+      },
+      config);
 }
 
 }  // namespace hp::runtime

@@ -20,8 +20,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/api.h"
@@ -44,6 +48,25 @@ struct ReplayBindings {
 
 HP_API Status replay(ChipWorker& worker, const std::string& deps_path,
                      const ReplayBindings& bindings, const OrchestratorConfig& config = {});
+
+// One recorded task as a replay submits it (replay_into): its callable's name, its launch
+// shape, its tensors (rebased; NO_DEP, OUTPUTs without memory), its scalars and its
+// predecessors (the replayed ids of its recorded edges' predecessors).
+struct ReplayTask {
+  std::string callable;
+  CallConfig config;
+  std::vector<TaskArgs::TensorArg> tensors;
+  std::vector<std::pair<std::uint64_t, std::optional<DType>>> scalars;
+  std::vector<TaskId> predecessors;
+  // The task's arguments with its first `num_scalars` scalars (all by default).
+  HP_API TaskArgs args(std::size_t num_scalars = SIZE_MAX) const;
+};
+using ReplaySubmit = std::function<Status(const ReplayTask& task, SubmitResult* result)>;
+
+// The replay inside a running orchestration: `o` opens the recorded scopes, `submit` submits
+// each task (the node level replays its next-level tasks this way: node_worker.h).
+HP_API Status replay_into(Orchestrator& o, const std::string& deps_path,
+                          std::span<const Rebase> buffers, const ReplaySubmit& submit);
 
 }  // namespace hp::runtime
 

@@ -11,9 +11,11 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "closable_native.h"
@@ -238,6 +240,22 @@ PYBIND11_MODULE(_hp_node, m) {
                                    });
           },
           py::arg("orchestration"), py::arg("config"))
+      .def(
+          "replay",
+          [](PyNodeWorker& w, const std::string& path,
+             const std::map<std::string, py::bytes>& callables,
+             const std::vector<std::tuple<std::uintptr_t, std::size_t, std::uintptr_t>>& buffers,
+             const rt::OrchestratorConfig& config) {
+            rt::NodeReplayBindings bindings;
+            for (const auto& [name, digest] : callables)
+              bindings.callables[name] = handle_of(digest);
+            for (const auto& [recorded, bytes, now] : buffers) {
+              bindings.buffers.push_back({recorded, bytes, reinterpret_cast<void*>(now)});
+            }
+            rt::NodeWorker& worker = w.get();
+            blocking([&] { return worker.replay(path, bindings, config); });
+          },
+          py::arg("path"), py::arg("callables"), py::arg("buffers"), py::arg("config"))
       .def("close", [](PyNodeWorker& w) {
         if (!w.object) return;
         hp::Status status;

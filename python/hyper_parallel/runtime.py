@@ -824,6 +824,19 @@ class Worker:
         finally:
             keep_alive.clear()
 
+    def replay(self, deps_path: str | Path, callables: dict[str, CallableHandle],
+               buffers: Sequence[tuple] = (), config: CallConfig | None = None) -> None:
+        """Runs a node-level deps.json again (runtime.replay's node form): each next-level task
+        on the chip and with the shape it recorded, each sub task, with the recorded edges and
+        no inference. callables: name -> handle (the collectives' kernels need none). buffers:
+        (recorded, now) pairs of arrays (or a recorded address and an array): `now` must be an
+        alloc()ed tensor's view for what chips touch."""
+        config = config or CallConfig()
+        ranges = [((r.ctypes.data if isinstance(r, np.ndarray) else int(r)), n.nbytes, n.ctypes.data)
+                  for r, n in buffers]
+        self._native.replay(str(deps_path), {k: _handle_digest(v) for k, v in callables.items()},
+                            ranges, config.native_run())
+
     def close(self) -> None:
         """Shuts the chips down and reaps them (also done when the worker is garbage-collected);
         raises when a chip had died or had to be killed."""

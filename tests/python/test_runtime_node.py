@@ -245,3 +245,23 @@ def test_l3_example_writes_every_diagnostic_of_both_levels(example, tmp_path):
     trace = json.loads((out / "swimlane.json").read_text())
     assert min(e["ts"] for e in trace["traceEvents"] if "ts" in e) >= 0
     assert any(e.get("cat") == "spawn" for e in trace["traceEvents"])
+
+
+def test_a_node_run_replays_to_the_same_outputs(node, tmp_path):
+    w, h = node
+    a, b = w.alloc([32], np.int32), w.alloc([32], np.int32)
+    last = w.chips - 1
+
+    def orchestration(o):
+        for r in range(3):
+            with rt.scope():
+                o.submit_next_level(h["fill"], rt.TaskArgs().output_existing(a.on(0)).scalar(r, "int32"),
+                                    worker=0)
+                o.submit_sub(h["add_one"], rt.TaskArgs().input(a.on(0)).output_existing(a.on(last)))
+        o.allreduce(a)
+
+    w.run(orchestration, rt.CallConfig(dep_gen=True, output_prefix=str(tmp_path)))
+    w.replay(tmp_path / "deps.json", {"fill": h["fill"], "add_one": h["add_one"]},
+             buffers=[(a.on(c), b.on(c)) for c in range(w.chips)])
+    for c in range(w.chips):
+        np.testing.assert_array_equal(b.on(c), a.on(c))

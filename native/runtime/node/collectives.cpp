@@ -217,6 +217,18 @@ Status register_collectives(NodeWorker& worker, std::vector<std::pair<Sha256Dige
   return Status::ok();
 }
 
+Status collective_handle(const NodeWorker::Impl& impl, std::string_view name, CallableHandle* out) {
+  for (int kind = 0; kind < kKinds; ++kind) {
+    if (name == kKindNames[kind]) {
+      *out = CallableHandle{impl.builtins[std::size_t(kind)].first};
+      return Status::ok();
+    }
+  }
+  return Status::error(ErrorCode::kNotFound,
+                       "replay: callable '{}' has no handle in the bindings (and is no collective)",
+                       name);
+}
+
 Status NodeOrchestrator::collective(int kind, const SymmetricTensor& dest,
                                     const SymmetricTensor& source, std::int64_t op_or_root) {
   NodeWorker::Impl& impl = *worker_.impl_;

@@ -59,15 +59,12 @@ Status NodeWorker::Impl::ensure_known(int chip, const Sha256Digest& digest) {
 Status NodeWorker::Impl::dispatch(const Sha256Digest& digest, const TaskArgs& args) {
   const int n = args.num_scalars();
   HP_ENSURE(n >= kHiddenScalars, ErrorCode::kInternal, "a next-level task without its scalars");
-  int chip = int(args.scalar_as<std::int64_t>(n - 3));
-  const auto shape = args.scalar_as<std::uint64_t>(n - 2);
-  const double timeout = args.scalar_as<double>(n - 1);
+  const NextLevelShape shape = decode_next_level(std::array<std::uint64_t, kHiddenScalars>{
+      args.scalar_bits(n - 3), args.scalar_bits(n - 2), args.scalar_bits(n - 1)});
+  int chip = shape.chip;
   node::TaskFrame task;
   task.digest = digest;
-  task.config.mode = static_cast<platform::LaunchMode>(shape & 0xff);
-  task.config.block_num = int((shape >> 8) & 0xffffffff);
-  task.config.num_flags = int(shape >> 40);
-  if (!std::isnan(timeout)) task.config.wait_timeout_s = timeout;
+  task.config = shape.config;
   if (chip == NodeOrchestrator::kAnyChip) {
     chip = 0;
     for (int c = 1; c < config.chips; ++c) {

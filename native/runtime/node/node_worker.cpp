@@ -22,6 +22,7 @@
 #include "runtime/node/frames.h"
 #include "runtime/node/node_diagnostics.h"
 #include "runtime/node/node_worker_impl.h"
+#include "runtime/replay.h"
 
 namespace hp::runtime {
 
@@ -53,6 +54,29 @@ std::string describe_wait_status(int status) {
     return fmt::format("was killed by signal {} ({})", sig, strsignal(sig));
   }
   return fmt::format("ended with wait status {:#x}", status);
+}
+
+std::array<std::uint64_t, kHiddenScalars> encode_next_level(const NextLevelShape& shape) {
+  const double timeout =
+      shape.config.wait_timeout_s.value_or(std::numeric_limits<double>::quiet_NaN());
+  std::uint64_t timeout_bits = 0;
+  std::memcpy(&timeout_bits, &timeout, sizeof(timeout));
+  return {std::uint64_t(std::int64_t(shape.chip)),
+          std::uint64_t(shape.config.mode) | std::uint64_t(shape.config.block_num) << 8 |
+              std::uint64_t(shape.config.num_flags) << 40,
+          timeout_bits};
+}
+
+NextLevelShape decode_next_level(std::span<const std::uint64_t, kHiddenScalars> bits) {
+  NextLevelShape shape;
+  shape.chip = int(std::int64_t(bits[0]));
+  shape.config.mode = static_cast<platform::LaunchMode>(bits[1] & 0xff);
+  shape.config.block_num = int((bits[1] >> 8) & 0xffffffff);
+  shape.config.num_flags = int(bits[1] >> 40);
+  double timeout = 0;
+  std::memcpy(&timeout, &bits[2], sizeof(timeout));
+  if (!std::isnan(timeout)) shape.config.wait_timeout_s = timeout;
+  return shape;
 }
 
 // --- SymmetricTensor -------------------------------------------------------------------------
@@ -506,6 +530,38 @@ Status NodeWorker::Impl::cycle_sessions(const DiagnosticsConfig& next,
   return status;
 }
 
+Status NodeWorker::replay(const std::string& deps_path, const NodeReplayBindings& bindings,
+                          const OrchestratorConfig& config) {
+  return run(
+      [&](NodeOrchestrator& o) {
+        return replay_into(
+            o.l3(), deps_path, bindings.buffers,
+            [&](const ReplayTask& task, SubmitResult* result) -> Status {
+              CallableHandle handle;
+              if (auto it = bindings.callables.find(task.callable);
+                  it != bindings.callables.end()) {
+                handle = it->second;
+              } else {  // a collective's builtin kernel
+                HP_RETURN_IF_ERROR(collective_handle(*impl_, task.callable, &handle));
+              }
+              // A next-level task's dispatch (a sub task is a vector task of the host).
+              if (task.config.mode != platform::LaunchMode::kCube) {
+                return o.submit_sub(handle, task.args(), task.config, result);
+              }
+              const std::size_t n = task.scalars.size();
+              HP_ENSURE(n >= std::size_t(kHiddenScalars), ErrorCode::kCorruptData,
+                        "replay: next-level task of '{}' without its launch scalars",
+                        task.callable);
+              std::array<std::uint64_t, kHiddenScalars> bits;
+              for (int i = 0; i < kHiddenScalars; ++i) bits[i] = task.scalars[n - 3 + i].first;
+              const NextLevelShape shape = decode_next_level(bits);
+              return o.submit_next_level(handle, task.args(n - kHiddenScalars), shape.config,
+                                         shape.chip, result);
+            });
+      },
+      config);
+}
+
 // --- the L3 orchestration --------------------------------------------------------------------
 
 int NodeOrchestrator::chips() const noexcept { return worker_.chips(); }
@@ -539,11 +595,8 @@ Status NodeOrchestrator::submit_next_level(const CallableHandle& handle, const T
               i, t.to_string(), t.data());
   }
   TaskArgs with_config = args;
-  const std::uint64_t shape = std::uint64_t(config.mode) | std::uint64_t(config.block_num) << 8 |
-                              std::uint64_t(config.num_flags) << 40;
-  with_config.scalar(std::int64_t(chip))
-      .scalar(shape)
-      .scalar(config.wait_timeout_s.value_or(std::numeric_limits<double>::quiet_NaN()));
+  const auto bits = encode_next_level({.chip = chip, .config = config});
+  with_config.scalar(std::int64_t(bits[0])).scalar(bits[1]).scalar(bits[2]);
   return l3_.submit(slot, with_config,
                     {.mode = platform::LaunchMode::kCube, .block_num = 1, .num_flags = 0}, result);
 }

@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <source_location>
@@ -43,6 +44,7 @@
 #include "platform/chip.h"
 #include "runtime/callable.h"
 #include "runtime/orchestrator.h"
+#include "runtime/replay.h"
 #include "runtime/task_args.h"
 #include "runtime/task_types.h"
 
@@ -129,6 +131,11 @@ class HP_API NodeOrchestrator {
 
 using NodeOrchestration = std::function<Status(NodeOrchestrator& orchestrator)>;
 
+struct NodeReplayBindings {
+  std::map<std::string, CallableHandle> callables;
+  std::vector<Rebase> buffers;
+};
+
 class HP_API NodeWorker {
  public:
   static Status create(const NodeWorkerConfig& config, std::unique_ptr<NodeWorker>* out);
@@ -158,6 +165,14 @@ class HP_API NodeWorker {
     return alloc(dtype, std::span<const std::int64_t>(shape.begin(), shape.size()), out);
   }
   Status free(const SymmetricTensor& tensor);
+
+  // Replays a node-level deps.json (replay.h) recorded by a run of this worker's shape: each
+  // next-level task again on the chip and with the launch shape it recorded, each sub task, in
+  // their order and scopes, with the recorded edges and no inference. `bindings`: callable name
+  // -> handle, and the recorded ranges -> memory standing for them (of alloc()ed tensors: the
+  // chips see nothing else).
+  Status replay(const std::string& deps_path, const NodeReplayBindings& bindings,
+                const OrchestratorConfig& config = {});
 
   // Runs an L3 orchestration (after start()) and waits for every task it submitted. `config`:
   // the L3 level's rings, timeout, observers and diagnostics (each chip writes its own

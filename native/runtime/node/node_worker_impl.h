@@ -12,12 +12,14 @@
 #ifndef HYPER_PARALLEL_RUNTIME_NODE_NODE_WORKER_IMPL_H_
 #define HYPER_PARALLEL_RUNTIME_NODE_NODE_WORKER_IMPL_H_
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -127,10 +129,20 @@ struct NodeWorker::Impl {
 
 // The builtin collective kernels (collectives.cpp): registered by create().
 Status register_collectives(NodeWorker& worker, std::vector<std::pair<Sha256Digest, int>>* out);
+// The handle of the builtin collective kernel named `name` ("allreduce", ...); NOT_FOUND when
+// no collective has that name.
+Status collective_handle(const NodeWorker::Impl& impl, std::string_view name, CallableHandle* out);
 
 // The hidden trailing scalars of a next-level task on the host worker: target chip, launch
 // shape (mode | block_num << 8 | num_flags << 40), flag timeout (NaN: the chip's).
 inline constexpr int kHiddenScalars = 3;
+struct NextLevelShape {
+  int chip = NodeOrchestrator::kAnyChip;
+  CallConfig config;
+};
+// The three scalars' bits, and back.
+std::array<std::uint64_t, kHiddenScalars> encode_next_level(const NextLevelShape& shape);
+NextLevelShape decode_next_level(std::span<const std::uint64_t, kHiddenScalars> bits);
 
 // waitpid status in words: "exited with status 3", "was killed by signal 9 (Killed)".
 std::string describe_wait_status(int status);
