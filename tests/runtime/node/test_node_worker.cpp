@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -738,18 +740,31 @@ TEST(NodeWorkerFailures, EightChipsOnTwoCpusRunConsecutiveSyncStartTasks) {
 }
 
 TEST(NodeWorkerFailures, TeardownIsCleanUnderLoadTwoHundredTimes) {
-  // Two threads keep both CPUs busy; each cycle starts a worker, runs a collective and tasks on
-  // every chip, and closes it; every 20th cycle closes it while a chip still runs a task (the
-  // run timed out), which close() must end by killing it. No cycle may crash, hang or leave a
-  // process behind.
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> load;
-  for (int i = 0; i < 2; ++i) {
-    load.emplace_back([&] {
-      volatile std::uint64_t x = 0;
-      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
-    });
-  }
+  // Two processes keep both CPUs busy (processes, not threads: the test forks chips, and a
+  // process forks cleanly only while it has one thread); each cycle starts a worker, runs a
+  // collective and tasks on every chip, and closes it; every 20th cycle closes it while a chip
+  // still runs a task (the run timed out), which close() must end by killing it. No cycle may
+  // crash, hang or leave a process behind.
+  struct Load {
+    std::vector<pid_t> pids;
+    Load() {
+      for (int i = 0; i < 2; ++i) {
+        const pid_t pid = fork();
+        if (pid == 0) {
+          ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+          volatile std::uint64_t x = 0;
+          for (;;) x = x + 1;
+        }
+        pids.push_back(pid);
+      }
+    }
+    ~Load() {
+      for (pid_t pid : pids) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    }
+  } load;
   for (int cycle = 0; cycle < 200; ++cycle) {
     const bool busy = cycle % 20 == 19;
     NodeWorkerConfig config;
@@ -797,8 +812,6 @@ TEST(NodeWorkerFailures, TeardownIsCleanUnderLoadTwoHundredTimes) {
     }
     for (int pid : pids) EXPECT_NE(::kill(pid, 0), 0) << "cycle " << cycle << ": chip left";
   }
-  stop = true;
-  for (auto& t : load) t.join();
 }
 
 }  // namespace
