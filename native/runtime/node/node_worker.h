@@ -152,7 +152,10 @@ class HP_API NodeWorker {
 
   // Forks the chips; each joins the symmetric memory job, creates its ChipWorker, runs
   // on_chip_start and reports ready. Returns once every chip is ready, or the first failure
-  // (naming the chip), with every chip shut down.
+  // (naming the chip), with every chip shut down. A chip is a copy of this process with only
+  // the forking thread: start node workers before this process starts threads that may hold a
+  // lock when it forks (a ThreadSanitizer build refuses to start threads in a child forked from
+  // a process with several).
   Status start();
   bool started() const noexcept;
   // Shuts the chips down and reaps them (idempotent). The first problem is returned (a chip
