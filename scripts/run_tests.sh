@@ -2,9 +2,15 @@
 # All of HyperParallel's tests, against what ./build.sh produced (tests never compile):
 #   0. the C/C++ format check (scripts/check_format.sh)
 #   1. ./build.sh (default selection; incremental) with warnings as errors
-#   2. core and symmetric_memory again with ThreadSanitizer (their own build dir)
-#   3. ctest over build/native/tests (labels unit, multirank, slow), then the TSan payload's
-#      unit tests
+#   2. core and symmetric_memory again with ThreadSanitizer, and again with AddressSanitizer
+#      (LeakSanitizer on) + UndefinedBehaviorSanitizer, each in its own build dir (tests only:
+#      no benchmarks, no Python extensions)
+#   3. ctest over build/native/tests (labels unit, multirank, slow, multihost); the TSan
+#      payload's unit tests; the ASan+UBSan payload's unit and multirank tests (the mpirun-
+#      launched runs without the leak check: Open MPI leaks in components it unloads before
+#      LeakSanitizer looks, so those leaks cannot be told from ours; every other run leak-checks,
+#      tests/sanitizers/lsan.supp suppressing only Open MPI's libraries). Chosen to keep CI
+#      under 30 minutes on 2 cores: multihost runs and pytest are not repeated under a sanitizer.
 #   4. pytest: tests/python and tests/build
 # Arguments are passed to pytest (e.g. -k wheel). .ci/run runs exactly this.
 set -euo pipefail
@@ -25,10 +31,21 @@ for component in core symmetric_memory; do
         "$HP_REPO_ROOT/scripts/build_$component.sh" --jobs "$(hp_nproc)"
 done
 
-# The sanitizer run proves nothing unless the payload it tests is instrumented.
-tsan_lib="$tsan_dir/native/payload/hyper_parallel/core/lib/libhyper_parallel_platform.so"
-[[ "$(nm -D "$tsan_lib" | grep -c __tsan_)" -gt 0 ]] ||
-    hp_die 1 HP-TESTS-NOT-SANITIZED "$tsan_lib is not built with ThreadSanitizer" "rm -rf $tsan_dir"
+hp_info "building core and symmetric_memory with AddressSanitizer + UndefinedBehaviorSanitizer"
+asan_dir="$HP_BUILD_DIR/sanitize-address"
+for component in core symmetric_memory; do
+    HP_SANITIZE=address,undefined HP_BUILD_DIR="$asan_dir" HP_CACHE_DIR="$asan_dir/native/cache" \
+        "$HP_REPO_ROOT/scripts/build_$component.sh" --jobs "$(hp_nproc)"
+done
+
+# A sanitizer run proves nothing unless the payload it tests is instrumented.
+for pair in "$tsan_dir:__tsan_:ThreadSanitizer" "$asan_dir:__asan_:AddressSanitizer" \
+    "$asan_dir:__ubsan_:UndefinedBehaviorSanitizer"; do
+    IFS=: read -r dir symbol name <<<"$pair"
+    lib="$dir/native/payload/hyper_parallel/core/lib/libhyper_parallel_platform.so"
+    [[ "$(nm -D "$lib" | grep -c "$symbol")" -gt 0 ]] ||
+        hp_die 1 HP-TESTS-NOT-SANITIZED "$lib is not built with $name" "rm -rf $dir"
+done
 
 # Jobs must leave no shared memory behind (hprun and the PEs unlink every /dev/shm/hp.* object).
 shm_before="$(ls /dev/shm | grep '^hp\.' || true)"
@@ -40,6 +57,16 @@ hp_info "ctest under ThreadSanitizer: $tsan_dir/native/tests"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --test-dir "$tsan_dir/native/tests" --output-on-failure --no-tests=error -L unit ||
     failed+=(ctest-tsan)
+
+hp_info "ctest under AddressSanitizer + UndefinedBehaviorSanitizer: $asan_dir/native/tests"
+asan_env=(UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    LSAN_OPTIONS="suppressions=$HP_REPO_ROOT/tests/sanitizers/lsan.supp")
+env "${asan_env[@]}" ASAN_OPTIONS="detect_leaks=1" \
+    ctest --test-dir "$asan_dir/native/tests" --output-on-failure --no-tests=error \
+    -L '^(unit|multirank)$' -E 'mpi' || failed+=(ctest-asan)
+env "${asan_env[@]}" ASAN_OPTIONS="detect_leaks=0" \
+    ctest --test-dir "$asan_dir/native/tests" --output-on-failure --no-tests=error \
+    -L '^multirank$' -R 'mpi' || failed+=(ctest-asan-mpi)
 
 hp_info "pytest with $HP_PYTHON"
 PYTHONPATH="$HP_REPO_ROOT/python" "$HP_PYTHON" -m pytest -p no:cacheprovider -q \

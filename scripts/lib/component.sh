@@ -289,6 +289,9 @@ hp_default_cmake_args() {
         -DCMAKE_BUILD_TYPE=RelWithDebInfo
         -DHP_PYTHON="$HP_PYTHON"
         -DHP_SANITIZE="${HP_SANITIZE:-}"
+        # A sanitizer build serves its tests only (scripts/run_tests.sh).
+        -DHP_BUILD_BENCH="$([[ -n "${HP_SANITIZE:-}" ]] && echo OFF || echo ON)"
+        -DHP_BUILD_PYTHON="$([[ -n "${HP_SANITIZE:-}" ]] && echo OFF || echo ON)"
         -DHP_WERROR="$([[ "${HP_WERROR:-0}" =~ ^(1|on|ON|true|yes)$ ]] && echo ON || echo OFF)"
         -DCMAKE_CXX_COMPILER="$HP_CXX"
     )
