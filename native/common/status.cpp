@@ -10,7 +10,7 @@ constexpr std::array<std::string_view, static_cast<std::size_t>(ErrorCode::kCoun
     "UNSUPPORTED",  "TIMEOUT",          "ABORTED",         "OUT_OF_MEMORY",       "IO_ERROR",
     "CORRUPT_DATA", "INVALID_SETTING",  "INTERNAL",        "KERNEL_FAILED",       "SYSTEM_ERROR",
     "NOT_FOUND",    "ALREADY_EXISTS",   "ISA_UNSUPPORTED", "FAILED_PRECONDITION", "PEER_DEAD",
-    "MISALIGNED",   "NOT_SYMMETRIC",    "DOUBLE_FREE",
+    "MISALIGNED",   "NOT_SYMMETRIC",    "DOUBLE_FREE",     "PERMISSION_DENIED",
 };
 
 const std::string& empty_message() {

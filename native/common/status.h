@@ -41,7 +41,8 @@ enum class ErrorCode : std::uint32_t {
   kMisaligned = 20,    // an address lacks the alignment the call requires
   kNotSymmetric = 21,  // an address is not inside the symmetric heap (or not from its allocator)
   kDoubleFree = 22,    // freeing symmetric memory that is already free
-  kCount               // sentinel: number of codes, never a real code
+  kPermissionDenied = 23,  // the caller may not use it (another user's job, a file's mode)
+  kCount                   // sentinel: number of codes, never a real code
 };
 
 // Stable upper-case name, e.g. "TIMEOUT". "UNKNOWN" for values outside the enum.

@@ -37,9 +37,16 @@ std::size_t segment_bytes_for(std::size_t heap_bytes) {
 }
 
 Status errno_error(std::string_view what, const std::string& name) {
+  const int err = errno;
+  if (err == EACCES || err == EPERM) {
+    return Status::error(ErrorCode::kPermissionDenied,
+                         "{} '{}': {}: the job belongs to another user; only the user that "
+                         "started it may join it",
+                         what, name, std::strerror(err));
+  }
   return Status::error(
-      errno == ENOMEM || errno == ENOSPC ? ErrorCode::kOutOfMemory : ErrorCode::kSystemError,
-      "{} '{}': {}", what, name, std::strerror(errno));
+      err == ENOMEM || err == ENOSPC ? ErrorCode::kOutOfMemory : ErrorCode::kSystemError,
+      "{} '{}': {}", what, name, std::strerror(err));
 }
 
 // Creates (or opens) and maps a PE's heap segment; a created one is bound to `mem_nodes`.

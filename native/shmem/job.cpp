@@ -17,6 +17,13 @@ namespace {
 
 Status errno_status(std::string_view what, std::string_view name) {
   const int err = errno;
+  if (err == EACCES || err == EPERM) {
+    // Job segments are created 0600: only the user that started the job may join it.
+    return Status::error(ErrorCode::kPermissionDenied,
+                         "{} '{}': {}: the job belongs to another user; only the user that "
+                         "started it may join it",
+                         what, name, std::strerror(err));
+  }
   return Status::error(err == ENOENT   ? ErrorCode::kNotFound
                        : err == EEXIST ? ErrorCode::kAlreadyExists
                                        : ErrorCode::kSystemError,

@@ -13,7 +13,9 @@
 // Errors: every call returns a Status. PEER_DEAD when another PE died or the job was aborted;
 // TIMEOUT when a wait passes HP_SHMEM_TIMEOUT_S (the message names the PE and address);
 // NOT_SYMMETRIC for an address outside the symmetric heap; OUT_OF_RANGE for a bad PE;
-// MISALIGNED for a word not aligned to its size; OUT_OF_MEMORY for a full heap; DOUBLE_FREE.
+// MISALIGNED for a word not aligned to its size; OUT_OF_MEMORY for a full heap; DOUBLE_FREE;
+// PERMISSION_DENIED for a job another user started; CORRUPT_DATA for a job segment that is not
+// one (docs/shmem.md, "Who can join a job").
 //
 // Threads: in a threads job each PE thread has its own current PE. In a process job the PE
 // is process-wide: any thread of the process may call these functions.

@@ -90,6 +90,7 @@ TEST(ErrorCode, CodesAreStable) {
       {ErrorCode::kMisaligned, 20, "MISALIGNED"},
       {ErrorCode::kNotSymmetric, 21, "NOT_SYMMETRIC"},
       {ErrorCode::kDoubleFree, 22, "DOUBLE_FREE"},
+      {ErrorCode::kPermissionDenied, 23, "PERMISSION_DENIED"},
   };
   for (const auto& pinned : kPinned) {
     EXPECT_EQ(static_cast<std::uint32_t>(pinned.code), pinned.value) << pinned.name;
