@@ -28,7 +28,7 @@ Status read_json_file(const std::string& path, Json* out) {
   HP_ENSURE(!in.bad(), ErrorCode::kIoError, "cannot read JSON file '{}'", path);
   try {
     *out = Json::parse(text.str());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, and out_of_range for a huge number
     return Status::error(ErrorCode::kCorruptData,
                          "'{}' is not valid JSON ({}); restore or delete the file", path, e.what());
   }

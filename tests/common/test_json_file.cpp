@@ -126,6 +126,17 @@ TEST_F(JsonFile, TrailingGarbageIsCorruptData) {
   EXPECT_EQ(read_json_file(path("trailing.json"), &read).code(), ErrorCode::kCorruptData);
 }
 
+// A number the parser cannot hold (nlohmann-json throws out_of_range, not parse_error): still
+// a file that does not parse, never an exception out of the reader.
+TEST_F(JsonFile, ANumberOutOfRangeIsCorruptData) {
+  write_text("huge.json", "{\"a\": [1, 3787e5220]}");
+  Json read = 5;
+  const Status status = read_json_file(path("huge.json"), &read);
+  EXPECT_EQ(status.code(), ErrorCode::kCorruptData) << status.to_string();
+  EXPECT_THAT(status.message(), HasSubstr(path("huge.json")));
+  EXPECT_EQ(read, Json(5)) << "output changed on error";
+}
+
 TEST_F(JsonFile, ReadingADirectoryIsIoError) {
   // The header promises IO_ERROR for a file that cannot be read; CORRUPT_DATA would claim
   // that content was read and failed to parse.
