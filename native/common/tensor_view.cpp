@@ -112,7 +112,8 @@ bool TensorView::check_well_formed() const noexcept {
   if (n == 0) return true;  // no bytes: any data, any strides
   std::int64_t end = 0, bytes = 0;
   return !offset_overflows && !__builtin_add_overflow(last, 1, &end) &&
-         !__builtin_mul_overflow(end, std::int64_t(element_size()), &bytes) && data_ != nullptr;
+         !__builtin_mul_overflow(end, std::int64_t(element_size()), &bytes) && data_ != nullptr &&
+         aligned();
 }
 
 // Check by check, independently of well_formed() (the test of the two compares them).
@@ -134,6 +135,8 @@ Status TensorView::validate(std::string_view what) const {
       what, fmt::join(shape(), ", "), fmt::join(strides(), ", "));
   HP_ENSURE(data_ != nullptr || n == 0, ErrorCode::kInvalidArgument,
             "{}: null data for a non-empty tensor", what);
+  HP_ENSURE(n == 0 || aligned(), ErrorCode::kMisaligned,
+            "{}: data {} is not aligned to its {}-byte elements", what, data_, element_size());
   return Status::ok();
 }
 

@@ -5,6 +5,7 @@
 #ifndef HYPER_PARALLEL_COMMON_TENSOR_VIEW_H_
 #define HYPER_PARALLEL_COMMON_TENSOR_VIEW_H_
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -92,7 +93,8 @@ class HP_API TensorView {
   bool dense() const noexcept { return (header_ & kDenseBit) != 0; }
 
   // Checks dtype, rank, non-negative sizes and strides, an extent that fits in int64 bytes,
-  // and data for a non-empty view. `what` names the tensor in errors.
+  // and data for a non-empty view, aligned to the element size (MISALIGNED otherwise). `what`
+  // names the tensor in errors.
   Status validate(std::string_view what) const;
   // validate(...).is_ok(), in one pass and no Status (for a check per submitted tensor).
   bool well_formed() const noexcept { return dense() || check_well_formed(); }
@@ -119,6 +121,11 @@ class HP_API TensorView {
   bool has_row_major_strides() const noexcept;
   std::size_t measure_span_bytes() const noexcept;
   bool check_well_formed() const noexcept;
+  // data is a multiple of the element size (a power of two; sizes 0 and 1 always are).
+  bool aligned() const noexcept {
+    return (reinterpret_cast<std::uintptr_t>(data_) &
+            (std::max<std::size_t>(element_size(), 1) - 1)) == 0;
+  }
 
   // The header word: dtype, a rank error (built with more than kMaxDims dims or mismatched
   // strides), dense() and ndim. One word, always stored whole, so that copy_to() loads it from
@@ -166,11 +173,13 @@ inline TensorView::TensorView(void* data, DType dtype, std::span<const std::int6
   classify();
 }
 
-// Dense: valid dtype, data, every dim at least 1, each stride of a dim longer than 1 the product
-// of the dims inside it (size-1 dims may have any stride >= 0), and numel * element size in
-// int64. Then validate() accepts the view: the dims' offset terms telescope to numel - 1.
+// Dense: valid dtype, data aligned to the element size, every dim at least 1, each stride of a dim
+// longer than 1 the product of the dims inside it (size-1 dims may have any stride >= 0), and numel
+// * element size in int64. Then validate() accepts the view: the dims' offset terms telescope to
+// numel - 1.
 inline void TensorView::classify() noexcept {
-  if (bad_rank() || element_size() == 0 || data_ == nullptr) return;  // size 0: invalid dtype
+  if (bad_rank() || element_size() == 0 || data_ == nullptr || !aligned())
+    return;  // size 0: invalid dtype
   std::int64_t n = 1, bytes = 0;
   for (int i = ndim() - 1; i >= 0; --i) {
     if (shape_[i] < 1 || strides_[i] < 0 || (shape_[i] != 1 && strides_[i] != n) ||

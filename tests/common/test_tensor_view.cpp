@@ -220,6 +220,22 @@ TEST(TensorView, ValidateRejectsNullDataWhenNonEmpty) {
   EXPECT_THAT(status.message(), HasSubstr("null"));
 }
 
+// Data must be aligned to the element size: reading an int64 at an odd address is undefined
+// behaviour (and a C ABI caller's mistake worth naming). A byte type is always aligned; an
+// empty view addresses nothing, so any data does.
+TEST(TensorView, ValidateRejectsDataNotAlignedToTheElement) {
+  alignas(8) static std::byte bytes[64];
+  const TensorView odd = contiguous(DType::kInt64, {2, 3}, bytes + 4);
+  const Status status = odd.validate("topk_idx");
+  EXPECT_EQ(status.code(), ErrorCode::kMisaligned);
+  EXPECT_THAT(status.message(), HasSubstr("topk_idx"));
+  EXPECT_FALSE(odd.well_formed());
+  EXPECT_FALSE(odd.dense());
+  EXPECT_TRUE(contiguous(DType::kInt8, {2, 3}, bytes + 1).validate("x").is_ok());
+  EXPECT_TRUE(contiguous(DType::kBF16, {2, 3}, bytes + 2).validate("x").is_ok());
+  EXPECT_TRUE(contiguous(DType::kFP32, {0, 3}, bytes + 1).validate("x").is_ok());
+}
+
 TEST(TensorView, ValidateRejectsRankAboveEight) {
   const std::vector<std::int64_t> nine(9, 1);
   const TensorView view = contiguous(DType::kFP32, nine);
@@ -236,7 +252,7 @@ TEST(TensorView, ValidateRejectsStridesOfAnotherRank) {
 
 // Extents whose element count or byte span overflows int64 are rejected, not wrapped.
 TEST(TensorView, ValidateRejectsOverflowingExtents) {
-  char byte = 0;
+  alignas(4) char byte = 0;
   const std::int64_t big = std::int64_t(1) << 32;
   const std::int64_t shape2[] = {big, big};
   EXPECT_EQ(TensorView(nullptr, DType::kInt8, shape2).validate("t").code(),
@@ -278,7 +294,7 @@ TEST(TensorView, WellFormedAgreesWithValidate) {
     std::vector<std::int64_t> strides(pick(0, 9) == 0 ? shape.size() + 1 : shape.size());
     for (std::int64_t& d : shape) d = pick(0, 5) == 0 ? sizes[pick(0, 7)] : pick(1, 8);
     for (std::int64_t& s : strides) s = pick(0, 5) == 0 ? sizes[pick(0, 7)] : pick(0, 64);
-    void* data = pick(0, 9) == 0 ? nullptr : g_storage;
+    void* data = pick(0, 9) == 0 ? nullptr : g_storage + pick(0, 9) / 8;  // some misaligned
     const TensorView view = pick(0, 1) == 0
                                 ? TensorView(data, dtype, std::span<const std::int64_t>(shape))
                                 : TensorView(data, dtype, shape, strides);

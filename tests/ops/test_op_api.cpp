@@ -77,6 +77,20 @@ TEST(OpApi, DispatchLayout) {
                 },
                 hpDispatchLayout),
             HP_STATUS_OUT_OF_RANGE);
+  // topkIdx at an address that is not a multiple of 8: MISALIGNED in the run, never a load of
+  // a misaligned int64.
+  std::vector<std::int64_t> shifted(idx.size() + 1);
+  auto* odd = reinterpret_cast<std::byte*>(shifted.data()) + 4;
+  std::memcpy(odd, idx.data(), idx.size() * sizeof(std::int64_t));
+  const hpTensor t_odd = tensor(odd, HP_DTYPE_INT64, {3, 2});
+  EXPECT_EQ(two_phase(
+                [&](uint64_t* w2, hpOpExecutor** e2) {
+                  return hpDispatchLayoutGetWorkspaceSize(&t_odd, 4, 2, &t_rank, &t_expert, &t_in,
+                                                          w2, e2);
+                },
+                hpDispatchLayout),
+            hpStatus(ErrorCode::kMisaligned));
+  EXPECT_NE(std::strstr(hpGetLastErrorMessage(), "aligned"), nullptr) << hpGetLastErrorMessage();
   EXPECT_EQ(hpDispatchLayoutGetWorkspaceSize(&t_idx, 4, 2, &t_rank, &t_expert, &t_in, nullptr, &e),
             HP_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(hpDispatchLayout(nullptr, 0, nullptr), HP_STATUS_INVALID_ARGUMENT);
