@@ -88,13 +88,17 @@ Status check_agreement(const std::vector<std::int64_t>& table) {
 }
 
 Status check_ranges(const BufferConfig& config, int ranks) {
-  if (config.hidden < 1 || config.max_tokens_per_rank < 0 || config.topk < 1 ||
-      config.num_experts < 1 || config.num_experts % ranks != 0) {
+  if (config.hidden < 1 || config.hidden > kMaxHidden || config.max_tokens_per_rank < 0 ||
+      config.max_tokens_per_rank > kMaxTokensPerRank || config.topk < 1 || config.topk > kMaxTopk ||
+      config.num_experts < 1 || config.num_experts > kMaxExperts ||
+      config.num_experts % ranks != 0) {
     return Status::error(
         ErrorCode::kInvalidArgument,
         "BufferConfig hidden = {}, max_tokens_per_rank = {}, topk = {}, num_experts = {}: expected "
-        "hidden, topk >= 1 and num_experts a positive multiple of the {} ranks",
-        config.hidden, config.max_tokens_per_rank, config.topk, config.num_experts, ranks);
+        "hidden in [1, {}], max_tokens_per_rank in [0, {}], topk in [1, {}] and num_experts a "
+        "multiple of the {} ranks in [1, {}]",
+        config.hidden, config.max_tokens_per_rank, config.topk, config.num_experts, kMaxHidden,
+        kMaxTokensPerRank, kMaxTopk, ranks, kMaxExperts);
   }
   if (config.max_element_bytes != 1 && config.max_element_bytes != 2 &&
       config.max_element_bytes != 4) {

@@ -7,6 +7,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/targets.h"
+#include "moe/buffer_config.h"
 
 namespace hp::moe {
 namespace {
@@ -67,8 +68,15 @@ std::uint8_t* align64(std::uint8_t* p) {
 // scales and, for backward, their transposed copies.
 Status MoeLayer::load_weights(const ExpertWeights& weights) {
   const MoeLayerConfig& config = config_;
-  HP_ENSURE(config.intermediate >= 1, ErrorCode::kInvalidArgument,
-            "MoeLayerConfig intermediate = {}: expected >= 1", config.intermediate);
+  // Sizes first: every shape below is computed from them (the buffer checks the rest).
+  HP_ENSURE(config.intermediate >= 1 && config.intermediate <= kMaxIntermediate,
+            ErrorCode::kInvalidArgument, "MoeLayerConfig intermediate = {}: expected 1..{}",
+            config.intermediate, kMaxIntermediate);
+  HP_ENSURE(config.hidden >= 1 && config.hidden <= kMaxHidden, ErrorCode::kInvalidArgument,
+            "MoeLayerConfig hidden = {}: expected 1..{}", config.hidden, kMaxHidden);
+  HP_ENSURE(config.shared_intermediate >= 0 && config.shared_intermediate <= kMaxIntermediate,
+            ErrorCode::kInvalidArgument, "MoeLayerConfig shared_intermediate = {}: expected 0..{}",
+            config.shared_intermediate, kMaxIntermediate);
   HP_ENSURE(hp::shmem::initialized() && config.num_experts % std::max(1, hp::shmem::n_pes()) == 0,
             ErrorCode::kInvalidArgument,
             "MoeLayerConfig num_experts = {}: expected a multiple of the ranks",

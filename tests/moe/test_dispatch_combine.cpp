@@ -4,6 +4,8 @@
 // computed locally without communication.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -354,6 +356,27 @@ TEST_P(DispatchCombine, PullWithACapacityFactorIsRejected) {
     EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
     EXPECT_NE(s.message().find("capacity_factor"), std::string::npos) << s.to_string();
     EXPECT_EQ(buffer, nullptr);
+    return Status::ok();
+  });
+}
+
+// Sizes past the buffer's limits (buffer_config.h) are INVALID_ARGUMENT on every rank, before
+// any byte count is computed from them (INT64_MAX hidden would overflow the window's plan).
+TEST_P(DispatchCombine, SizesPastTheLimitsAreRejected) {
+  run_scenario([&]() -> Status {
+    const auto huge = std::numeric_limits<std::int64_t>::max();
+    for (auto set : std::initializer_list<void (*)(BufferConfig&, std::int64_t)>{
+             [](BufferConfig&c, std::int64_t v) { c.hidden = v; },
+             [](BufferConfig&c, std::int64_t v) { c.max_tokens_per_rank = v; },
+             [](BufferConfig&c, std::int64_t v) { c.topk = v; },
+             [](BufferConfig&c, std::int64_t v) { c.num_experts = v; }}) {
+      BufferConfig config = SmallBatch::config(GetParam());
+      set(config, huge);
+      std::unique_ptr<Buffer> buffer;
+      const Status s = Buffer::create(config, &buffer);
+      EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << s.to_string();
+      EXPECT_EQ(buffer, nullptr);
+    }
     return Status::ok();
   });
 }

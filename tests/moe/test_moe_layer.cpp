@@ -4,6 +4,10 @@
 // expert's weights and its own tokens from seeds.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
+#include <limits>
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -319,6 +323,39 @@ TEST_P(MoeLayerTest, DeepWithoutAOneToTwoChipIsRefused) {
         &layer);
     EXPECT_EQ(st.code(), me == 0 ? ErrorCode::kFailedPrecondition : ErrorCode::kInvalidArgument)
         << st.to_string();
+    return Status::ok();
+  });
+}
+
+// Sizes past the limits (buffer_config.h): INVALID_ARGUMENT on every rank, before any shape
+// is computed from them (2 x INT64_MAX intermediate would overflow).
+TEST_P(MoeLayerTest, SizesPastTheLimitsAreRejected) {
+  run_scenario([&]() -> Status {
+    const int ranks = hp::shmem::n_pes();
+    if (GetParam() == CommKind::kWindow && !all_mapped()) return Status::ok();
+    const Weights w = make_weights(64, 32, 1);
+    const auto huge = std::numeric_limits<std::int64_t>::max();
+    for (auto [hidden, intermediate, shared] :
+         {std::tuple<std::int64_t, std::int64_t, std::int64_t>{huge, 32, 0},
+          {64, huge, 0},
+          {64, 32, huge}}) {
+      std::unique_ptr<MoeLayer> layer;
+      const Status st = MoeLayer::create(
+          {.hidden = hidden,
+           .intermediate = intermediate,
+           .num_experts = ranks,
+           .topk = 1,
+           .max_tokens_per_rank = 8,
+           .shared_intermediate = shared,
+           .comm = GetParam()},
+          {.w1 = TensorView(const_cast<std::int8_t*>(w.w1.data()), DType::kInt8, {1, 64, 64}),
+           .w1_scale = TensorView(const_cast<float*>(w.s1.data()), DType::kFP32, {1, 64}),
+           .w2 = TensorView(const_cast<std::int8_t*>(w.w2.data()), DType::kInt8, {1, 32, 64}),
+           .w2_scale = TensorView(const_cast<float*>(w.s2.data()), DType::kFP32, {1, 64})},
+          &layer);
+      EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.to_string();
+      EXPECT_EQ(layer, nullptr);
+    }
     return Status::ok();
   });
 }
