@@ -86,8 +86,12 @@ Status read_package(const fs::path& dir, const std::string& origin, Package* out
             file);
   std::string library;
   HP_RETURN_IF_ERROR(string_field(j, "library", file, &library));
-  HP_ENSURE(!library.empty() && fs::path(library).is_relative(), ErrorCode::kCorruptData,
-            "{}: field 'library' = '{}': expected a path relative to the package", file, library);
+  const fs::path inside = fs::path(library).lexically_normal();
+  HP_ENSURE(inside.is_relative() && inside.has_filename() && inside.filename() != "." &&
+                *inside.begin() != "..",
+            ErrorCode::kCorruptData,
+            "{}: field 'library' = '{}': expected a path inside the package, relative to it", file,
+            library);
   out->info.library = (dir / library).lexically_normal().string();
   HP_RETURN_IF_ERROR(string_field(j, "library_sha256", file, &out->library_sha256));
   HP_RETURN_IF_ERROR(string_field(j, "registry_sha256", file, &out->info.registry_sha256));
@@ -296,5 +300,14 @@ std::vector<OpPackage> packages() {
 }
 
 std::vector<std::string> search_path() { return search().dirs; }
+
+Status read_package(const std::string& dir, OpPackage* out) {
+  HP_ENSURE(out != nullptr, ErrorCode::kInvalidArgument, "hp::ops::read_package: out is null");
+  Package pkg;
+  const Status s = read_package(fs::path(dir), "read_package", &pkg);
+  pkg.info.status = s;
+  *out = std::move(pkg.info);
+  return s;
+}
 
 }  // namespace hp::ops

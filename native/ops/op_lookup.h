@@ -62,6 +62,9 @@ HP_API Status find(std::string_view op, OpEntry* out);
 HP_API Status find_symbol(const OpEntry& entry, std::string_view symbol, void** out);
 // The search path's packages in search order (each read, none loaded).
 HP_API std::vector<OpPackage> packages();
+// One package directory's ops.json, read and checked (nothing loaded): NOT_FOUND without one,
+// CORRUPT_DATA naming the field for one that is not of format 1.
+HP_API Status read_package(const std::string& dir, OpPackage* out);
 // The search path: the payload's package (if this library is in one), then HP_VENDOR_PATH.
 HP_API std::vector<std::string> search_path();
 

@@ -6,6 +6,9 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "hyper_parallel_op_api.h"
@@ -51,6 +54,30 @@ TEST(OpLookup, AnOpNoPackageHoldsIsNotFound) {
   // The payload's package holds the base variant only: the others are not found.
   EXPECT_EQ(find("fused_deep_moe_w4a8", &e).code(), ErrorCode::kNotFound);
   EXPECT_EQ(find("fused_deep_moe", nullptr).code(), ErrorCode::kInvalidArgument);
+}
+
+// read_package: one directory's ops.json. The library it names must lie inside the package:
+// a relative path that climbs out of it ("../x.so") or names the directory itself is refused.
+TEST(OpLookup, ReadPackageRefusesALibraryOutsideThePackage) {
+  const auto own = packages()[0];
+  OpPackage read;
+  ASSERT_TRUE(read_package(own.dir, &read).is_ok()) << read.status.to_string();
+  EXPECT_EQ(read.library, own.library);
+  EXPECT_EQ(read.ops, own.ops);
+
+  std::string dir = (std::filesystem::temp_directory_path() / "hp_ops_json_XXXXXX").string();
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  for (const char* library : {"../lib/libx.so", "lib/../../libx.so", ".", "lib/.."}) {
+    std::ofstream(dir + "/ops.json")
+        << R"({"format": 1, "library": ")" << library
+        << R"(", "library_sha256": "", "registry_sha256": "", "version": "0", "targets": [],
+              "ops": []})";
+    const Status s = read_package(dir, &read);
+    EXPECT_EQ(s.code(), ErrorCode::kCorruptData) << library << ": " << s.to_string();
+    EXPECT_NE(s.message().find("inside the package"), std::string::npos) << s.message();
+  }
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(read_package(dir, &read).code(), ErrorCode::kNotFound);
 }
 
 }  // namespace
