@@ -75,13 +75,13 @@ Status atomic_set(T* dest, T value, int pe) {
                   [&](std::atomic_ref<T> w) { w.store(value, std::memory_order_seq_cst); });
 }
 
-#define HP_SHMEM_INSTANTIATE_ATOMICS(T)                             \
-  template HP_API Status atomic_fetch_add<T>(T*, T, int, T*);       \
-  template HP_API Status atomic_add<T>(T*, T, int);                 \
-  template HP_API Status atomic_compare_swap<T>(T*, T, T, int, T*); \
-  template HP_API Status atomic_swap<T>(T*, T, int, T*);            \
-  template HP_API Status atomic_fetch<T>(const T*, int, T*);        \
-  template HP_API Status atomic_set<T>(T*, T, int);
+#define HP_SHMEM_INSTANTIATE_ATOMICS(T)                      \
+  template Status atomic_fetch_add<T>(T*, T, int, T*);       \
+  template Status atomic_add<T>(T*, T, int);                 \
+  template Status atomic_compare_swap<T>(T*, T, T, int, T*); \
+  template Status atomic_swap<T>(T*, T, int, T*);            \
+  template Status atomic_fetch<T>(const T*, int, T*);        \
+  template Status atomic_set<T>(T*, T, int);
 
 HP_SHMEM_INSTANTIATE_ATOMICS(std::int32_t)
 HP_SHMEM_INSTANTIATE_ATOMICS(std::uint32_t)

@@ -152,13 +152,13 @@ Status signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t value,
   return Status::ok();
 }
 
-#define HP_SHMEM_INSTANTIATE_WAITS(T)                                                          \
-  template HP_API Status wait_until<T>(T*, Cmp, T);                                            \
-  template HP_API Status test<T>(T*, Cmp, T, bool*);                                           \
-  template HP_API Status wait_until_all<T>(T*, std::size_t, const int*, Cmp, T);               \
-  template HP_API Status wait_until_any<T>(T*, std::size_t, const int*, Cmp, T, std::size_t*); \
-  template HP_API Status wait_until_some<T>(T*, std::size_t, const int*, Cmp, T, std::size_t*, \
-                                            std::size_t*);
+#define HP_SHMEM_INSTANTIATE_WAITS(T)                                                   \
+  template Status wait_until<T>(T*, Cmp, T);                                            \
+  template Status test<T>(T*, Cmp, T, bool*);                                           \
+  template Status wait_until_all<T>(T*, std::size_t, const int*, Cmp, T);               \
+  template Status wait_until_any<T>(T*, std::size_t, const int*, Cmp, T, std::size_t*); \
+  template Status wait_until_some<T>(T*, std::size_t, const int*, Cmp, T, std::size_t*, \
+                                     std::size_t*);
 
 HP_SHMEM_INSTANTIATE_WAITS(std::int16_t)
 HP_SHMEM_INSTANTIATE_WAITS(std::uint16_t)
