@@ -65,9 +65,10 @@ examples:
   # clean the selected components' caches and set the parallelism
   ./build.sh --clean --jobs 32
 
-environment: HP_BUILD_DIR (default ./build), HP_CACHE_DIR, HP_SANITIZE=address|undefined|thread,
-HP_WERROR=1, PYTHON (the interpreter; default: the first of /usr/bin/python3, python3 that has
-the required modules). `hp config` lists every HP_* variable.
+environment: HP_BUILD_DIR (default ./build), HP_CACHE_DIR,
+HP_SANITIZE=address|undefined|address,undefined|thread, HP_WERROR=1, HP_BUILD_TESTS=0, PYTHON
+(the interpreter; default: the first of /usr/bin/python3, python3 that has the required
+modules). `hp config` lists every HP_* variable.
 EOF
 }
 

@@ -39,6 +39,23 @@ if(HP_SANITIZE)
   endif()
 endif()
 
+# Fuzz builds (scripts/build_fuzzers.sh): clang's libFuzzer on top of ASan + UBSan; the
+# libraries carry libFuzzer's coverage instrumentation, only the fuzz targets link its main.
+if(HP_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang" OR NOT HP_SANITIZE STREQUAL "address,undefined")
+    message(FATAL_ERROR "HP_FUZZ needs clang (CXX=clang++-16) and HP_SANITIZE=address,undefined: "
+                        "build with scripts/build_fuzzers.sh")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()
+# Shared libraries resolve every symbol at link time (--no-undefined), except under clang's
+# sanitizers, whose runtime only executables link (the libraries' __asan_* calls resolve there).
+if(HP_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  set(HP_LINK_NO_UNDEFINED "")
+else()
+  set(HP_LINK_NO_UNDEFINED "-Wl,--no-undefined")
+endif()
+
 # RUNPATHs are set explicitly per target (all relative, $ORIGIN-based); never the build tree's.
 set(CMAKE_SKIP_BUILD_RPATH OFF)
 set(CMAKE_BUILD_WITH_INSTALL_RPATH OFF)

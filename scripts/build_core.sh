@@ -11,7 +11,7 @@ hp_default_cmake_args
 
 key="$(hp_build_key --exclude native/runtime/node --exclude tests/runtime/node VERSION CMakeLists.txt cmake native/common native/platform native/runtime \
     python/bindings tests/common tests/platform tests/runtime bench/CMakeLists.txt bench/common bench/platform \
-    bench/runtime examples/cpp_consumer examples/runtime)"
+    bench/runtime examples/cpp_consumer examples/runtime tests/fuzz)"
 # A C++ user's view of the install: find_package(HyperParallel) from the core slice.
 hp_check_install() {
     [[ -n "${HP_SANITIZE:-}" ]] && return 0  # the regular build checks the install

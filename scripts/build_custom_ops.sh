@@ -62,11 +62,15 @@ package_link() {
     out="$package_dir/lib/libhyper_parallel_op_api.so"
     needed=($(readelf -d "$all_ops" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'))
     runpath="$(readelf -d "$all_ops" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')"
+    # Every symbol resolved at link time, except clang's sanitizer runtime, which only
+    # executables link (a fuzz build: scripts/build_fuzzers.sh).
+    local no_undefined=-Wl,--no-undefined
+    [[ -n "${HP_SANITIZE:-}" && "$("$HP_CXX" --version)" == *clang* ]] && no_undefined=
     echo "== package ($(date -Is)): $(tr '\n' ' ' <<<"$ops")"
     mkdir -p "$package_dir/lib" &&
         "$HP_CXX" -shared -o "$out" -Wl,-soname,libhyper_parallel_op_api.so \
             -Wl,--whole-archive "$objects" -Wl,--no-whole-archive -Wl,--version-script="$version_script" \
-            -Wl,--gc-sections -Wl,--no-undefined -Wl,--enable-new-dtags -Wl,-rpath,"$runpath" \
+            -Wl,--gc-sections $no_undefined -Wl,--enable-new-dtags -Wl,-rpath,"$runpath" \
             -L"$HP_NATIVE_DIR/core/install/hyper_parallel/core/lib" -L"$shmem_install/lib" -L"$multicore_install/lib" \
             "${needed[@]/#/-l:}" ${HP_SANITIZE:+-fsanitize=$HP_SANITIZE} &&
         hp_split_debug "$package_dir"
@@ -123,7 +127,7 @@ else
     key="$(hp_build_key --exclude native/moe/adapters --exclude native/shmem/adapters VERSION CMakeLists.txt cmake \
         native/common native/platform native/shmem native/kernels \
         native/moe native/ops/CMakeLists.txt native/ops/op_api native/ops/op_lookup.h native/ops/op_lookup.cpp \
-        native/ops/tools tests/ops tests/moe/layer_weights.h tests/moe/routing_inputs.h tests/shmem/scenario.h)"
+        native/ops/tools tests/ops tests/moe/layer_weights.h tests/moe/routing_inputs.h tests/shmem/scenario.h tests/fuzz)"
     HP_CMAKE_ARGS+=(-DHyperParallel_DIR="$core_config" -DHP_SHMEM_TARGETS="$shmem_targets"
         -DHP_MULTICORE_TARGETS="$multicore_targets" -DHP_OPS_SHMEM_INCLUDE_DIRS="$include_dirs")
     objects="$HP_INSTALL_DIR/objects/libhp_op_api_objects.a"

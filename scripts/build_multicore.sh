@@ -37,7 +37,7 @@ else
     key="$(hp_build_key --exclude native/moe/adapters --exclude native/shmem/adapters VERSION CMakeLists.txt \
         cmake native/common native/platform native/shmem \
         native/kernels native/moe tests/kernels tests/moe bench/CMakeLists.txt bench/common bench/kernels \
-        bench/moe_comm bench/moe_layer tests/common tests/shmem/scenario.h python/bindings)"
+        bench/moe_comm bench/moe_layer tests/common tests/shmem/scenario.h python/bindings tests/fuzz)"
     HP_CMAKE_ARGS+=(-DHyperParallel_DIR="$core_config" -DHP_SHMEM_TARGETS="$shmem_targets")
     # The per-target results of the configure step, kept in the install so a cache hit has them.
     hp_check_install() {

@@ -292,6 +292,9 @@ hp_default_cmake_args() {
         # A sanitizer build serves its tests only (scripts/run_tests.sh).
         -DHP_BUILD_BENCH="$([[ -n "${HP_SANITIZE:-}" ]] && echo OFF || echo ON)"
         -DHP_BUILD_PYTHON="$([[ -n "${HP_SANITIZE:-}" ]] && echo OFF || echo ON)"
+        # The fuzz targets (scripts/build_fuzzers.sh); HP_BUILD_TESTS=0 leaves the tests out.
+        -DHP_FUZZ="$([[ "${HP_FUZZ:-0}" == 1 ]] && echo ON || echo OFF)"
+        -DHP_BUILD_TESTS="$([[ "${HP_BUILD_TESTS:-1}" == 0 ]] && echo OFF || echo ON)"
         -DHP_WERROR="$([[ "${HP_WERROR:-0}" =~ ^(1|on|ON|true|yes)$ ]] && echo ON || echo OFF)"
         -DCMAKE_CXX_COMPILER="$HP_CXX"
     )

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the fuzz targets of tests/fuzz (docs/testing.md) into $HP_BUILD_DIR/fuzz: the core,
+# symmetric_memory, multicore (the x86_64_v3 kernels, which every host of this project runs)
+# and custom_ops components with clang 16, AddressSanitizer + UndefinedBehaviorSanitizer and
+# libFuzzer's coverage: their libraries, tools and fuzz targets (no tests, benchmarks or
+# Python: the ASan + UBSan test pass is GCC's, scripts/run_tests.sh).
+#
+#   scripts/build_fuzzers.sh [--jobs N]
+#
+# Exit codes: 0 built, 1 HP-FUZZ-BUILD-FAILED (the component's log is named), 2 bad usage.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+jobs="$(hp_nproc)"
+while (($#)); do
+    case "$1" in
+        --jobs) jobs="${2:?--jobs needs a number}"; shift 2 ;;
+        --jobs=*) jobs="${1#*=}"; shift ;;
+        -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) hp_die 2 HP-FUZZ-USAGE "unknown argument '$1'" "$0 --help" ;;
+    esac
+done
+# clang 16 and its runtimes: deps/fuzz-packages.lock (installed as root, else the command).
+"$HP_REPO_ROOT/scripts/prepare_host.sh" --lock "$HP_REPO_ROOT/deps/fuzz-packages.lock" >/dev/null
+
+fuzz_dir="$HP_BUILD_DIR/fuzz"
+# Warnings are the regular (GCC) build's to enforce: clang's set differs (C-linkage kernel
+# entries returning hp::Status, for one), and this build exists to run the fuzz targets.
+export CXX=clang++-16 CC=clang-16 HP_SANITIZE=address,undefined HP_FUZZ=1 HP_WERROR=0
+export HP_BUILD_DIR="$fuzz_dir" HP_CACHE_DIR="$fuzz_dir/native/cache"
+hp_info "building the fuzz targets (clang 16, ASan + UBSan + libFuzzer) into $fuzz_dir"
+for component in core symmetric_memory multicore custom_ops; do
+    args=(--jobs "$jobs")
+    [[ "$component" == multicore || "$component" == custom_ops ]] && args+=(--soc-list x86_64_v3)
+    HP_BUILD_TESTS=0 "$HP_REPO_ROOT/scripts/build_$component.sh" "${args[@]}" ||
+        hp_die 1 HP-FUZZ-BUILD-FAILED "$component did not build for fuzzing" \
+            "see $fuzz_dir/native/$component/log/build.log"
+done

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs fuzz targets of the fuzz build (scripts/build_fuzzers.sh) from their seed corpus
+# (tests/fuzz/<name>/corpus, regression inputs included) for a bounded time. Fails on any crash,
+# hang (an input running past 10 s), leak, out-of-memory or sanitizer report; the input is kept
+# in $HP_BUILD_DIR/fuzz/artifacts/<name>/ (once fixed, add it to the seed corpus under a name
+# that says what it found). New inputs go to $HP_BUILD_DIR/fuzz/corpus/<name>/, never into the
+# checkout.
+#
+#   scripts/fuzz.sh NAME SECONDS     one target: settings, tensor_dump, replay, job_segment,
+#                                    op_abi, ops_json
+#   scripts/fuzz.sh --all SECONDS    every target, one after the other, SECONDS each
+#
+# Prints each target's executions and corpus size. Exit codes: 0 nothing found, 1
+# HP-FUZZ-FOUND (which target, where its input is), 2 bad usage, 3 HP-FUZZ-NOT-BUILT.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+[[ $# -eq 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { usage >&2; exit 2; }
+fuzz_dir="$HP_BUILD_DIR/fuzz"
+names=()
+if [[ "$1" == --all ]]; then
+    for d in "$HP_REPO_ROOT"/tests/fuzz/*/; do
+        [[ -d "$d/corpus" ]] && names+=("$(basename "$d")")
+    done
+else
+    [[ -d "$HP_REPO_ROOT/tests/fuzz/$1/corpus" ]] ||
+        hp_die 2 HP-FUZZ-USAGE "no fuzz target '$1' (tests/fuzz/$1/corpus)" "$0 --help"
+    names=("$1")
+fi
+
+found=()
+for name in "${names[@]}"; do
+    bin="$(find "$fuzz_dir/native/tests" -path "*/fuzz/fuzz_$name" -type f 2>/dev/null | head -n1)"
+    [[ -x "$bin" ]] || hp_die 3 HP-FUZZ-NOT-BUILT "fuzz_$name is not built" "scripts/build_fuzzers.sh"
+    work="$fuzz_dir/corpus/$name" artifacts="$fuzz_dir/artifacts/$name" log="$fuzz_dir/log/$name.log"
+    mkdir -p "$work" "$artifacts" "$(dirname "$log")"
+    hp_info "fuzz_$name: $2 s"
+    rc=0
+    ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-16/bin/llvm-symbolizer \
+        ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+        "$bin" -max_total_time="$2" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+        -artifact_prefix="$artifacts/" "$work" "$HP_REPO_ROOT/tests/fuzz/$name/corpus" \
+        >"$log" 2>&1 || rc=$?
+    execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)"
+    corpus="$(sed -n 's/.* corp: \([0-9]*\)\/.*/\1/p' "$log" | tail -n1)"
+    if ((rc != 0)); then
+        tail -n 40 "$log" >&2
+        hp_warn "fuzz_$name found a failure (exit $rc); its input: $artifacts/ (log: $log)"
+        found+=("$name")
+    else
+        hp_info "fuzz_$name: ${execs:-?} executions, corpus ${corpus:-?} inputs"
+    fi
+done
+((${#found[@]} == 0)) ||
+    hp_die 1 HP-FUZZ-FOUND "fuzzing found failures in: ${found[*]}" "see the inputs under $fuzz_dir/artifacts/"
