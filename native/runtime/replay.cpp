@@ -1,6 +1,7 @@
 #include "runtime/replay.h"
 
 #include <algorithm>
+#include <charconv>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -82,6 +83,25 @@ Status parse(const Json& doc, Recording* out) {
   for (const Json& s : doc.at("scopes")) {
     out->scopes[s.at("id").get<std::string>()] = {opt_string(s.at("parent")),
                                                   s.at("site").get<std::string>()};
+  }
+  // Every scope's chain of parents ends (at the root or an unlisted id) within as many steps as
+  // there are scopes, and its site's line, after the last ':', is a number.
+  for (const auto& [id, scope] : out->scopes) {
+    std::size_t steps = 0;
+    for (auto it = out->scopes.find(id); it != out->scopes.end() && !it->second.parent.empty();
+         it = out->scopes.find(it->second.parent)) {
+      HP_ENSURE(++steps <= out->scopes.size(), ErrorCode::kCorruptData,
+                "scope {}: its chain of parents loops", id);
+    }
+    const std::size_t colon = scope.site.rfind(':');
+    std::uint32_t line = 0;
+    if (colon != std::string::npos) {
+      const char* begin = scope.site.data() + colon + 1;
+      const char* end = scope.site.data() + scope.site.size();
+      const auto [ptr, ec] = std::from_chars(begin, end, line);
+      HP_ENSURE(ec == std::errc() && ptr == end, ErrorCode::kCorruptData,
+                "scope {}: site '{}' does not end in a line number", id, scope.site);
+    }
   }
   for (const Json& t : doc.at("tasks")) {
     RecordedTask r;
@@ -207,8 +227,10 @@ class Replayer {
       const std::string& site = rec_.scopes.at(chain[i]).site;
       const std::size_t colon = site.rfind(':');
       sites_.push_back(site.substr(0, colon));
-      const auto line =
-          colon == std::string::npos ? 0u : std::uint32_t(std::stoul(site.substr(colon + 1)));
+      std::uint32_t line = 0;  // parse() checked that it is a number
+      if (colon != std::string::npos) {
+        std::from_chars(site.data() + colon + 1, site.data() + site.size(), line);
+      }
       // new Scope(prvalue) initialises in place: a Scope can be neither copied nor moved.
       open_.emplace_back(chain[i], std::unique_ptr<Scope>(
                                        new Scope(o.scope(ScopeSite(sites_.back().c_str(), line)))));

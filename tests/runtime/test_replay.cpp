@@ -99,5 +99,38 @@ TEST_F(RuntimeReplay, MissingCallablesAndBadFilesAreNamed) {
   EXPECT_EQ(s.code(), ErrorCode::kNotFound) << s.to_string();
 }
 
+// A recorded file is input like any other: scopes whose parents loop, or a scope site whose
+// line is not a number, are CORRUPT_DATA from the reading, not a replay that never ends or an
+// exception out of the orchestration.
+TEST_F(RuntimeReplay, LoopingScopesAndBadScopeSitesAreCorruptData) {
+  config.diagnostics.dep_gen = true;
+  std::vector<std::int32_t> a(24, 0), b(24, 0), c(24, 0);
+  ASSERT_TRUE(run([&](Orchestrator& o) { return program(o, a, b, c); }).is_ok());
+  ReplayBindings bindings;
+  for (const auto& [name, slot] : {std::pair{"fill", fill}, {"copy", copy}, {"add", add_scalar}}) {
+    bindings.callables[name] = slot;
+  }
+  const Json recorded = read_json(kDepsFile);
+  ASSERT_GE(recorded.at("scopes").size(), 3u);
+  const std::string file = dir + "/edited.json";
+
+  Json looping = recorded;  // two scopes, each the other's parent
+  Json& scopes = looping.at("scopes");
+  const std::string first = scopes.at(1).at("id"), second = scopes.at(2).at("id");
+  scopes.at(1)["parent"] = second;
+  scopes.at(2)["parent"] = first;
+  ASSERT_TRUE(write_json_file(file, looping).is_ok());
+  Status s = replay(*worker, file, bindings);
+  EXPECT_EQ(s.code(), ErrorCode::kCorruptData) << s.to_string();
+  EXPECT_THAT(s.message(), HasSubstr("scope"));
+
+  Json bad_site = recorded;
+  bad_site.at("scopes").at(1)["site"] = "program.cpp:line";
+  ASSERT_TRUE(write_json_file(file, bad_site).is_ok());
+  s = replay(*worker, file, bindings);
+  EXPECT_EQ(s.code(), ErrorCode::kCorruptData) << s.to_string();
+  EXPECT_THAT(s.message(), HasSubstr("program.cpp:line"));
+}
+
 }  // namespace
 }  // namespace hp::runtime::testing

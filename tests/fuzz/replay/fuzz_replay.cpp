@@ -6,7 +6,8 @@
 // Expected: the replay runs, or fails with CORRUPT_DATA (a file that is not a deps.json this
 // build reads: a scope chain that loops, an edge to a later task, a number that does not parse),
 // NOT_FOUND (a callable without a slot) or the submit's own errors for the arguments the file
-// describes (INVALID_ARGUMENT, OUT_OF_RANGE, OUT_OF_MEMORY, SHAPE_MISMATCH, DTYPE_MISMATCH). It
+// describes (INVALID_ARGUMENT, OUT_OF_RANGE, OUT_OF_MEMORY, SHAPE_MISMATCH, DTYPE_MISMATCH,
+// MISALIGNED). It
 // never waits out a deadline (TIMEOUT): a recorded schedule cannot deadlock a replay.
 #include <cstddef>
 #include <cstdint>
@@ -58,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       s,
       {ErrorCode::kCorruptData, ErrorCode::kNotFound, ErrorCode::kInvalidArgument,
        ErrorCode::kOutOfRange, ErrorCode::kOutOfMemory, ErrorCode::kShapeMismatch,
-       ErrorCode::kDTypeMismatch},
+       ErrorCode::kDTypeMismatch, ErrorCode::kMisaligned},
       "replay");
   return 0;
 }
