@@ -388,6 +388,7 @@ Status Buffer::data_with(Comm& comm, const DispatchArgs& a, Handle* handle,
     const std::int64_t pad_begin =
         h.expert_offsets[std::size_t(le)] + h.tokens_per_expert[std::size_t(le)];
     const std::int64_t pad_end = h.expert_offsets[std::size_t(le) + 1];
+    if (pad_end == pad_begin) continue;  // no pad rows (with no rows at all, x_out is null)
     std::memset(x_out + std::size_t(pad_begin) * payload_bytes, 0,
                 std::size_t(pad_end - pad_begin) * payload_bytes);
     if (quant) std::fill(scale_out + pad_begin, scale_out + pad_end, 0.0f);

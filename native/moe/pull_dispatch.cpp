@@ -31,7 +31,8 @@ Status Buffer::publish_tokens(const DispatchArgs& a, std::uint64_t epoch,
       if (layout.in_rank(t, d)) list[n++] = std::int32_t(t);
     }
   }
-  if (a.quant == Quant::kDynamicInt8) return Status::ok();
+  // Quantised tokens are published by the quantiser; no tokens, nothing (x may be null).
+  if (a.quant == Quant::kDynamicInt8 || tokens == 0) return Status::ok();
   const std::size_t row_bytes = std::size_t(config_.hidden) * a.x.element_size();
   const auto* x = static_cast<const std::uint8_t*>(a.x.data());
   return for_each_share(config_.chip, tokens, [&](std::int64_t t0, std::int64_t t1, int) {

@@ -124,10 +124,10 @@ class Maker {
         return 0;
       case 2:
         return -1;
-      case 3:
-        return usual + 1;
+      case 3:  // (wrapping: usual may be a picked extreme already)
+        return std::int64_t(std::uint64_t(usual) + 1);
       case 4:
-        return usual - 1;
+        return std::int64_t(std::uint64_t(usual) - 1);
       case 5:
         return std::numeric_limits<std::int64_t>::max();
       case 6:
@@ -280,15 +280,20 @@ class Maker {
     }
   }
 
+  // By memcpy: a misaligned tensor's elements are stored byte by byte.
   static void store(int32_t dtype, std::byte* p, std::int64_t i, double f, std::int64_t v) {
     switch (dtype) {
       case HP_DTYPE_INT8:
-      case HP_DTYPE_UINT8:
-        reinterpret_cast<std::int8_t*>(p)[i] = std::int8_t(v);
+      case HP_DTYPE_UINT8: {
+        const auto x = std::int8_t(v);
+        std::memcpy(p + i, &x, 1);
         break;
-      case HP_DTYPE_INT32:
-        reinterpret_cast<std::int32_t*>(p)[i] = std::int32_t(v);
+      }
+      case HP_DTYPE_INT32: {
+        const auto x = std::int32_t(v);
+        std::memcpy(p + i * 4, &x, 4);
         break;
+      }
       case HP_DTYPE_FP32: {
         const float x = float(f);
         std::memcpy(p + i * 4, &x, 4);
@@ -614,6 +619,10 @@ bool create_layer(Maker& m) {
       &c, in.ConsumeIntegralInRange<int>(0, 31) ? &w : nullptr, &layer);
   expect(s, "hpHyperMegaMoeCreateWithWeights");
   if (s != HP_STATUS_OK) return false;
+  struct Destroy {  // also when a later tensor makes the input one the harness skips
+    hpHyperMegaMoeLayer* layer;
+    ~Destroy() { expect_ok(hpHyperMegaMoeDestroy(layer), "hpHyperMegaMoeDestroy"); }
+  } destroy{layer};
   const std::int64_t t = in.ConsumeIntegralInRange<std::int64_t>(0, 5);
   const hpTensor x = m.make(HP_DTYPE_FP32, {t, h}, Fill::kValues),
                  idx = m.make(HP_DTYPE_INT64, {t, std::min<std::int64_t>(2, e)}, Fill::kIds),
@@ -624,7 +633,6 @@ bool create_layer(Maker& m) {
   s = hpHyperMegaMoeGetWorkspaceSize(layer, &x, &idx, &tw, nullptr, &y, &bytes, &exec);
   expect(s, "hpHyperMegaMoeGetWorkspaceSize");
   if (s == HP_STATUS_OK) expect(run(m, hpHyperMegaMoe, exec, bytes), "hpHyperMegaMoe");
-  expect_ok(hpHyperMegaMoeDestroy(layer), "hpHyperMegaMoeDestroy");
   return false;
 }
 
