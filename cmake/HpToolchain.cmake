@@ -47,6 +47,8 @@ if(HP_FUZZ)
                         "build with scripts/build_fuzzers.sh")
   endif()
   add_compile_options(-fsanitize=fuzzer-no-link)
+  # C programs (the C API's tests) link the C++ libraries: they need clang's C++ UBSan runtime.
+  add_link_options("$<$<LINK_LANGUAGE:C>:-fsanitize-link-c++-runtime;-lstdc++>")
 endif()
 # Shared libraries resolve every symbol at link time (--no-undefined), except under clang's
 # sanitizers, whose runtime only executables link (the libraries' __asan_* calls resolve there).

@@ -58,8 +58,9 @@ Status errno_status(const char* what) {
 // Copies whole pages of the segment without the sanitizers' checks: they span the redzones
 // AddressSanitizer puts between globals. Volatile loads keep the loop from becoming a memcpy
 // call, which the sanitizer would check.
-[[gnu::no_sanitize("address", "thread")]] void copy_pages(std::byte* to, const std::byte* from,
-                                                          std::size_t bytes) {
+__attribute__((no_sanitize("address", "thread"))) void copy_pages(std::byte* to,
+                                                                  const std::byte* from,
+                                                                  std::size_t bytes) {
   auto* out = reinterpret_cast<std::uint64_t*>(to);
   const auto* in = reinterpret_cast<const volatile std::uint64_t*>(from);
   for (std::size_t i = 0; i < bytes / sizeof(std::uint64_t); ++i) out[i] = in[i];

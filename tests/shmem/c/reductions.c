@@ -20,7 +20,9 @@
 #define FOLD_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define FOLD_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define FOLD_SUM(a, b) ((a) + (b))
-#define FOLD_PROD(a, b) ((a) * (b))
+/* 1u *: the product of two unsigned shorts is an int product after promotion, which
+ * overflows (undefined); as unsigned it wraps, as the library's product in the type does. */
+#define FOLD_PROD(a, b) (1u * (a) * (b))
 
 /* Symmetric buffers with room for NELEMS of the widest type (allocated on the world team: a
  * team's members alone cannot call shmem_malloc). */
