@@ -69,15 +69,17 @@ Status parse_tag(const std::string& name, ArgTag* tag) {
 std::string opt_string(const Json& j) { return j.is_null() ? std::string() : j.get<std::string>(); }
 
 Status parse(const Json& doc, Recording* out) {
-  HP_ENSURE(doc.value("schema_version", 0) == 1, ErrorCode::kCorruptData,
-            "schema_version {} (this build reads 1)", doc.value("schema_version", 0));
+  HP_ENSURE(doc.is_object() && doc.contains("schema_version") && doc["schema_version"] == 1,
+            ErrorCode::kCorruptData, "schema_version {} (this build reads 1)",
+            doc.is_object() && doc.contains("schema_version") ? doc["schema_version"].dump()
+                                                              : std::string("missing"));
   for (const Json& t : doc.at("tensors")) {
     RecordedTensor r;
     r.address = std::stoull(t.at("buffer").get<std::string>(), nullptr, 16);
     HP_RETURN_IF_ERROR(parse_dtype(t.at("dtype").get<std::string>(), &r.dtype));
-    r.shape = t.at("shape").get<std::vector<std::int64_t>>();
-    r.strides = t.at("strides").get<std::vector<std::int64_t>>();
-    r.span_bytes = t.at("span_bytes").get<std::size_t>();
+    r.shape = json_integers<std::int64_t>(t.at("shape"));
+    r.strides = json_integers<std::int64_t>(t.at("strides"));
+    r.span_bytes = json_integer<std::size_t>(t.at("span_bytes"));
     out->tensors[t.at("id").get<std::string>()] = std::move(r);
   }
   for (const Json& s : doc.at("scopes")) {
@@ -108,8 +110,8 @@ Status parse(const Json& doc, Recording* out) {
     r.id = t.at("id").get<std::string>();
     r.callable = t.at("callable").get<std::string>();
     r.scope = opt_string(t.at("scope"));
-    r.config.block_num = t.at("block_num").get<int>();
-    r.config.num_flags = t.at("num_flags").get<int>();
+    r.config.block_num = json_integer<int>(t.at("block_num"));
+    r.config.num_flags = json_integer<int>(t.at("num_flags"));
     HP_RETURN_IF_ERROR(parse_mode(t.at("mode").get<std::string>(), &r.config.mode));
     for (const Json& a : t.at("args")) {
       ArgTag tag{};
@@ -277,7 +279,7 @@ Status replay_into(Orchestrator& o, const std::string& deps_path, std::span<cons
                          "replay: {} is not a deps.json this build reads ({}): record it again "
                          "with dep_gen on",
                          deps_path, e.what());
-  } catch (const std::logic_error& e) {  // std::stoull
+  } catch (const std::logic_error& e) {  // std::stoull, json_integer
     return Status::error(ErrorCode::kCorruptData, "replay: {}: a number does not parse ({})",
                          deps_path, e.what());
   }

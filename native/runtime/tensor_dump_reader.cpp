@@ -32,7 +32,7 @@ TensorDumpEntry parse_entry(const Json& j) {
     throw std::invalid_argument(fmt::format("kind '{}' is not tensor or scalar", kind));
   }
   e.kind = kind == "tensor" ? DumpArgKind::kTensor : DumpArgKind::kScalar;
-  e.arg = j.at("arg").get<int>();
+  e.arg = json_integer<int>(j.at("arg"));
   if (!j.at("tag").is_null()) e.tag = j.at("tag").get<std::string>();
   const std::string dtype = j.at("dtype").get<std::string>();
   if (dtype != "bits64") {
@@ -41,12 +41,13 @@ TensorDumpEntry parse_entry(const Json& j) {
     if (!s.is_ok()) throw std::invalid_argument(s.message());
     e.dtype = d;
   }
-  e.shape = j.at("shape").get<std::vector<std::int64_t>>();
-  e.strides = j.at("strides").get<std::vector<std::int64_t>>();
+  e.shape = json_integers<std::int64_t>(j.at("shape"));
+  e.strides = json_integers<std::int64_t>(j.at("strides"));
   auto range = [&](const char* name) -> std::optional<DumpRange> {
     const Json& r = j.at(name);
     if (r.is_null()) return std::nullopt;
-    return DumpRange{r.at("offset").get<std::uint64_t>(), r.at("bytes").get<std::uint64_t>()};
+    return DumpRange{json_integer<std::uint64_t>(r.at("offset")),
+                     json_integer<std::uint64_t>(r.at("bytes"))};
   };
   e.before = range("before");
   e.after = range("after");
@@ -62,7 +63,7 @@ Status TensorDump::open(const std::string& prefix, TensorDump* out) {
   HP_RETURN_IF_ERROR(read_json_file(json_path, &doc));
   TensorDump dump;
   try {
-    dump.level_ = doc.at("level").get<int>();
+    dump.level_ = json_integer<int>(doc.at("level"));
     dump.bin_path_ =
         (std::filesystem::path(prefix) / doc.at("bin_file").get<std::string>()).string();
     const Json& entries = doc.at("entries");

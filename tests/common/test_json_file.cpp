@@ -137,6 +137,20 @@ TEST_F(JsonFile, ANumberOutOfRangeIsCorruptData) {
   EXPECT_EQ(read, Json(5)) << "output changed on error";
 }
 
+// json_integer: a JSON integer in T's range, else std::invalid_argument; a float (even an
+// integral-looking 1e30) never goes through a cast.
+TEST(JsonInteger, TakesIntegersInRangeOnly) {
+  EXPECT_EQ(json_integer<int>(Json::parse("-7")), -7);
+  EXPECT_EQ(json_integer<std::uint64_t>(Json::parse("18446744073709551615")), UINT64_MAX);
+  EXPECT_EQ(json_integers<std::int64_t>(Json::parse("[1, -2, 3]")),
+            (std::vector<std::int64_t>{1, -2, 3}));
+  for (const char* bad : {"1e30", "2.5", "\"3\"", "null", "4294967296", "-1"}) {
+    EXPECT_THROW(json_integer<std::uint32_t>(Json::parse(bad)), std::invalid_argument) << bad;
+  }
+  EXPECT_THROW(json_integers<std::int64_t>(Json::parse("[1, 1.88889e+90]")), std::invalid_argument);
+  EXPECT_THROW(json_integers<std::int64_t>(Json::parse("{}")), std::invalid_argument);
+}
+
 TEST_F(JsonFile, ReadingADirectoryIsIoError) {
   // The header promises IO_ERROR for a file that cannot be read; CORRUPT_DATA would claim
   // that content was read and failed to parse.
