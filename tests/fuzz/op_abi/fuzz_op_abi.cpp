@@ -15,6 +15,7 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -169,7 +170,9 @@ class Maker {
       auto& s = t.strides[in_.ConsumeIntegralInRange<int>(0, dims - 1)];
       s = pick(s);
     }
-    place(&t, dims, fill, mutate ? in_.ConsumeIntegralInRange<int>(0, 2) : 0);
+    // The memory covers the dims the op will read: ndim's, not the vector's (a mutated ndim).
+    place(&t, std::clamp<int>(t.ndim, 0, HP_TENSOR_MAX_DIMS), fill,
+          mutate ? in_.ConsumeIntegralInRange<int>(0, 2) : 0);
     return t;
   }
 
