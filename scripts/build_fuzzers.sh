@@ -30,9 +30,11 @@ export CXX=clang++-16 CC=clang-16 HP_SANITIZE=address,undefined HP_FUZZ=1 HP_WER
 export HP_BUILD_DIR="$fuzz_dir" HP_CACHE_DIR="$fuzz_dir/native/cache"
 hp_info "building the fuzz targets (clang 16, ASan + UBSan + libFuzzer) into $fuzz_dir"
 for component in core symmetric_memory multicore custom_ops; do
-    args=(--jobs "$jobs")
-    [[ "$component" == multicore || "$component" == custom_ops ]] && args+=(--soc-list x86_64_v3)
-    HP_BUILD_TESTS=0 "$HP_REPO_ROOT/scripts/build_$component.sh" "${args[@]}" ||
+    args=(--jobs "$jobs") tests=1
+    if [[ "$component" == multicore || "$component" == custom_ops ]]; then
+        args+=(--soc-list x86_64_v3) tests=0
+    fi
+    HP_BUILD_TESTS="$tests" "$HP_REPO_ROOT/scripts/build_$component.sh" "${args[@]}" ||
         hp_die 1 HP-FUZZ-BUILD-FAILED "$component did not build for fuzzing" \
             "see $fuzz_dir/native/$component/log/build.log"
 done

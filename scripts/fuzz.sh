@@ -8,7 +8,7 @@
 #
 #   scripts/fuzz.sh NAME SECONDS     one target: settings, tensor_dump, replay, job_segment,
 #                                    op_abi, ops_json
-#   scripts/fuzz.sh --all SECONDS    every target, one after the other, SECONDS each
+#   scripts/fuzz.sh --all SECONDS    every target, SECONDS each, one per CPU at a time
 #
 # Prints each target's executions and corpus size. Exit codes: 0 nothing found, 1
 # HP-FUZZ-FOUND (which target, where its input is), 2 bad usage, 3 HP-FUZZ-NOT-BUILT.
@@ -29,28 +29,59 @@ else
     names=("$1")
 fi
 
-found=()
-for name in "${names[@]}"; do
+# fuzz_one NAME SECONDS: runs one target; its verdict goes to $fuzz_dir/log/NAME.verdict.
+fuzz_one() {
+    local name="$1" seconds="$2" bin work artifacts log rc=0 execs corpus
     bin="$(find "$fuzz_dir/native/tests" -path "*/fuzz/fuzz_$name" -type f 2>/dev/null | head -n1)"
-    [[ -x "$bin" ]] || hp_die 3 HP-FUZZ-NOT-BUILT "fuzz_$name is not built" "scripts/build_fuzzers.sh"
-    work="$fuzz_dir/corpus/$name" artifacts="$fuzz_dir/artifacts/$name" log="$fuzz_dir/log/$name.log"
-    mkdir -p "$work" "$artifacts" "$(dirname "$log")"
-    hp_info "fuzz_$name: $2 s"
-    rc=0
-    ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-16/bin/llvm-symbolizer \
+    log="$fuzz_dir/log/$name.log"
+    mkdir -p "$(dirname "$log")"
+    if [[ ! -x "$bin" ]]; then
+        echo "not-built" >"$fuzz_dir/log/$name.verdict"
+        return
+    fi
+    work="$fuzz_dir/corpus/$name" artifacts="$fuzz_dir/artifacts/$name"
+    mkdir -p "$work" "$artifacts" "$fuzz_dir/tmp"
+    # A target's scratch files (fuzz_check.h) stay in the build directory.
+    TMPDIR="$fuzz_dir/tmp" ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-16/bin/llvm-symbolizer \
         ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-        "$bin" -max_total_time="$2" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+        "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$artifacts/" "$work" "$HP_REPO_ROOT/tests/fuzz/$name/corpus" \
         >"$log" 2>&1 || rc=$?
     execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)"
     corpus="$(sed -n 's/.* corp: \([0-9]*\)\/.*/\1/p' "$log" | tail -n1)"
     if ((rc != 0)); then
-        tail -n 40 "$log" >&2
-        hp_warn "fuzz_$name found a failure (exit $rc); its input: $artifacts/ (log: $log)"
-        found+=("$name")
+        echo "found $rc" >"$fuzz_dir/log/$name.verdict"
     else
-        hp_info "fuzz_$name: ${execs:-?} executions, corpus ${corpus:-?} inputs"
+        echo "ok ${execs:-?} ${corpus:-?}" >"$fuzz_dir/log/$name.verdict"
     fi
+}
+
+# Up to one target per CPU at a time (a target is one process).
+hp_info "fuzzing ${names[*]}: $2 s each, $(hp_nproc) at a time"
+running=0
+for name in "${names[@]}"; do
+    rm -f "$fuzz_dir/log/$name.verdict"
+    fuzz_one "$name" "$2" &
+    running=$((running + 1))
+    if ((running >= $(hp_nproc))); then
+        wait -n || true
+        running=$((running - 1))
+    fi
+done
+wait
+
+found=()
+for name in "${names[@]}"; do
+    read -r verdict a b <"$fuzz_dir/log/$name.verdict"
+    case "$verdict" in
+        ok) hp_info "fuzz_$name: $a executions, corpus $b inputs" ;;
+        not-built) hp_die 3 HP-FUZZ-NOT-BUILT "fuzz_$name is not built" "scripts/build_fuzzers.sh" ;;
+        *)
+            tail -n 40 "$fuzz_dir/log/$name.log" >&2
+            hp_warn "fuzz_$name found a failure (exit $a); its input: $fuzz_dir/artifacts/$name/ (log: $fuzz_dir/log/$name.log)"
+            found+=("$name")
+            ;;
+    esac
 done
 ((${#found[@]} == 0)) ||
     hp_die 1 HP-FUZZ-FOUND "fuzzing found failures in: ${found[*]}" "see the inputs under $fuzz_dir/artifacts/"

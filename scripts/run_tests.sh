@@ -2,16 +2,20 @@
 # All of HyperParallel's tests, against what ./build.sh produced (tests never compile):
 #   0. the C/C++ format check (scripts/check_format.sh)
 #   1. ./build.sh (default selection; incremental) with warnings as errors
-#   2. core and symmetric_memory again with ThreadSanitizer, and again with AddressSanitizer
-#      (LeakSanitizer on) + UndefinedBehaviorSanitizer, each in its own build dir (tests only:
-#      no benchmarks, no Python extensions)
+#   2. core and symmetric_memory again with ThreadSanitizer (GCC, build/sanitize-thread), and
+#      the clang build of scripts/build_fuzzers.sh (build/fuzz: AddressSanitizer + UBSan +
+#      libFuzzer's coverage; core and symmetric_memory with their tests, multicore and
+#      custom_ops libraries, the fuzz targets); no benchmarks, no Python extensions
 #   3. ctest over build/native/tests (labels unit, multirank, slow, multihost); the TSan
-#      payload's unit tests; the ASan+UBSan payload's unit and multirank tests (the mpirun-
+#      payload's unit tests; the ASan + UBSan payload's unit and multirank tests (the mpirun-
 #      launched runs without the leak check: Open MPI leaks in components it unloads before
 #      LeakSanitizer looks, so those leaks cannot be told from ours; every other run leak-checks,
-#      tests/sanitizers/lsan.supp suppressing only Open MPI's libraries). Chosen to keep CI
-#      under 30 minutes on 2 cores: multihost runs and pytest are not repeated under a sanitizer.
-#   4. pytest: tests/python and tests/build
+#      tests/sanitizers/lsan.supp suppressing only Open MPI's libraries)
+#   4. every fuzz target for 15 s, one per CPU at a time (scripts/fuzz.sh --all 15), from its
+#      seed corpus and regression inputs
+#   5. pytest: tests/python and tests/build
+# Chosen to keep CI under 30 minutes on 2 cores: multihost runs and pytest are not repeated
+# under a sanitizer, and each fuzz target gets 15 s (scripts/fuzz.sh NAME SECONDS for longer).
 # Arguments are passed to pytest (e.g. -k wheel). .ci/run runs exactly this.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -31,12 +35,9 @@ for component in core symmetric_memory; do
         "$HP_REPO_ROOT/scripts/build_$component.sh" --jobs "$(hp_nproc)"
 done
 
-hp_info "building core and symmetric_memory with AddressSanitizer + UndefinedBehaviorSanitizer"
-asan_dir="$HP_BUILD_DIR/sanitize-address"
-for component in core symmetric_memory; do
-    HP_SANITIZE=address,undefined HP_BUILD_DIR="$asan_dir" HP_CACHE_DIR="$asan_dir/native/cache" \
-        "$HP_REPO_ROOT/scripts/build_$component.sh" --jobs "$(hp_nproc)"
-done
+# AddressSanitizer + UndefinedBehaviorSanitizer: the clang build that also holds the fuzz targets.
+"$HP_REPO_ROOT/scripts/build_fuzzers.sh" --jobs "$(hp_nproc)"
+asan_dir="$HP_BUILD_DIR/fuzz"
 
 # A sanitizer run proves nothing unless the payload it tests is instrumented.
 for pair in "$tsan_dir:__tsan_:ThreadSanitizer" "$asan_dir:__asan_:AddressSanitizer" \
@@ -60,13 +61,17 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 
 hp_info "ctest under AddressSanitizer + UndefinedBehaviorSanitizer: $asan_dir/native/tests"
 asan_env=(UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-    LSAN_OPTIONS="suppressions=$HP_REPO_ROOT/tests/sanitizers/lsan.supp")
+    LSAN_OPTIONS="suppressions=$HP_REPO_ROOT/tests/sanitizers/lsan.supp"
+    ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-16/bin/llvm-symbolizer)
 env "${asan_env[@]}" ASAN_OPTIONS="detect_leaks=1" \
     ctest --test-dir "$asan_dir/native/tests" --output-on-failure --no-tests=error \
     -L '^(unit|multirank)$' -E 'mpi' || failed+=(ctest-asan)
 env "${asan_env[@]}" ASAN_OPTIONS="detect_leaks=0" \
     ctest --test-dir "$asan_dir/native/tests" --output-on-failure --no-tests=error \
     -L '^multirank$' -R 'mpi' || failed+=(ctest-asan-mpi)
+
+hp_info "fuzzing (build/fuzz)"
+"$HP_REPO_ROOT/scripts/fuzz.sh" --all 15 || failed+=(fuzz)
 
 hp_info "pytest with $HP_PYTHON"
 PYTHONPATH="$HP_REPO_ROOT/python" "$HP_PYTHON" -m pytest -p no:cacheprovider -q \
