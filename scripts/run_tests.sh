@@ -11,11 +11,12 @@
 #      launched runs without the leak check: Open MPI leaks in components it unloads before
 #      LeakSanitizer looks, so those leaks cannot be told from ours; every other run leak-checks,
 #      tests/sanitizers/lsan.supp suppressing only Open MPI's libraries)
-#   4. every fuzz target for 15 s, one per CPU at a time (scripts/fuzz.sh --all 15), from its
-#      seed corpus and regression inputs
+#   4. every fuzz target for 12 s, one per CPU at a time (scripts/fuzz.sh --all 12), from its
+#      seed corpus and regression inputs; the fused layer's soak, 500 iterations forward and
+#      backward on 4 ranks in the ASan build (scripts/soak.sh 500; 10000 by default)
 #   5. pytest: tests/python and tests/build
 # Chosen to keep CI under 30 minutes on 2 cores: multihost runs and pytest are not repeated
-# under a sanitizer, and each fuzz target gets 15 s (scripts/fuzz.sh NAME SECONDS for longer).
+# under a sanitizer, and each fuzz target gets 12 s (scripts/fuzz.sh NAME SECONDS for longer).
 # Arguments are passed to pytest (e.g. -k wheel). .ci/run runs exactly this.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -71,7 +72,8 @@ env "${asan_env[@]}" ASAN_OPTIONS="detect_leaks=0" \
     -L '^multirank$' -R 'mpi' || failed+=(ctest-asan-mpi)
 
 hp_info "fuzzing (build/fuzz)"
-"$HP_REPO_ROOT/scripts/fuzz.sh" --all 15 || failed+=(fuzz)
+"$HP_REPO_ROOT/scripts/fuzz.sh" --all 12 || failed+=(fuzz)
+"$HP_REPO_ROOT/scripts/soak.sh" 500 || failed+=(soak)
 
 hp_info "pytest with $HP_PYTHON"
 PYTHONPATH="$HP_REPO_ROOT/python" "$HP_PYTHON" -m pytest -p no:cacheprovider -q \
