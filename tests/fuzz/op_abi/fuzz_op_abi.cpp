@@ -25,11 +25,15 @@
 #include <string>
 #include <vector>
 
+#include "common/bfloat16.h"
 #include "fuzz_check.h"
 #include "hyper_parallel_op_api.h"
+#include "ops/op_tensor.h"
 #include "shmem/shmem.h"
 
 namespace {
+
+using hp::ops::testing::tensor;
 
 constexpr std::int64_t kH = 64, kI = 32, kE = 8, kK = 2, kT = 16;  // the buffer's and the layer's
 constexpr std::int64_t kMaxElements = 1 << 20;
@@ -182,8 +186,13 @@ class Maker {
     return &keep.back();
   }
 
-  // Memory for `bytes` (0..kMaxBytes) as the caller chooses it: aligned, misaligned or null.
-  void* workspace(std::uint64_t needed) {
+  struct Workspace {
+    void* data;
+    std::uint64_t bytes;
+  };
+  // A workspace for an op that asked for `needed` bytes, as a caller might pass one: that size,
+  // half, none or a null pointer; 64-byte aligned or not.
+  Workspace workspace(std::uint64_t needed) {
     std::uint64_t bytes = needed;
     switch (in_.ConsumeIntegralInRange<int>(0, 7)) {
       case 1:
@@ -193,18 +202,16 @@ class Maker {
         bytes = 0;
         break;
       case 3:
-        return nullptr;
+        return {nullptr, needed};
       default:
         break;
     }
-    workspace_bytes_ = bytes;
     if (bytes > std::uint64_t(kMaxBytes)) throw Skip{};
     std::byte* p = arena_.alloc(std::int64_t(bytes) + 128);
     auto aligned = (reinterpret_cast<std::uintptr_t>(p) + 63) & ~std::uintptr_t(63);
     if (in_.ConsumeIntegralInRange<int>(0, 7) == 0) aligned += 8;
-    return reinterpret_cast<void*>(aligned);
+    return {reinterpret_cast<void*>(aligned), bytes};
   }
-  std::uint64_t workspace_bytes() const { return workspace_bytes_; }
 
   FuzzedDataProvider& in() { return in_; }
 
@@ -284,41 +291,28 @@ class Maker {
   }
 
   // By memcpy: a misaligned tensor's elements are stored byte by byte.
+  template <typename T>
+  static void put(std::byte* p, std::int64_t i, T x) {
+    std::memcpy(p + i * std::int64_t(sizeof(T)), &x, sizeof(T));
+  }
   static void store(int32_t dtype, std::byte* p, std::int64_t i, double f, std::int64_t v) {
     switch (dtype) {
       case HP_DTYPE_INT8:
-      case HP_DTYPE_UINT8: {
-        const auto x = std::int8_t(v);
-        std::memcpy(p + i, &x, 1);
-        break;
-      }
-      case HP_DTYPE_INT32: {
-        const auto x = std::int32_t(v);
-        std::memcpy(p + i * 4, &x, 4);
-        break;
-      }
-      case HP_DTYPE_FP32: {
-        const float x = float(f);
-        std::memcpy(p + i * 4, &x, 4);
-        break;
-      }
-      case HP_DTYPE_BF16: {
-        const float x = float(f);
-        std::uint32_t bits = 0;
-        std::memcpy(&bits, &x, 4);
-        const auto top = std::uint16_t(bits >> 16);
-        std::memcpy(p + i * 2, &top, 2);
-        break;
-      }
+      case HP_DTYPE_UINT8:
+        return put(p, i, std::int8_t(v));
+      case HP_DTYPE_INT32:
+        return put(p, i, std::int32_t(v));
+      case HP_DTYPE_FP32:
+        return put(p, i, float(f));
+      case HP_DTYPE_BF16:
+        return put(p, i, hp::float_to_bf16(float(f)));
       default:
-        std::memcpy(p + i * 8, &v, 8);
-        break;
+        return put(p, i, v);
     }
   }
 
   FuzzedDataProvider& in_;
   Arena& arena_;
-  std::uint64_t workspace_bytes_ = 0;
 };
 
 struct Job {
@@ -351,20 +345,6 @@ hpHyperMegaMoeConfig layer_config() {
           .backward = 1};
 }
 
-hpTensor dense(void* data, int32_t dtype, std::initializer_list<std::int64_t> shape) {
-  hpTensor t{};
-  t.data = data;
-  t.dtype = dtype;
-  t.ndim = int32_t(shape.size());
-  std::int64_t stride = 1;
-  for (int i = t.ndim - 1; i >= 0; --i) {
-    t.shape[i] = shape.begin()[i];
-    t.strides[i] = stride;
-    stride *= t.shape[i];
-  }
-  return t;
-}
-
 Job& job() {
   static Job j = [] {
     setenv("HP_SHMEM_HEAP_SIZE", "64M", 0);
@@ -378,10 +358,10 @@ Job& job() {
     for (std::size_t i = 0; i < made.w2.size(); ++i) made.w2[i] = std::int8_t(i * 11 % 255 - 127);
     made.s1.assign(std::size_t(kE * 2 * kI), 1.0f / 512);
     made.s2.assign(std::size_t(kE * kH), 1.0f / 256);
-    const hpTensor w1 = dense(made.w1.data(), HP_DTYPE_INT8, {kE, kH, 2 * kI}),
-                   s1 = dense(made.s1.data(), HP_DTYPE_FP32, {kE, 2 * kI}),
-                   w2 = dense(made.w2.data(), HP_DTYPE_INT8, {kE, kI, kH}),
-                   s2 = dense(made.s2.data(), HP_DTYPE_FP32, {kE, kH});
+    const hpTensor w1 = tensor(made.w1.data(), HP_DTYPE_INT8, {kE, kH, 2 * kI}),
+                   s1 = tensor(made.s1.data(), HP_DTYPE_FP32, {kE, 2 * kI}),
+                   w2 = tensor(made.w2.data(), HP_DTYPE_INT8, {kE, kI, kH}),
+                   s2 = tensor(made.s2.data(), HP_DTYPE_FP32, {kE, kH});
     const hpHyperMegaMoeConfig lc = layer_config();
     expect_ok(hpHyperMegaMoeCreate(&lc, &w1, &s1, &w2, &s2, nullptr, nullptr, nullptr, nullptr,
                                    &made.layer),
@@ -391,21 +371,36 @@ Job& job() {
   return j;
 }
 
-// Runs an executor as the fuzz input says: with the workspace it asked for, or destroys it.
-hpStatus run(Maker& m, hpStatus (*op)(void*, uint64_t, hpOpExecutor*), hpOpExecutor* exec,
-             uint64_t needed) {
+using RunFn = hpStatus (*)(void*, uint64_t, hpOpExecutor*);
+
+// Runs an executor as the fuzz input says: with a workspace for what it asked, or destroys it.
+hpStatus run(Maker& m, RunFn op, hpOpExecutor* exec, uint64_t needed) {
   if (m.in().ConsumeIntegralInRange<int>(0, 31) == 0) {
     hpOpExecutorDestroy(exec);
     return kNotRun;  // the caller stops as after an error
   }
-  void* ws = nullptr;
+  Maker::Workspace ws{};
   try {
     ws = m.workspace(needed);
   } catch (const Skip&) {
     hpOpExecutorDestroy(exec);
     throw;
   }
-  return op(ws, m.workspace_bytes(), exec);
+  return op(ws.data, ws.bytes, exec);
+}
+
+// One op through both phases: `get(&workspaceSize, &executor)` (its GetWorkspaceSize with the
+// round's tensors), then the run. Whether both succeeded; every status is checked by expect().
+template <typename Get>
+bool both_phases(Maker& m, const std::string& op, Get get, RunFn run_op) {
+  uint64_t bytes = 0;
+  hpOpExecutor* exec = nullptr;
+  hpStatus s = get(&bytes, &exec);
+  expect(s, (op + "GetWorkspaceSize").c_str());
+  if (s != HP_STATUS_OK) return false;
+  s = run(m, run_op, exec, bytes);
+  expect(s, op.c_str());
+  return s == HP_STATUS_OK;
 }
 
 std::int64_t tokens(Maker& m) { return m.in().ConsumeIntegralInRange<std::int64_t>(0, kT + 1); }
@@ -441,31 +436,31 @@ bool dispatch_layout(Maker& m) {
   const hpTensor per_rank = m.make(HP_DTYPE_INT64, {1}, Fill::kZero),
                  per_expert = m.make(HP_DTYPE_INT64, {kE}, Fill::kZero),
                  in_rank = m.make(HP_DTYPE_UINT8, {t, 1}, Fill::kZero);
-  uint64_t bytes = 0;
-  hpOpExecutor* exec = nullptr;
-  hpStatus s = hpDispatchLayoutGetWorkspaceSize(&idx, experts, ranks, &per_rank, &per_expert,
-                                                &in_rank, &bytes, &exec);
-  expect(s, "hpDispatchLayoutGetWorkspaceSize");
-  if (s == HP_STATUS_OK) expect(run(m, hpDispatchLayout, exec, bytes), "hpDispatchLayout");
-  return false;
+  both_phases(
+      m, "hpDispatchLayout",
+      [&](uint64_t* bytes, hpOpExecutor** exec) {
+        return hpDispatchLayoutGetWorkspaceSize(&idx, experts, ranks, &per_rank, &per_expert,
+                                                &in_rank, bytes, exec);
+      },
+      hpDispatchLayout);
+  return false;  // a local op: the buffer and layer are not involved
 }
 
 // notify -> dispatch -> combine, each with the fuzzed tensors, stopping at the first error.
 bool normal_round(Maker& m, Job& j) {
   Routing r(m);
   const std::int64_t alignment = m.pick(m.in().ConsumeBool() ? 1 : 4);
-  std::vector<std::int64_t> offsets(std::size_t(kE + 1), 0);
-  hpTensor per = m.make(HP_DTYPE_INT64, {kE}, Fill::kZero);
-  hpTensor off = m.make(HP_DTYPE_INT64, {kE + 1}, Fill::kZero);
-  uint64_t bytes = 0;
-  hpOpExecutor* exec = nullptr;
-  hpStatus s = hpNotifyDispatchGetWorkspaceSize(j.buffer, &r.x, &r.idx, &r.w, r.mask, r.quant,
-                                                alignment, &per, &off, &bytes, &exec);
-  expect(s, "hpNotifyDispatchGetWorkspaceSize");
-  if (s != HP_STATUS_OK) return true;
-  s = run(m, hpNotifyDispatch, exec, bytes);
-  expect(s, "hpNotifyDispatch");
-  if (s != HP_STATUS_OK) return true;
+  const hpTensor per = m.make(HP_DTYPE_INT64, {kE}, Fill::kZero),
+                 off = m.make(HP_DTYPE_INT64, {kE + 1}, Fill::kZero);
+  if (!both_phases(
+          m, "hpNotifyDispatch",
+          [&](uint64_t* bytes, hpOpExecutor** exec) {
+            return hpNotifyDispatchGetWorkspaceSize(j.buffer, &r.x, &r.idx, &r.w, r.mask, r.quant,
+                                                    alignment, &per, &off, bytes, exec);
+          },
+          hpNotifyDispatch)) {
+    return true;
+  }
   // The rows the dispatch writes: what the notify returned (its offsets tensor was valid).
   const std::int64_t rows = static_cast<const std::int64_t*>(off.data)[kE];
   if (rows < 0 || rows > kT * kK * kE) hp::fuzz::fail("notify returned rows out of range");
@@ -477,24 +472,27 @@ bool normal_round(Maker& m, Job& j) {
       quantised ? m.maybe_null(m.make(HP_DTYPE_FP32, {rows}, Fill::kZero), keep) : nullptr;
   const hpTensor recv_w = m.make(HP_DTYPE_FP32, {rows}, Fill::kZero);
   const hpTensor* src = m.maybe_null(m.make(HP_DTYPE_INT32, {rows, 2}, Fill::kZero), keep);
-  s = hpMoeDispatchNormalGetWorkspaceSize(j.buffer, &r.x, &r.idx, &r.w, r.mask, r.quant, alignment,
-                                          &recv_x, recv_scale, &recv_w, src, &bytes, &exec);
-  expect(s, "hpMoeDispatchNormalGetWorkspaceSize");
-  if (s != HP_STATUS_OK) return true;
-  s = run(m, hpMoeDispatchNormal, exec, bytes);
-  expect(s, "hpMoeDispatchNormal");
-  if (s != HP_STATUS_OK) return true;
+  if (!both_phases(
+          m, "hpMoeDispatchNormal",
+          [&](uint64_t* bytes, hpOpExecutor** exec) {
+            return hpMoeDispatchNormalGetWorkspaceSize(j.buffer, &r.x, &r.idx, &r.w, r.mask,
+                                                       r.quant, alignment, &recv_x, recv_scale,
+                                                       &recv_w, src, bytes, exec);
+          },
+          hpMoeDispatchNormal)) {
+    return true;
+  }
   const hpTensor out =
       m.make(m.in().ConsumeBool() ? HP_DTYPE_FP32 : HP_DTYPE_BF16, {rows, kH}, Fill::kValues);
   const hpTensor* weights = m.maybe_null(m.make(HP_DTYPE_FP32, {rows}, Fill::kWeights), keep);
   const hpTensor y =
       m.make(m.in().ConsumeBool() ? HP_DTYPE_FP32 : HP_DTYPE_BF16, {r.t, kH}, Fill::kZero);
-  s = hpMoeCombineNormalGetWorkspaceSize(j.buffer, &out, weights, &y, &bytes, &exec);
-  expect(s, "hpMoeCombineNormalGetWorkspaceSize");
-  if (s != HP_STATUS_OK) return true;
-  s = run(m, hpMoeCombineNormal, exec, bytes);
-  expect(s, "hpMoeCombineNormal");
-  return s != HP_STATUS_OK;
+  return !both_phases(
+      m, "hpMoeCombineNormal",
+      [&](uint64_t* bytes, hpOpExecutor** exec) {
+        return hpMoeCombineNormalGetWorkspaceSize(j.buffer, &out, weights, &y, bytes, exec);
+      },
+      hpMoeCombineNormal);
 }
 
 bool low_latency_round(Maker& m, Job& j) {
@@ -510,54 +508,55 @@ bool low_latency_round(Maker& m, Job& j) {
   const hpTensor count = m.make(HP_DTYPE_INT64, {kE}, Fill::kZero);
   const hpTensor* range = m.maybe_null(m.make(HP_DTYPE_INT64, {kE, 1, 2}, Fill::kZero), keep);
   const hpTensor* src = m.maybe_null(m.make(HP_DTYPE_INT32, {kE, rows, 2}, Fill::kZero), keep);
-  uint64_t bytes = 0;
-  hpOpExecutor* exec = nullptr;
-  hpStatus s = hpMoeDispatchLowLatencyGetWorkspaceSize(j.buffer, &r.x, &r.idx, &r.w, r.mask,
-                                                       r.quant, &recv_x, recv_scale, &count, range,
-                                                       src, &bytes, &exec);
-  expect(s, "hpMoeDispatchLowLatencyGetWorkspaceSize");
-  if (s != HP_STATUS_OK) return true;
-  s = run(m, hpMoeDispatchLowLatency, exec, bytes);
-  expect(s, "hpMoeDispatchLowLatency");
-  if (s != HP_STATUS_OK) return true;
+  if (!both_phases(
+          m, "hpMoeDispatchLowLatency",
+          [&](uint64_t* bytes, hpOpExecutor** exec) {
+            return hpMoeDispatchLowLatencyGetWorkspaceSize(j.buffer, &r.x, &r.idx, &r.w, r.mask,
+                                                           r.quant, &recv_x, recv_scale, &count,
+                                                           range, src, bytes, exec);
+          },
+          hpMoeDispatchLowLatency)) {
+    return true;
+  }
   const hpTensor out =
       m.make(m.in().ConsumeBool() ? HP_DTYPE_FP32 : HP_DTYPE_BF16, {kE, rows, kH}, Fill::kValues);
   const hpTensor y =
       m.make(m.in().ConsumeBool() ? HP_DTYPE_FP32 : HP_DTYPE_BF16, {r.t, kH}, Fill::kZero);
-  s = hpMoeCombineLowLatencyGetWorkspaceSize(j.buffer, &out, &r.w, &y, &bytes, &exec);
-  expect(s, "hpMoeCombineLowLatencyGetWorkspaceSize");
-  if (s != HP_STATUS_OK) return true;
-  s = run(m, hpMoeCombineLowLatency, exec, bytes);
-  expect(s, "hpMoeCombineLowLatency");
-  return s != HP_STATUS_OK;
+  return !both_phases(
+      m, "hpMoeCombineLowLatency",
+      [&](uint64_t* bytes, hpOpExecutor** exec) {
+        return hpMoeCombineLowLatencyGetWorkspaceSize(j.buffer, &out, &r.w, &y, bytes, exec);
+      },
+      hpMoeCombineLowLatency);
 }
 
 // The layer's forward, then (sometimes) its backward on the same inputs.
 bool layer_round(Maker& m, Job& j) {
   Routing r(m);
   const hpTensor y = m.make(HP_DTYPE_FP32, {r.t, kH}, Fill::kZero);
-  uint64_t bytes = 0;
-  hpOpExecutor* exec = nullptr;
-  hpStatus s =
-      hpHyperMegaMoeGetWorkspaceSize(j.layer, &r.x, &r.idx, &r.w, r.mask, &y, &bytes, &exec);
-  expect(s, "hpHyperMegaMoeGetWorkspaceSize");
-  if (s != HP_STATUS_OK) return true;
-  s = run(m, hpHyperMegaMoe, exec, bytes);
-  expect(s, "hpHyperMegaMoe");
-  if (s != HP_STATUS_OK || !m.in().ConsumeBool()) return s != HP_STATUS_OK;
+  if (!both_phases(
+          m, "hpHyperMegaMoe",
+          [&](uint64_t* bytes, hpOpExecutor** exec) {
+            return hpHyperMegaMoeGetWorkspaceSize(j.layer, &r.x, &r.idx, &r.w, r.mask, &y, bytes,
+                                                  exec);
+          },
+          hpHyperMegaMoe)) {
+    return true;
+  }
+  if (!m.in().ConsumeBool()) return false;
   const int32_t grad_dtype = m.in().ConsumeBool() ? HP_DTYPE_FP32 : HP_DTYPE_BF16;
   const hpTensor dy = m.make(grad_dtype, {r.t, kH}, Fill::kValues),
                  dx = m.make(grad_dtype, {r.t, kH}, Fill::kZero),
                  dw = m.make(HP_DTYPE_FP32, {r.t, kK}, Fill::kZero),
                  dw1 = m.make(grad_dtype, {kE, kH, 2 * kI}, Fill::kZero),
                  dw2 = m.make(grad_dtype, {kE, kI, kH}, Fill::kZero);
-  s = hpHyperMegaMoeGradGetWorkspaceSize(j.layer, &r.x, &r.idx, &r.w, r.mask, &dy, &dx, &dw, &dw1,
-                                         &dw2, nullptr, nullptr, &bytes, &exec);
-  expect(s, "hpHyperMegaMoeGradGetWorkspaceSize");
-  if (s != HP_STATUS_OK) return true;
-  s = run(m, hpHyperMegaMoeGrad, exec, bytes);
-  expect(s, "hpHyperMegaMoeGrad");
-  return s != HP_STATUS_OK;
+  return !both_phases(
+      m, "hpHyperMegaMoeGrad",
+      [&](uint64_t* bytes, hpOpExecutor** exec) {
+        return hpHyperMegaMoeGradGetWorkspaceSize(j.layer, &r.x, &r.idx, &r.w, r.mask, &dy, &dx,
+                                                  &dw, &dw1, &dw2, nullptr, nullptr, bytes, exec);
+      },
+      hpHyperMegaMoeGrad);
 }
 
 bool create_buffer(Maker& m) {
@@ -631,11 +630,12 @@ bool create_layer(Maker& m) {
                  idx = m.make(HP_DTYPE_INT64, {t, std::min<std::int64_t>(2, e)}, Fill::kIds),
                  tw = m.make(HP_DTYPE_FP32, {t, std::min<std::int64_t>(2, e)}, Fill::kWeights),
                  y = m.make(HP_DTYPE_FP32, {t, h}, Fill::kZero);
-  uint64_t bytes = 0;
-  hpOpExecutor* exec = nullptr;
-  s = hpHyperMegaMoeGetWorkspaceSize(layer, &x, &idx, &tw, nullptr, &y, &bytes, &exec);
-  expect(s, "hpHyperMegaMoeGetWorkspaceSize");
-  if (s == HP_STATUS_OK) expect(run(m, hpHyperMegaMoe, exec, bytes), "hpHyperMegaMoe");
+  both_phases(
+      m, "hpHyperMegaMoe",
+      [&](uint64_t* bytes, hpOpExecutor** exec) {
+        return hpHyperMegaMoeGetWorkspaceSize(layer, &x, &idx, &tw, nullptr, &y, bytes, exec);
+      },
+      hpHyperMegaMoe);
   return false;
 }
 
@@ -645,12 +645,12 @@ void still_usable(Job& j) {
       y(std::size_t(2 * kH));
   std::vector<std::int64_t> idx = {0, 3, 5, 7}, per(static_cast<std::size_t>(kE)),
                             off(static_cast<std::size_t>(kE + 1));
-  const hpTensor tx = dense(x.data(), HP_DTYPE_FP32, {2, kH}),
-                 ti = dense(idx.data(), HP_DTYPE_INT64, {2, kK}),
-                 tw = dense(w.data(), HP_DTYPE_FP32, {2, kK}),
-                 ty = dense(y.data(), HP_DTYPE_FP32, {2, kH}),
-                 tp = dense(per.data(), HP_DTYPE_INT64, {kE}),
-                 to = dense(off.data(), HP_DTYPE_INT64, {kE + 1});
+  const hpTensor tx = tensor(x.data(), HP_DTYPE_FP32, {2, kH}),
+                 ti = tensor(idx.data(), HP_DTYPE_INT64, {2, kK}),
+                 tw = tensor(w.data(), HP_DTYPE_FP32, {2, kK}),
+                 ty = tensor(y.data(), HP_DTYPE_FP32, {2, kH}),
+                 tp = tensor(per.data(), HP_DTYPE_INT64, {kE}),
+                 to = tensor(off.data(), HP_DTYPE_INT64, {kE + 1});
   uint64_t bytes = 0;
   hpOpExecutor* exec = nullptr;
   expect_ok(hpNotifyDispatchGetWorkspaceSize(j.buffer, &tx, &ti, &tw, nullptr, HP_MOE_QUANT_NONE, 1,
