@@ -36,27 +36,16 @@ std::size_t segment_bytes_for(std::size_t heap_bytes) {
   return kControlBytes + (heap_bytes + kPage - 1) / kPage * kPage;
 }
 
-Status errno_error(std::string_view what, const std::string& name) {
-  const int err = errno;
-  if (err == EACCES || err == EPERM) {
-    return Status::error(ErrorCode::kPermissionDenied,
-                         "{} '{}': {}: the job belongs to another user; only the user that "
-                         "started it may join it",
-                         what, name, std::strerror(err));
-  }
-  return Status::error(
-      err == ENOMEM || err == ENOSPC ? ErrorCode::kOutOfMemory : ErrorCode::kSystemError,
-      "{} '{}': {}", what, name, std::strerror(err));
-}
-
 // Creates (or opens) and maps a PE's heap segment; a created one is bound to `mem_nodes`.
 Status map_segment(const std::string& name, bool create, std::size_t bytes, std::byte** out,
                    std::span<const int> mem_nodes = {}) {
   const int fd = shm_open(name.c_str(), create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
   if (fd < 0)
-    return errno_error(create ? "cannot create heap segment" : "cannot open heap segment", name);
+    return JobSegment::object_error(
+        create ? "cannot create heap segment" : "cannot open heap segment", name);
   if (create && ftruncate(fd, off_t(bytes)) != 0) {
-    Status s = errno_error("cannot size heap segment (is /dev/shm large enough?)", name);
+    Status s =
+        JobSegment::object_error("cannot size heap segment (is /dev/shm large enough?)", name);
     close(fd);
     return s;
   }

@@ -13,24 +13,6 @@
 #include <new>
 
 namespace hp::shmem {
-namespace {
-
-Status errno_status(std::string_view what, std::string_view name) {
-  const int err = errno;
-  if (err == EACCES || err == EPERM) {
-    // Job segments are created 0600: only the user that started the job may join it.
-    return Status::error(ErrorCode::kPermissionDenied,
-                         "{} '{}': {}: the job belongs to another user; only the user that "
-                         "started it may join it",
-                         what, name, std::strerror(err));
-  }
-  return Status::error(err == ENOENT   ? ErrorCode::kNotFound
-                       : err == EEXIST ? ErrorCode::kAlreadyExists
-                                       : ErrorCode::kSystemError,
-                       "{} '{}': {}", what, name, std::strerror(err));
-}
-
-}  // namespace
 
 std::size_t JobSegment::bytes_for(int n_pes) noexcept {
   return sizeof(JobHeader) + sizeof(PeSlot) * std::size_t(n_pes);
@@ -70,10 +52,10 @@ Status JobSegment::create(std::string_view job_id, int n_pes, std::unique_ptr<Jo
             "a job has 1..{} PEs, not {}", kMaxPes, n_pes);
   const std::string name = control_name(job_id);
   const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) return errno_status("cannot create the job segment", name);
+  if (fd < 0) return object_error("cannot create the job segment", name);
   const std::size_t bytes = bytes_for(n_pes);
   if (ftruncate(fd, off_t(bytes)) != 0) {
-    Status s = errno_status("cannot size the job segment", name);
+    Status s = object_error("cannot size the job segment", name);
     close(fd);
     shm_unlink(name.c_str());
     return s;
@@ -81,7 +63,7 @@ Status JobSegment::create(std::string_view job_id, int n_pes, std::unique_ptr<Jo
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (base == MAP_FAILED) {
-    Status s = errno_status("cannot map the job segment", name);
+    Status s = object_error("cannot map the job segment", name);
     shm_unlink(name.c_str());
     return s;
   }
@@ -101,7 +83,7 @@ Status JobSegment::open(std::string_view job_id, int n_pes, std::unique_ptr<JobS
   const std::string name = control_name(job_id);
   const int fd = shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0) {
-    return errno_status("cannot open the job segment (is this process started by hprun?)", name);
+    return object_error("cannot open the job segment (is this process started by hprun?)", name);
   }
   struct stat st {};
   if (fstat(fd, &st) != 0 || std::size_t(st.st_size) < sizeof(JobHeader)) {
@@ -112,7 +94,7 @@ Status JobSegment::open(std::string_view job_id, int n_pes, std::unique_ptr<JobS
   const std::size_t bytes = std::size_t(st.st_size);
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
-  if (base == MAP_FAILED) return errno_status("cannot map the job segment", name);
+  if (base == MAP_FAILED) return object_error("cannot map the job segment", name);
   std::unique_ptr<JobSegment> segment(new JobSegment(base, bytes, true, std::string(job_id)));
   const JobHeader& h = segment->header();
   HP_ENSURE(h.magic == kJobMagic && h.version == kJobVersion && h.header_bytes == sizeof(JobHeader),
@@ -133,7 +115,7 @@ Status JobSegment::create_anonymous(std::string_view job_id, int n_pes, bool sha
   const std::size_t bytes = bytes_for(n_pes);
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                     (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) return errno_status("cannot map an anonymous job segment", job_id);
+  if (base == MAP_FAILED) return object_error("cannot map an anonymous job segment", job_id);
   auto* header = new (base) JobHeader();
   header->n_pes = std::uint32_t(n_pes);
   header->segment_bytes = bytes;
@@ -204,6 +186,21 @@ int JobSegment::unlink_all(std::string_view job_id) noexcept {
   }
   closedir(dir);
   return removed;
+}
+
+Status JobSegment::object_error(std::string_view what, std::string_view name) {
+  const int err = errno;
+  if (err == EACCES || err == EPERM) {
+    return Status::error(ErrorCode::kPermissionDenied,
+                         "{} '{}': {}: the job belongs to another user; only the user that "
+                         "started it may join it",
+                         what, name, std::strerror(err));
+  }
+  return Status::error(err == ENOENT                    ? ErrorCode::kNotFound
+                       : err == EEXIST                  ? ErrorCode::kAlreadyExists
+                       : err == ENOMEM || err == ENOSPC ? ErrorCode::kOutOfMemory
+                                                        : ErrorCode::kSystemError,
+                       "{} '{}': {}", what, name, std::strerror(err));
 }
 
 }  // namespace hp::shmem

@@ -113,6 +113,11 @@ class HP_API JobSegment {
   static int unlink_all(std::string_view job_id) noexcept;
   // Job ids: [A-Za-z0-9_-], 1..40 characters.
   static Status validate_job_id(std::string_view job_id);
+  // errno after a failed call on the job's shared-memory object `name` (its control segment or
+  // a heap), as a status: EACCES/EPERM PERMISSION_DENIED (another user's job: the objects are
+  // 0600), ENOENT NOT_FOUND, EEXIST ALREADY_EXISTS, ENOMEM/ENOSPC OUT_OF_MEMORY, else
+  // SYSTEM_ERROR; the message is "<what> '<name>': <strerror>".
+  static Status object_error(std::string_view what, std::string_view name);
 
  private:
   JobSegment(void* base, std::size_t bytes, bool shared, std::string job_id);
