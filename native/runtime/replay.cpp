@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <set>
@@ -34,7 +33,8 @@ struct RecordedTask {
 
 struct RecordedScope {
   std::string parent;  // empty: the root
-  std::string site;
+  std::string file;    // the site "file:line", split when read
+  std::uint32_t line = 0;
 };
 
 struct Recording {
@@ -83,26 +83,27 @@ Status parse(const Json& doc, Recording* out) {
     out->tensors[t.at("id").get<std::string>()] = std::move(r);
   }
   for (const Json& s : doc.at("scopes")) {
-    out->scopes[s.at("id").get<std::string>()] = {opt_string(s.at("parent")),
-                                                  s.at("site").get<std::string>()};
+    const std::string id = s.at("id").get<std::string>(), site = s.at("site").get<std::string>();
+    RecordedScope& scope = out->scopes[id];
+    scope.parent = opt_string(s.at("parent"));
+    // "file:line"; the line after the last ':' must be a number ("<root>" has none).
+    const std::size_t colon = site.rfind(':');
+    scope.file = site.substr(0, colon);
+    if (colon != std::string::npos) {
+      const char* end = site.data() + site.size();
+      const auto [ptr, ec] = std::from_chars(site.data() + colon + 1, end, scope.line);
+      HP_ENSURE(ec == std::errc() && ptr == end, ErrorCode::kCorruptData,
+                "scope {}: site '{}' does not end in a line number", id, site);
+    }
   }
   // Every scope's chain of parents ends (at the root or an unlisted id) within as many steps as
-  // there are scopes, and its site's line, after the last ':', is a number.
+  // there are scopes.
   for (const auto& [id, scope] : out->scopes) {
     std::size_t steps = 0;
     for (auto it = out->scopes.find(id); it != out->scopes.end() && !it->second.parent.empty();
          it = out->scopes.find(it->second.parent)) {
       HP_ENSURE(++steps <= out->scopes.size(), ErrorCode::kCorruptData,
                 "scope {}: its chain of parents loops", id);
-    }
-    const std::size_t colon = scope.site.rfind(':');
-    std::uint32_t line = 0;
-    if (colon != std::string::npos) {
-      const char* begin = scope.site.data() + colon + 1;
-      const char* end = scope.site.data() + scope.site.size();
-      const auto [ptr, ec] = std::from_chars(begin, end, line);
-      HP_ENSURE(ec == std::errc() && ptr == end, ErrorCode::kCorruptData,
-                "scope {}: site '{}' does not end in a line number", id, scope.site);
     }
   }
   for (const Json& t : doc.at("tasks")) {
@@ -226,16 +227,12 @@ class Replayer {
     while (keep < open_.size() && keep < chain.size() && open_[keep].first == chain[keep]) ++keep;
     while (open_.size() > keep) close_innermost();
     for (std::size_t i = keep; i < chain.size(); ++i) {
-      const std::string& site = rec_.scopes.at(chain[i]).site;
-      const std::size_t colon = site.rfind(':');
-      sites_.push_back(site.substr(0, colon));
-      std::uint32_t line = 0;  // parse() checked that it is a number
-      if (colon != std::string::npos) {
-        std::from_chars(site.data() + colon + 1, site.data() + site.size(), line);
-      }
-      // new Scope(prvalue) initialises in place: a Scope can be neither copied nor moved.
-      open_.emplace_back(chain[i], std::unique_ptr<Scope>(
-                                       new Scope(o.scope(ScopeSite(sites_.back().c_str(), line)))));
+      // The site's file lives in rec_, which outlives every scope opened here. new Scope(prvalue)
+      // initialises in place: a Scope can be neither copied nor moved.
+      const RecordedScope& scope = rec_.scopes.at(chain[i]);
+      open_.emplace_back(
+          chain[i],
+          std::unique_ptr<Scope>(new Scope(o.scope(ScopeSite(scope.file.c_str(), scope.line)))));
     }
   }
   void close_innermost() { open_.pop_back(); }
@@ -245,7 +242,6 @@ class Replayer {
   const ReplaySubmit& submit_;
   std::unordered_map<std::string, TaskId> replayed_;  // recorded id -> replayed id
   std::vector<Output> outputs_;
-  std::deque<std::string> sites_;  // scope sites' files, alive for the run
   std::vector<std::pair<std::string, std::unique_ptr<Scope>>> open_;
 };
 
