@@ -63,7 +63,8 @@ package_link() {
     needed=($(readelf -d "$all_ops" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'))
     runpath="$(readelf -d "$all_ops" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')"
     # Every symbol resolved at link time, except clang's sanitizer runtime, which only
-    # executables link (a fuzz build: scripts/build_fuzzers.sh).
+    # executables link (a fuzz build: scripts/build_fuzzers.sh): HP_LINK_NO_UNDEFINED's rule in
+    # cmake/HpToolchain.cmake, for this link CMake does not make.
     local no_undefined=-Wl,--no-undefined
     [[ -n "${HP_SANITIZE:-}" && "$("$HP_CXX" --version)" == *clang* ]] && no_undefined=
     echo "== package ($(date -Is)): $(tr '\n' ' ' <<<"$ops")"

@@ -10,6 +10,7 @@
 # Exit codes: 0 built, 1 HP-FUZZ-BUILD-FAILED (the component's log is named), 2 bad usage.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HP_REPO_ROOT/scripts/lib/sanitizers.sh"
 
 jobs="$(hp_nproc)"
 while (($#)); do
@@ -23,12 +24,11 @@ done
 # clang 16 and its runtimes: deps/fuzz-packages.lock (installed as root, else the command).
 "$HP_REPO_ROOT/scripts/prepare_host.sh" --lock "$HP_REPO_ROOT/deps/fuzz-packages.lock" >/dev/null
 
-fuzz_dir="$HP_BUILD_DIR/fuzz"
 # Warnings are the regular (GCC) build's to enforce: clang's set differs (C-linkage kernel
 # entries returning hp::Status, for one), and this build exists to run the fuzz targets.
 export CXX=clang++-16 CC=clang-16 HP_SANITIZE=address,undefined HP_FUZZ=1 HP_WERROR=0
-export HP_BUILD_DIR="$fuzz_dir" HP_CACHE_DIR="$fuzz_dir/native/cache"
-hp_info "building the fuzz targets (clang 16, ASan + UBSan + libFuzzer) into $fuzz_dir"
+export HP_BUILD_DIR="$HP_FUZZ_DIR" HP_CACHE_DIR="$HP_FUZZ_DIR/native/cache"
+hp_info "building the fuzz targets (clang 16, ASan + UBSan + libFuzzer) into $HP_FUZZ_DIR"
 for component in core symmetric_memory multicore custom_ops; do
     args=(--jobs "$jobs") tests=1
     if [[ "$component" == multicore || "$component" == custom_ops ]]; then
@@ -36,5 +36,5 @@ for component in core symmetric_memory multicore custom_ops; do
     fi
     HP_BUILD_TESTS="$tests" "$HP_REPO_ROOT/scripts/build_$component.sh" "${args[@]}" ||
         hp_die 1 HP-FUZZ-BUILD-FAILED "$component did not build for fuzzing" \
-            "see $fuzz_dir/native/$component/log/build.log"
+            "see $HP_FUZZ_DIR/native/$component/log/build.log"
 done

@@ -14,10 +14,10 @@
 # HP-FUZZ-FOUND (which target, where its input is), 2 bad usage, 3 HP-FUZZ-NOT-BUILT.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HP_REPO_ROOT/scripts/lib/sanitizers.sh"
 
 usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 [[ $# -eq 2 && "$2" =~ ^[1-9][0-9]*$ ]] || { usage >&2; exit 2; }
-fuzz_dir="$HP_BUILD_DIR/fuzz"
 names=()
 if [[ "$1" == --all ]]; then
     for d in "$HP_REPO_ROOT"/tests/fuzz/*/; do
@@ -29,30 +29,29 @@ else
     names=("$1")
 fi
 
-# fuzz_one NAME SECONDS: runs one target; its verdict goes to $fuzz_dir/log/NAME.verdict.
+# fuzz_one NAME SECONDS: runs one target; its verdict goes to $HP_FUZZ_DIR/log/NAME.verdict.
 fuzz_one() {
     local name="$1" seconds="$2" bin work artifacts log rc=0 execs corpus
-    bin="$(find "$fuzz_dir/native/tests" -path "*/fuzz/fuzz_$name" -type f 2>/dev/null | head -n1)"
-    log="$fuzz_dir/log/$name.log"
+    bin="$(find "$HP_FUZZ_DIR/native/tests" -path "*/fuzz/fuzz_$name" -type f 2>/dev/null | head -n1)"
+    log="$HP_FUZZ_DIR/log/$name.log"
     mkdir -p "$(dirname "$log")"
     if [[ ! -x "$bin" ]]; then
-        echo "not-built" >"$fuzz_dir/log/$name.verdict"
+        echo "not-built" >"$HP_FUZZ_DIR/log/$name.verdict"
         return
     fi
-    work="$fuzz_dir/corpus/$name" artifacts="$fuzz_dir/artifacts/$name"
-    mkdir -p "$work" "$artifacts" "$fuzz_dir/tmp"
+    work="$HP_FUZZ_DIR/corpus/$name" artifacts="$HP_FUZZ_DIR/artifacts/$name"
+    mkdir -p "$work" "$artifacts" "$HP_FUZZ_DIR/tmp"
     # A target's scratch files (fuzz_check.h) stay in the build directory.
-    TMPDIR="$fuzz_dir/tmp" ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-16/bin/llvm-symbolizer \
-        ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+    env "${hp_sanitizer_env[@]}" TMPDIR="$HP_FUZZ_DIR/tmp" ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" \
         "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$artifacts/" "$work" "$HP_REPO_ROOT/tests/fuzz/$name/corpus" \
         >"$log" 2>&1 || rc=$?
     execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)"
     corpus="$(sed -n 's/.* corp: \([0-9]*\)\/.*/\1/p' "$log" | tail -n1)"
     if ((rc != 0)); then
-        echo "found $rc" >"$fuzz_dir/log/$name.verdict"
+        echo "found $rc" >"$HP_FUZZ_DIR/log/$name.verdict"
     else
-        echo "ok ${execs:-?} ${corpus:-?}" >"$fuzz_dir/log/$name.verdict"
+        echo "ok ${execs:-?} ${corpus:-?}" >"$HP_FUZZ_DIR/log/$name.verdict"
     fi
 }
 
@@ -60,7 +59,7 @@ fuzz_one() {
 hp_info "fuzzing ${names[*]}: $2 s each, $(hp_nproc) at a time"
 running=0
 for name in "${names[@]}"; do
-    rm -f "$fuzz_dir/log/$name.verdict"
+    rm -f "$HP_FUZZ_DIR/log/$name.verdict"
     fuzz_one "$name" "$2" &
     running=$((running + 1))
     if ((running >= $(hp_nproc))); then
@@ -72,16 +71,16 @@ wait
 
 found=()
 for name in "${names[@]}"; do
-    read -r verdict a b <"$fuzz_dir/log/$name.verdict"
+    read -r verdict a b <"$HP_FUZZ_DIR/log/$name.verdict"
     case "$verdict" in
         ok) hp_info "fuzz_$name: $a executions, corpus $b inputs" ;;
         not-built) hp_die 3 HP-FUZZ-NOT-BUILT "fuzz_$name is not built" "scripts/build_fuzzers.sh" ;;
         *)
-            tail -n 40 "$fuzz_dir/log/$name.log" >&2
-            hp_warn "fuzz_$name found a failure (exit $a); its input: $fuzz_dir/artifacts/$name/ (log: $fuzz_dir/log/$name.log)"
+            tail -n 40 "$HP_FUZZ_DIR/log/$name.log" >&2
+            hp_warn "fuzz_$name found a failure (exit $a); its input: $HP_FUZZ_DIR/artifacts/$name/ (log: $HP_FUZZ_DIR/log/$name.log)"
             found+=("$name")
             ;;
     esac
 done
 ((${#found[@]} == 0)) ||
-    hp_die 1 HP-FUZZ-FOUND "fuzzing found failures in: ${found[*]}" "see the inputs under $fuzz_dir/artifacts/"
+    hp_die 1 HP-FUZZ-FOUND "fuzzing found failures in: ${found[*]}" "see the inputs under $HP_FUZZ_DIR/artifacts/"

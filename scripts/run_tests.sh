@@ -27,6 +27,7 @@ failed=()
 # After the build: it installs the locked formatter on a fresh host.
 "$HP_REPO_ROOT/scripts/check_format.sh" || failed+=(format)
 source "$HP_REPO_ROOT/scripts/lib/python.sh"
+source "$HP_REPO_ROOT/scripts/lib/sanitizers.sh"
 hp_select_python
 
 hp_info "building core and symmetric_memory with ThreadSanitizer"
@@ -38,11 +39,10 @@ done
 
 # AddressSanitizer + UndefinedBehaviorSanitizer: the clang build that also holds the fuzz targets.
 "$HP_REPO_ROOT/scripts/build_fuzzers.sh" --jobs "$(hp_nproc)"
-asan_dir="$HP_BUILD_DIR/fuzz"
 
 # A sanitizer run proves nothing unless the payload it tests is instrumented.
-for pair in "$tsan_dir:__tsan_:ThreadSanitizer" "$asan_dir:__asan_:AddressSanitizer" \
-    "$asan_dir:__ubsan_:UndefinedBehaviorSanitizer"; do
+for pair in "$tsan_dir:__tsan_:ThreadSanitizer" "$HP_FUZZ_DIR:__asan_:AddressSanitizer" \
+    "$HP_FUZZ_DIR:__ubsan_:UndefinedBehaviorSanitizer"; do
     IFS=: read -r dir symbol name <<<"$pair"
     lib="$dir/native/payload/hyper_parallel/core/lib/libhyper_parallel_platform.so"
     [[ "$(nm -D "$lib" | grep -c "$symbol")" -gt 0 ]] ||
@@ -60,18 +60,15 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     ctest --test-dir "$tsan_dir/native/tests" --output-on-failure --no-tests=error -L unit ||
     failed+=(ctest-tsan)
 
-hp_info "ctest under AddressSanitizer + UndefinedBehaviorSanitizer: $asan_dir/native/tests"
-asan_env=(UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-    LSAN_OPTIONS="suppressions=$HP_REPO_ROOT/tests/sanitizers/lsan.supp"
-    ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-16/bin/llvm-symbolizer)
-env "${asan_env[@]}" ASAN_OPTIONS="detect_leaks=1" \
-    ctest --test-dir "$asan_dir/native/tests" --output-on-failure --no-tests=error \
+hp_info "ctest under AddressSanitizer + UndefinedBehaviorSanitizer: $HP_FUZZ_DIR/native/tests"
+env "${hp_sanitizer_env[@]}" ASAN_OPTIONS="detect_leaks=1" \
+    ctest --test-dir "$HP_FUZZ_DIR/native/tests" --output-on-failure --no-tests=error \
     -L '^(unit|multirank)$' -E 'mpi' || failed+=(ctest-asan)
-env "${asan_env[@]}" ASAN_OPTIONS="detect_leaks=0" \
-    ctest --test-dir "$asan_dir/native/tests" --output-on-failure --no-tests=error \
+env "${hp_sanitizer_env[@]}" ASAN_OPTIONS="detect_leaks=0" \
+    ctest --test-dir "$HP_FUZZ_DIR/native/tests" --output-on-failure --no-tests=error \
     -L '^multirank$' -R 'mpi' || failed+=(ctest-asan-mpi)
 
-hp_info "fuzzing (build/fuzz)"
+hp_info "fuzzing ($HP_FUZZ_DIR)"
 "$HP_REPO_ROOT/scripts/fuzz.sh" --all 12 || failed+=(fuzz)
 "$HP_REPO_ROOT/scripts/soak.sh" 500 || failed+=(soak)
 

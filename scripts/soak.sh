@@ -9,19 +9,17 @@
 # Exit codes: 0 clean, 1 HP-SOAK-FAILED (the log is named), 2 bad usage, 3 HP-SOAK-NOT-BUILT.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+source "$HP_REPO_ROOT/scripts/lib/sanitizers.sh"
 
 iterations="${1:-10000}"
 [[ "$iterations" =~ ^[1-9][0-9]*$ && $# -le 1 ]] || { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
-fuzz_dir="$HP_BUILD_DIR/fuzz"
-moe="$fuzz_dir/native/payload/hyper_parallel/multicore/bin/hp-moe"
+moe="$HP_FUZZ_DIR/native/payload/hyper_parallel/multicore/bin/hp-moe"
 [[ -x "$moe" ]] || hp_die 3 HP-SOAK-NOT-BUILT "$moe is not built" "scripts/build_fuzzers.sh"
-log="$fuzz_dir/log/soak.log"
+log="$HP_FUZZ_DIR/log/soak.log"
 mkdir -p "$(dirname "$log")"
 hp_info "soak: hp-moe --backward, 4 ranks, $iterations iterations under ASan + LSan + UBSan"
 start=$SECONDS
-if ! ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-16/bin/llvm-symbolizer ASAN_OPTIONS="detect_leaks=1" \
-    LSAN_OPTIONS="suppressions=$HP_REPO_ROOT/tests/sanitizers/lsan.supp" \
-    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+if ! env "${hp_sanitizer_env[@]}" ASAN_OPTIONS="detect_leaks=1" \
     "$moe" --ranks 4 --tokens 16 --hidden 64 --intermediate 32 --experts 8 --topk 2 \
     --iterations "$iterations" --warmup 0 --backward >"$log" 2>&1; then
     tail -n 40 "$log" >&2

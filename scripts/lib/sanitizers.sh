@@ -1,0 +1,12 @@
+# The clang build of scripts/build_fuzzers.sh (ASan + UBSan + libFuzzer; sourced after
+# lib/common.sh) and the runtime options of every run from it: its ASan ctests
+# (scripts/run_tests.sh), the fuzz targets (scripts/fuzz.sh) and the soak (scripts/soak.sh).
+HP_FUZZ_DIR="$HP_BUILD_DIR/fuzz"
+# For `env`: UBSan stops at its first report, with a stack; LeakSanitizer suppresses only Open
+# MPI's libraries; reports are symbolized by clang 16's symbolizer (deps/fuzz-packages.lock).
+# ASAN_OPTIONS (whether leaks are checked) is each run's own.
+hp_sanitizer_env=(
+    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    LSAN_OPTIONS="suppressions=$HP_REPO_ROOT/tests/sanitizers/lsan.supp"
+    ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-16/bin/llvm-symbolizer
+)
