@@ -168,6 +168,7 @@ Status put_signal_nbi(void* dest, const void* source, std::size_t bytes, std::ui
 }
 
 std::uint64_t signal_fetch(const std::uint64_t* sig_addr) noexcept {
+  progress();
   return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(sig_addr))
       .load(std::memory_order_acquire);
 }

@@ -156,11 +156,14 @@ Status g(const T* source, int pe, T* out) {
 
 // ---- waits on local symmetric words ---------------------------------------------------------
 // T: std::int16_t, std::uint16_t, std::int32_t, std::uint32_t, std::int64_t, std::uint64_t.
-// The word is read atomically.
+// The word is read atomically. A test (and signal_fetch) first lets the transport apply what
+// other PEs sent this PE, so that a loop of tests sees their updates as a wait would.
 template <typename T>
 HP_API Status wait_until(T* ivar, Cmp cmp, T value);
 template <typename T>
 HP_API Status test(T* ivar, Cmp cmp, T value, bool* satisfied);
+// Lets the transport (if any) apply RMA that targets this PE; a no-op without a job.
+HP_API void progress() noexcept;
 // Arrays: status[i] != 0 excludes ivars[i] (status may be null).
 template <typename T>
 HP_API Status wait_until_all(T* ivars, std::size_t n, const int* status, Cmp cmp, T value);

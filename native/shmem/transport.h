@@ -58,9 +58,10 @@ struct MpiStart {
 // allocates this PE's segment of `segment_bytes` in an MPI window, placed so that segment +
 // heap_offset is heap_alignment()-aligned (segment_map.h), and returns the job. all_remote:
 // every other PE through RMA (HP_SHMEM_TRANSPORT=mpi); otherwise PEs on this host are mapped
-// (MPI_Win_allocate_shared) and only the others go through RMA.
+// (MPI_Win_allocate_shared) and only the others go through RMA. timeout_s (> 0): the deadline
+// of every MPI call the transport makes (mpi_call_deadline.h).
 using MpiStartFn = Status (*)(std::size_t segment_bytes, std::size_t heap_offset, bool all_remote,
-                              MpiStart* out);
+                              double timeout_s, MpiStart* out);
 inline constexpr const char* kMpiStartSymbol = "hp_shmem_mpi_start";
 inline constexpr const char* kMpiPluginName = "libhyper_parallel_shmem_mpi.so";
 

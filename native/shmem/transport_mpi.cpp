@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "shmem/mpi_call_deadline.h"
 #include "shmem/segment_map.h"
 #include "shmem/transport.h"
 
@@ -106,8 +107,10 @@ class SharedMapping {
 class MpiTransport final : public RemoteTransport {
  public:
   MpiTransport(MPI_Comm world, MPI_Comm node, MPI_Win win, MPI_Win shared_win,
-               SharedMapping mapping, bool owns_mpi, bool serialize, std::vector<std::size_t> pads)
-      : world_(world),
+               SharedMapping mapping, bool owns_mpi, bool serialize, std::vector<std::size_t> pads,
+               std::unique_ptr<MpiCallDeadline> deadline)
+      : deadline_(std::move(deadline)),
+        world_(world),
         node_(node),
         win_(win),
         shared_win_(shared_win),
@@ -115,10 +118,11 @@ class MpiTransport final : public RemoteTransport {
         owns_mpi_(owns_mpi),
         pads_(std::move(pads)) {
     if (serialize) mutex_.emplace();
+    MPI_Comm_rank(world_, &rank_);
   }
 
   ~MpiTransport() override {
-    Lock lock(this);
+    Lock lock(this, "MPI_Win_free", -1);
     MPI_Win_unlock_all(win_);
     MPI_Win_free(&win_);
     if (shared_win_ != MPI_WIN_NULL) MPI_Win_free(&shared_win_);
@@ -133,7 +137,7 @@ class MpiTransport final : public RemoteTransport {
   std::string_view name() const noexcept override { return "mpi"; }
 
   Status put(int pe, std::size_t offset, const void* source, std::size_t bytes) override {
-    Lock lock(this);
+    Lock lock(this, "MPI_Put", pe);
     for (std::size_t done = 0; done < bytes;) {
       const int n = int(std::min<std::size_t>(bytes - done, INT_MAX));
       HP_RETURN_IF_ERROR(mpi_status(MPI_Put(static_cast<const char*>(source) + done, n, MPI_BYTE,
@@ -141,11 +145,11 @@ class MpiTransport final : public RemoteTransport {
                                     "MPI_Put", pe));
       done += std::size_t(n);
     }
-    return mpi_status(MPI_Win_flush_local(pe, win_), "MPI_Win_flush_local", pe);
+    return settled(pe, mpi_status(MPI_Win_flush_local(pe, win_), "MPI_Win_flush_local", pe));
   }
 
   Status get(int pe, std::size_t offset, void* dest, std::size_t bytes) override {
-    Lock lock(this);
+    Lock lock(this, "MPI_Get", pe);
     for (std::size_t done = 0; done < bytes;) {
       const int n = int(std::min<std::size_t>(bytes - done, INT_MAX));
       HP_RETURN_IF_ERROR(mpi_status(MPI_Get(static_cast<char*>(dest) + done, n, MPI_BYTE, pe,
@@ -153,12 +157,12 @@ class MpiTransport final : public RemoteTransport {
                                     "MPI_Get", pe));
       done += std::size_t(n);
     }
-    return mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe);
+    return settled(pe, mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe));
   }
 
   Status atomic(int pe, std::size_t offset, AtomicOp op, std::size_t width, const void* operand,
                 const void* compare, void* result) override {
-    Lock lock(this);
+    Lock lock(this, "an MPI atomic", pe);
     const MPI_Datatype type = width == 4 ? MPI_UINT32_T : MPI_UINT64_T;
     const MPI_Aint disp = at(pe, offset);
     int rc = MPI_SUCCESS;
@@ -181,24 +185,23 @@ class MpiTransport final : public RemoteTransport {
         break;
     }
     HP_RETURN_IF_ERROR(mpi_status(rc, "an MPI atomic", pe));
-    return mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe);
+    return settled(pe, mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe));
   }
 
   Status flush(int pe) override {
-    Lock lock(this);
+    Lock lock(this, "MPI_Win_flush", pe);
     return mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe);
   }
 
   Status quiet() override {
-    Lock lock(this);
+    Lock lock(this, "MPI_Win_flush_all", -1);
     return mpi_status(MPI_Win_flush_all(win_), "MPI_Win_flush_all", -1);
   }
 
   void progress() noexcept override {
-    Lock lock(this);
+    Lock lock(this, "MPI_Win_sync", -1);
     MPI_Win_sync(win_);  // this PE's loads see what RMA wrote into its window
-    int flag = 0;        // and an MPI call drives progress for transports that need it
-    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, world_, &flag, MPI_STATUS_IGNORE);
+    drive_progress();
   }
 
   bool owns_atomics() const noexcept override { return true; }
@@ -209,17 +212,35 @@ class MpiTransport final : public RemoteTransport {
     return MPI_Aint(pads_[std::size_t(pe)] + offset);
   }
 
-  // Holds the mutex when MPI lacks MPI_THREAD_MULTIPLE.
+  // An MPI call that drives progress for the one-sided components that need it. The caller
+  // holds the lock.
+  void drive_progress() noexcept {
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, world_, &flag, MPI_STATUS_IGNORE);
+  }
+
+  // An operation on this PE's own window completes inside the call, without progressing what
+  // other PEs sent here. Where the other PEs' atomics and puts are messages this process must
+  // apply (osc/ucx and osc/pt2pt over TCP), a PE that spins on its own words (a lock's home
+  // polling its tail, a lock node) would starve them, the window's accumulate lock included:
+  // every other PE then waits on this one forever. So such an operation ends with progress.
+  Status settled(int pe, Status status) noexcept {
+    if (pe == rank_) drive_progress();
+    return status;
+  }
+
+  // Holds the mutex when MPI lacks MPI_THREAD_MULTIPLE, and marks the MPI call in progress for
+  // the deadline (what: the call; target: its PE, -1 for none).
   struct Lock {
-    explicit Lock(MpiTransport* t) : mutex(t->mutex_ ? &*t->mutex_ : nullptr) {
-      if (mutex) mutex->lock();
-    }
-    ~Lock() {
-      if (mutex) mutex->unlock();
-    }
-    std::mutex* mutex;
+    Lock(MpiTransport* t, const char* what, int target)
+        : guard(t->mutex_ ? std::unique_lock<std::mutex>(*t->mutex_)
+                          : std::unique_lock<std::mutex>()),
+          call(*t->deadline_, what, target) {}
+    std::unique_lock<std::mutex> guard;
+    MpiCallDeadline::Call call;
   };
 
+  std::unique_ptr<MpiCallDeadline> deadline_;  // outlives every call: destroyed last
   MPI_Comm world_;
   MPI_Comm node_;
   MPI_Win win_;
@@ -230,12 +251,13 @@ class MpiTransport final : public RemoteTransport {
   // (MPI aligns the memory it allocates much less): the bytes before it, per PE.
   std::vector<std::size_t> pads_;
   std::optional<std::mutex> mutex_;
+  int rank_ = -1;  // this PE, in world_
 };
 
 }  // namespace
 
 extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size_t heap_offset,
-                                            bool all_remote, MpiStart* out) {
+                                            bool all_remote, double timeout_s, MpiStart* out) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   int provided = MPI_THREAD_SINGLE;
@@ -257,6 +279,9 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
   out->pe = rank;
   out->n_pes = size;
   out->segments.assign(std::size_t(size), nullptr);
+  auto deadline = std::make_unique<MpiCallDeadline>(timeout_s, rank);
+  std::optional<MpiCallDeadline::Call> starting;  // the collective calls that make the windows
+  starting.emplace(*deadline, "creating the symmetric heap's MPI windows", -1);
 
   void* base = nullptr;
   MPI_Win win = MPI_WIN_NULL, shared_win = MPI_WIN_NULL;
@@ -332,9 +357,10 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
   MPI_Win_sync(win);
   // Every segment is zero before anybody writes into one.
   HP_RETURN_IF_ERROR(mpi_status(MPI_Barrier(world), "MPI_Barrier", rank));
-  out->transport =
-      std::make_unique<MpiTransport>(world, node, win, shared_win, std::move(mapping), !initialized,
-                                     provided < MPI_THREAD_MULTIPLE, std::move(pads));
+  starting.reset();
+  out->transport = std::make_unique<MpiTransport>(world, node, win, shared_win, std::move(mapping),
+                                                  !initialized, provided < MPI_THREAD_MULTIPLE,
+                                                  std::move(pads), std::move(deadline));
   HP_LOG_DEBUG("shmem: MPI transport, PE {} of {}, {}, thread level {}", rank, size,
                all_remote ? "all PEs through RMA" : "this host's PEs mapped", provided);
   return Status::ok();

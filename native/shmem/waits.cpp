@@ -72,6 +72,7 @@ Status test(T* ivar, Cmp cmp, T value, bool* satisfied) {
   Context* ctx = nullptr;
   HP_RETURN_IF_ERROR(require_context("test", &ctx));
   HP_RETURN_IF_ERROR(check_words(*ctx, "test", ivar, 1, cmp));
+  if (ctx->transport != nullptr) ctx->transport->progress();
   *satisfied = satisfies(load(ivar), cmp, value);
   return Status::ok();
 }
@@ -130,6 +131,11 @@ Status wait_until_some(T* ivars, std::size_t n, const int* status, Cmp cmp, T va
         return *count > 0;
       },
       [&] { return describe("wait_until_some", *ctx, &ivars[0], cmp, value); });
+}
+
+void progress() noexcept {
+  Context* ctx = current();
+  if (ctx != nullptr && ctx->transport != nullptr) ctx->transport->progress();
 }
 
 Status wait_for(const std::function<bool()>& ready, std::string_view what) {

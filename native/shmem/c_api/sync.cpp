@@ -4,9 +4,9 @@
 // Waits on 32/64-bit words with one comparison value use hp::shmem's typed waits (wait_until,
 // wait_until_all/_any/_some). The others (16-bit words, a comparison value per word:
 // wait_until_any_vector, wait_until_some_vector) wait through hp::shmem::wait_for
-// (c_api::wait_until_ready), with the same wake-ups, abort and deadline. Tests read the words
-// directly (acquire loads, as hp::shmem's waits do) after checking that they are symmetric and
-// aligned.
+// (c_api::wait_until_ready), with the same wake-ups, abort and deadline. Tests let the
+// transport progress (hp::shmem::progress), then read the words directly (acquire loads, as
+// hp::shmem's waits do) after checking that they are symmetric and aligned.
 #include <fmt/format.h>
 
 #include "shmem/any_search.h"
@@ -75,6 +75,7 @@ template <typename T, typename Values>
 int test_all(const char* routine, T* ivars, std::size_t n, const int* status, int cmp,
              const Values& values) {
   const Cmp c = checked(routine, ivars, n, cmp);
+  hp::shmem::progress();
   for (std::size_t i = 0; i < n; ++i) {
     if (active(status, i) && !satisfied(ivars, i, c, values)) return 0;
   }
@@ -85,6 +86,7 @@ template <typename T, typename Values>
 std::size_t test_any(const char* routine, T* ivars, std::size_t n, const int* status, int cmp,
                      const Values& values) {
   const Cmp c = checked(routine, ivars, n, cmp);
+  hp::shmem::progress();
   return hp::shmem::find_any(
       ivars, n, [&](std::size_t i) { return active(status, i) && satisfied(ivars, i, c, values); });
 }
@@ -93,6 +95,7 @@ template <typename T, typename Values>
 std::size_t test_some(const char* routine, T* ivars, std::size_t n, std::size_t* indices,
                       const int* status, int cmp, const Values& values) {
   const Cmp c = checked(routine, ivars, n, cmp);
+  hp::shmem::progress();
   std::size_t count = 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (active(status, i) && satisfied(ivars, i, c, values)) indices[count++] = i;

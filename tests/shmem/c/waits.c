@@ -1,7 +1,8 @@
 /* Point-to-point synchronization for every type of Table 9: wait_until and test with each
  * comparison, the _all/_any/_some forms (one word excluded by status), their _vector forms,
- * and the deprecated waits. PE me waits on words that prev = me - 1 writes (mod n); a barrier
- * separates the phases, so a word is written only after its owner reset it. */
+ * the deprecated waits, and loops of tests that must see other PEs' writes. PE me waits on words
+ * that prev = me - 1 writes (mod n); a barrier separates the phases, so a word is written only
+ * after its owner reset it. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <time.h>
@@ -106,6 +107,35 @@ HP_SHMEM_SYNC_TYPES(WAIT_TEST)
   }
 HP_SHMEM_DEPRECATED_TYPES(DEPRECATED_WAIT_TEST)
 
+/* Loops of tests, with no wait, must see what other PEs write: where this PE applies their RMA
+ * itself (MPI over TCP), each test lets it progress. PE 0 polls while every other PE adds to
+ * its word, then puts with a signal. The loops end after 30 s, so that a test that never sees
+ * the writes fails instead of spinning. */
+static void test_polling_progresses(void) {
+  int* word = (int*)shmem_calloc(1, sizeof(int));
+  int* slots = (int*)shmem_calloc((size_t)n, sizeof(int));
+  uint64_t* signal = (uint64_t*)shmem_calloc(1, sizeof(uint64_t));
+  shmem_barrier_all();
+  if (me == 0) {
+    const time_t end = time(NULL) + 30;
+    while (!shmem_int_test(word, SHMEM_CMP_EQ, n - 1) && time(NULL) < end) {
+    }
+    HP_CHECK_EQ(*word, n - 1);
+    while (shmem_signal_fetch(signal) != (uint64_t)(n - 1) && time(NULL) < end) {
+    }
+    HP_CHECK_EQ(shmem_signal_fetch(signal), n - 1);
+    for (int i = 1; i < n; ++i) HP_CHECK_EQ(slots[i], i);
+  } else {
+    pause_briefly();
+    shmem_int_atomic_add(word, 1, 0);
+    shmem_putmem_signal(&slots[me], &me, sizeof(int), signal, 1, SHMEM_SIGNAL_ADD, 0);
+  }
+  shmem_barrier_all();
+  shmem_free(signal);
+  shmem_free(slots);
+  shmem_free(word);
+}
+
 static void test_deprecated_long_names(void) {
   long* word = (long*)shmem_calloc(1, sizeof(long));
   shmem_barrier_all();
@@ -124,5 +154,6 @@ int main(void) {
 #define RUN_DEPRECATED_WAIT_TEST(TYPE, NAME) test_deprecated_##NAME();
   HP_SHMEM_DEPRECATED_TYPES(RUN_DEPRECATED_WAIT_TEST)
   test_deprecated_long_names();
+  test_polling_progresses();
   return hp_finish("waits");
 }

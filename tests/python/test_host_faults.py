@@ -1,0 +1,158 @@
+"""Faults across hosts: a job of 4 PEs on two hosts made of network namespaces (netns_hosts.sh;
+two PEs per host, each host's PEs mapped, the other host's through MPI over TCP) runs traffic
+between every pair of PEs (test_shmem_c_host_faults), then one host fails: its link goes down
+(a cut cable), its PEs stop (SIGSTOP: a hung machine), or one of its PEs is killed. The PEs of
+the other host must end within the deadline with a named error, the job with a non-zero status,
+and nothing of the job may be left in /dev/shm. The waits' and MPI calls' deadline
+(HP_SHMEM_TIMEOUT_S) is short here; a fault that is not detected would leave the job running."""
+from __future__ import annotations
+
+import os
+import shutil
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILD_DIR
+from jobs import job_env
+
+BIN = BUILD_DIR / "native" / "tests" / "symmetric_memory" / "bin"
+PROGRAM = BIN / "test_shmem_c_host_faults"
+NETNS_HOSTS = BIN / "netns_hosts.sh"
+TIMEOUT_S = 5     # HP_SHMEM_TIMEOUT_S of the job
+DEADLINE_S = 40   # the surviving host's PEs must be gone this long after the fault
+MPIRUN_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+              "OMPI_MCA_btl": "^openib,ofi", "OMPI_MCA_osc": "^rdma",
+              "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None
+                                or shutil.which("mpirun") is None,
+                                reason="needs root, iproute2 and Open MPI's mpirun")
+
+
+class Hosts:
+    """Two hosts of network namespaces (netns_hosts.sh up / link / down)."""
+
+    def __init__(self, directory: Path):
+        self.dir = directory
+        subprocess.run([NETNS_HOSTS, "up", directory, "2"], check=True, capture_output=True)
+        state = (directory / "state").read_text().split("\n")
+        self.namespaces = [line.split()[2] for line in state if line.startswith("host ")]
+
+    def mpirun_args(self) -> list[str]:
+        return (self.dir / "mpirun.args").read_text().split("\n")[:-1]
+
+    def pids(self, host: int) -> list[int]:
+        """The job's processes on host (1-based)."""
+        out = subprocess.run(["ip", "netns", "pids", self.namespaces[host - 1]],
+                             capture_output=True, text=True).stdout.split()
+        return [int(p) for p in out if Path(f"/proc/{p}/exe").exists()
+                and os.readlink(f"/proc/{p}/exe").endswith(PROGRAM.name)]
+
+    def kill_all(self) -> None:
+        for namespace in self.namespaces:
+            out = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True,
+                                 text=True).stdout.split()
+            for pid in out:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def link(self, host: int, state: str) -> None:
+        subprocess.run([NETNS_HOSTS, "link", self.dir, str(host), state], check=True)
+
+    def down(self) -> None:
+        subprocess.run([NETNS_HOSTS, "down", self.dir], check=True)
+
+
+@pytest.fixture
+def hosts(tmp_path):
+    h = Hosts(tmp_path / "hosts")
+    yield h
+    h.down()
+
+
+def shm_names() -> set[str]:
+    return set(os.listdir("/dev/shm"))
+
+
+def start_job(hosts: Hosts, *program_args: str) -> subprocess.Popen:
+    env = job_env(HP_SHMEM_TIMEOUT_S=str(TIMEOUT_S), HP_SHMEM_HEAP_SIZE="64M", **MPIRUN_ENV)
+    # Its own process group: mpirun's daemons keep its pipes open, and a job whose host is cut
+    # off cannot reach that host's daemon to end it.
+    return subprocess.Popen(["mpirun", *hosts.mpirun_args(), "-np", "4", str(PROGRAM),
+                             *program_args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def end_job(job: subprocess.Popen, hosts: Hosts, timeout: float) -> tuple[str, str, bool]:
+    """The job's output, and whether mpirun ended by itself within timeout (else it is killed,
+    and so is every process on the hosts: its daemons, which left its process group)."""
+    try:
+        out, err = job.communicate(timeout=timeout)
+        return out, err, True
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        hosts.kill_all()
+        out, err = job.communicate(timeout=30)
+        return out, err, False
+
+
+def wait_running(job: subprocess.Popen) -> None:
+    """Until PE 0 prints "running" (every PE has done a round), at most 60 s."""
+    ready, _, _ = select.select([job.stdout], [], [], 60)
+    line = job.stdout.readline() if ready else ""
+    assert line.strip() == "running", f"the job did not start: {line!r}"
+
+
+def test_traffic_across_hosts_completes_without_a_fault(hosts):
+    before = shm_names()
+    job = start_job(hosts, "3")
+    out, err, ended = end_job(job, hosts, 120)
+    assert ended and job.returncode == 0, f"{out}\n{err}"
+    assert "running" in out and "done:" in out, out
+    assert shm_names() <= before
+
+
+def fail_host_2(hosts: Hosts, fault: str) -> None:
+    if fault == "link down":
+        hosts.link(2, "down")
+    elif fault == "stopped":
+        for pid in hosts.pids(2):
+            os.kill(pid, signal.SIGSTOP)
+    elif fault == "killed":
+        os.kill(hosts.pids(2)[0], signal.SIGKILL)
+
+
+@pytest.mark.parametrize("fault", ["link down", "stopped", "killed"])
+def test_a_failed_host_ends_the_other_hosts_pes_with_a_named_error(hosts, fault):
+    before = shm_names()
+    job = start_job(hosts)
+    try:
+        wait_running(job)
+        assert len(hosts.pids(1)) == 2 and len(hosts.pids(2)) == 2
+        fail_host_2(hosts, fault)
+        start = time.monotonic()
+        while hosts.pids(1) and time.monotonic() - start < DEADLINE_S:
+            time.sleep(0.2)
+        took = time.monotonic() - start
+        assert not hosts.pids(1), f"host 1's PEs still run {took:.0f} s after the fault"
+        out, err, ended = end_job(job, hosts, 5 if fault == "link down" else DEADLINE_S)
+        # mpirun cannot reach the daemon of a host whose link is down to end it: there, the
+        # job is over when the other host's PEs are, and end_job kills mpirun.
+        assert ended or fault == "link down", f"mpirun did not end\n{out}\n{err}"
+        assert job.returncode != 0, f"{out}\n{err}"
+        if fault == "killed":
+            assert "PEER_DEAD" in err or "exited on signal" in err or "TIMEOUT" in err, err
+        else:
+            assert "TIMEOUT (6)" in err and "on PE" in err, err
+    finally:
+        if job.poll() is None:
+            end_job(job, hosts, 0)
+    hosts.down()
+    assert shm_names() <= before, f"left in /dev/shm: {sorted(shm_names() - before)}"
