@@ -1,7 +1,8 @@
 """Faults across hosts: a job of 4 PEs on two hosts made of network namespaces (netns_hosts.sh;
 two PEs per host, each host's PEs mapped, the other host's through MPI over TCP) runs traffic
-between every pair of PEs (test_shmem_c_host_faults), then one host fails: its link goes down
-(a cut cable), its PEs stop (SIGSTOP: a hung machine), or one of its PEs is killed. The PEs of
+between every pair of PEs (test_shmem_c_host_faults) or the fused MoE layer forward and
+backward (hp moe: dispatch, expert GEMMs, combine), then one host fails: its link goes down (a
+cut cable), its PEs stop (SIGSTOP: a hung machine), or one of its PEs is killed. The PEs of
 the other host must end within the deadline with a named error, the job with a non-zero status,
 and nothing of the job may be left in /dev/shm. The waits' and MPI calls' deadline
 (HP_SHMEM_TIMEOUT_S) is short here; a fault that is not detected would leave the job running."""
@@ -22,6 +23,10 @@ from jobs import job_env
 
 BIN = BUILD_DIR / "native" / "tests" / "symmetric_memory" / "bin"
 PROGRAM = BIN / "test_shmem_c_host_faults"
+HP_MOE = BUILD_DIR / "native" / "payload" / "hyper_parallel" / "multicore" / "bin" / "hp-moe"
+# The fused layer forward and backward (dispatch, expert GEMMs, combine) until a fault ends it.
+HP_MOE_ARGS = ["--tokens", "24", "--hidden", "128", "--intermediate", "64", "--experts", "4",
+               "--topk", "2", "--iterations", "100000", "--warmup", "1", "--backward"]
 NETNS_HOSTS = BIN / "netns_hosts.sh"
 TIMEOUT_S = 5     # HP_SHMEM_TIMEOUT_S of the job
 DEADLINE_S = 40   # the surviving host's PEs must be gone this long after the fault
@@ -46,12 +51,12 @@ class Hosts:
     def mpirun_args(self) -> list[str]:
         return (self.dir / "mpirun.args").read_text().split("\n")[:-1]
 
-    def pids(self, host: int) -> list[int]:
-        """The job's processes on host (1-based)."""
+    def pids(self, host: int, program: Path = PROGRAM) -> list[int]:
+        """The processes of program on host (1-based)."""
         out = subprocess.run(["ip", "netns", "pids", self.namespaces[host - 1]],
                              capture_output=True, text=True).stdout.split()
         return [int(p) for p in out if Path(f"/proc/{p}/exe").exists()
-                and os.readlink(f"/proc/{p}/exe").endswith(PROGRAM.name)]
+                and os.readlink(f"/proc/{p}/exe").endswith(program.name)]
 
     def kill_all(self) -> None:
         for namespace in self.namespaces:
@@ -81,11 +86,11 @@ def shm_names() -> set[str]:
     return set(os.listdir("/dev/shm"))
 
 
-def start_job(hosts: Hosts, *program_args: str) -> subprocess.Popen:
+def start_job(hosts: Hosts, *program_args: str, program: Path = PROGRAM) -> subprocess.Popen:
     env = job_env(HP_SHMEM_TIMEOUT_S=str(TIMEOUT_S), HP_SHMEM_HEAP_SIZE="64M", **MPIRUN_ENV)
     # Its own process group: mpirun's daemons keep its pipes open, and a job whose host is cut
     # off cannot reach that host's daemon to end it.
-    return subprocess.Popen(["mpirun", *hosts.mpirun_args(), "-np", "4", str(PROGRAM),
+    return subprocess.Popen(["mpirun", *hosts.mpirun_args(), "-np", "4", str(program),
                              *program_args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
@@ -119,29 +124,45 @@ def test_traffic_across_hosts_completes_without_a_fault(hosts):
     assert shm_names() <= before
 
 
-def fail_host_2(hosts: Hosts, fault: str) -> None:
+def fail_host_2(hosts: Hosts, fault: str, program: Path) -> None:
     if fault == "link down":
         hosts.link(2, "down")
     elif fault == "stopped":
-        for pid in hosts.pids(2):
+        for pid in hosts.pids(2, program):
             os.kill(pid, signal.SIGSTOP)
     elif fault == "killed":
-        os.kill(hosts.pids(2)[0], signal.SIGKILL)
+        os.kill(hosts.pids(2, program)[0], signal.SIGKILL)
 
 
-@pytest.mark.parametrize("fault", ["link down", "stopped", "killed"])
-def test_a_failed_host_ends_the_other_hosts_pes_with_a_named_error(hosts, fault):
+def wait_hp_moe_running(hosts: Hosts) -> None:
+    """hp moe prints nothing before its results: until its 4 ranks run, then 2 s into the
+    iterations (a fault during start-up must end the job the same way)."""
+    start = time.monotonic()
+    while len(hosts.pids(1, HP_MOE)) + len(hosts.pids(2, HP_MOE)) < 4:
+        assert time.monotonic() - start < 60, "hp moe's ranks did not start"
+        time.sleep(0.1)
+    time.sleep(2)
+
+
+@pytest.mark.parametrize("program, fault", [
+    ("traffic", "link down"), ("traffic", "stopped"), ("traffic", "killed"),
+    ("hp moe", "link down"), ("hp moe", "stopped")])
+def test_a_failed_host_ends_the_other_hosts_pes_with_a_named_error(hosts, program, fault):
     before = shm_names()
-    job = start_job(hosts)
+    path = PROGRAM if program == "traffic" else HP_MOE
+    job = start_job(hosts, *([] if program == "traffic" else HP_MOE_ARGS), program=path)
     try:
-        wait_running(job)
-        assert len(hosts.pids(1)) == 2 and len(hosts.pids(2)) == 2
-        fail_host_2(hosts, fault)
+        if program == "traffic":
+            wait_running(job)
+        else:
+            wait_hp_moe_running(hosts)
+        assert len(hosts.pids(1, path)) == 2 and len(hosts.pids(2, path)) == 2
+        fail_host_2(hosts, fault, path)
         start = time.monotonic()
-        while hosts.pids(1) and time.monotonic() - start < DEADLINE_S:
+        while hosts.pids(1, path) and time.monotonic() - start < DEADLINE_S:
             time.sleep(0.2)
         took = time.monotonic() - start
-        assert not hosts.pids(1), f"host 1's PEs still run {took:.0f} s after the fault"
+        assert not hosts.pids(1, path), f"host 1's PEs still run {took:.0f} s after the fault"
         out, err, ended = end_job(job, hosts, 5 if fault == "link down" else DEADLINE_S)
         # mpirun cannot reach the daemon of a host whose link is down to end it: there, the
         # job is over when the other host's PEs are, and end_job kills mpirun.
