@@ -72,7 +72,7 @@ Status test(T* ivar, Cmp cmp, T value, bool* satisfied) {
   Context* ctx = nullptr;
   HP_RETURN_IF_ERROR(require_context("test", &ctx));
   HP_RETURN_IF_ERROR(check_words(*ctx, "test", ivar, 1, cmp));
-  if (ctx->transport != nullptr) ctx->transport->progress();
+  progress();
   *satisfied = satisfies(load(ivar), cmp, value);
   return Status::ok();
 }

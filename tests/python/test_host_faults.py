@@ -51,20 +51,26 @@ class Hosts:
     def mpirun_args(self) -> list[str]:
         return (self.dir / "mpirun.args").read_text().split("\n")[:-1]
 
+    def all_pids(self, host: int) -> list[int]:
+        """Every process in host's namespace (1-based)."""
+        out = subprocess.run(["ip", "netns", "pids", self.namespaces[host - 1]],
+                             capture_output=True, text=True).stdout
+        return [int(p) for p in out.split()]
+
     def pids(self, host: int, program: Path = PROGRAM) -> list[int]:
         """The processes of program on host (1-based)."""
-        out = subprocess.run(["ip", "netns", "pids", self.namespaces[host - 1]],
-                             capture_output=True, text=True).stdout.split()
-        return [int(p) for p in out if Path(f"/proc/{p}/exe").exists()
-                and os.readlink(f"/proc/{p}/exe").endswith(program.name)]
+        def runs(pid: int) -> bool:
+            try:
+                return os.readlink(f"/proc/{pid}/exe").endswith(program.name)
+            except OSError:  # gone meanwhile
+                return False
+        return [pid for pid in self.all_pids(host) if runs(pid)]
 
     def kill_all(self) -> None:
-        for namespace in self.namespaces:
-            out = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True,
-                                 text=True).stdout.split()
-            for pid in out:
+        for host in range(1, len(self.namespaces) + 1):
+            for pid in self.all_pids(host):
                 try:
-                    os.kill(int(pid), signal.SIGKILL)
+                    os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
 

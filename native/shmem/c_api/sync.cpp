@@ -52,12 +52,15 @@ bool satisfied(const T* ivars, std::size_t i, Cmp cmp, const Values& values) {
   return hp::shmem::satisfies(c_api::load(&ivars[i]), cmp, values(i));
 }
 
-// The comparison, after checking it and the words (their symmetric addresses: see sym()).
+// The comparison, after checking it and the words (their symmetric addresses: see sym()), and
+// letting the transport apply what other PEs sent (a test reads the words once; the waits poll
+// with progress anyway).
 template <typename T>
 Cmp checked(const char* routine, const T* ivars, std::size_t n, int cmp) {
   Cmp c{};
   check(routine, c_api::to_cmp(routine, cmp, &c));
   check(routine, c_api::check_local_words(routine, c_api::sym(ivars), n, sizeof(T)));
+  hp::shmem::progress();
   return c;
 }
 
@@ -75,7 +78,6 @@ template <typename T, typename Values>
 int test_all(const char* routine, T* ivars, std::size_t n, const int* status, int cmp,
              const Values& values) {
   const Cmp c = checked(routine, ivars, n, cmp);
-  hp::shmem::progress();
   for (std::size_t i = 0; i < n; ++i) {
     if (active(status, i) && !satisfied(ivars, i, c, values)) return 0;
   }
@@ -86,7 +88,6 @@ template <typename T, typename Values>
 std::size_t test_any(const char* routine, T* ivars, std::size_t n, const int* status, int cmp,
                      const Values& values) {
   const Cmp c = checked(routine, ivars, n, cmp);
-  hp::shmem::progress();
   return hp::shmem::find_any(
       ivars, n, [&](std::size_t i) { return active(status, i) && satisfied(ivars, i, c, values); });
 }
@@ -95,7 +96,6 @@ template <typename T, typename Values>
 std::size_t test_some(const char* routine, T* ivars, std::size_t n, std::size_t* indices,
                       const int* status, int cmp, const Values& values) {
   const Cmp c = checked(routine, ivars, n, cmp);
-  hp::shmem::progress();
   std::size_t count = 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (active(status, i) && satisfied(ivars, i, c, values)) indices[count++] = i;
