@@ -5,6 +5,8 @@
 // (and denormal inputs and results are flushed, as the instruction does).
 //   c[r][n] (+)= sum_k A(r, k) B(k, n) for r < rows (a multiple of 6) and n < 64, the panels
 //   a[r][k_pairs] and b[k_pairs][64] holding pairs (lo = even k, hi = odd k).
+// kStream: c is stored with non-temporal stores (c 64-byte aligned, ldc a multiple of 16): for
+// final values that are not read again soon, which then skip the read of their lines.
 #ifndef HYPER_PARALLEL_KERNELS_BF16_DOT_BLOCK_H_
 #define HYPER_PARALLEL_KERNELS_BF16_DOT_BLOCK_H_
 
@@ -14,6 +16,7 @@
 
 namespace hp::kernels {
 
+template <bool kStream = false>
 __attribute__((target("avx512f,avx512bf16"))) inline void bf16_dot_block(
     const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows, const std::uint32_t* b,
     float* c, std::int64_t ldc, bool accumulate) {
@@ -40,7 +43,13 @@ __attribute__((target("avx512f,avx512bf16"))) inline void bf16_dot_block(
 #pragma GCC unroll 6
     for (int i = 0; i < 6; ++i) {
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) _mm512_storeu_ps(c + (r + i) * ldc + j * 16, acc[i][j]);
+      for (int j = 0; j < 4; ++j) {
+        if constexpr (kStream) {
+          _mm512_stream_ps(c + (r + i) * ldc + j * 16, acc[i][j]);
+        } else {
+          _mm512_storeu_ps(c + (r + i) * ldc + j * 16, acc[i][j]);
+        }
+      }
     }
   }
 }

@@ -24,6 +24,9 @@
 //       c[r][n] (+)= sum_k A(r, k) B(k, n) for r < rows (a multiple of kBf16Mr), n < kBf16Nb;
 //       fp32 panels a[r][k], b[k][n]; or, with kBf16Pairs, bf16 pairs a[r][k/2], b[k/2][n];
 //       k_stride: the panels' K (or pair) count, a multiple of kBf16PairAlign, zero-padded.
+//   optional: bf16_block_streamed(...) = bf16_block storing c with non-temporal stores (c
+//       64-byte aligned, ldc a multiple of 16), and bf16_stream_fence() that orders them; the
+//       driver uses it for the last K chunk of an fp32 output written in place.
 //   struct Scope (RAII around one GEMM call: e.g. the AMX tile configuration).
 //   optional: int8_block_interleaved(..., between) = int8_block calling between(i, n) after
 //       the i-th of n passes; the fp32 dequant epilogue of one column block then runs in
@@ -614,6 +617,7 @@ class Bf16Gemm {
  public:
   using Elem = std::conditional_t<Isa::kBf16Pairs, std::uint32_t, float>;
   static constexpr std::int64_t kPairs = Isa::kBf16Pairs ? 2 : 1;
+  static constexpr bool kStreams = requires { &Isa::bf16_block_streamed; };
   static_assert(kBf16Kc / kPairs % Isa::kBf16PairAlign == 0, "padded K chunks fit the panels");
 
   Bf16Gemm(const Bf16GemmArgs& a, const TileGrid& grid, void* workspace)
@@ -633,6 +637,8 @@ class Bf16Gemm {
   void run(std::int64_t begin, std::int64_t end) {
     [[maybe_unused]] typename Isa::Scope scope;
     bf16_tile_space(a_, grid_).for_each(begin, end, [&](const Tile& t) { run_tile(t); });
+    // The output's non-temporal stores are visible to whoever the caller hands it to next.
+    if constexpr (kStreams) Isa::bf16_stream_fence();
   }
 
   // kInput's B packed once (bf16_pack_panels): for each expert, K chunk of kBf16Kc rows and
@@ -792,6 +798,15 @@ class Bf16Gemm {
     for (std::int64_t i = 0; i < count; ++i) dst[i] = bf16_to_float(src[i]);
   }
 
+  // Isa::bf16_block, or its streamed form when asked and the target has one.
+  static void block(const Elem* a, std::int64_t kpp, std::int64_t rows, const Elem* b, float* c,
+                    std::int64_t ldc, bool accumulate, bool stream) {
+    if constexpr (kStreams) {
+      if (stream) return Isa::bf16_block_streamed(a, kpp, rows, b, c, ldc, accumulate);
+    }
+    Isa::bf16_block(a, kpp, rows, b, c, ldc, accumulate);
+  }
+
   void run_tile(const Tile& t) {
     const std::int64_t rows = t.row_end - t.row_begin, cols = t.col_end - t.col_begin;
     const std::int64_t mpad = round_up(rows, Isa::kBf16Mr);
@@ -799,22 +814,29 @@ class Bf16Gemm {
         a_.kind == Bf16GemmKind::kInput ? a_.k : a_.offsets[t.expert + 1] - a_.offsets[t.expert];
     const std::int64_t first_out_row =
         a_.kind == Bf16GemmKind::kInput ? t.row_begin : t.expert * a_.m + t.row_begin;
-    // An fp32 output tile of whole blocks (no padding rows or columns) spanning at most
-    // kBf16InPlaceSpan bytes of the output is accumulated in place; any other goes through c_
-    // and is stored after. (A taller tile touches a page per row in every K chunk, which costs
-    // more than the copy through c_: bench/kernels/RESULTS.md.)
+    // The whole groups of kBf16Mr rows of an fp32 output tile of whole column blocks, spanning
+    // at most kBf16InPlaceSpan bytes of the output, are accumulated in place; the last, partial
+    // group (and any other tile) goes through c_ and is stored after. (A taller span touches a
+    // page per row in every K chunk, which costs more than the copy through c_:
+    // bench/kernels/RESULTS.md.)
+    const std::int64_t whole = rows - rows % Isa::kBf16Mr;
     const bool in_place =
-        a_.out_type == ElementType::kFP32 && rows == mpad && cols % Isa::kBf16Nb == 0 &&
-        rows * a_.out_row_stride * std::int64_t(sizeof(float)) <= kBf16InPlaceSpan;
-    float* c = in_place
-                   ? static_cast<float*>(a_.out) + first_out_row * a_.out_row_stride + t.col_begin
-                   : c_;
+        a_.out_type == ElementType::kFP32 && whole > 0 && cols % Isa::kBf16Nb == 0 &&
+        whole * a_.out_row_stride * std::int64_t(sizeof(float)) <= kBf16InPlaceSpan;
+    const std::int64_t direct_rows = in_place ? whole : 0;  // rows [0, direct_rows) in place
+    float* out_rows =
+        in_place ? static_cast<float*>(a_.out) + first_out_row * a_.out_row_stride + t.col_begin
+                 : nullptr;
+    const bool stream_aligned = in_place && a_.kind == Bf16GemmKind::kWeight &&
+                                reinterpret_cast<std::uintptr_t>(out_rows) % 64 == 0 &&
+                                a_.out_row_stride % 16 == 0;
     const Elem* panels =
         a_.kind == Bf16GemmKind::kInput ? static_cast<const Elem*>(a_.b_panels) : nullptr;
-    const std::int64_t ldc = in_place ? a_.out_row_stride : npad_;
     if (k_total == 0) {
-      for (std::int64_t r = 0; r < mpad; ++r)
-        std::memset(c + r * ldc, 0, std::size_t(in_place ? cols : npad_) * sizeof(float));
+      for (std::int64_t r = 0; r < direct_rows; ++r)
+        std::memset(out_rows + r * a_.out_row_stride, 0, std::size_t(cols) * sizeof(float));
+      for (std::int64_t r = direct_rows; r < mpad; ++r)
+        std::memset(c_ + (r - direct_rows) * npad_, 0, std::size_t(npad_) * sizeof(float));
     }
     for (std::int64_t k0 = 0; k0 < k_total; k0 += kBf16Kc) {
       const std::int64_t kl = std::min(kBf16Kc, k_total - k0), kp = ceil_div(kl, kPairs);
@@ -832,13 +854,19 @@ class Bf16Gemm {
           pack_b(t, t.col_begin + j, std::min<std::int64_t>(Isa::kBf16Nb, cols - j), k0, kl, kp,
                  b_panel_);
         }
-        Isa::bf16_block(a_panel_, kpp, mpad, b, c + j, ldc, k0 > 0);
+        // The last chunk's sums of a weight gradient are its values: written past the cache (the
+        // gradient is far larger than it) when the rows are aligned for it.
+        if (direct_rows > 0)
+          block(a_panel_, kpp, direct_rows, b, out_rows + j, a_.out_row_stride, k0 > 0,
+                stream_aligned && k0 + kBf16Kc >= k_total);
+        if (direct_rows < mpad)
+          Isa::bf16_block(a_panel_ + direct_rows * kpp, kpp, mpad - direct_rows, b, c_ + j, npad_,
+                          k0 > 0);
       }
     }
-    if (in_place) return;
-    for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t r = direct_rows; r < rows; ++r) {
       store_row(a_.out, a_.out_type, (first_out_row + r) * a_.out_row_stride + t.col_begin,
-                c_ + r * npad_, cols);
+                c_ + (r - direct_rows) * npad_, cols);
     }
   }
 

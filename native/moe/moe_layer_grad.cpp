@@ -174,8 +174,10 @@ Status MoeLayer::activation_grads(const ExpertGrad& p) {
     HP_RETURN_IF_ERROR(run_gemms_side_by_side(g_problem, dw2_problem));
   } else {
     HP_RETURN_IF_ERROR(run_gemm(g_problem));
-    const PhaseTimer dw2(this, nullptr, CorePhase::kGradWeight);
+    // dW2 runs inside the act-grad phase's span but counts as weight grad, as with a chip.
+    PhaseTimer dw2(this, &grad_times_.weight_grad, CorePhase::kGradWeight);
     HP_RETURN_IF_ERROR(run_gemm(dw2_problem));
+    grad_times_.act_grad -= dw2.stop();
   }
   g.da.resize(std::size_t(rows * 2 * I));
   for (std::int64_t r = 0; r < rows; ++r) {

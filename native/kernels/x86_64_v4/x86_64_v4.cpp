@@ -144,6 +144,12 @@ struct IsaV4Bf16Dot : IsaV4 {
                          const std::uint32_t* b, float* c, std::int64_t ldc, bool accumulate) {
     bf16_dot_block(a, k_pairs, rows, b, c, ldc, accumulate);
   }
+  static void bf16_block_streamed(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows,
+                                  const std::uint32_t* b, float* c, std::int64_t ldc,
+                                  bool accumulate) {
+    bf16_dot_block<true>(a, k_pairs, rows, b, c, ldc, accumulate);
+  }
+  static void bf16_stream_fence() { _mm_sfence(); }
 };
 
 #ifndef HP_V4_TARGET_NAME

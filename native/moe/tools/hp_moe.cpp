@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "common/aligned_allocator.h"
 #include "moe/moe_layer.h"
 #include "moe/moe_reference.h"
 #include "moe/tools/moe_checks.h"
@@ -161,7 +162,8 @@ Status make_layer(const Options& o, RankLayer* out) {
 // This rank's tokens, its output and, with --backward, dY and the gradients, with their views.
 struct RankData {
   RankInputs in;
-  std::vector<float> y, dy, dx, d_topk, dw1, dw2, sdw1, sdw2;
+  std::vector<float> y, dy, dx, d_topk;
+  AlignedVector<float> dw1, dw2, sdw1, sdw2;  // as a framework's tensors are
   TensorView x, topk_idx, topk_weights, y_view;
   MoeGradArgs grad;
 };
