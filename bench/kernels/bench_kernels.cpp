@@ -7,8 +7,9 @@
 // and GMM2 (K=1408, N=2048), M in {64, 256, 1024}, 1 and 2 threads, 1 expert or 8 experts
 // cycling (each call uses the next expert's weights, so they come from memory, not cache).
 // Then the fused dequant + SwiGLU + requant epilogue against oneDNN's GEMM plus a separate
-// SwiGLU + quantisation pass, and the backward's bf16 GEMMs against oneDNN's bf16 matmul. Peak
-// loops (AVX-512 VNNI, and AMX when present) run in the same binary; each row prints GOPS
+// SwiGLU + quantisation pass, and the backward's bf16 GEMMs (activation and weight gradients)
+// against oneDNN's bf16 matmul. Peak loops (AVX-512 VNNI, and AMX when present) run in the
+// same binary; each row prints GOPS
 // (2 MNK / time), the ratio to oneDNN, and % of the peak of the instructions each side uses
 // (ours: its target's; oneDNN: the best it has on this CPU). Without VNNI the weights are 7-bit
 // and oneDNN's bf16 side is its f32 matmul (see make_experts' caller and DnnlBf16Gemm).
@@ -33,6 +34,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "common/aligned_allocator.h"
 #include "common/bfloat16.h"
 #include "common/compare.h"
 #include "common/cpu_features.h"
@@ -332,10 +334,12 @@ class OursRunner {
   std::vector<std::unique_ptr<void, decltype(&std::free)>> ws_;
 };
 
-// oneDNN: bf16 [M, K] x bf16 [K, N] -> f32 [M, N], weights reordered once. Where this CPU has no
-// bf16 matmul (oneDNN 2.6 needs AVX-512 for it), its f32 matmul over the same values widened to
-// f32 once, untimed (exact: a bf16 is an f32 with a shorter mantissa), which is what a user of
-// such a CPU would run.
+// oneDNN: bf16 [M, K] x bf16 [K, N] -> f32 [M, N]. kInput: A row-major and the weights
+// reordered once (they are constant); kWeight (dW = X^T dY): A is X^T, a transposed view of X
+// [K rows][M], and B is dY as it is, row-major (both change every step, so nothing is
+// reordered). Where this CPU has no bf16 matmul (oneDNN 2.6 needs AVX-512 for it), its f32
+// matmul over the same values widened to f32 once, untimed (exact: a bf16 is an f32 with a
+// shorter mantissa), which is what a user of such a CPU would run.
 struct DnnlBf16Gemm {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
@@ -344,13 +348,15 @@ struct DnnlBf16Gemm {
   std::vector<float> a_f32, w_f32;  // the widened inputs of the f32 matmul
   std::string impl;
 
-  DnnlBf16Gemm(std::int64_t m, const Shape& s, std::uint16_t* a, std::uint16_t* w, float* out) {
+  DnnlBf16Gemm(hk::Bf16GemmKind kind, std::int64_t m, std::int64_t k, std::int64_t n,
+               std::uint16_t* a, std::uint16_t* w, float* out) {
     using tag = dnnl::memory::format_tag;
     using dt = dnnl::memory::data_type;
+    const bool weight_grad = kind == hk::Bf16GemmKind::kWeight;
+    const tag a_tag = weight_grad ? tag::ba : tag::ab, w_tag = weight_grad ? tag::ab : tag::any;
     const auto matmul_of = [&](dt in) {
       return dnnl::matmul::primitive_desc(
-          dnnl::matmul::desc({{m, s.k}, in, tag::ab}, {{s.k, s.n}, in, tag::any},
-                             {{m, s.n}, dt::f32, tag::ab}),
+          dnnl::matmul::desc({{m, k}, in, a_tag}, {{k, n}, in, w_tag}, {{m, n}, dt::f32, tag::ab}),
           engine);
     };
     dt in = dt::bf16;
@@ -362,8 +368,8 @@ struct DnnlBf16Gemm {
     } catch (const dnnl::error& e) {
       if (e.status != dnnl_unimplemented) throw;
       in = dt::f32;
-      a_f32.resize(std::size_t(m * s.k));
-      w_f32.resize(std::size_t(s.k * s.n));
+      a_f32.resize(std::size_t(m * k));
+      w_f32.resize(std::size_t(k * n));
       for (std::size_t i = 0; i < a_f32.size(); ++i) a_f32[i] = hp::bf16_to_float(a[i]);
       for (std::size_t i = 0; i < w_f32.size(); ++i) w_f32[i] = hp::bf16_to_float(w[i]);
       a_data = a_f32.data();
@@ -374,9 +380,13 @@ struct DnnlBf16Gemm {
     if (in == dt::f32) impl += " (f32 matmul: no bf16 matmul on this CPU)";
     src = dnnl::memory(pd->src_desc(), engine, a_data);
     dst = dnnl::memory(pd->dst_desc(), engine, out);
-    dnnl::memory plain({{s.k, s.n}, in, tag::ab}, engine, w_data);
-    weights = dnnl::memory(pd->weights_desc(), engine);
-    dnnl::reorder(plain, weights).execute(stream, plain, weights);
+    dnnl::memory plain({{k, n}, in, tag::ab}, engine, w_data);
+    if (weight_grad) {
+      weights = plain;
+    } else {
+      weights = dnnl::memory(pd->weights_desc(), engine);
+      dnnl::reorder(plain, weights).execute(stream, plain, weights);
+    }
     prim = dnnl::matmul(*pd);
     stream.wait();
   }
@@ -386,7 +396,7 @@ struct DnnlBf16Gemm {
   }
 };
 
-// Our bf16 GEMM (kInput, one expert): planned once, a workspace per worker.
+// Our bf16 GEMM (one expert): planned once, a workspace per worker.
 class OursBf16Runner {
  public:
   OursBf16Runner(const hk::KernelTable& table, hp::platform::Chip& chip, int threads,
@@ -621,37 +631,62 @@ int main(int argc, char** argv) {
     }
   }
   // ---- the backward's bf16 GEMMs ---------------------------------------------------------------
-  // dG = dY . W2^T (K = H, N = I) and dX = dA . W1^T (K = 2I, N = H), W^T stored row-major and,
-  // as the MoE layer keeps it and as oneDNN's weights are reordered once, packed once into the
-  // target's panels where it has them.
+  // kInput: dG = dY . W2^T (K = H, N = I) and dX = dA . W1^T (K = 2I, N = H), W^T stored
+  // row-major and, as the MoE layer keeps it and as oneDNN's weights are reordered once, packed
+  // once into the target's panels where it has them. kWeight: dW2 = h^T . dY (I x H) and
+  // dW1 = x^T . dA (H x 2I) over the M rows of one expert; the outputs 64-byte aligned, as a
+  // framework's tensors are.
   std::printf(
-      "\nbf16 GEMM of the backward pass (bf16 x bf16 -> fp32, one expert) vs oneDNN bf16 matmul\n");
+      "\nbf16 GEMMs of the backward pass (bf16 x bf16 -> fp32, one expert) vs oneDNN bf16 matmul\n"
+      "(kInput: M rows x K -> N; kWeight: K x N summed over M rows)\n");
   std::printf("%-6s %5s %3s %10s %10s %8s\n", "shape", "M", "thr", "hp GFLOPS", "dnnl GFLOP",
               "hp/dnnl");
-  const Shape bf16_shapes[] = {{"dY.W2T", 2048, 1408}, {"dA.W1T", 2816, 2048}};
+  struct Bf16Shape {
+    const char* name;
+    hk::Bf16GemmKind kind;
+    std::int64_t k, n;
+  };
+  const Bf16Shape bf16_shapes[] = {{"dY.W2T", hk::Bf16GemmKind::kInput, 2048, 1408},
+                                   {"dA.W1T", hk::Bf16GemmKind::kInput, 2816, 2048},
+                                   {"hT.dY", hk::Bf16GemmKind::kWeight, 1408, 2048},
+                                   {"xT.dA", hk::Bf16GemmKind::kWeight, 2048, 2816}};
   std::string dnnl_bf16_impl;
-  for (const Shape& s : bf16_shapes) {
+  for (const Bf16Shape& s : bf16_shapes) {
+    const bool weight_grad = s.kind == hk::Bf16GemmKind::kWeight;
     std::uniform_real_distribution<float> real(-1.0f, 1.0f);
-    std::vector<std::uint16_t> w(std::size_t(s.k * s.n));
-    for (auto& v : w) v = hp::float_to_bf16(real(rng));
+    // kInput: a [M, K], w = W^T [K, N]; kWeight: a = x [M, K] (dW's rows), w = dY [M, N].
+    std::vector<std::uint16_t> w_input(weight_grad ? 0 : std::size_t(s.k * s.n));
+    for (auto& v : w_input) v = hp::float_to_bf16(real(rng));
     for (std::int64_t m : ms) {
       std::vector<std::uint16_t> a(std::size_t(m * s.k));
       for (auto& v : a) v = hp::float_to_bf16(real(rng));
-      std::vector<float> out(std::size_t(m * s.n)), dnnl_out(std::size_t(m * s.n));
+      std::vector<std::uint16_t> w_weight(weight_grad ? std::size_t(m * s.n) : 0);
+      for (auto& v : w_weight) v = hp::float_to_bf16(real(rng));
+      std::vector<std::uint16_t>& w = weight_grad ? w_weight : w_input;
+      const std::int64_t out_rows = weight_grad ? s.k : m;
+      hp::AlignedVector<float> out(std::size_t(out_rows * s.n)),
+          dnnl_out(std::size_t(out_rows * s.n));
       std::vector<std::int64_t> offsets = {0, m};
       hk::Bf16GemmProblem p;
-      p.kind = hk::Bf16GemmKind::kInput;
+      p.kind = s.kind;
       p.a = TensorView(a.data(), DType::kBF16, {m, s.k});
       p.offsets = TensorView(offsets.data(), DType::kInt64, {2});
-      p.b = TensorView(w.data(), DType::kBF16, {1, s.k, s.n});
-      p.out = TensorView(out.data(), DType::kFP32, {m, s.n});
       hk::Bf16Panels panels;
-      check(hk::pack_bf16_panels(*table, p.b, &panels));
-      if (!panels.empty()) {
-        p.b = TensorView();
-        p.b_panels = &panels;
+      if (weight_grad) {
+        p.b = TensorView(w.data(), DType::kBF16, {m, s.n});
+        p.out = TensorView(out.data(), DType::kFP32, {1, s.k, s.n});
+      } else {
+        p.b = TensorView(w.data(), DType::kBF16, {1, s.k, s.n});
+        p.out = TensorView(out.data(), DType::kFP32, {m, s.n});
+        check(hk::pack_bf16_panels(*table, p.b, &panels));
+        if (!panels.empty()) {
+          p.b = TensorView();
+          p.b_panels = &panels;
+        }
       }
-      DnnlBf16Gemm dnnl(m, s, a.data(), w.data(), dnnl_out.data());
+      // oneDNN's GEMM: [out_rows, K'] x [K', N] with K' = M for the weight gradient.
+      DnnlBf16Gemm dnnl(s.kind, out_rows, weight_grad ? m : s.k, s.n, a.data(), w.data(),
+                        dnnl_out.data());
       dnnl_bf16_impl = dnnl.impl;
       for (int threads = 1; threads <= max_threads; ++threads) {
         OursBf16Runner ours(*table, *chip, threads, p);
@@ -664,11 +699,11 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
       // The same sums of exact products, in different orders.
-      for (std::int64_t c = 0; c < m * s.n; c += 97) {
+      for (std::int64_t c = 0; c < out_rows * s.n; c += 97) {
         const float x = out[std::size_t(c)], y = dnnl_out[std::size_t(c)];
         if (std::fabs(x - y) > 1e-3f * (std::fabs(y) + 1.0f)) {
-          std::fprintf(stderr, "bench_kernels: bf16 results differ at element %lld: %g vs %g\n",
-                       static_cast<long long>(c), x, y);
+          std::fprintf(stderr, "bench_kernels: bf16 %s results differ at element %lld: %g vs %g\n",
+                       s.name, static_cast<long long>(c), x, y);
           return 1;
         }
       }

@@ -401,9 +401,15 @@ Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& p, int wo
     return Status::error(ErrorCode::kInvalidArgument, "bf16 GEMM kind {}: unknown", int(p.kind));
   }
   TileSpace space = bf16_tile_space(args, TileGrid{1, 1});
-  TileGrid g = grid ? *grid
-                    : shrink_grid({bf16_tile_rows(table, p.kind), table.preferred_tile_n}, space,
-                                  false, workers);
+  // kWeight tiles are whole rows of dW: a tile's A panel (A^T, transposed as it is packed)
+  // then serves every column of the row block instead of being packed again per column tile.
+  const bool full_width = p.kind == Bf16GemmKind::kWeight;
+  TileGrid g =
+      grid ? *grid
+           : shrink_grid({bf16_tile_rows(table, p.kind),
+                          full_width ? round_up(std::max<std::int64_t>(args.n, 1), kPackCols)
+                                     : table.preferred_tile_n},
+                         space, full_width, workers);
   HP_RETURN_IF_ERROR(check_grid(g, false, args.n));
   // Panels are whole blocks of columns: a tile starts at one.
   if (args.b_panels != nullptr) g.tile_n = round_up(g.tile_n, table.bf16_panel_cols);
