@@ -52,6 +52,7 @@
 #include "common/bfloat16.h"
 #include "kernels/kernel_math.h"
 #include "kernels/kernel_table.h"
+#include "kernels/swiglu_driver.h"
 #include "kernels/tiles.h"
 
 namespace hp::kernels::driver {
@@ -926,6 +927,8 @@ constexpr KernelTable make_table(const char* target) {
       .preferred_tile_m = Isa::kPreferredTileM,
       .preferred_tile_n = Isa::kPreferredTileN,
       .row_sum = row_sum,
+      .swiglu = swiglu,
+      .swiglu_grad = swiglu_grad,
   };
   set_bf16_entries<Isa>(&t);
   return t;

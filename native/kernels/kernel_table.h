@@ -20,10 +20,11 @@
 
 namespace hp::kernels {
 
-// 4: bf16 B panels (Bf16GemmArgs::b_panels). The tests build one target with another version
+// 4: bf16 B panels (Bf16GemmArgs::b_panels). 5: swiglu, swiglu_grad. The tests build one target
+// with another version
 // (-DHP_KERNEL_TABLE_VERSION=...) to show that the vendor merge refuses it.
 #ifndef HP_KERNEL_TABLE_VERSION
-#define HP_KERNEL_TABLE_VERSION 4
+#define HP_KERNEL_TABLE_VERSION 5
 #endif
 inline constexpr std::uint32_t kKernelTableVersion = HP_KERNEL_TABLE_VERSION;
 
@@ -138,6 +139,46 @@ struct RowSumArgs {
   std::int64_t next_n;
 };
 
+// The SwiGLU's element-wise steps of the MoE layer's backward, on rows grouped by expert (rows
+// [offsets[e], offsets[e+1]) are expert e's; smooth, when set, is fp32 [E, I]), with g = a[r][i]
+// and u = a[r][I + i] (GMM1's gate and up columns) and sm = smooth[e][i] (1 when null):
+//   swiglu:      h[r][i] = (silu(g) * u) * sm, silu(g) = g / (1 + exp(-g)) as the forward's
+//                GMM1 epilogue computes it;
+//   swiglu_grad: with w = row_weight[r] (1 when null), dh = (w * G[r][i]) * sm and
+//                s = 1 / (1 + exp(-g)):
+//                  da[r][i] = bf16(((dh * u) * s) * (1 + g * (1 - s)))   (d gate)
+//                  da[r][I + i] = bf16((dh * g) * s)                     (d up)
+//                and, when d_row_weight is set, d_row_weight[r] = h_scale[r] * sum, where sum
+//                is sum_i G[r][i] * h_q[r][i] in fp32 over 16 lanes (lane l adds i = l, l + 16,
+//                ... in order, from 0) then the lanes added in order 0..15 (from 0): the top-k
+//                weight's gradient <G, h~> with h~ = h_q * h_scale.
+// exp is kernel_math.h's exp_f32 on every target (the results are bit-identical).
+// The rows both steps read: GMM1's fp32 gate | up rows and their experts.
+struct SwigluRows {
+  const float* a;  // [rows, 2I]
+  std::int64_t a_row_stride, inter;
+  const std::int64_t* offsets;  // [E + 1]
+  std::int64_t experts;
+  const float* smooth;  // [E, I] or null
+};
+struct SwigluArgs {
+  SwigluRows in;
+  float* h;  // [rows, I]
+  std::int64_t h_row_stride;
+};
+struct SwigluGradArgs {
+  SwigluRows in;
+  const float* g;  // G = dY W2^T [rows, I]
+  std::int64_t g_row_stride;
+  const std::int8_t* h_q;  // [rows, I]
+  std::int64_t h_q_row_stride;
+  const float* h_scale;     // [rows]
+  const float* row_weight;  // [rows] or null
+  std::uint16_t* da;        // bf16 [rows, 2I]
+  std::int64_t da_row_stride;
+  float* d_row_weight;  // [rows] or null
+};
+
 struct KernelTable {
   std::uint32_t size;     // sizeof(KernelTable) of the library's build
   std::uint32_t version;  // kKernelTableVersion
@@ -165,6 +206,9 @@ struct KernelTable {
   std::uint64_t (*bf16_panels_bytes)(const Bf16GemmArgs* args);
   std::int64_t bf16_panel_cols;
   void (*bf16_pack_panels)(const Bf16GemmArgs* args, void* panels);
+  // Version 5. Rows [row_begin, row_end) of the formulas above.
+  void (*swiglu)(const SwigluArgs* args, std::int64_t row_begin, std::int64_t row_end);
+  void (*swiglu_grad)(const SwigluGradArgs* args, std::int64_t row_begin, std::int64_t row_end);
 };
 
 // The table's layout as this compilation sees it, for the vendor merge (vendor_note.h): an
@@ -187,6 +231,8 @@ inline constexpr std::uint64_t kKernelTableFields[] = {
     HP_KERNEL_TABLE_FIELD(bf16_panels_bytes),
     HP_KERNEL_TABLE_FIELD(bf16_panel_cols),
     HP_KERNEL_TABLE_FIELD(bf16_pack_panels),
+    HP_KERNEL_TABLE_FIELD(swiglu),
+    HP_KERNEL_TABLE_FIELD(swiglu_grad),
     sizeof(KernelTable)};
 #undef HP_KERNEL_TABLE_FIELD
 // the last entry's offset

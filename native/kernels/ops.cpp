@@ -158,6 +158,77 @@ Status dequantize(const KernelTable& table, const TensorView& q, const TensorVie
   return Status::ok();
 }
 
+namespace {
+// a fp32 [rows, 2I] with I >= 1, offsets of its rows, smooth fp32 [E, I] or absent.
+Status check_swiglu_rows(const TensorView& a, const TensorView& offsets, const TensorView& smooth) {
+  HP_RETURN_IF_ERROR(a.expect_shape("a", {-1, -1}));
+  HP_ENSURE(a.dim(1) >= 2 && a.dim(1) % 2 == 0, ErrorCode::kShapeMismatch,
+            "a {}: expected [rows, 2I] (gate | up) with I >= 1", a.to_string());
+  HP_RETURN_IF_ERROR(expect_matrix(a, "a", DType::kFP32, a.dim(0), a.dim(1)));
+  HP_RETURN_IF_ERROR(offsets.expect_shape("offsets", {-1}));
+  HP_ENSURE(offsets.dim(0) >= 2, ErrorCode::kShapeMismatch,
+            "offsets: expected [E + 1] with E >= 1");
+  HP_RETURN_IF_ERROR(check_offsets(offsets, offsets.dim(0) - 1, a.dim(0)));
+  if (!absent(smooth))
+    HP_RETURN_IF_ERROR(
+        expect_matrix(smooth, "smooth", DType::kFP32, offsets.dim(0) - 1, a.dim(1) / 2));
+  return Status::ok();
+}
+const float* optional_floats(const TensorView& t) {
+  return absent(t) ? nullptr : static_cast<const float*>(t.data());
+}
+SwigluRows swiglu_rows(const TensorView& a, const TensorView& offsets, const TensorView& smooth) {
+  return {.a = static_cast<const float*>(a.data()),
+          .a_row_stride = a.stride(0),
+          .inter = a.dim(1) / 2,
+          .offsets = static_cast<const std::int64_t*>(offsets.data()),
+          .experts = offsets.dim(0) - 1,
+          .smooth = optional_floats(smooth)};
+}
+}  // namespace
+
+Status swiglu(const KernelTable& table, const TensorView& a, const TensorView& offsets,
+              const TensorView& smooth, const TensorView& h) {
+  HP_RETURN_IF_ERROR(check_swiglu_rows(a, offsets, smooth));
+  const std::int64_t rows = a.dim(0), inter = a.dim(1) / 2;
+  HP_RETURN_IF_ERROR(expect_matrix(h, "h", DType::kFP32, rows, inter));
+  if (rows == 0) return Status::ok();
+  const SwigluArgs args{.in = swiglu_rows(a, offsets, smooth),
+                        .h = static_cast<float*>(h.data()),
+                        .h_row_stride = h.stride(0)};
+  table.swiglu(&args, 0, rows);
+  return Status::ok();
+}
+
+Status swiglu_grad(const KernelTable& table, const SwigluGradProblem& p) {
+  HP_RETURN_IF_ERROR(check_swiglu_rows(p.a, p.offsets, p.smooth));
+  const std::int64_t rows = p.a.dim(0), inter = p.a.dim(1) / 2;
+  HP_RETURN_IF_ERROR(expect_matrix(p.g, "g", DType::kFP32, rows, inter));
+  HP_RETURN_IF_ERROR(expect_matrix(p.da, "da", DType::kBF16, rows, 2 * inter));
+  if (!absent(p.row_weight))
+    HP_RETURN_IF_ERROR(expect_vector(p.row_weight, "row_weight", DType::kFP32, rows));
+  const bool wants_dw = !absent(p.d_row_weight);
+  if (wants_dw) {
+    HP_RETURN_IF_ERROR(expect_vector(p.d_row_weight, "d_row_weight", DType::kFP32, rows));
+    HP_RETURN_IF_ERROR(expect_matrix(p.h_q, "h_q", DType::kInt8, rows, inter));
+    HP_RETURN_IF_ERROR(expect_vector(p.h_scale, "h_scale", DType::kFP32, rows));
+  }
+  if (rows == 0) return Status::ok();
+  const SwigluGradArgs args{
+      .in = swiglu_rows(p.a, p.offsets, p.smooth),
+      .g = static_cast<const float*>(p.g.data()),
+      .g_row_stride = p.g.stride(0),
+      .h_q = wants_dw ? static_cast<const std::int8_t*>(p.h_q.data()) : nullptr,
+      .h_q_row_stride = wants_dw ? p.h_q.stride(0) : 0,
+      .h_scale = wants_dw ? static_cast<const float*>(p.h_scale.data()) : nullptr,
+      .row_weight = optional_floats(p.row_weight),
+      .da = static_cast<std::uint16_t*>(p.da.data()),
+      .da_row_stride = p.da.stride(0),
+      .d_row_weight = wants_dw ? static_cast<float*>(p.d_row_weight.data()) : nullptr};
+  table.swiglu_grad(&args, 0, rows);
+  return Status::ok();
+}
+
 Status row_sum(const KernelTable& table, std::span<const void* const> rows, DType row_type,
                std::span<const float> weights, const TensorView& out,
                std::span<const void* const> next) {

@@ -46,6 +46,23 @@ HP_API Status row_sum(const KernelTable& table, std::span<const void* const> row
                       std::span<const float> weights, const TensorView& out,
                       std::span<const void* const> next = {});
 
+// The SwiGLU's element-wise steps of the MoE backward (formulas in kernel_table.h). Rows are
+// grouped by expert (offsets int64 [E + 1]); smooth: optional fp32 [E, I].
+//   swiglu: a fp32 [rows, 2I] (gate | up) -> h fp32 [rows, I].
+HP_API Status swiglu(const KernelTable& table, const TensorView& a, const TensorView& offsets,
+                     const TensorView& smooth, const TensorView& h);
+struct SwigluGradProblem {
+  TensorView a;             // fp32 [rows, 2I]: GMM1's gate | up
+  TensorView offsets;       // int64 [E + 1]
+  TensorView smooth;        // fp32 [E, I] or empty
+  TensorView g;             // fp32 [rows, I]: dY W2^T
+  TensorView h_q, h_scale;  // int8 [rows, I], fp32 [rows]: the quantised h (for d_row_weight)
+  TensorView row_weight;    // fp32 [rows] or empty (1)
+  TensorView da;            // bf16 [rows, 2I]: [d gate | d up]
+  TensorView d_row_weight;  // fp32 [rows] or empty (not computed)
+};
+HP_API Status swiglu_grad(const KernelTable& table, const SwigluGradProblem& problem);
+
 struct GroupedGemmProblem {
   TensorView a;        // int8 [rows, K]
   TensorView a_scale;  // fp32 [rows]

@@ -22,7 +22,7 @@
 // routing (the same rows in the same order), then per row r of token t, expert e, weight w:
 //   a = x~ W1[e] (int8 GEMM, dequantised, as the forward), g | u = a, h = silu(g) u,
 //   h~ = dequant(quant(h)), G = dY W2[e]^T, d w = <G, h~>, dh = w G,
-//   dW2[e] += h~^T (w dY), dg = dh u silu'(g), du = dh silu(g), dW1[e] += x~^T [dg | du],
+//   dW2[e] += (w h~)^T dY, dg = dh u silu'(g), du = dh silu(g), dW1[e] += x~^T [dg | du],
 //   dx_r = [dg | du] W1[e]^T
 // where x~ = dequant(quant(x)) and W = int8 x scale (the dequantised weights, in bf16); dX is
 // the unweighted combine of the dx_r (dispatch's adjoint), d topk_weights[t][k] goes back to
@@ -266,7 +266,7 @@ class HP_API MoeLayer {
   Status expert_backward(const ExpertGrad& p);  // recompute, activation grads, dW1
   Status recompute_forward(const ExpertGrad& p);
   Status activation_grads(const ExpertGrad& p);
-  static const float* smooth2_row(const ExpertGrad& p, std::int64_t r);
+  static TensorView smooth2_view(const ExpertGrad& p);
   // Two independent bf16 GEMMs at once, each on half of the chip's cube cores (>= 2).
   Status run_gemms_side_by_side(const hp::kernels::Bf16GemmProblem& first,
                                 const hp::kernels::Bf16GemmProblem& second);
@@ -302,9 +302,9 @@ class HP_API MoeLayer {
     std::vector<std::uint16_t> dy_bf16;  // dY (own tokens, inactive ones zero) in bf16
     std::vector<float> a, g_dy;          // [rows, 2I] GMM1 recomputed; [rows, I] dY W2^T
     std::vector<std::int8_t> h_q;
-    std::vector<float> h, h_scale, d_row_weight, dx_rows, dx_sum;
-    std::vector<std::uint16_t> h_bf16, x_bf16, dz, da;
-    std::vector<std::int8_t> own_q;  // the shared expert's x quantised
+    std::vector<float> h, h_scale, hw_scale, d_row_weight, dx_rows, dx_sum;
+    std::vector<std::uint16_t> hw_bf16, x_bf16, da;  // w h~ (dW2's left side), x~, dA
+    std::vector<std::int8_t> own_q;                  // the shared expert's x quantised
     std::vector<float> own_scale;
   } grad_;
   MoeGradStageTimes grad_times_;

@@ -1,7 +1,6 @@
 // MoeLayer::backward: the formulas are in moe_layer.h.
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 
 #include "common/bfloat16.h"
@@ -14,8 +13,6 @@ namespace hp::moe {
 namespace {
 
 using window::expect_float_rows;
-
-float sigmoid(float g) { return 1.0f / (1.0f + std::exp(-g)); }
 
 float load(const TensorView& t, std::int64_t i) {
   return t.dtype() == DType::kBF16 ? bf16_to_float(static_cast<const std::uint16_t*>(t.data())[i])
@@ -93,82 +90,71 @@ Status MoeLayer::check_grad_args(const MoeGradArgs& a) const {
   return Status::ok();
 }
 
-// Row r's smooth2 row (rows are grouped by expert), or null without smooth quant.
-const float* MoeLayer::smooth2_row(const ExpertGrad& p, std::int64_t r) {
-  if (p.smooth2 == nullptr) return nullptr;
-  const auto* offsets = static_cast<const std::int64_t*>(p.offsets.data());
-  const std::int64_t experts = p.offsets.dim(0) - 1;
-  const std::int64_t e = std::upper_bound(offsets, offsets + experts + 1, r) - offsets - 1;
-  return p.smooth2 + e * p.inter;
+// smooth2 of the experts of p as a view [E, I] (empty without smooth quant).
+TensorView MoeLayer::smooth2_view(const ExpertGrad& p) {
+  if (p.smooth2 == nullptr) return {};
+  return TensorView(const_cast<float*>(p.smooth2), DType::kFP32, {p.offsets.dim(0) - 1, p.inter});
 }
 
-// a = x~ W1 (as the forward), h, h~ = dequant(quant(h)), x~ into grad_.
+// a = x~ W1 (as the forward), h = silu(g) u (x smooth2), its int8 quantisation, and x~ into
+// grad_.
 Status MoeLayer::recompute_forward(const ExpertGrad& p) {
   const std::int64_t rows = p.x_q.dim(0), H = config_.hidden, I = p.inter;
   GradStorage& g = grad_;
   g.a.resize(std::size_t(rows * 2 * I));
-  HP_RETURN_IF_ERROR(run_gemm(
-      hp::kernels::GroupedGemmProblem{.a = p.x_q,
-                                      .a_scale = p.x_scale,
-                                      .offsets = p.offsets,
-                                      .weights = p.w1_plain->header(),
-                                      .epilogue = hp::kernels::Epilogue::kDequant,
-                                      .out = TensorView(g.a.data(), DType::kFP32, {rows, 2 * I})}));
+  const TensorView a(g.a.data(), DType::kFP32, {rows, 2 * I});
+  HP_RETURN_IF_ERROR(
+      run_gemm(hp::kernels::GroupedGemmProblem{.a = p.x_q,
+                                               .a_scale = p.x_scale,
+                                               .offsets = p.offsets,
+                                               .weights = p.w1_plain->header(),
+                                               .epilogue = hp::kernels::Epilogue::kDequant,
+                                               .out = a}));
   g.h.resize(std::size_t(rows * I));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* ar = g.a.data() + r * 2 * I;
-    const float* s2 = smooth2_row(p, r);
-    for (std::int64_t i = 0; i < I; ++i) {
-      g.h[std::size_t(r * I + i)] =
-          ar[i] * sigmoid(ar[i]) * ar[I + i] * (s2 != nullptr ? s2[i] : 1.0f);
-    }
-  }
+  const TensorView h(g.h.data(), DType::kFP32, {rows, I});
+  HP_RETURN_IF_ERROR(hp::kernels::swiglu(*table_, a, p.offsets, smooth2_view(p), h));
   g.h_q.resize(std::size_t(rows * I));
   g.h_scale.resize(std::size_t(rows));
-  g.h_bf16.resize(std::size_t(rows * I));
   g.x_bf16.resize(std::size_t(rows * H));
-  const TensorView h_q(g.h_q.data(), DType::kInt8, {rows, I}),
-      h_scale(g.h_scale.data(), DType::kFP32, {rows});
-  const TensorView h_bf16(g.h_bf16.data(), DType::kBF16, {rows, I}),
-      x_bf16(g.x_bf16.data(), DType::kBF16, {rows, H});
-  HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, TensorView(g.h.data(), DType::kFP32, {rows, I}),
-                                           h_q, h_scale));
-  HP_RETURN_IF_ERROR(hp::kernels::dequantize(*table_, h_q, h_scale, h_bf16));
-  HP_RETURN_IF_ERROR(hp::kernels::dequantize(*table_, p.x_q, p.x_scale, x_bf16));
-  return Status::ok();
+  HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, h,
+                                           TensorView(g.h_q.data(), DType::kInt8, {rows, I}),
+                                           TensorView(g.h_scale.data(), DType::kFP32, {rows})));
+  return hp::kernels::dequantize(*table_, p.x_q, p.x_scale,
+                                 TensorView(g.x_bf16.data(), DType::kBF16, {rows, H}));
 }
 
-// G = dY W2^T, d w, dz = w dY, dA = [dg | du] and dX's rows, from grad_'s recomputed rows.
+// G = dY W2^T, dW2 = (w h~)^T dY, dA = [dg | du] with d w, and dX's rows, from grad_'s
+// recomputed rows.
 Status MoeLayer::activation_grads(const ExpertGrad& p) {
   const std::int64_t rows = p.x_q.dim(0), H = config_.hidden, I = p.inter, E = p.offsets.dim(0) - 1;
   GradStorage& g = grad_;
-  const TensorView h_bf16(g.h_bf16.data(), DType::kBF16, {rows, I});
-  const auto* dy = static_cast<const std::uint16_t*>(p.dy.data());
-  if (p.row_weight != nullptr) {  // dz = w dY, dW2's right side
-    g.dz.resize(std::size_t(rows * H));
-    for (std::int64_t r = 0; r < rows; ++r) {
-      for (std::int64_t c = 0; c < H; ++c) {
-        g.dz[std::size_t(r * H + c)] =
-            float_to_bf16(p.row_weight[r] * bf16_to_float(dy[r * H + c]));
-      }
-    }
+  const TensorView h_q(g.h_q.data(), DType::kInt8, {rows, I}),
+      h_scale(g.h_scale.data(), DType::kFP32, {rows});
+  // w h~ in bf16, dW2's left side: h_q dequantised with each row's scale times its weight.
+  g.hw_scale.resize(std::size_t(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    g.hw_scale[std::size_t(r)] =
+        g.h_scale[std::size_t(r)] * (p.row_weight != nullptr ? p.row_weight[r] : 1.0f);
   }
-  const TensorView dz =
-      p.row_weight != nullptr ? TensorView(g.dz.data(), DType::kBF16, {rows, H}) : p.dy;
-  // G = dY W2^T and dW2 = h~^T dz need only what is there: at once when the chip has two cube
-  // cores or more (upstream: the act-grad GEMM in parallel with the w2 grad).
+  g.hw_bf16.resize(std::size_t(rows * I));
+  const TensorView hw(g.hw_bf16.data(), DType::kBF16, {rows, I});
+  HP_RETURN_IF_ERROR(hp::kernels::dequantize(
+      *table_, h_q, TensorView(g.hw_scale.data(), DType::kFP32, {rows}), hw));
+  // G = dY W2^T and dW2 = (w h~)^T dY need only what is there: at once when the chip has two
+  // cube cores or more (upstream: the act-grad GEMM in parallel with the w2 grad).
   g.g_dy.resize(std::size_t(rows * I));
+  const TensorView g_dy(g.g_dy.data(), DType::kFP32, {rows, I});
   const hp::kernels::Bf16GemmProblem g_problem{
       .kind = hp::kernels::Bf16GemmKind::kInput,
       .a = p.dy,
       .offsets = p.offsets,
       .b = TensorView(const_cast<std::uint16_t*>(p.w2t_bf16), DType::kBF16, {E, H, I}),
-      .out = TensorView(g.g_dy.data(), DType::kFP32, {rows, I}),
+      .out = g_dy,
       .b_panels = p.w2t_panels};
   const hp::kernels::Bf16GemmProblem dw2_problem{.kind = hp::kernels::Bf16GemmKind::kWeight,
-                                                 .a = h_bf16,
+                                                 .a = hw,
                                                  .offsets = p.offsets,
-                                                 .b = dz,
+                                                 .b = p.dy,
                                                  .out = p.dw2};
   if (config_.chip != nullptr && config_.chip->num_cube() >= 2) {
     HP_RETURN_IF_ERROR(run_gemms_side_by_side(g_problem, dw2_problem));
@@ -180,32 +166,28 @@ Status MoeLayer::activation_grads(const ExpertGrad& p) {
     grad_times_.act_grad -= dw2.stop();
   }
   g.da.resize(std::size_t(rows * 2 * I));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float w = p.row_weight != nullptr ? p.row_weight[r] : 1.0f;
-    const float* ar = g.a.data() + r * 2 * I;
-    const float* gr = g.g_dy.data() + r * I;
-    const float* s2 = smooth2_row(p, r);
-    float dw = 0;
-    for (std::int64_t i = 0; i < I; ++i) {
-      dw += gr[i] * bf16_to_float(g.h_bf16[std::size_t(r * I + i)]);
-      const float gate = ar[i], up = ar[I + i], s = sigmoid(gate),
-                  dh = w * gr[i] * (s2 != nullptr ? s2[i] : 1.0f);
-      g.da[std::size_t(r * 2 * I + i)] = float_to_bf16(dh * up * s * (1.0f + gate * (1.0f - s)));
-      g.da[std::size_t(r * 2 * I + I + i)] = float_to_bf16(dh * gate * s);
-    }
-    if (p.d_row_weight != nullptr) p.d_row_weight[r] = dw;
-  }
   const TensorView da(g.da.data(), DType::kBF16, {rows, 2 * I});
-  {
-    HP_RETURN_IF_ERROR(run_gemm(hp::kernels::Bf16GemmProblem{
-        .kind = hp::kernels::Bf16GemmKind::kInput,
-        .a = da,
-        .offsets = p.offsets,
-        .b = TensorView(const_cast<std::uint16_t*>(p.w1t_bf16), DType::kBF16, {E, 2 * I, H}),
-        .out = p.dx_rows,
-        .b_panels = p.w1t_panels}));
-  }
-  return Status::ok();
+  HP_RETURN_IF_ERROR(hp::kernels::swiglu_grad(
+      *table_,
+      {.a = TensorView(g.a.data(), DType::kFP32, {rows, 2 * I}),
+       .offsets = p.offsets,
+       .smooth = smooth2_view(p),
+       .g = g_dy,
+       .h_q = h_q,
+       .h_scale = h_scale,
+       .row_weight = p.row_weight != nullptr
+                         ? TensorView(const_cast<float*>(p.row_weight), DType::kFP32, {rows})
+                         : TensorView(),
+       .da = da,
+       .d_row_weight = p.d_row_weight != nullptr ? TensorView(p.d_row_weight, DType::kFP32, {rows})
+                                                 : TensorView()}));
+  return run_gemm(hp::kernels::Bf16GemmProblem{
+      .kind = hp::kernels::Bf16GemmKind::kInput,
+      .a = da,
+      .offsets = p.offsets,
+      .b = TensorView(const_cast<std::uint16_t*>(p.w1t_bf16), DType::kBF16, {E, 2 * I, H}),
+      .out = p.dx_rows,
+      .b_panels = p.w1t_panels});
 }
 
 Status MoeLayer::expert_backward(const ExpertGrad& p) {

@@ -150,6 +150,49 @@ void bf16_gemm(const Bf16GemmArgs* args, const TileGrid* grid, std::int64_t begi
   });
 }
 
+// The expert of row r (offsets non-decreasing, r < offsets[experts]).
+std::int64_t expert_of(const std::int64_t* offsets, std::int64_t experts, std::int64_t r) {
+  std::int64_t e = 0;
+  while (e + 1 < experts && offsets[e + 1] <= r) ++e;
+  return e;
+}
+
+void swiglu(const SwigluArgs* args, std::int64_t row_begin, std::int64_t row_end) {
+  const SwigluArgs& a = *args;
+  const SwigluRows& in = a.in;
+  for (std::int64_t r = row_begin; r < row_end; ++r) {
+    const std::int64_t e = expert_of(in.offsets, in.experts, r);
+    for (std::int64_t i = 0; i < in.inter; ++i) {
+      const float g = in.a[r * in.a_row_stride + i], u = in.a[r * in.a_row_stride + in.inter + i];
+      const float sm = in.smooth ? in.smooth[e * in.inter + i] : 1.0f;
+      a.h[r * a.h_row_stride + i] = (silu(g) * u) * sm;
+    }
+  }
+}
+
+void swiglu_grad(const SwigluGradArgs* args, std::int64_t row_begin, std::int64_t row_end) {
+  const SwigluGradArgs& a = *args;
+  const SwigluRows& in = a.in;
+  const std::int64_t n = in.inter;
+  for (std::int64_t r = row_begin; r < row_end; ++r) {
+    const std::int64_t e = expert_of(in.offsets, in.experts, r);
+    const float w = a.row_weight ? a.row_weight[r] : 1.0f;
+    float lanes[16] = {};
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float grad = a.g[r * a.g_row_stride + i];
+      const float g = in.a[r * in.a_row_stride + i], u = in.a[r * in.a_row_stride + n + i];
+      const float dh = (w * grad) * (in.smooth ? in.smooth[e * n + i] : 1.0f);
+      const float s = 1.0f / (1.0f + exp_f32(-g));
+      a.da[r * a.da_row_stride + i] = float_to_bf16(((dh * u) * s) * (1.0f + g * (1.0f - s)));
+      a.da[r * a.da_row_stride + n + i] = float_to_bf16((dh * g) * s);
+      lanes[i % 16] = lanes[i % 16] + grad * float(a.h_q[r * a.h_q_row_stride + i]);
+    }
+    float sum = 0.0f;
+    for (float v : lanes) sum = sum + v;
+    if (a.d_row_weight) a.d_row_weight[r] = a.h_scale[r] * sum;
+  }
+}
+
 constexpr KernelTable kTable = {
     .size = sizeof(KernelTable),
     .version = kKernelTableVersion,
@@ -163,6 +206,8 @@ constexpr KernelTable kTable = {
     .bf16_gemm_workspace = bf16_workspace,
     .bf16_gemm = bf16_gemm,
     .row_sum = row_sum,
+    .swiglu = swiglu,
+    .swiglu_grad = swiglu_grad,
 };
 
 }  // namespace
