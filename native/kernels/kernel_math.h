@@ -32,6 +32,7 @@ inline float exp_f32(float x) {
 }
 
 inline float silu(float g) { return g / (1.0f + exp_f32(-g)); }
+inline float sigmoid(float g) { return 1.0f / (1.0f + exp_f32(-g)); }
 
 // Round to nearest even and clamp to [-127, 127] (x finite).
 inline std::int8_t quantize_value(float x) {

@@ -73,7 +73,7 @@ inline void swiglu_grad(const SwigluGradArgs* args, std::int64_t begin, std::int
           std::uint16_t* du = dg + n;
           for (std::int64_t i = 0; i < n; ++i) {
             const float dh = (w * grad[i]) * (sm ? sm[i] : 1.0f);
-            const float g = gate[i], s = 1.0f / (1.0f + exp_f32(-g));
+            const float g = gate[i], s = sigmoid(g);
             dg[i] = float_to_bf16(((dh * up[i]) * s) * (1.0f + g * (1.0f - s)));
             du[i] = float_to_bf16((dh * g) * s);
           }

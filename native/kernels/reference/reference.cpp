@@ -182,7 +182,7 @@ void swiglu_grad(const SwigluGradArgs* args, std::int64_t row_begin, std::int64_
       const float grad = a.g[r * a.g_row_stride + i];
       const float g = in.a[r * in.a_row_stride + i], u = in.a[r * in.a_row_stride + n + i];
       const float dh = (w * grad) * (in.smooth ? in.smooth[e * n + i] : 1.0f);
-      const float s = 1.0f / (1.0f + exp_f32(-g));
+      const float s = sigmoid(g);
       a.da[r * a.da_row_stride + i] = float_to_bf16(((dh * u) * s) * (1.0f + g * (1.0f - s)));
       a.da[r * a.da_row_stride + n + i] = float_to_bf16((dh * g) * s);
       lanes[i % 16] = lanes[i % 16] + grad * float(a.h_q[r * a.h_q_row_stride + i]);
