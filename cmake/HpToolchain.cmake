@@ -33,6 +33,15 @@ if(HP_SANITIZE)
   set(CMAKE_CXX_FLAGS_RELWITHDEBINFO "-O1 -g -DNDEBUG")
   set(CMAKE_C_FLAGS_RELWITHDEBINFO "-O1 -g -DNDEBUG")
   add_link_options(-fsanitize=${HP_SANITIZE})
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    # Clang's shared sanitizer runtime, not the static one in each executable: a Python
+    # interpreter that preloads it and the programs it starts (hprun, the PEs, which inherit the
+    # preload) then share one runtime, which ASan requires.
+    add_link_options(-shared-libsan)
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-runtime-dir
+                    OUTPUT_VARIABLE HP_SANITIZER_RUNTIME_DIR OUTPUT_STRIP_TRAILING_WHITESPACE
+                    COMMAND_ERROR_IS_FATAL ANY)
+  endif()
   if(HP_SANITIZE MATCHES "undefined")
     # Any undefined behaviour ends the program (a test fails), not a line in its output.
     add_compile_options(-fno-sanitize-recover=undefined)
@@ -50,13 +59,8 @@ if(HP_FUZZ)
   # C programs (the C API's tests) link the C++ libraries: they need clang's C++ UBSan runtime.
   add_link_options("$<$<LINK_LANGUAGE:C>:-fsanitize-link-c++-runtime;-lstdc++>")
 endif()
-# Shared libraries resolve every symbol at link time (--no-undefined), except under clang's
-# sanitizers, whose runtime only executables link (the libraries' __asan_* calls resolve there).
-if(HP_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
-  set(HP_LINK_NO_UNDEFINED "")
-else()
-  set(HP_LINK_NO_UNDEFINED "-Wl,--no-undefined")
-endif()
+# Shared libraries resolve every symbol at link time.
+set(HP_LINK_NO_UNDEFINED "-Wl,--no-undefined")
 
 # RUNPATHs are set explicitly per target (all relative, $ORIGIN-based); never the build tree's.
 set(CMAKE_SKIP_BUILD_RPATH OFF)
@@ -98,6 +102,12 @@ elseif(HP_COMPONENT STREQUAL "custom_ops")
   set(HP_BIN_RUNPATH "$ORIGIN/../lib:$ORIGIN/../../core/lib:$ORIGIN/../../symmetric_memory/lib:$ORIGIN/../../multicore/lib")
 else()
   set(HP_BIN_RUNPATH "$ORIGIN/../lib:$ORIGIN/../../core/lib")
+endif()
+if(HP_SANITIZER_RUNTIME_DIR)
+  # Clang's runtime directory is not on the loader's path.
+  foreach(runpath HP_LIB_RUNPATH HP_TEST_RUNPATH HP_BIN_RUNPATH)
+    string(APPEND ${runpath} ":${HP_SANITIZER_RUNTIME_DIR}")
+  endforeach()
 endif()
 set(HP_BIN_DIR "${HP_SLICE_DIR}/bin")
 # The exported CMake targets of this component (HyperParallel::<name>).

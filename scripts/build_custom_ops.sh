@@ -60,20 +60,22 @@ built_ok() {
 package_link() {
     local all_ops="$HP_INSTALL_DIR/objects/libhyper_parallel_op_api.so" out needed runpath
     out="$package_dir/lib/libhyper_parallel_op_api.so"
-    needed=($(readelf -d "$all_ops" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'))
+    # clang's sanitizer runtime (a fuzz build: scripts/build_fuzzers.sh) is not among the
+    # libraries named: -shared-libsan links it, as cmake/HpToolchain.cmake does for CMake's links.
+    needed=($(readelf -d "$all_ops" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -v '^libclang_rt\.'))
     runpath="$(readelf -d "$all_ops" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')"
-    # Every symbol resolved at link time, except clang's sanitizer runtime, which only
-    # executables link (a fuzz build: scripts/build_fuzzers.sh): HP_LINK_NO_UNDEFINED's rule in
-    # cmake/HpToolchain.cmake, for this link CMake does not make.
-    local no_undefined=-Wl,--no-undefined
-    [[ -n "${HP_SANITIZE:-}" && "$("$HP_CXX" --version)" == *clang* ]] && no_undefined=
+    local sanitize=()
+    if [[ -n "${HP_SANITIZE:-}" ]]; then
+        sanitize=(-fsanitize="$HP_SANITIZE")
+        [[ "$("$HP_CXX" --version)" == *clang* ]] && sanitize+=(-shared-libsan)
+    fi
     echo "== package ($(date -Is)): $(tr '\n' ' ' <<<"$ops")"
     mkdir -p "$package_dir/lib" &&
         "$HP_CXX" -shared -o "$out" -Wl,-soname,libhyper_parallel_op_api.so \
             -Wl,--whole-archive "$objects" -Wl,--no-whole-archive -Wl,--version-script="$version_script" \
-            -Wl,--gc-sections $no_undefined -Wl,--enable-new-dtags -Wl,-rpath,"$runpath" \
+            -Wl,--gc-sections -Wl,--no-undefined -Wl,--enable-new-dtags -Wl,-rpath,"$runpath" \
             -L"$HP_NATIVE_DIR/core/install/hyper_parallel/core/lib" -L"$shmem_install/lib" -L"$multicore_install/lib" \
-            "${needed[@]/#/-l:}" ${HP_SANITIZE:+-fsanitize=$HP_SANITIZE} &&
+            "${needed[@]/#/-l:}" "${sanitize[@]}" &&
         hp_split_debug "$package_dir"
 }
 

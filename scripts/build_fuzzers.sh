@@ -2,8 +2,10 @@
 # Builds the fuzz targets of tests/fuzz (docs/testing.md) into $HP_BUILD_DIR/fuzz: the core,
 # symmetric_memory, multicore (the x86_64_v3 kernels, which every host of this project runs)
 # and custom_ops components with clang 16, AddressSanitizer + UndefinedBehaviorSanitizer and
-# libFuzzer's coverage: their libraries, tools and fuzz targets (no tests, benchmarks or
-# Python: the ASan + UBSan test pass is GCC's, scripts/run_tests.sh).
+# libFuzzer's coverage: their libraries, tools, CPython extensions (no torch adapters) and fuzz
+# targets, and the tests of core and symmetric_memory; no benchmarks. Everything links clang's
+# shared sanitizer runtime, which a Python interpreter preloads to run the Python tests on this
+# payload (scripts/run_tests.sh's AddressSanitizer passes use this build).
 #
 #   scripts/build_fuzzers.sh [--jobs N]
 #
@@ -17,7 +19,7 @@ while (($#)); do
     case "$1" in
         --jobs) jobs="${2:?--jobs needs a number}"; shift 2 ;;
         --jobs=*) jobs="${1#*=}"; shift ;;
-        -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) hp_die 2 HP-FUZZ-USAGE "unknown argument '$1'" "$0 --help" ;;
     esac
 done
@@ -26,7 +28,7 @@ done
 
 # Warnings are the regular (GCC) build's to enforce: clang's set differs (C-linkage kernel
 # entries returning hp::Status, for one), and this build exists to run the fuzz targets.
-export CXX=clang++-16 CC=clang-16 HP_SANITIZE=address,undefined HP_FUZZ=1 HP_WERROR=0
+export CXX="$HP_FUZZ_CXX" CC="$HP_FUZZ_CC" HP_SANITIZE=address,undefined HP_FUZZ=1 HP_WERROR=0 HP_SANITIZE_PYTHON=1
 export HP_BUILD_DIR="$HP_FUZZ_DIR" HP_CACHE_DIR="$HP_FUZZ_DIR/native/cache"
 hp_info "building the fuzz targets (clang 16, ASan + UBSan + libFuzzer) into $HP_FUZZ_DIR"
 for component in core symmetric_memory multicore custom_ops; do

@@ -41,8 +41,11 @@ fuzz_one() {
     fi
     work="$HP_FUZZ_DIR/corpus/$name" artifacts="$HP_FUZZ_DIR/artifacts/$name"
     mkdir -p "$work" "$artifacts" "$HP_FUZZ_DIR/tmp"
-    # A target's scratch files (fuzz_check.h) stay in the build directory.
+    # A target's scratch files (fuzz_check.h) stay in the build directory. libFuzzer's link puts
+    # libstdc++ before the shared ASan runtime, which must come first (its operator new and
+    # delete, its interceptors): it is preloaded.
     env "${hp_sanitizer_env[@]}" TMPDIR="$HP_FUZZ_DIR/tmp" ASAN_OPTIONS="detect_leaks=1:abort_on_error=0" \
+        LD_PRELOAD="$(hp_asan_runtime)" \
         "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$artifacts/" "$work" "$HP_REPO_ROOT/tests/fuzz/$name/corpus" \
         >"$log" 2>&1 || rc=$?

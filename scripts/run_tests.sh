@@ -5,19 +5,28 @@
 #   2. core and symmetric_memory again with ThreadSanitizer (GCC, build/sanitize-thread), and
 #      the clang build of scripts/build_fuzzers.sh (build/fuzz: AddressSanitizer + UBSan +
 #      libFuzzer's coverage; core and symmetric_memory with their tests, multicore and
-#      custom_ops libraries, the fuzz targets); no benchmarks, no Python extensions
+#      custom_ops libraries, the CPython extensions without torch adapters, the fuzz targets);
+#      no benchmarks
 #   3. ctest over build/native/tests (labels unit, multirank, slow, multihost); the TSan
 #      payload's unit tests; the ASan + UBSan payload's unit and multirank tests (the mpirun-
 #      launched runs without the leak check: Open MPI leaks in components it unloads before
 #      LeakSanitizer looks, so those leaks cannot be told from ours; every other run leak-checks,
-#      tests/sanitizers/lsan.supp suppressing only Open MPI's libraries)
+#      tests/sanitizers/lsan.supp suppressing only Open MPI's libraries). Two tests at a time
+#      (one per CPU), the multihost ones alone.
 #   4. every fuzz target for 12 s, one per CPU at a time (scripts/fuzz.sh --all 12), from its
 #      seed corpus and regression inputs; the fused layer's soak, 500 iterations forward and
 #      backward on 4 ranks in the ASan build (scripts/soak.sh 500; 10000 by default)
 #   5. pytest: tests/python and tests/build
-# Chosen to keep CI under 30 minutes on 2 cores: multihost runs and pytest are not repeated
-# under a sanitizer, and each fuzz target gets 12 s (scripts/fuzz.sh NAME SECONDS for longer).
-# Arguments are passed to pytest (e.g. -k wheel). .ci/run runs exactly this.
+#   6. pytest again on the ASan + UBSan payload, with clang's ASan runtime preloaded into the
+#      interpreter (and so into hprun and every PE it starts): the tests that drive native code
+#      through the CPython extensions and the payload's programs (asan_python_tests below).
+#      Without the leak check: CPython does not free its own objects at exit; the native code's
+#      leaks are the ctests' and the soak's to find.
+# Chosen to keep CI under 30 minutes on 2 cores: multihost runs, the build tests and the tests
+# that need the torch adapters, the examples or a wheel are not repeated under a sanitizer, nor
+# are the resident-memory tests (ASan's quarantine holds freed memory); each fuzz target gets
+# 12 s (scripts/fuzz.sh NAME SECONDS for longer). Arguments are passed to the first pytest run
+# (e.g. -k wheel). .ci/run runs exactly this.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 export HP_WERROR="${HP_WERROR:-1}"
@@ -48,25 +57,33 @@ for pair in "$tsan_dir:__tsan_:ThreadSanitizer" "$HP_FUZZ_DIR:__asan_:AddressSan
     [[ "$(nm -D "$lib" | grep -c "$symbol")" -gt 0 ]] ||
         hp_die 1 HP-TESTS-NOT-SANITIZED "$lib is not built with $name" "rm -rf $dir"
 done
+for module in "$HP_FUZZ_DIR"/native/payload/hyper_parallel/*/python/*.so; do
+    [[ "$(nm -D "$module" | grep -c __asan_)" -gt 0 ]] ||
+        hp_die 1 HP-TESTS-NOT-SANITIZED "$module is not built with AddressSanitizer" "rm -rf $HP_FUZZ_DIR"
+done
 
 # Jobs must leave no shared memory behind (hprun and the PEs unlink every /dev/shm/hp.* object).
 shm_before="$(ls /dev/shm | grep '^hp\.' || true)"
 
+parallel=(-j "$(hp_nproc)")
 hp_info "ctest: $HP_TESTS_DIR"
-ctest --test-dir "$HP_TESTS_DIR" --output-on-failure --no-tests=error || failed+=(ctest)
+ctest --test-dir "$HP_TESTS_DIR" --output-on-failure --no-tests=error -LE multihost "${parallel[@]}" ||
+    failed+=(ctest)
+ctest --test-dir "$HP_TESTS_DIR" --output-on-failure --no-tests=error -L multihost ||
+    failed+=(ctest-multihost)
 
 hp_info "ctest under ThreadSanitizer: $tsan_dir/native/tests"
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    ctest --test-dir "$tsan_dir/native/tests" --output-on-failure --no-tests=error -L unit ||
-    failed+=(ctest-tsan)
+    ctest --test-dir "$tsan_dir/native/tests" --output-on-failure --no-tests=error -L unit \
+    "${parallel[@]}" || failed+=(ctest-tsan)
 
 hp_info "ctest under AddressSanitizer + UndefinedBehaviorSanitizer: $HP_FUZZ_DIR/native/tests"
 env "${hp_sanitizer_env[@]}" ASAN_OPTIONS="detect_leaks=1" \
     ctest --test-dir "$HP_FUZZ_DIR/native/tests" --output-on-failure --no-tests=error \
-    -L '^(unit|multirank)$' -E 'mpi' || failed+=(ctest-asan)
+    -L '^(unit|multirank)$' -E 'mpi' "${parallel[@]}" || failed+=(ctest-asan)
 env "${hp_sanitizer_env[@]}" ASAN_OPTIONS="detect_leaks=0" \
     ctest --test-dir "$HP_FUZZ_DIR/native/tests" --output-on-failure --no-tests=error \
-    -L '^multirank$' -R 'mpi' || failed+=(ctest-asan-mpi)
+    -L '^multirank$' -R 'mpi' "${parallel[@]}" || failed+=(ctest-asan-mpi)
 
 hp_info "fuzzing ($HP_FUZZ_DIR)"
 "$HP_REPO_ROOT/scripts/fuzz.sh" --all 12 || failed+=(fuzz)
@@ -75,6 +92,15 @@ hp_info "fuzzing ($HP_FUZZ_DIR)"
 hp_info "pytest with $HP_PYTHON"
 PYTHONPATH="$HP_REPO_ROOT/python" "$HP_PYTHON" -m pytest -p no:cacheprovider -q \
     "$HP_REPO_ROOT/tests/python" "$HP_REPO_ROOT/tests/build" "$@" || failed+=(pytest)
+
+asan_python_tests=(test_shmem_python.py test_moe_python.py test_runtime_python.py
+    test_runtime_node.py test_ops.py test_hp_moe.py test_hprun.py test_rank_death.py
+    test_job_trust.py test_topology.py test_cli.py)
+hp_info "pytest under AddressSanitizer + UndefinedBehaviorSanitizer: $HP_FUZZ_DIR's payload"
+env "${hp_sanitizer_env[@]}" ASAN_OPTIONS="detect_leaks=0" LD_PRELOAD="$(hp_asan_runtime)" \
+    HP_BUILD_DIR="$HP_FUZZ_DIR" PYTHONPATH="$HP_REPO_ROOT/python" \
+    "$HP_PYTHON" -m pytest -p no:cacheprovider -q -k "not torch and not example" \
+    "${asan_python_tests[@]/#/$HP_REPO_ROOT/tests/python/}" || failed+=(pytest-asan)
 
 left="$(comm -13 <(echo "$shm_before") <(ls /dev/shm | grep '^hp\.' || true))"
 if [[ -n "$left" ]]; then

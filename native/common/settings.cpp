@@ -92,12 +92,16 @@ constexpr std::array kSpecs = {
     SettingSpec{"HP_SANITIZE", T::kEnum, S::kBuild, "",
                 "|address|undefined|address,undefined|thread",
                 "build the native components with this sanitizer"},
+    SettingSpec{"HP_SANITIZE_PYTHON", T::kBool, S::kBuild, "0", "",
+                "a sanitizer build also builds the CPython extensions (scripts/build_fuzzers.sh "
+                "sets it; a regular build always does)"},
     SettingSpec{"HP_FUZZ", T::kBool, S::kBuild, "0", "",
                 "build the fuzz targets of tests/fuzz (clang; scripts/build_fuzzers.sh sets it)"},
     SettingSpec{"HP_BUILD_TESTS", T::kBool, S::kBuild, "1", "",
                 "build the tests with the native components (0: libraries and tools only)"},
     SettingSpec{"HP_CC", T::kPath, S::kBuild, "cc", "",
-                "the C compiler hpcc runs to build OpenSHMEM programs against the payload"},
+                "the C compiler hpcc runs to build OpenSHMEM programs against the payload (a "
+                "sanitizer build's hpcc: by default the compiler that built it)"},
     SettingSpec{"HP_WERROR", T::kBool, S::kBuild, "0", "", "build with -Werror (CI sets it)"},
 };
 

@@ -289,9 +289,10 @@ hp_default_cmake_args() {
         -DCMAKE_BUILD_TYPE=RelWithDebInfo
         -DHP_PYTHON="$HP_PYTHON"
         -DHP_SANITIZE="${HP_SANITIZE:-}"
-        # A sanitizer build serves its tests only (scripts/run_tests.sh).
+        # A sanitizer build serves its tests only (scripts/run_tests.sh); its CPython
+        # extensions only when HP_SANITIZE_PYTHON=1 (scripts/build_fuzzers.sh).
         -DHP_BUILD_BENCH="$([[ -n "${HP_SANITIZE:-}" ]] && echo OFF || echo ON)"
-        -DHP_BUILD_PYTHON="$([[ -n "${HP_SANITIZE:-}" ]] && echo OFF || echo ON)"
+        -DHP_BUILD_PYTHON="$([[ -n "${HP_SANITIZE:-}" && "${HP_SANITIZE_PYTHON:-0}" != 1 ]] && echo OFF || echo ON)"
         # The fuzz targets (scripts/build_fuzzers.sh); HP_BUILD_TESTS=0 leaves the tests out.
         -DHP_FUZZ="$([[ "${HP_FUZZ:-0}" == 1 ]] && echo ON || echo OFF)"
         -DHP_BUILD_TESTS="$([[ "${HP_BUILD_TESTS:-1}" == 0 ]] && echo OFF || echo ON)"

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/sanitized.h"
 #include "platform/chip.h"
 #include "platform/cpu_affinity.h"
 
@@ -426,13 +427,9 @@ TEST(Chip, LongKernelsSeeCancellation) {
 
 // Too many cores for the address space: a SYSTEM_ERROR, not std::terminate.
 TEST(ChipDeathTest, ThreadCreationFailureIsAnError) {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)  // GCC
-  GTEST_SKIP() << "sanitizers reserve more address space than the limit this test sets";
-#elif defined(__has_feature)  // clang
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  GTEST_SKIP() << "sanitizers reserve more address space than the limit this test sets";
-#endif
-#endif
+  if (test::kSanitized) {
+    GTEST_SKIP() << "sanitizers reserve more address space than the limit this test sets";
+  }
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
