@@ -57,11 +57,6 @@ Status copy_smooth(const TensorView& t, const char* what, std::initializer_list<
   return Status::ok();
 }
 
-std::uint8_t* align64(std::uint8_t* p) {
-  return reinterpret_cast<std::uint8_t*>((reinterpret_cast<std::uintptr_t>(p) + 63) &
-                                         ~std::uintptr_t(63));
-}
-
 }  // namespace
 
 // This rank's routed experts' weights (stacked or TENSOR_LIST), packed, with their smooth
@@ -258,9 +253,9 @@ Status MoeLayer::destroy() {
 }
 
 void* MoeLayer::worker_workspace(int worker, std::uint64_t bytes) {
-  std::vector<std::uint8_t>& w = workspaces_[std::size_t(worker)];
-  if (w.size() < bytes + 64) w.resize(bytes + 64);
-  return align64(w.data());
+  AlignedVector<std::uint8_t>& w = workspaces_[std::size_t(worker)];
+  if (w.size() < bytes) w.resize(bytes);
+  return w.data();
 }
 
 template <typename Plan>
@@ -298,8 +293,8 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx,
                          const TensorView& x_active_mask) {
   HP_ENSURE(buffer_ != nullptr, ErrorCode::kFailedPrecondition,
             "MoeLayer::forward: the layer was destroyed");
-  own_workspace_.resize(std::size_t(plan_.total_bytes) + 64);
-  return forward(x, topk_idx, topk_weights, y, align64(own_workspace_.data()),
+  own_workspace_.resize(std::size_t(plan_.total_bytes));
+  return forward(x, topk_idx, topk_weights, y, own_workspace_.data(),
                  std::uint64_t(plan_.total_bytes), x_active_mask);
 }
 

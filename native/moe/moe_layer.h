@@ -39,6 +39,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/aligned_allocator.h"
 #include "common/api.h"
 #include "common/status.h"
 #include "common/tensor_view.h"
@@ -288,7 +289,7 @@ class HP_API MoeLayer {
   MoeTiling plan_;
   Handle handle_;                    // of the last dispatch
   std::vector<float> recv_weights_;  // each received row's top-k weight (GMM2's row factor)
-  std::vector<std::uint8_t> own_workspace_;
+  AlignedVector<std::uint8_t> own_workspace_;
   // backward: GMM1's weights packed plain, the dequantised weights transposed in bf16 (packed
   // into the kernel table's panels where it has them, the plain copies then freed), the
   // all-to-all's symmetric blocks (send and receive: R x T_max x K fp32 each) and per-call storage.
@@ -308,7 +309,7 @@ class HP_API MoeLayer {
     std::vector<float> own_scale;
   } grad_;
   MoeGradStageTimes grad_times_;
-  std::vector<std::vector<std::uint8_t>> workspaces_;  // one per GEMM worker
+  std::vector<AlignedVector<std::uint8_t>> workspaces_;  // one per GEMM worker
   MoeStageTimes times_;
   bool deep_ = false;
   // A span of `core` from `begin` to now, from any thread (the cores of a launch too).
