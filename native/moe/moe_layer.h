@@ -140,9 +140,11 @@ struct CoreSpan {
   double begin = 0, end = 0;
 };
 
-// overlap: with a chip, the routed experts' dW1 GEMM runs on the cube cores while a vector
-// core combines dX and sends d topk_weights home (upstream's "combine in parallel with the w1
-// grad"); overlap is the time both ran at once.
+// Each stage's own time. With a chip, the routed experts' dW1 GEMM runs on the cube cores while
+// a vector core combines dX and sends d topk_weights home (upstream's "combine in parallel with
+// the w1 grad"), and with two cube cores or more G = dY W2^T (act_grad) and dW2 (weight_grad)
+// run side by side; overlap is the time two stages ran at once, so the stages' sum minus
+// overlap is the backward's time but for its unstaged bookkeeping.
 struct MoeGradStageTimes {
   double dispatch = 0, recompute = 0, act_grad = 0, weight_grad = 0, combine = 0, overlap = 0;
 };

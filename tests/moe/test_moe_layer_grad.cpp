@@ -5,6 +5,7 @@
 // the weights' gradients (a sum over all ranks' tokens) alone.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -176,6 +177,7 @@ Status check_backward(const GradShape& g, CommKind comm) {
   for (int call = 0; call < 2; ++call) {
     for (auto* v : {&dx, &dw1, &dw2, &sdw1, &sdw2}) std::fill(v->begin(), v->end(), 0xA5);
     std::fill(d_topk.begin(), d_topk.end(), -7.0f);
+    const auto start = std::chrono::steady_clock::now();
     HP_RETURN_IF_ERROR(layer->backward(
         {.x = view(in.x, {T, H}),
          .topk_idx = view(in.idx, DType::kInt64, {T, K}),
@@ -188,6 +190,18 @@ Status check_backward(const GradShape& g, CommKind comm) {
          .dw2 = view(dw2, grad_type, {local, I, H}),
          .shared_dw1 = shared_view(sdw1, grad_type, {1, H, 2 * si}),
          .shared_dw2 = shared_view(sdw2, grad_type, {1, si, H})}));
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // The stages are parts of the call, apart from one another but where overlap says two ran
+    // at once: their sum minus overlap cannot exceed the call.
+    const MoeGradStageTimes& t = layer->last_grad_times();
+    for (const double s :
+         {t.dispatch, t.recompute, t.act_grad, t.weight_grad, t.combine, t.overlap})
+      EXPECT_GE(s, 0.0) << "rank " << me;
+    EXPECT_LE(t.dispatch + t.recompute + t.act_grad + t.weight_grad + t.combine - t.overlap, wall)
+        << "rank " << me << ": dispatch " << t.dispatch << " recompute " << t.recompute
+        << " act_grad " << t.act_grad << " weight_grad " << t.weight_grad << " combine "
+        << t.combine << " overlap " << t.overlap << " in a call of " << wall << " s";
   }
   auto as_float = [&](const std::vector<std::uint8_t>& bytes) {
     std::vector<float> out(bytes.size() / elem);
