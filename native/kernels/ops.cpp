@@ -61,6 +61,15 @@ Status check_offsets(const TensorView& offsets, std::int64_t experts, std::int64
   return Status::ok();
 }
 
+// offsets int64 [E + 1] with E >= 1 groups, E taken from its length (*experts), as above.
+Status check_group_offsets(const TensorView& offsets, std::int64_t rows, std::int64_t* experts) {
+  HP_RETURN_IF_ERROR(offsets.expect_shape("offsets", {-1}));
+  HP_ENSURE(offsets.dim(0) >= 2, ErrorCode::kShapeMismatch,
+            "offsets: expected [E + 1] with E >= 1");
+  *experts = offsets.dim(0) - 1;
+  return check_offsets(offsets, *experts, rows);
+}
+
 Status check_grid(const TileGrid& g, bool full_width, std::int64_t cols) {
   if (g.tile_m < 1 || g.tile_n < 1) {
     return Status::error(ErrorCode::kInvalidArgument, "tile grid {}x{}: tiles must be at least 1x1",
@@ -165,13 +174,10 @@ Status check_swiglu_rows(const TensorView& a, const TensorView& offsets, const T
   HP_ENSURE(a.dim(1) >= 2 && a.dim(1) % 2 == 0, ErrorCode::kShapeMismatch,
             "a {}: expected [rows, 2I] (gate | up) with I >= 1", a.to_string());
   HP_RETURN_IF_ERROR(expect_matrix(a, "a", DType::kFP32, a.dim(0), a.dim(1)));
-  HP_RETURN_IF_ERROR(offsets.expect_shape("offsets", {-1}));
-  HP_ENSURE(offsets.dim(0) >= 2, ErrorCode::kShapeMismatch,
-            "offsets: expected [E + 1] with E >= 1");
-  HP_RETURN_IF_ERROR(check_offsets(offsets, offsets.dim(0) - 1, a.dim(0)));
+  std::int64_t experts = 0;
+  HP_RETURN_IF_ERROR(check_group_offsets(offsets, a.dim(0), &experts));
   if (!absent(smooth))
-    HP_RETURN_IF_ERROR(
-        expect_matrix(smooth, "smooth", DType::kFP32, offsets.dim(0) - 1, a.dim(1) / 2));
+    HP_RETURN_IF_ERROR(expect_matrix(smooth, "smooth", DType::kFP32, experts, a.dim(1) / 2));
   return Status::ok();
 }
 const float* optional_floats(const TensorView& t) {
@@ -401,11 +407,8 @@ Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& p, int wo
   HP_RETURN_IF_ERROR(p.a.expect_shape("a", {-1, -1}));
   const std::int64_t rows = p.a.dim(0);
   HP_RETURN_IF_ERROR(expect_matrix(p.a, "a", DType::kBF16, rows, p.a.dim(1)));
-  HP_RETURN_IF_ERROR(p.offsets.expect_shape("offsets", {-1}));
-  const std::int64_t experts = p.offsets.dim(0) - 1;
-  if (experts < 1)
-    return Status::error(ErrorCode::kShapeMismatch, "offsets: expected [E + 1] with E >= 1");
-  HP_RETURN_IF_ERROR(check_offsets(p.offsets, experts, rows));
+  std::int64_t experts = 0;
+  HP_RETURN_IF_ERROR(check_group_offsets(p.offsets, rows, &experts));
   if (!is_float_out(p.out.dtype())) {
     return Status::error(ErrorCode::kDTypeMismatch, "out {}: expected fp32 or bf16",
                          p.out.to_string());
