@@ -169,6 +169,7 @@ def test_a_failed_host_ends_the_other_hosts_pes_with_a_named_error(hosts, progra
             time.sleep(0.2)
         took = time.monotonic() - start
         assert not hosts.pids(1, path), f"host 1's PEs still run {took:.0f} s after the fault"
+        print(f"{program}, {fault}: host 1's PEs ended {took:.1f} s after the fault")
         out, err, ended = end_job(job, hosts, 5 if fault == "link down" else DEADLINE_S)
         # mpirun cannot reach the daemon of a host whose link is down to end it: there, the
         # job is over when the other host's PEs are, and end_job kills mpirun.

@@ -117,6 +117,8 @@ def check(out_dir, kinds: set[str], processes: int) -> None:
         m = json.loads(path.read_text())
         seen.append(m["kind"])
         grown = m["rss_after_mb"] - m["rss_before_mb"]
+        print(f"{m['kind']}: {m['cycles']} cycles, resident {m['rss_before_mb']:.1f} -> "
+              f"{m['rss_after_mb']:.1f} MiB, fds {m['fds_before']} -> {m['fds_after']}")
         assert grown <= RSS_MARGIN_MB, f"{m['kind']}: resident memory grew {grown:.1f} MiB: {m}"
         assert m["fds_after"] == m["fds_before"], f"{m['kind']}: file descriptors leak: {m}"
     assert sorted(seen) == sorted(k for k in kinds for _ in range(processes)), seen
