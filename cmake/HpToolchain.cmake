@@ -56,8 +56,6 @@ if(HP_FUZZ)
                         "build with scripts/build_fuzzers.sh")
   endif()
   add_compile_options(-fsanitize=fuzzer-no-link)
-  # C programs (the C API's tests) link the C++ libraries: they need clang's C++ UBSan runtime.
-  add_link_options("$<$<LINK_LANGUAGE:C>:-fsanitize-link-c++-runtime;-lstdc++>")
 endif()
 # Shared libraries resolve every symbol at link time.
 set(HP_LINK_NO_UNDEFINED "-Wl,--no-undefined")
