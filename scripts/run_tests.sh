@@ -49,17 +49,18 @@ done
 # AddressSanitizer + UndefinedBehaviorSanitizer: the clang build that also holds the fuzz targets.
 "$HP_REPO_ROOT/scripts/build_fuzzers.sh" --jobs "$(hp_nproc)"
 
-# A sanitizer run proves nothing unless the payload it tests is instrumented.
-for pair in "$tsan_dir:__tsan_:ThreadSanitizer" "$HP_FUZZ_DIR:__asan_:AddressSanitizer" \
-    "$HP_FUZZ_DIR:__ubsan_:UndefinedBehaviorSanitizer"; do
-    IFS=: read -r dir symbol name <<<"$pair"
-    lib="$dir/native/payload/hyper_parallel/core/lib/libhyper_parallel_platform.so"
-    [[ "$(nm -D "$lib" | grep -c "$symbol")" -gt 0 ]] ||
-        hp_die 1 HP-TESTS-NOT-SANITIZED "$lib is not built with $name" "rm -rf $dir"
-done
+# A sanitizer run proves nothing unless the payload it tests is instrumented: the platform
+# library of each build, and every CPython extension of the clang one.
+require_instrumented() {  # FILE SYMBOL-PREFIX SANITIZER BUILD-DIR
+    [[ "$(nm -D "$1" | grep -c "$2")" -gt 0 ]] ||
+        hp_die 1 HP-TESTS-NOT-SANITIZED "$1 is not built with $3" "rm -rf $4"
+}
+platform_lib=native/payload/hyper_parallel/core/lib/libhyper_parallel_platform.so
+require_instrumented "$tsan_dir/$platform_lib" __tsan_ ThreadSanitizer "$tsan_dir"
+require_instrumented "$HP_FUZZ_DIR/$platform_lib" __asan_ AddressSanitizer "$HP_FUZZ_DIR"
+require_instrumented "$HP_FUZZ_DIR/$platform_lib" __ubsan_ UndefinedBehaviorSanitizer "$HP_FUZZ_DIR"
 for module in "$HP_FUZZ_DIR"/native/payload/hyper_parallel/*/python/*.so; do
-    [[ "$(nm -D "$module" | grep -c __asan_)" -gt 0 ]] ||
-        hp_die 1 HP-TESTS-NOT-SANITIZED "$module is not built with AddressSanitizer" "rm -rf $HP_FUZZ_DIR"
+    require_instrumented "$module" __asan_ AddressSanitizer "$HP_FUZZ_DIR"
 done
 
 # Jobs must leave no shared memory behind (hprun and the PEs unlink every /dev/shm/hp.* object).
