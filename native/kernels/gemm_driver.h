@@ -612,6 +612,9 @@ void grouped_gemm(const GroupedGemmArgs* a, const TileGrid* grid, std::int64_t b
 
 inline constexpr std::int64_t kBf16Kc = 256;  // K rows per packed chunk
 inline constexpr std::int64_t kBf16InPlaceSpan = std::int64_t(2) << 20;
+// kWeight: the most workspace a worker gives to one group's B in panels (bf16 pairs: B's own
+// size); a larger group's B is packed per tile.
+inline constexpr std::int64_t kBf16WeightPanelsMax = std::int64_t(8) << 20;
 
 template <typename Isa>
 class Bf16Gemm {
@@ -630,6 +633,15 @@ class Bf16Gemm {
     a_panel_ = arena.take<Elem>(mpad_ * kBf16Kc / kPairs);
     b_panel_ = arena.take<Elem>(kBf16Kc / kPairs * Isa::kBf16Nb);
     c_ = arena.take<float>(mpad_ * npad_);
+    if (a_.kind == Bf16GemmKind::kWeight && Isa::kBf16Pairs) {
+      std::int64_t group_rows = 0;
+      for (std::int64_t e = 0; e < a_.experts; ++e)
+        group_rows = std::max(group_rows, a_.offsets[e + 1] - a_.offsets[e]);
+      const std::int64_t count = weight_panel(ceil_div(group_rows, kBf16Kc), 0);
+      weight_panels_once_ =
+          count > 0 && count * std::int64_t(sizeof(Elem)) <= kBf16WeightPanelsMax;
+      if (weight_panels_once_) weight_panels_ = arena.take<Elem>(count);
+    }
     bytes_ = arena.used();
   }
 
@@ -681,6 +693,26 @@ class Bf16Gemm {
     }
     return a_.b[(a_.offsets[t.expert] + k) * a_.b_stride_k + n * a_.b_stride_n];
   }
+  // kWeight: the panels of one group's B (weight_panels_), laid out as bf16_pack_panels' for
+  // one expert: K chunk of kBf16Kc rows outer, block of kBf16Nb columns inner, kChunkPairs
+  // pairs each (the pairs past a chunk's padded length unused).
+  std::int64_t weight_panel(std::int64_t chunk, std::int64_t block) const {
+    return (chunk * ceil_div(a_.n, Isa::kBf16Nb) + block) * kChunkPairs * Isa::kBf16Nb;
+  }
+  void pack_weight_panels(const Tile& t, std::int64_t k_total) {
+    for (std::int64_t k0 = 0; k0 < k_total; k0 += kBf16Kc) {
+      const std::int64_t kl = std::min(kBf16Kc, k_total - k0), kp = ceil_div(kl, kPairs);
+      const std::int64_t kpp = round_up(kp, Isa::kBf16PairAlign);
+      for (std::int64_t col = 0; col < a_.n; col += Isa::kBf16Nb) {
+        Elem* panel = weight_panels_ + weight_panel(k0 / kBf16Kc, col / Isa::kBf16Nb);
+        pack_b(t, col, std::min<std::int64_t>(Isa::kBf16Nb, a_.n - col), k0, kl, kp, panel);
+        std::memset(panel + kp * Isa::kBf16Nb, 0,
+                    std::size_t((kpp - kp) * Isa::kBf16Nb) * sizeof(Elem));
+      }
+    }
+    weight_panels_expert_ = t.expert;
+  }
+
   static Elem pack(std::uint16_t lo, std::uint16_t hi) {
     if constexpr (Isa::kBf16Pairs) {
       return std::uint32_t(lo) | (std::uint32_t(hi) << 16);
@@ -831,6 +863,12 @@ class Bf16Gemm {
     const bool stream_aligned = in_place && a_.kind == Bf16GemmKind::kWeight &&
                                 reinterpret_cast<std::uintptr_t>(out_rows) % 64 == 0 &&
                                 a_.out_row_stride % 16 == 0;
+    // B in panels: kInput's packed once by the caller; kWeight's packed here once per group
+    // (every row tile of a group reads all of its B: packing it per tile packed it once per row
+    // block), when it fits and the tile starts on a column block.
+    const bool weight_panels = weight_panels_once_ && t.col_begin % Isa::kBf16Nb == 0;
+    if (weight_panels && k_total > 0 && weight_panels_expert_ != t.expert)
+      pack_weight_panels(t, k_total);
     const Elem* panels =
         a_.kind == Bf16GemmKind::kInput ? static_cast<const Elem*>(a_.b_panels) : nullptr;
     if (k_total == 0) {
@@ -844,13 +882,15 @@ class Bf16Gemm {
       const std::int64_t kpp = round_up(kp, Isa::kBf16PairAlign);
       pack_a(t, rows, mpad, k0, kl, kp, kpp);
       // B's padding pairs [kp, kpp): pack_b writes only pairs below kp.
-      if (panels == nullptr)
+      if (panels == nullptr && !weight_panels)
         std::memset(b_panel_ + kp * Isa::kBf16Nb, 0,
                     std::size_t((kpp - kp) * Isa::kBf16Nb) * sizeof(Elem));
       for (std::int64_t j = 0; j < cols; j += Isa::kBf16Nb) {
         const Elem* b = b_panel_;
         if (panels != nullptr) {  // t.col_begin is a multiple of kBf16Nb (the plan's tile_n)
           b = panels + panel_offset(a_, t.expert, k0 / kBf16Kc, (t.col_begin + j) / Isa::kBf16Nb);
+        } else if (weight_panels) {
+          b = weight_panels_ + weight_panel(k0 / kBf16Kc, (t.col_begin + j) / Isa::kBf16Nb);
         } else {
           pack_b(t, t.col_begin + j, std::min<std::int64_t>(Isa::kBf16Nb, cols - j), k0, kl, kp,
                  b_panel_);
@@ -877,6 +917,9 @@ class Bf16Gemm {
   Elem* a_panel_ = nullptr;
   Elem* b_panel_ = nullptr;
   float* c_ = nullptr;
+  bool weight_panels_once_ = false;
+  Elem* weight_panels_ = nullptr;
+  std::int64_t weight_panels_expert_ = -1;  // whose B weight_panels_ holds
   std::uint64_t bytes_ = 0;
 };
 

@@ -21,14 +21,16 @@ class Bf16Gemm : public TargetTest {
  protected:
   // The output starts `misalign` floats past a 64-byte boundary (0: aligned, where the targets
   // may store a weight gradient with non-temporal stores).
+  // `grid`: the plan's tiles instead of the ones it chooses.
   std::vector<float> run(const KernelTable& t, const Bf16GemmProblem& p, int workers,
-                         std::size_t out_elems, std::size_t misalign = 0) {
+                         std::size_t out_elems, std::size_t misalign = 0,
+                         const TileGrid* grid = nullptr) {
     AlignedVector<float> buffer(out_elems + misalign, -7.0f);
     float* out = buffer.data() + misalign;
     Bf16GemmProblem q = p;
     q.out = TensorView(out, DType::kFP32, p.out.shape());
     Bf16GemmPlan plan;
-    const Status s = plan_bf16_gemm(t, q, workers, &plan);
+    const Status s = plan_bf16_gemm(t, q, workers, &plan, grid);
     EXPECT_TRUE(s.is_ok()) << s.to_string();
     std::vector<std::thread> threads;
     for (int w = 0; w < workers && s.is_ok(); ++w) {
@@ -141,9 +143,15 @@ class Bf16Gemm : public TargetTest {
     const auto want = run(reference(), p, 1, abs_sum.size());
     // The expert without rows gets a zero gradient, not stale memory.
     for (std::int64_t i = 0; i < m * n; ++i) ASSERT_EQ(want[std::size_t(m * n + i)], 0.0f);
-    compare(want, run(target(), p, 1, abs_sum.size()), abs_sum);
+    const auto got = run(target(), p, 1, abs_sum.size());
+    compare(want, got, abs_sum);
     compare(want, run(target(), p, 2, abs_sum.size()), abs_sum);
     compare(want, run(target(), p, 1, abs_sum.size(), 1), abs_sum);
+    // Tiles of 16 columns: those starting off a target's column block pack B per tile, the
+    // others read B packed once per group; the same sums in the same order either way.
+    const TileGrid narrow{.tile_m = 20, .tile_n = 16};
+    EXPECT_EQ(run(target(), p, 1, abs_sum.size(), 0, &narrow), got);
+    EXPECT_EQ(run(target(), p, 2, abs_sum.size(), 0, &narrow), got);
   }
 };
 
