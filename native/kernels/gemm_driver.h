@@ -640,7 +640,10 @@ class Bf16Gemm {
       const std::int64_t count = weight_panel(ceil_div(group_rows, kBf16Kc), 0);
       weight_panels_once_ =
           count > 0 && count * std::int64_t(sizeof(Elem)) <= kBf16WeightPanelsMax;
-      if (weight_panels_once_) weight_panels_ = arena.take<Elem>(count);
+      if (weight_panels_once_) {
+        weight_panels_ = arena.take<Elem>(count);
+        weight_a_panels_ = arena.take<Elem>(mpad_ * ceil_div(group_rows, kBf16Kc) * kChunkPairs);
+      }
     }
     bytes_ = arena.used();
   }
@@ -727,17 +730,17 @@ class Bf16Gemm {
   // panels of contiguous A rows (kInput) or of A^T with contiguous columns (kWeight) are plain
   // conversions (vectorised); the rest goes element by element.
   void pack_a(const Tile& t, std::int64_t rows, std::int64_t mpad, std::int64_t k0, std::int64_t kl,
-              std::int64_t kp, std::int64_t lda) {
-    std::memset(a_panel_ + rows * lda, 0, std::size_t((mpad - rows) * lda) * sizeof(Elem));
+              std::int64_t kp, std::int64_t lda, Elem* a_panel) {
+    std::memset(a_panel + rows * lda, 0, std::size_t((mpad - rows) * lda) * sizeof(Elem));
     if constexpr (!Isa::kBf16Pairs) {
       if (a_.kind == Bf16GemmKind::kInput) {
         for (std::int64_t m = 0; m < rows; ++m)
-          convert(&a_.a[(t.row_begin + m) * a_.a_row_stride + k0], kl, a_panel_ + m * lda);
+          convert(&a_.a[(t.row_begin + m) * a_.a_row_stride + k0], kl, a_panel + m * lda);
       } else {
         for (std::int64_t i = 0; i < kl; ++i) {
           const std::uint16_t* src =
               &a_.a[(a_.offsets[t.expert] + k0 + i) * a_.a_row_stride + t.row_begin];
-          for (std::int64_t m = 0; m < rows; ++m) a_panel_[m * lda + i] = bf16_to_float(src[m]);
+          for (std::int64_t m = 0; m < rows; ++m) a_panel[m * lda + i] = bf16_to_float(src[m]);
         }
       }
       return;
@@ -745,7 +748,7 @@ class Bf16Gemm {
       // Pairs (k, k + 1) of a row: k0 is even, so a contiguous A row is already its pairs.
       if (a_.kind == Bf16GemmKind::kInput) {
         for (std::int64_t m = 0; m < rows; ++m) {
-          Elem* dst = a_panel_ + m * lda;
+          Elem* dst = a_panel + m * lda;
           const std::uint16_t* src = &a_.a[(t.row_begin + m) * a_.a_row_stride + k0];
           // A loop the compiler vectorises (a memcpy call of this size is a slow rep movs).
           for (std::int64_t i = 0; i < kl / 2; ++i) std::memcpy(&dst[i], src + 2 * i, sizeof(Elem));
@@ -759,10 +762,10 @@ class Bf16Gemm {
               &a_.a[(a_.offsets[t.expert] + k) * a_.a_row_stride + t.row_begin];
           const std::uint16_t* hi = k + 1 < k0 + kl ? lo + a_.a_row_stride : nullptr;
           for (std::int64_t m = 0; m < rows; ++m)
-            a_panel_[m * lda + i] = pack(lo[m], hi ? hi[m] : 0);
+            a_panel[m * lda + i] = pack(lo[m], hi ? hi[m] : 0);
         }
         for (std::int64_t m = 0; m < rows; ++m)
-          std::fill(a_panel_ + m * lda + kp, a_panel_ + (m + 1) * lda, Elem(0));
+          std::fill(a_panel + m * lda + kp, a_panel + (m + 1) * lda, Elem(0));
       }
     }
   }
@@ -877,10 +880,36 @@ class Bf16Gemm {
       for (std::int64_t r = direct_rows; r < mpad; ++r)
         std::memset(c_ + (r - direct_rows) * npad_, 0, std::size_t(npad_) * sizeof(float));
     }
-    for (std::int64_t k0 = 0; k0 < k_total; k0 += kBf16Kc) {
+    if (weight_panels && k_total > kBf16Kc) {
+      // B in panels and more than one K chunk: every chunk's A panel first, then each block of
+      // columns over all the chunks, so that its output rows stay in L1 from the first chunk
+      // to the last instead of being read and written again per chunk.
+      const std::int64_t chunks = ceil_div(k_total, kBf16Kc);
+      for (std::int64_t c = 0; c < chunks; ++c) {
+        const std::int64_t kl = std::min(kBf16Kc, k_total - c * kBf16Kc), kp = ceil_div(kl, kPairs);
+        pack_a(t, rows, mpad, c * kBf16Kc, kl, kp, round_up(kp, Isa::kBf16PairAlign),
+               weight_a_panels_ + c * mpad_ * kChunkPairs);
+      }
+      for (std::int64_t j = 0; j < cols; j += Isa::kBf16Nb) {
+        for (std::int64_t c = 0; c < chunks; ++c) {
+          const std::int64_t kl = std::min(kBf16Kc, k_total - c * kBf16Kc);
+          const std::int64_t kpp = round_up(ceil_div(kl, kPairs), Isa::kBf16PairAlign);
+          const Elem* a = weight_a_panels_ + c * mpad_ * kChunkPairs;
+          const Elem* b = weight_panels_ + weight_panel(c, (t.col_begin + j) / Isa::kBf16Nb);
+          if (direct_rows > 0)
+            block(a, kpp, direct_rows, b, out_rows + j, a_.out_row_stride, c > 0,
+                  stream_aligned && c == chunks - 1);
+          if (direct_rows < mpad)
+            Isa::bf16_block(a + direct_rows * kpp, kpp, mpad - direct_rows, b, c_ + j, npad_,
+                            c > 0);
+        }
+      }
+    }
+    for (std::int64_t k0 = 0; k0 < (weight_panels && k_total > kBf16Kc ? 0 : k_total);
+         k0 += kBf16Kc) {
       const std::int64_t kl = std::min(kBf16Kc, k_total - k0), kp = ceil_div(kl, kPairs);
       const std::int64_t kpp = round_up(kp, Isa::kBf16PairAlign);
-      pack_a(t, rows, mpad, k0, kl, kp, kpp);
+      pack_a(t, rows, mpad, k0, kl, kp, kpp, a_panel_);
       // B's padding pairs [kp, kpp): pack_b writes only pairs below kp.
       if (panels == nullptr && !weight_panels)
         std::memset(b_panel_ + kp * Isa::kBf16Nb, 0,
@@ -919,6 +948,7 @@ class Bf16Gemm {
   float* c_ = nullptr;
   bool weight_panels_once_ = false;
   Elem* weight_panels_ = nullptr;
+  Elem* weight_a_panels_ = nullptr;  // every K chunk's A panel of a tile, mpad_ x kChunkPairs each
   std::int64_t weight_panels_expert_ = -1;  // whose B weight_panels_ holds
   std::uint64_t bytes_ = 0;
 };
