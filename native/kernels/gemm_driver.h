@@ -638,8 +638,7 @@ class Bf16Gemm {
       for (std::int64_t e = 0; e < a_.experts; ++e)
         group_rows = std::max(group_rows, a_.offsets[e + 1] - a_.offsets[e]);
       const std::int64_t count = weight_panel(ceil_div(group_rows, kBf16Kc), 0);
-      weight_panels_once_ =
-          count > 0 && count * std::int64_t(sizeof(Elem)) <= kBf16WeightPanelsMax;
+      weight_panels_once_ = count > 0 && count * std::int64_t(sizeof(Elem)) <= kBf16WeightPanelsMax;
       if (weight_panels_once_) {
         weight_panels_ = arena.take<Elem>(count);
         weight_a_panels_ = arena.take<Elem>(mpad_ * ceil_div(group_rows, kBf16Kc) * kChunkPairs);
