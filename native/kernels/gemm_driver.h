@@ -613,7 +613,7 @@ void grouped_gemm(const GroupedGemmArgs* a, const TileGrid* grid, std::int64_t b
 inline constexpr std::int64_t kBf16Kc = 256;  // K rows per packed chunk
 inline constexpr std::int64_t kBf16InPlaceSpan = std::int64_t(2) << 20;
 // kWeight: the most workspace a worker gives to one group's B in panels (bf16 pairs: B's own
-// size); a larger group's B is packed per tile.
+// size) and a tile's A panels of every K chunk; a larger group's B is packed per tile.
 inline constexpr std::int64_t kBf16WeightPanelsMax = std::int64_t(8) << 20;
 
 template <typename Isa>
@@ -637,11 +637,13 @@ class Bf16Gemm {
       std::int64_t group_rows = 0;
       for (std::int64_t e = 0; e < a_.experts; ++e)
         group_rows = std::max(group_rows, a_.offsets[e + 1] - a_.offsets[e]);
-      const std::int64_t count = weight_panel(ceil_div(group_rows, kBf16Kc), 0);
-      weight_panels_once_ = count > 0 && count * std::int64_t(sizeof(Elem)) <= kBf16WeightPanelsMax;
+      const std::int64_t chunks = ceil_div(group_rows, kBf16Kc);
+      const std::int64_t count = weight_panel(chunks, 0), a_count = mpad_ * chunks * kChunkPairs;
+      weight_panels_once_ =
+          count > 0 && (count + a_count) * std::int64_t(sizeof(Elem)) <= kBf16WeightPanelsMax;
       if (weight_panels_once_) {
         weight_panels_ = arena.take<Elem>(count);
-        weight_a_panels_ = arena.take<Elem>(mpad_ * ceil_div(group_rows, kBf16Kc) * kChunkPairs);
+        weight_a_panels_ = arena.take<Elem>(a_count);
       }
     }
     bytes_ = arena.used();
