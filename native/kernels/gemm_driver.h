@@ -638,11 +638,11 @@ class Bf16Gemm {
       for (std::int64_t e = 0; e < a_.experts; ++e)
         group_rows = std::max(group_rows, a_.offsets[e + 1] - a_.offsets[e]);
       const std::int64_t chunks = ceil_div(group_rows, kBf16Kc);
-      const std::int64_t count = weight_panel(chunks, 0), a_count = mpad_ * chunks * kChunkPairs;
-      weight_panels_once_ =
-          count > 0 && (count + a_count) * std::int64_t(sizeof(Elem)) <= kBf16WeightPanelsMax;
-      if (weight_panels_once_) {
-        weight_panels_ = arena.take<Elem>(count);
+      // One expert's panels (those of expert 0 start at 0) of `chunks` K chunks.
+      const std::int64_t count = chunks * panel_offset(a_, 0, 1, 0);
+      const std::int64_t a_count = mpad_ * chunks * kChunkPairs;
+      if (count > 0 && (count + a_count) * std::int64_t(sizeof(Elem)) <= kBf16WeightPanelsMax) {
+        weight_b_panels_ = arena.take<Elem>(count);
         weight_a_panels_ = arena.take<Elem>(a_count);
       }
     }
@@ -673,15 +673,7 @@ class Bf16Gemm {
   void pack_panels(Elem* panels) {
     for (std::int64_t e = 0; e < a_.experts; ++e) {
       const Tile t{.expert = e, .row_begin = 0, .row_end = 0, .col_begin = 0, .col_end = a_.n};
-      for (std::int64_t k0 = 0; k0 < a_.k; k0 += kBf16Kc) {
-        const std::int64_t kl = std::min(kBf16Kc, a_.k - k0), kp = ceil_div(kl, kPairs);
-        for (std::int64_t col = 0; col < a_.n; col += Isa::kBf16Nb) {
-          Elem* panel = panels + panel_offset(a_, e, k0 / kBf16Kc, col / Isa::kBf16Nb);
-          pack_b(t, col, std::min<std::int64_t>(Isa::kBf16Nb, a_.n - col), k0, kl, kp, panel);
-          std::memset(panel + kp * Isa::kBf16Nb, 0,
-                      std::size_t((kChunkPairs - kp) * Isa::kBf16Nb) * sizeof(Elem));
-        }
-      }
+      pack_expert_panels(t, a_.k, panels + panel_offset(a_, e, 0, 0));
     }
   }
 
@@ -697,24 +689,19 @@ class Bf16Gemm {
     }
     return a_.b[(a_.offsets[t.expert] + k) * a_.b_stride_k + n * a_.b_stride_n];
   }
-  // kWeight: the panels of one group's B (weight_panels_), laid out as bf16_pack_panels' for
-  // one expert: K chunk of kBf16Kc rows outer, block of kBf16Nb columns inner, kChunkPairs
-  // pairs each (the pairs past a chunk's padded length unused).
-  std::int64_t weight_panel(std::int64_t chunk, std::int64_t block) const {
-    return (chunk * ceil_div(a_.n, Isa::kBf16Nb) + block) * kChunkPairs * Isa::kBf16Nb;
-  }
-  void pack_weight_panels(const Tile& t, std::int64_t k_total) {
+  // The panels of tile t's expert's B over K rows [0, k_total) at `panels` (expert 0's place
+  // in bf16_pack_panels' layout), the pairs past each chunk's zero: kInput's constant W^T, and
+  // kWeight's B of one group (weight_b_panels_).
+  void pack_expert_panels(const Tile& t, std::int64_t k_total, Elem* panels) {
     for (std::int64_t k0 = 0; k0 < k_total; k0 += kBf16Kc) {
       const std::int64_t kl = std::min(kBf16Kc, k_total - k0), kp = ceil_div(kl, kPairs);
-      const std::int64_t kpp = round_up(kp, Isa::kBf16PairAlign);
       for (std::int64_t col = 0; col < a_.n; col += Isa::kBf16Nb) {
-        Elem* panel = weight_panels_ + weight_panel(k0 / kBf16Kc, col / Isa::kBf16Nb);
+        Elem* panel = panels + panel_offset(a_, 0, k0 / kBf16Kc, col / Isa::kBf16Nb);
         pack_b(t, col, std::min<std::int64_t>(Isa::kBf16Nb, a_.n - col), k0, kl, kp, panel);
         std::memset(panel + kp * Isa::kBf16Nb, 0,
-                    std::size_t((kpp - kp) * Isa::kBf16Nb) * sizeof(Elem));
+                    std::size_t((kChunkPairs - kp) * Isa::kBf16Nb) * sizeof(Elem));
       }
     }
-    weight_panels_expert_ = t.expert;
   }
 
   static Elem pack(std::uint16_t lo, std::uint16_t hi) {
@@ -867,72 +854,72 @@ class Bf16Gemm {
     const bool stream_aligned = in_place && a_.kind == Bf16GemmKind::kWeight &&
                                 reinterpret_cast<std::uintptr_t>(out_rows) % 64 == 0 &&
                                 a_.out_row_stride % 16 == 0;
-    // B in panels: kInput's packed once by the caller; kWeight's packed here once per group
-    // (every row tile of a group reads all of its B: packing it per tile packed it once per row
-    // block), when it fits and the tile starts on a column block.
-    const bool weight_panels = weight_panels_once_ && t.col_begin % Isa::kBf16Nb == 0;
-    if (weight_panels && k_total > 0 && weight_panels_expert_ != t.expert)
-      pack_weight_panels(t, k_total);
-    const Elem* panels =
-        a_.kind == Bf16GemmKind::kInput ? static_cast<const Elem*>(a_.b_panels) : nullptr;
+    // The chunk's A panel a (kpp pairs) times B panel b into column block j of the rows, in
+    // place for the first direct_rows, through c_ for the rest.
+    auto multiply = [&](const Elem* a, std::int64_t kpp, const Elem* b, std::int64_t j,
+                        bool accumulate, bool last_chunk) {
+      // The last chunk's sums of a weight gradient are its values: written past the cache (the
+      // gradient is far larger than it) when the rows are aligned for it.
+      if (direct_rows > 0)
+        block(a, kpp, direct_rows, b, out_rows + j, a_.out_row_stride, accumulate,
+              stream_aligned && last_chunk);
+      if (direct_rows < mpad)
+        Isa::bf16_block(a + direct_rows * kpp, kpp, mpad - direct_rows, b, c_ + j, npad_,
+                        accumulate);
+    };
     if (k_total == 0) {
       for (std::int64_t r = 0; r < direct_rows; ++r)
         std::memset(out_rows + r * a_.out_row_stride, 0, std::size_t(cols) * sizeof(float));
       for (std::int64_t r = direct_rows; r < mpad; ++r)
         std::memset(c_ + (r - direct_rows) * npad_, 0, std::size_t(npad_) * sizeof(float));
-    }
-    if (weight_panels && k_total > kBf16Kc) {
-      // B in panels and more than one K chunk: every chunk's A panel first, then each block of
-      // columns over all the chunks, so that its output rows stay in L1 from the first chunk
-      // to the last instead of being read and written again per chunk.
+    } else if (weight_b_panels_ != nullptr && t.col_begin % Isa::kBf16Nb == 0) {
+      // kWeight with B packed here once per group (every row tile of a group reads all of its
+      // B: packing it per tile packed it once per row block). Every chunk's A panel first, then
+      // each block of columns through all the chunks, so that its output rows stay in L1 from
+      // the first chunk to the last instead of being read and written again per chunk.
+      if (weight_panels_expert_ != t.expert) {
+        pack_expert_panels(t, k_total, weight_b_panels_);
+        weight_panels_expert_ = t.expert;
+      }
       const std::int64_t chunks = ceil_div(k_total, kBf16Kc);
+      auto chunk_pairs = [&](std::int64_t c) {  // kpp of chunk c
+        const std::int64_t kl = std::min(kBf16Kc, k_total - c * kBf16Kc);
+        return round_up(ceil_div(kl, kPairs), Isa::kBf16PairAlign);
+      };
       for (std::int64_t c = 0; c < chunks; ++c) {
-        const std::int64_t kl = std::min(kBf16Kc, k_total - c * kBf16Kc), kp = ceil_div(kl, kPairs);
-        pack_a(t, rows, mpad, c * kBf16Kc, kl, kp, round_up(kp, Isa::kBf16PairAlign),
+        const std::int64_t kl = std::min(kBf16Kc, k_total - c * kBf16Kc);
+        pack_a(t, rows, mpad, c * kBf16Kc, kl, ceil_div(kl, kPairs), chunk_pairs(c),
                weight_a_panels_ + c * mpad_ * kChunkPairs);
       }
       for (std::int64_t j = 0; j < cols; j += Isa::kBf16Nb) {
         for (std::int64_t c = 0; c < chunks; ++c) {
-          const std::int64_t kl = std::min(kBf16Kc, k_total - c * kBf16Kc);
-          const std::int64_t kpp = round_up(ceil_div(kl, kPairs), Isa::kBf16PairAlign);
-          const Elem* a = weight_a_panels_ + c * mpad_ * kChunkPairs;
-          const Elem* b = weight_panels_ + weight_panel(c, (t.col_begin + j) / Isa::kBf16Nb);
-          if (direct_rows > 0)
-            block(a, kpp, direct_rows, b, out_rows + j, a_.out_row_stride, c > 0,
-                  stream_aligned && c == chunks - 1);
-          if (direct_rows < mpad)
-            Isa::bf16_block(a + direct_rows * kpp, kpp, mpad - direct_rows, b, c_ + j, npad_,
-                            c > 0);
+          multiply(weight_a_panels_ + c * mpad_ * kChunkPairs, chunk_pairs(c),
+                   weight_b_panels_ + panel_offset(a_, 0, c, (t.col_begin + j) / Isa::kBf16Nb), j,
+                   c > 0, c == chunks - 1);
         }
       }
-    }
-    for (std::int64_t k0 = 0; k0 < (weight_panels && k_total > kBf16Kc ? 0 : k_total);
-         k0 += kBf16Kc) {
-      const std::int64_t kl = std::min(kBf16Kc, k_total - k0), kp = ceil_div(kl, kPairs);
-      const std::int64_t kpp = round_up(kp, Isa::kBf16PairAlign);
-      pack_a(t, rows, mpad, k0, kl, kp, kpp, a_panel_);
-      // B's padding pairs [kp, kpp): pack_b writes only pairs below kp.
-      if (panels == nullptr && !weight_panels)
-        std::memset(b_panel_ + kp * Isa::kBf16Nb, 0,
-                    std::size_t((kpp - kp) * Isa::kBf16Nb) * sizeof(Elem));
-      for (std::int64_t j = 0; j < cols; j += Isa::kBf16Nb) {
-        const Elem* b = b_panel_;
-        if (panels != nullptr) {  // t.col_begin is a multiple of kBf16Nb (the plan's tile_n)
-          b = panels + panel_offset(a_, t.expert, k0 / kBf16Kc, (t.col_begin + j) / Isa::kBf16Nb);
-        } else if (weight_panels) {
-          b = weight_panels_ + weight_panel(k0 / kBf16Kc, (t.col_begin + j) / Isa::kBf16Nb);
-        } else {
-          pack_b(t, t.col_begin + j, std::min<std::int64_t>(Isa::kBf16Nb, cols - j), k0, kl, kp,
-                 b_panel_);
+    } else {
+      // kInput's B packed once by the caller, or B packed here per chunk and column block.
+      const Elem* panels =
+          a_.kind == Bf16GemmKind::kInput ? static_cast<const Elem*>(a_.b_panels) : nullptr;
+      for (std::int64_t k0 = 0; k0 < k_total; k0 += kBf16Kc) {
+        const std::int64_t kl = std::min(kBf16Kc, k_total - k0), kp = ceil_div(kl, kPairs);
+        const std::int64_t kpp = round_up(kp, Isa::kBf16PairAlign);
+        pack_a(t, rows, mpad, k0, kl, kp, kpp, a_panel_);
+        // B's padding pairs [kp, kpp): pack_b writes only pairs below kp.
+        if (panels == nullptr)
+          std::memset(b_panel_ + kp * Isa::kBf16Nb, 0,
+                      std::size_t((kpp - kp) * Isa::kBf16Nb) * sizeof(Elem));
+        for (std::int64_t j = 0; j < cols; j += Isa::kBf16Nb) {
+          const Elem* b = b_panel_;
+          if (panels != nullptr) {  // t.col_begin is a multiple of kBf16Nb (the plan's tile_n)
+            b = panels + panel_offset(a_, t.expert, k0 / kBf16Kc, (t.col_begin + j) / Isa::kBf16Nb);
+          } else {
+            pack_b(t, t.col_begin + j, std::min<std::int64_t>(Isa::kBf16Nb, cols - j), k0, kl, kp,
+                   b_panel_);
+          }
+          multiply(a_panel_, kpp, b, j, k0 > 0, k0 + kBf16Kc >= k_total);
         }
-        // The last chunk's sums of a weight gradient are its values: written past the cache (the
-        // gradient is far larger than it) when the rows are aligned for it.
-        if (direct_rows > 0)
-          block(a_panel_, kpp, direct_rows, b, out_rows + j, a_.out_row_stride, k0 > 0,
-                stream_aligned && k0 + kBf16Kc >= k_total);
-        if (direct_rows < mpad)
-          Isa::bf16_block(a_panel_ + direct_rows * kpp, kpp, mpad - direct_rows, b, c_ + j, npad_,
-                          k0 > 0);
       }
     }
     for (std::int64_t r = direct_rows; r < rows; ++r) {
@@ -947,10 +934,11 @@ class Bf16Gemm {
   Elem* a_panel_ = nullptr;
   Elem* b_panel_ = nullptr;
   float* c_ = nullptr;
-  bool weight_panels_once_ = false;
-  Elem* weight_panels_ = nullptr;
-  Elem* weight_a_panels_ = nullptr;  // every K chunk's A panel of a tile, mpad_ x kChunkPairs each
-  std::int64_t weight_panels_expert_ = -1;  // whose B weight_panels_ holds
+  // kWeight (null: B packed per tile): one group's B in panels, and every K chunk's A panel of
+  // a tile, mpad_ x kChunkPairs each.
+  Elem* weight_b_panels_ = nullptr;
+  Elem* weight_a_panels_ = nullptr;
+  std::int64_t weight_panels_expert_ = -1;  // whose B weight_b_panels_ holds
   std::uint64_t bytes_ = 0;
 };
 
