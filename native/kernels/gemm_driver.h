@@ -546,6 +546,21 @@ class Int8Gemm {
           const float* up = cw_[1] + r * Isa::kNb;
           float* h = h_ + r * seg + j;
           const float s = a_scale[r];
+          if (a_.preact) {  // read by the backward, not here: streamed past the caches
+            float* pre = a_.preact + (t.row_begin + r) * a_.preact_row_stride + j;
+            std::int64_t c = 0;
+            for (; c + 16 <= valid; c += 16) {
+              F32x16 g, u;
+              load_f32x16(gate + c, &g);
+              load_f32x16(up + c, &u);
+              store_f32x16_streaming(pre + c, g * s);
+              store_f32x16_streaming(pre + inter + c, u * s);
+            }
+            for (; c < valid; ++c) {
+              pre[c] = gate[c] * s;
+              pre[inter + c] = up[c] * s;
+            }
+          }
           for (std::int64_t c = 0; c < valid; ++c) h[c] = silu(gate[c] * s) * (up[c] * s);
           if (smooth) {
             for (std::int64_t c = 0; c < valid; ++c) h[c] = h[c] * smooth[c];

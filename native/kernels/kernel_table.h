@@ -20,11 +20,12 @@
 
 namespace hp::kernels {
 
-// 4: bf16 B panels (Bf16GemmArgs::b_panels). 5: swiglu, swiglu_grad. The tests build one target
+// 4: bf16 B panels (Bf16GemmArgs::b_panels). 5: swiglu, swiglu_grad. 6: GroupedGemmArgs::preact.
+// The tests build one target
 // with another version
 // (-DHP_KERNEL_TABLE_VERSION=...) to show that the vendor merge refuses it.
 #ifndef HP_KERNEL_TABLE_VERSION
-#define HP_KERNEL_TABLE_VERSION 5
+#define HP_KERNEL_TABLE_VERSION 6
 #endif
 inline constexpr std::uint32_t kKernelTableVersion = HP_KERNEL_TABLE_VERSION;
 
@@ -87,6 +88,10 @@ struct GroupedGemmArgs {
   float* out_scale;         // kDequantSwigluQuant: [offsets[E]]
   const float* row_factor;  // kDequantScale: [offsets[E]]
   const float* smooth;      // kDequantSwigluQuant: [E, I] or null
+  // kDequantSwigluQuant: null, or where GMM1's dequantised output a = [gate | up] is stored as
+  // well (fp32 [offsets[E], 2I], the kDequant formula: what the backward would recompute).
+  float* preact;
+  std::int64_t preact_row_stride;
 };
 
 // The tiles of a grouped GEMM: for each expert e in order, its rows in blocks of tile_m and

@@ -371,6 +371,12 @@ Status plan_grouped_gemm(const KernelTable& table, const GroupedGemmProblem& p, 
   if (p.epilogue == Epilogue::kDequantScale) {
     HP_RETURN_IF_ERROR(expect_vector(p.row_factor, "row_factor", DType::kFP32, rows));
   }
+  if (!absent(p.preact)) {
+    HP_ENSURE(swiglu, ErrorCode::kInvalidArgument,
+              "preact {}: only the SwiGLU epilogue stores a pre-activation (leave it empty)",
+              p.preact.to_string());
+    HP_RETURN_IF_ERROR(expect_matrix(p.preact, "preact", DType::kFP32, rows, w.n));
+  }
   const GroupedGemmArgs args{
       .a = static_cast<const std::int8_t*>(p.a.data()),
       .a_row_stride = p.a.stride(0),
@@ -386,6 +392,8 @@ Status plan_grouped_gemm(const KernelTable& table, const GroupedGemmProblem& p, 
                         ? static_cast<const float*>(p.row_factor.data())
                         : nullptr,
       .smooth = swiglu && !absent(p.smooth) ? static_cast<const float*>(p.smooth.data()) : nullptr,
+      .preact = absent(p.preact) ? nullptr : static_cast<float*>(p.preact.data()),
+      .preact_row_stride = absent(p.preact) ? 0 : p.preact.stride(0),
   };
   TileSpace space = gemm_tile_space(args, TileGrid{1, 1});
   const TileGrid g = grid ? *grid : choose_grid(table, space, swiglu, workers);

@@ -73,6 +73,9 @@ struct GroupedGemmProblem {
   TensorView out_scale;   // fp32 [rows] (kDequantSwigluQuant)
   TensorView row_factor;  // fp32 [rows] (kDequantScale)
   TensorView smooth;      // fp32 [E, N/2] or empty (kDequantSwigluQuant)
+  // fp32 [rows, N] or empty (kDequantSwigluQuant only): also store the dequantised GEMM output
+  // a = [gate | up], bit for bit what kDequant computes from weights packed plainly.
+  TensorView preact;
 };
 
 // A kInput GEMM's constant B (the backward's W^T) packed once into the table's panel layout,

@@ -69,6 +69,30 @@ TEST_F(GemmArguments, WrongShapesAndEpiloguesAreNamed) {
   EXPECT_EQ(plan_grouped_gemm(*t_, p_, 0, &gp).code(), ErrorCode::kInvalidArgument);
 }
 
+TEST_F(GemmArguments, APreactivationOutsideTheSwigluEpilogueOrOfTheWrongShapeIsNamed) {
+  GroupedGemmProblem p = p_;
+  std::vector<float> preact(4 * 32);
+  p.preact = TensorView(preact.data(), DType::kFP32, {4, 32});
+  EXPECT_EQ(plan(p), ErrorCode::kInvalidArgument);  // a plain dequant has no pre-activation
+  std::vector<std::int8_t> w(std::size_t(2 * 64 * 32), 1);
+  std::vector<float> s(2 * 32, 1.0f);
+  PackedWeights halves;
+  HP_ASSERT_OK(pack_weights(TensorView(w.data(), DType::kInt8, {2, 64, 32}),
+                            TensorView(s.data(), DType::kFP32, {2, 32}),
+                            {.layout = PackLayout::kSwigluHalves}, &halves));
+  std::vector<std::int8_t> h(4 * 16);
+  std::vector<float> h_scale(4);
+  p.weights = halves.header();
+  p.epilogue = Epilogue::kDequantSwigluQuant;
+  p.out = TensorView(h.data(), DType::kInt8, {4, 16});
+  p.out_scale = TensorView(h_scale.data(), DType::kFP32, {4});
+  EXPECT_EQ(plan(p), ErrorCode::kOk);
+  p.preact = TensorView(preact.data(), DType::kFP32, {4, 16});  // [rows, I]: needs [rows, 2I]
+  EXPECT_EQ(plan(p), ErrorCode::kShapeMismatch);
+  p.preact = TensorView(preact.data(), DType::kBF16, {4, 32});
+  EXPECT_EQ(plan(p), ErrorCode::kDTypeMismatch);
+}
+
 TEST(WorkSplit, BalancesSkewedExperts) {
   // One expert with 1000 rows and 30 with 2: four workers get about a quarter of the rows each.
   std::vector<std::int64_t> sizes(31, 2);

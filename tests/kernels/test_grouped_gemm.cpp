@@ -97,10 +97,13 @@ struct Problem {
     return p;
   }
 
-  // Runs on `workers` threads, each its share of the plan's tiles.
-  Output run(const KernelTable& table, int workers, const TileGrid* grid = nullptr) {
+  // Runs on `workers` threads, each its share of the plan's tiles; with `preact` (SwiGLU only,
+  // [rows, n]) storing the pre-activation there too.
+  Output run(const KernelTable& table, int workers, const TileGrid* grid = nullptr,
+             float* preact = nullptr) {
     Output o;
-    const GroupedGemmProblem p = problem(o);
+    GroupedGemmProblem p = problem(o);
+    if (preact != nullptr) p.preact = TensorView(preact, DType::kFP32, {rows, c.n});
     GroupedGemmPlan plan;
     const Status s = plan_grouped_gemm(table, p, workers, &plan, grid);
     EXPECT_TRUE(s.is_ok()) << s.to_string();
@@ -272,6 +275,49 @@ TEST_P(GroupedGemm, SwigluQuantMatchesReference) {
   for (std::size_t i = 0; i < cases.size(); ++i) {
     check(cases[i], 500 + i);
     if (HasFatalFailure()) return;
+  }
+}
+
+// GMM1's optional second output: the pre-activation a = [gate | up] in fp32, bit for bit the
+// kDequant output of the same weights packed plainly (what the backward recomputes), and the
+// int8 output unchanged by storing it.
+TEST_P(GroupedGemm, SwigluPreactivationIsThePlainDequantOutput) {
+  const std::vector<Case> cases = {
+      {.group_rows = {4, 0, 37}, .k = 96, .n = 2 * 40, .epilogue = Epilogue::kDequantSwigluQuant},
+      {.group_rows = {70, 2},
+       .k = 300,
+       .n = 2 * 75,
+       .epilogue = Epilogue::kDequantSwigluQuant,
+       .smooth = true},
+      {.group_rows = {9, 9},
+       .k = 512,
+       .n = 2 * 24,
+       .type = WeightType::kInt4,
+       .group_size = 128,
+       .epilogue = Epilogue::kDequantSwigluQuant},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    Rng rng(800 + i);
+    Problem swiglu(cases[i], rng);
+    Case plain_case = cases[i];
+    plain_case.epilogue = Epilogue::kDequant;
+    Rng same(800 + i);
+    Problem plain(plain_case, same);  // the same draws: the same a, scales and weights
+    ASSERT_EQ(swiglu.w, plain.w);
+    const Problem::Output want_a = plain.run(target(), 1);
+
+    const TileGrid odd{7, swiglu.out_cols};
+    for (const TileGrid* grid : {static_cast<const TileGrid*>(nullptr), &odd}) {
+      for (const KernelTable* table : {&target(), &reference()}) {
+        std::vector<float> preact(std::size_t(swiglu.rows * cases[i].n), -7.0f);
+        const Problem::Output got = swiglu.run(*table, 2, grid, preact.data());
+        expect_same(swiglu.run(*table, 1, grid), got, swiglu, "with the pre-activation stored");
+        if (HasFatalFailure()) return;
+        ASSERT_EQ(std::memcmp(preact.data(), want_a.out.data(), preact.size() * sizeof(float)), 0)
+            << describe(cases[i]) << (grid ? ", 7-row tiles" : "")
+            << (table == &reference() ? ", the reference" : "");
+      }
+    }
   }
 }
 

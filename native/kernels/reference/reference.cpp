@@ -104,6 +104,10 @@ void grouped_gemm(const GroupedGemmArgs* args, const TileGrid* grid, std::int64_
         for (std::int64_t c = 0; c < inter; ++c) {
           const float gate = scaled_dot(a, t.expert, r, c) * a.a_scale[r];
           const float up = scaled_dot(a, t.expert, r, inter + c) * a.a_scale[r];
+          if (a.preact) {
+            a.preact[r * a.preact_row_stride + c] = gate;
+            a.preact[r * a.preact_row_stride + inter + c] = up;
+          }
           float v = silu(gate) * up;
           if (a.smooth) v = v * a.smooth[t.expert * inter + c];
           h[std::size_t(c)] = v;
