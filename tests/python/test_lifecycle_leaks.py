@@ -1,7 +1,13 @@
 """Create/destroy cycles in one process leave nothing behind: Buffer and MegaMoe (each used once
 per cycle) on 2 ranks under hprun, and the runtime's ChipWorker and node Worker (level 3, its
 chips forked per cycle). After a warm-up, CYCLES more cycles of each must keep the process's
-resident memory within RSS_MARGIN_MB and its open file descriptors exactly where they were."""
+resident memory within RSS_MARGIN_MB and its open file descriptors exactly where they were.
+
+Resident memory moves by a few MiB from one moment to the next without any leak (malloc keeps
+freed chunks, and its mmap threshold adapts to the sizes freed), so one reading before and one
+after compare two random points of that band. The process is read every SAMPLE_EVERY cycles
+instead, and the lowest of the first SAMPLES readings is compared with the lowest of the last
+SAMPLES: the band's floor, which a leak lifts by its size per cycle times the cycles between."""
 from __future__ import annotations
 
 import json
@@ -15,6 +21,8 @@ from jobs import hprun, job_env
 CYCLES = 200
 WARMUP = 20
 RSS_MARGIN_MB = 8.0
+SAMPLE_EVERY = 10
+SAMPLES = 5
 
 MEASURE = """
 import gc, json, os, sys
@@ -33,13 +41,16 @@ def measure(name, cycle, cycles, warmup, out=None):
     for _ in range(warmup):
         cycle()
     gc.collect()
-    before = (rss_mb(), fds())
-    for _ in range(cycles):
+    fds_before, readings = fds(), []
+    for i in range(cycles):
         cycle()
-    gc.collect()
-    after = (rss_mb(), fds())
-    line = json.dumps({"kind": name, "rss_before_mb": before[0], "rss_after_mb": after[0],
-                       "fds_before": before[1], "fds_after": after[1], "cycles": cycles})
+        if (i + 1) % SAMPLE_EVERY == 0:
+            gc.collect()
+            readings.append(rss_mb())
+    fds_after = fds()
+    line = json.dumps({"kind": name, "rss_before_mb": min(readings[:SAMPLES]),
+                       "rss_after_mb": min(readings[-SAMPLES:]), "rss_readings_mb": readings,
+                       "fds_before": fds_before, "fds_after": fds_after, "cycles": cycles})
     # One file per process (ranks under hprun share stdout).
     with open(os.path.join(sys.argv[1], f"{name}.{os.getpid()}.json"), "w") as f:
         f.write(line)
@@ -106,7 +117,8 @@ measure("Worker-level3", node_cycle, CYCLES, WARMUP)
 
 def program(tmp_path, body: str):
     script = tmp_path / "cycles.py"
-    script.write_text(f"CYCLES, WARMUP = {CYCLES}, {WARMUP}\n" + textwrap.dedent(MEASURE) +
+    script.write_text(f"CYCLES, WARMUP, SAMPLE_EVERY, SAMPLES = {CYCLES}, {WARMUP}, {SAMPLE_EVERY}, {SAMPLES}\n" +
+                      textwrap.dedent(MEASURE) +
                       textwrap.dedent(body))
     return script
 
