@@ -76,6 +76,9 @@ Status MoeLayer::load_weights(const ExpertWeights& weights) {
             ErrorCode::kInvalidArgument,
             "MoeLayerConfig num_experts = {}: expected a multiple of the ranks",
             config.num_experts);
+  HP_ENSURE(config.backward || !config.keep_activations, ErrorCode::kInvalidArgument,
+            "MoeLayerConfig keep_activations: kept for the backward, which this layer does not "
+            "have (set backward too, or leave keep_activations false)");
   const std::int64_t local = config.num_experts / hp::shmem::n_pes();
   ExpertWeights stacked_lists;
   std::vector<std::uint8_t> w1_store, w1s_store, w2_store, w2s_store;
@@ -323,6 +326,7 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx,
                           .quant = Quant::kDynamicInt8,
                           .smooth = smooth1()};
   times_ = {};
+  kept_.valid = false;
   {
     const std::lock_guard lock(spans_mutex_);
     spans_.clear();
@@ -374,7 +378,10 @@ Status MoeLayer::forward_staged(const DispatchArgs& args, const TensorView& y, s
                                .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
                                .out = TensorView(h, DType::kInt8, {rows, inter}),
                                .out_scale = TensorView(h_scale, DType::kFP32, {rows}),
-                               .smooth = smooth2()}));
+                               .smooth = smooth2(),
+                               .preact = kept_preact(rows)}));
+  keep_rows(ws + at.x1_token, reinterpret_cast<const float*>(ws + at.x1_scale),
+            handle_.expert_offsets);
   gmm1.stop();
   // ---- phase 2: into x2Token / x2Scale; phase 3: GMM2 into swap ----------------------------
   // (Phase 2 moves the rows before GMM2 starts: swap, which GMM2 writes, shares its bytes
@@ -414,6 +421,32 @@ Status MoeLayer::forward_staged(const DispatchArgs& args, const TensorView& y, s
     }
   }
   return Status::ok();
+}
+
+TensorView MoeLayer::kept_preact(std::int64_t rows) {
+  if (!config_.keep_activations) return {};
+  kept_.a.resize(std::size_t(rows * 2 * config_.intermediate));
+  return TensorView(kept_.a.data(), DType::kFP32, {rows, 2 * config_.intermediate});
+}
+
+void MoeLayer::keep_rows(const std::uint8_t* x1, const float* x1_scale,
+                         const std::vector<std::int64_t>& offsets) {
+  if (!config_.keep_activations) return;
+  const std::size_t rows = std::size_t(offsets.back());
+  kept_.x_q.assign(reinterpret_cast<const std::int8_t*>(x1),
+                   reinterpret_cast<const std::int8_t*>(x1) + rows * std::size_t(config_.hidden));
+  kept_.x_scale.assign(x1_scale, x1_scale + rows);
+  kept_.offsets = offsets;
+  kept_.valid = true;
+}
+
+const float* MoeLayer::kept_preact_of(const DispatchResult& recv) const {
+  if (!kept_.valid || recv.expert_offsets != kept_.offsets || recv.x_dtype != DType::kInt8 ||
+      recv.x_scale != kept_.x_scale || recv.x_bytes.size() < kept_.x_q.size() ||
+      std::memcmp(recv.x_bytes.data(), kept_.x_q.data(), kept_.x_q.size()) != 0) {
+    return nullptr;
+  }
+  return kept_.a.data();
 }
 
 Status MoeLayer::run_shared_expert(const TensorView& x, std::uint8_t* ws) {

@@ -69,6 +69,12 @@ struct MoeLayerConfig {
   // GEMMs' dequantised weights in bf16, dispatch room for bf16 rows and the all-to-all of the
   // top-k weights' gradient.
   bool backward = false;
+  // With backward: each forward also keeps its routed experts' GMM1 output a = [gate | up]
+  // (fp32, rows x 2I, written by GMM1's epilogue beside its int8 rows) and the int8 rows it came
+  // from, and a backward whose dispatched rows are those (the same experts' rows, bit for bit)
+  // takes a from there instead of recomputing GMM1. The gradients are the same bits either
+  // way; it trades that memory for the recompute's time. (The shared expert still recomputes.)
+  bool keep_activations = false;
   LayerPath path = LayerPath::kAuto;
   // The dispatch's capacity (BufferConfig's): 0 lossless; >= 1 room for that factor of the
   // average load, grown x1.25 collectively on overflow up to lossless, or (grow_on_overflow =
@@ -114,9 +120,9 @@ struct MoeGradArgs {
 };
 
 // Seconds of each stage of the last backward on this rank: both dispatches; GMM1's recompute
-// with SwiGLU and requantisation; the activation-gradient GEMMs (dY W2^T, dA W1^T) with the
-// SwiGLU gradient; the weight-gradient GEMMs; the combine of dX and the all-to-all of
-// d topk_weights. Shared-expert work counts in its stage.
+// with SwiGLU and requantisation (without GMM1 when the forward's kept pre-activation serves); the
+// activation-gradient GEMMs (dY W2^T, dA W1^T) with the SwiGLU gradient; the weight-gradient GEMMs;
+// the combine of dX and the all-to-all of d topk_weights. Shared-expert work counts in its stage.
 // Where each core's time went in the last forward and backward (hp moe --trace): spans of
 // steady_clock time (seconds since its epoch) per core, `core` being the chip's core index
 // (cube cores first, then vector cores) or -1 for the calling thread.
@@ -176,6 +182,9 @@ class HP_API MoeLayer {
   bool deep() const { return deep_; }  // the forward runs the deep-fuse path
   const MoeStageTimes& last_times() const { return times_; }
   const MoeGradStageTimes& last_grad_times() const { return grad_times_; }
+  // Whether the last backward took its routed experts' GMM1 output from the forward
+  // (keep_activations, and the forward's rows were the backward's) instead of recomputing it.
+  bool last_backward_kept() const { return last_backward_kept_; }
   // The spans of the last forward, then (if it ran since) of the last backward.
   std::vector<CoreSpan> last_spans() const;
   std::int64_t last_rows() const { return rows_; }  // rows this rank's experts computed
@@ -265,6 +274,7 @@ class HP_API MoeLayer {
     float* d_row_weight = nullptr;  // [rows] or null
     // leave dW1 = x~^T dA (grad_.x_bf16, grad_.da) to the caller
     bool defer_dw1 = false;
+    const float* kept_a = nullptr;  // [rows, 2I]: the forward's a of these rows; null: recompute
   };
   Status expert_backward(const ExpertGrad& p);  // recompute, activation grads, dW1
   Status recompute_forward(const ExpertGrad& p);
@@ -304,12 +314,31 @@ class HP_API MoeLayer {
     DispatchResult x_recv, dy_recv;
     std::vector<std::uint16_t> dy_bf16;  // dY (own tokens, inactive ones zero) in bf16
     std::vector<float> a, g_dy;          // [rows, 2I] GMM1 recomputed; [rows, I] dY W2^T
+    const float* a_rows = nullptr;       // the a of the current experts: kept, or `a`
     std::vector<std::int8_t> h_q;
     std::vector<float> h, h_scale, hw_scale, d_row_weight, dx_rows, dx_sum;
     std::vector<std::uint16_t> hw_bf16, x_bf16, da;  // w h~ (dW2's left side), x~, dA
     std::vector<std::int8_t> own_q;                  // the shared expert's x quantised
     std::vector<float> own_scale;
   } grad_;
+  // keep_activations: the last forward's routed pre-activation and the rows it came from; valid
+  // only once that forward's GMM1 is done (every forward invalidates it first).
+  struct KeptActivations {
+    bool valid = false;
+    AlignedVector<float> a;  // [rows, 2I] (64-byte aligned: GMM1 streams its rows in)
+    std::vector<std::int8_t> x_q;
+    std::vector<float> x_scale;
+    std::vector<std::int64_t> offsets;
+  } kept_;
+  bool last_backward_kept_ = false;
+  // GMM1's preact output for `rows` rows (kept_.a sized for them), or empty without
+  // keep_activations.
+  TensorView kept_preact(std::int64_t rows);
+  // After GMM1: its input rows (x1 int8 [rows, H], scales, the experts' offsets) into kept_.
+  void keep_rows(const std::uint8_t* x1, const float* x1_scale,
+                 const std::vector<std::int64_t>& offsets);
+  // kept_.a if it was computed from exactly the rows of `recv`, else null.
+  const float* kept_preact_of(const DispatchResult& recv) const;
   MoeGradStageTimes grad_times_;
   std::vector<AlignedVector<std::uint8_t>> workspaces_;  // one per GEMM worker
   MoeStageTimes times_;

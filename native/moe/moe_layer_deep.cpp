@@ -190,7 +190,8 @@ Status MoeLayer::DeepForward::sender1(BlockContext& b, const Status& verdict) {
        .epilogue = hp::kernels::Epilogue::kDequantSwigluQuant,
        .out = TensorView(h, DType::kInt8, {rows, inter}),
        .out_scale = TensorView(h_scale, DType::kFP32, {rows}),
-       .smooth = layer.smooth2()},
+       .smooth = layer.smooth2(),
+       .preact = layer.kept_preact(rows)},
       cubes, &gmm1));
   tile_expert.clear();
   for (const hp::kernels::Tile& t : TileOrder(gmm1).tiles) tile_expert.push_back(t.expert);
@@ -237,9 +238,12 @@ Status MoeLayer::DeepForward::cube1(BlockContext& b) {
   return Status::ok();
 }
 
-// Between the launches: the requantised rows to x2 (which shares x1's bytes: GMM1 is done).
+// Between the launches: x1's rows kept (keep_activations), then the requantised rows to x2
+// (which shares x1's bytes: GMM1 is done).
 void MoeLayer::DeepForward::move_rows() {
   const PhaseTimer span(&layer, &copy_s, CorePhase::kGmm1);
+  layer.keep_rows(ws + at.x1_token, reinterpret_cast<const float*>(ws + at.x1_scale),
+                  layer.handle_.expert_offsets);
   std::memcpy(ws + at.x2_token, h, std::size_t(rows * inter));
   std::memcpy(ws + at.x2_scale, h_scale, std::size_t(rows) * sizeof(float));
 }

@@ -96,20 +96,25 @@ TensorView MoeLayer::smooth2_view(const ExpertGrad& p) {
   return TensorView(const_cast<float*>(p.smooth2), DType::kFP32, {p.offsets.dim(0) - 1, p.inter});
 }
 
-// a = x~ W1 (as the forward), h = silu(g) u (x smooth2), its int8 quantisation, and x~ into
-// grad_.
+// a = x~ W1 (as the forward; or the forward's, kept), h = silu(g) u (x smooth2), its int8
+// quantisation, and x~ into grad_.
 Status MoeLayer::recompute_forward(const ExpertGrad& p) {
   const std::int64_t rows = p.x_q.dim(0), H = config_.hidden, I = p.inter;
   GradStorage& g = grad_;
-  g.a.resize(std::size_t(rows * 2 * I));
-  const TensorView a(g.a.data(), DType::kFP32, {rows, 2 * I});
-  HP_RETURN_IF_ERROR(
-      run_gemm(hp::kernels::GroupedGemmProblem{.a = p.x_q,
-                                               .a_scale = p.x_scale,
-                                               .offsets = p.offsets,
-                                               .weights = p.w1_plain->header(),
-                                               .epilogue = hp::kernels::Epilogue::kDequant,
-                                               .out = a}));
+  if (p.kept_a != nullptr) {
+    g.a_rows = p.kept_a;
+  } else {
+    g.a.resize(std::size_t(rows * 2 * I));
+    g.a_rows = g.a.data();
+    HP_RETURN_IF_ERROR(run_gemm(hp::kernels::GroupedGemmProblem{
+        .a = p.x_q,
+        .a_scale = p.x_scale,
+        .offsets = p.offsets,
+        .weights = p.w1_plain->header(),
+        .epilogue = hp::kernels::Epilogue::kDequant,
+        .out = TensorView(g.a.data(), DType::kFP32, {rows, 2 * I})}));
+  }
+  const TensorView a(const_cast<float*>(g.a_rows), DType::kFP32, {rows, 2 * I});
   g.h.resize(std::size_t(rows * I));
   const TensorView h(g.h.data(), DType::kFP32, {rows, I});
   HP_RETURN_IF_ERROR(hp::kernels::swiglu(*table_, a, p.offsets, smooth2_view(p), h));
@@ -169,7 +174,7 @@ Status MoeLayer::activation_grads(const ExpertGrad& p) {
   const TensorView da(g.da.data(), DType::kBF16, {rows, 2 * I});
   HP_RETURN_IF_ERROR(hp::kernels::swiglu_grad(
       *table_,
-      {.a = TensorView(g.a.data(), DType::kFP32, {rows, 2 * I}),
+      {.a = TensorView(const_cast<float*>(g.a_rows), DType::kFP32, {rows, 2 * I}),
        .offsets = p.offsets,
        .smooth = smooth2_view(p),
        .g = g_dy,
@@ -252,6 +257,7 @@ Status MoeLayer::backward(const MoeGradArgs& a) {
   HP_ENSURE(config_.backward, ErrorCode::kFailedPrecondition,
             "MoeLayer::backward: the layer was made without MoeLayerConfig::backward = true");
   grad_times_ = {};
+  last_backward_kept_ = false;
   // Every check of this rank's arguments travels with the first dispatch's counts: a bad
   // argument on one rank fails every rank before anything moves.
   HP_RETURN_IF_ERROR(dispatch_for_backward(a, check_grad_args(a)));
@@ -332,6 +338,10 @@ Status MoeLayer::routed_experts_backward(const MoeGradArgs& a) {
   const std::int64_t H = config_.hidden, rows = g.x_recv.rows;
   g.dx_rows.resize(std::size_t(rows * H));
   g.d_row_weight.resize(std::size_t(rows));
+  PhaseTimer match(this, &grad_times_.recompute, std::nullopt);
+  const float* kept_a = kept_preact_of(g.x_recv);
+  match.stop();
+  last_backward_kept_ = kept_a != nullptr;
   return expert_backward({.x_q = g.x_recv.x(),
                           .x_scale = TensorView(g.x_recv.x_scale.data(), DType::kFP32, {rows}),
                           .offsets = TensorView(g.x_recv.expert_offsets.data(), DType::kInt64,
@@ -349,7 +359,8 @@ Status MoeLayer::routed_experts_backward(const MoeGradArgs& a) {
                           .dw2 = a.dw2,
                           .dx_rows = TensorView(g.dx_rows.data(), DType::kFP32, {rows, H}),
                           .d_row_weight = g.d_row_weight.data(),
-                          .defer_dw1 = true});
+                          .defer_dw1 = true,
+                          .kept_a = kept_a});
 }
 
 // The routed experts' dW1 and the communication: at once on a chip (its cube cores run the

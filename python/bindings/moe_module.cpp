@@ -265,7 +265,7 @@ PYBIND11_MODULE(_hp_moe, m) {
                        const py::dict& weights, std::int64_t shared_intermediate, bool backward,
                        const std::string& path, int cube_cores, int vector_cores,
                        double capacity_factor, bool grow_on_overflow,
-                       const std::string& weight_dtype) {
+                       const std::string& weight_dtype, bool keep_activations) {
         auto l = std::make_unique<PyLayer>();
         const hp::moe::CommKind kind = parse_comm(comm);
         const hp::kernels::WeightType weight_type = parse_weight_type(weight_dtype);
@@ -308,6 +308,7 @@ PYBIND11_MODULE(_hp_moe, m) {
                                             .comm = kind,
                                             .chip = l->session->chip.get(),
                                             .backward = backward,
+                                            .keep_activations = keep_activations,
                                             .path = layer_path,
                                             .capacity_factor = capacity_factor,
                                             .grow_on_overflow = grow_on_overflow,
@@ -318,6 +319,8 @@ PYBIND11_MODULE(_hp_moe, m) {
         return l;
       }))
       .def_property_readonly("deep", [](PyLayer& self) { return self.get().deep(); })
+      .def_property_readonly("last_backward_kept",
+                             [](PyLayer& self) { return self.get().last_backward_kept(); })
       .def_property_readonly("handle", [](PyLayer& self) { return self.handle; })
       .def("destroy",
            [](PyLayer& self) {

@@ -309,7 +309,7 @@ class MegaMoe(_Collective):
     def __init__(self, w1, w1_scale, w2, w2_scale, *, num_experts: int, topk: int, max_tokens_per_rank: int,
                  comm: str = "shmem", shared=None, backward: bool = False, smooth=None, shared_smooth=None,
                  path: str = "auto", cores=None, capacity_factor: float = 0.0, grow_on_overflow: bool = True,
-                 weight_dtype: str = "int8"):
+                 weight_dtype: str = "int8", keep_activations: bool = False):
         """w1 ... w2_scale: stacked tensors, or lists of one tensor per local expert (TENSOR_LIST:
         w1[e] [H, 2I], w1_scale[e] [2I], w2[e] [I, H], w2_scale[e] [H]).
         shared: optional (w1 [1, H, 2Is], w1_scale [1, 2Is], w2 [1, Is, H], w2_scale [1, H]) of a
@@ -323,7 +323,10 @@ class MegaMoe(_Collective):
         vector = 2 x cube; path="deep" without cores takes (1, 2)); None: the calling thread.
         capacity_factor, grow_on_overflow: the dispatch's capacity, as Buffer's (0: lossless).
         weight_dtype: "int8", or "int4" (W4A8: the int8 arrays hold values in [-8, 7], stored
-        packed two to a byte; activations stay int8)."""
+        packed two to a byte; activations stay int8).
+        keep_activations (with backward): each forward keeps GMM1's output (float32, rows x 2I
+        per rank) and a backward of the same inputs uses it instead of recomputing GMM1 (the
+        same gradients, bit for bit; last_backward_kept tells whether it did)."""
         listed = isinstance(w1, (list, tuple))
         if listed:
             tensors = [[_contiguous(a) for a in group] for group in (w1, w1_scale, w2, w2_scale)]
@@ -360,11 +363,18 @@ class MegaMoe(_Collective):
         try:
             self._native = _lib().Layer(self.hidden, self.intermediate, num_experts, topk, max_tokens_per_rank, comm,
                                         weights, shared_i, backward, path, int(cores[0]), int(cores[1]),
-                                        float(capacity_factor), bool(grow_on_overflow), weight_dtype)
+                                        float(capacity_factor), bool(grow_on_overflow), weight_dtype,
+                                        bool(keep_activations))
         except BaseException:
             shmem.release()
             raise
         # (keep, shared and extra held the arrays behind the specs until the layer copied them)
+
+    @property
+    def last_backward_kept(self) -> bool:
+        """Whether the last backward took GMM1's output from the forward (keep_activations and
+        the same inputs) instead of recomputing it."""
+        return self._native.last_backward_kept
 
     @property
     def path(self) -> str:

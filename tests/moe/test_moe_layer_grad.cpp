@@ -47,6 +47,19 @@ TensorView view(const std::vector<T>& v, DType type, std::initializer_list<std::
   return TensorView(const_cast<T*>(v.data()), type, shape);
 }
 
+// Rank `me`'s `local` experts of every expert's weights `w`.
+ExpertWeights rank_experts(const Weights& w, int me, std::int64_t local, std::int64_t H,
+                           std::int64_t I) {
+  return {.w1 = TensorView(const_cast<std::int8_t*>(w.w1.data()) + me * local * H * 2 * I,
+                           DType::kInt8, {local, H, 2 * I}),
+          .w1_scale = TensorView(const_cast<float*>(w.s1.data()) + me * local * 2 * I, DType::kFP32,
+                                 {local, 2 * I}),
+          .w2 = TensorView(const_cast<std::int8_t*>(w.w2.data()) + me * local * I * H, DType::kInt8,
+                           {local, I, H}),
+          .w2_scale = TensorView(const_cast<float*>(w.s2.data()) + me * local * H, DType::kFP32,
+                                 {local, H})};
+}
+
 struct GradShape {
   Case c;
   std::int64_t inter = 48, experts_per_rank = 2, shared_inter = 0;
@@ -90,33 +103,30 @@ Status check_backward(const GradShape& g, CommKind comm) {
     HP_EXPECT_OK(hp::platform::Chip::create(
         {.num_cube = g.cube_cores, .num_vector = g.vector_cores}, &chip));
   }
+  const ExpertWeights mine = rank_experts(w, me, local, H, I);
   std::unique_ptr<MoeLayer> layer;
-  HP_RETURN_IF_ERROR(MoeLayer::create(
-      {.hidden = H,
-       .intermediate = I,
-       .num_experts = E,
-       .topk = K,
-       .max_tokens_per_rank = c.tokens + ranks,
-       .shared_intermediate = si,
-       .comm = comm,
-       .chip = chip.get(),
-       .backward = true},
-      {.w1 = TensorView(const_cast<std::int8_t*>(w.w1.data()) + me * local * H * 2 * I,
-                        DType::kInt8, {local, H, 2 * I}),
-       .w1_scale = TensorView(const_cast<float*>(w.s1.data()) + me * local * 2 * I, DType::kFP32,
-                              {local, 2 * I}),
-       .w2 = TensorView(const_cast<std::int8_t*>(w.w2.data()) + me * local * I * H, DType::kInt8,
-                        {local, I, H}),
-       .w2_scale =
-           TensorView(const_cast<float*>(w.s2.data()) + me * local * H, DType::kFP32, {local, H}),
-       .shared_w1 = shared_view(sw.w1, DType::kInt8, {1, H, 2 * si}),
-       .shared_w1_scale = shared_view(sw.s1, DType::kFP32, {1, 2 * si}),
-       .shared_w2 = shared_view(sw.w2, DType::kInt8, {1, si, H}),
-       .shared_w2_scale = shared_view(sw.s2, DType::kFP32, {1, H}),
-       .smooth1 = smooth_view(s1, 0, {H}),
-       .smooth2 = smooth_view(s2, me * local * I, {local, I}),
-       .shared_smooth2 = si > 0 ? smooth_view(ss2, 0, {1, si}) : TensorView()},
-      &layer));
+  HP_RETURN_IF_ERROR(
+      MoeLayer::create({.hidden = H,
+                        .intermediate = I,
+                        .num_experts = E,
+                        .topk = K,
+                        .max_tokens_per_rank = c.tokens + ranks,
+                        .shared_intermediate = si,
+                        .comm = comm,
+                        .chip = chip.get(),
+                        .backward = true},
+                       {.w1 = mine.w1,
+                        .w1_scale = mine.w1_scale,
+                        .w2 = mine.w2,
+                        .w2_scale = mine.w2_scale,
+                        .shared_w1 = shared_view(sw.w1, DType::kInt8, {1, H, 2 * si}),
+                        .shared_w1_scale = shared_view(sw.s1, DType::kFP32, {1, 2 * si}),
+                        .shared_w2 = shared_view(sw.w2, DType::kInt8, {1, si, H}),
+                        .shared_w2_scale = shared_view(sw.s2, DType::kFP32, {1, H}),
+                        .smooth1 = smooth_view(s1, 0, {H}),
+                        .smooth2 = smooth_view(s2, me * local * I, {local, I}),
+                        .shared_smooth2 = si > 0 ? smooth_view(ss2, 0, {1, si}) : TensorView()},
+                       &layer));
   // The reference: this rank's dx and d topk_weights; the weights' gradients over every rank's
   // tokens (the shared expert's over this rank's only: its weights are replicated per rank).
   Reference ref;
@@ -434,6 +444,124 @@ TEST(MoeReferenceGrad, MatchesFiniteDifferencesOfTheFloatReference) {
           s += double(dw2[at]) * w.w2[at] * d[col];
         }
     return s;
+  });
+}
+
+// keep_activations: the backward after a forward of the same x takes GMM1's output from it and
+// gives the same bits as a layer that recomputes; after a forward of another x (the same
+// routing), or with no forward since create, it recomputes. On the staged path and on the deep
+// one (a 1:2 chip), with a shared expert (which recomputes either way) and smooth quant.
+Status check_kept_activations(bool deep, CommKind comm) {
+  const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+  if (comm == CommKind::kWindow && !all_mapped()) return Status::ok();
+  const Case c{.tokens = 12, .experts = 2 * ranks, .topk = 3};
+  const std::int64_t H = c.hidden, I = 48, si = 40, K = c.topk, E = c.experts, local = 2;
+  const Weights w = make_weights(H, I, E), sw = make_weights(H, si, 1, 78);
+  std::vector<float> s1(std::size_t(H), 1.25f), s2(std::size_t(local * I));
+  for (std::size_t i = 0; i < s2.size(); ++i) s2[i] = 0.5f + float(i % 7) / 5.0f;
+  const ExpertWeights mine = rank_experts(w, me, local, H, I);
+  const ExpertWeights weights{.w1 = mine.w1,
+                              .w1_scale = mine.w1_scale,
+                              .w2 = mine.w2,
+                              .w2_scale = mine.w2_scale,
+                              .shared_w1 = view(sw.w1, DType::kInt8, {1, H, 2 * si}),
+                              .shared_w1_scale = view(sw.s1, {1, 2 * si}),
+                              .shared_w2 = view(sw.w2, DType::kInt8, {1, si, H}),
+                              .shared_w2_scale = view(sw.s2, {1, H}),
+                              .smooth1 = view(s1, {H}),
+                              .smooth2 = view(s2, {local, I})};
+  std::unique_ptr<hp::platform::Chip> chip;
+  if (deep) HP_RETURN_IF_ERROR(hp::platform::Chip::create({.num_cube = 1, .num_vector = 2}, &chip));
+  MoeLayerConfig config{.hidden = H,
+                        .intermediate = I,
+                        .num_experts = E,
+                        .topk = K,
+                        .max_tokens_per_rank = c.tokens + ranks,
+                        .shared_intermediate = si,
+                        .comm = comm,
+                        .chip = chip.get(),
+                        .backward = true};
+  std::unique_ptr<MoeLayer> recomputes, keeps;
+  HP_RETURN_IF_ERROR(MoeLayer::create(config, weights, &recomputes));
+  config.keep_activations = true;
+  HP_RETURN_IF_ERROR(MoeLayer::create(config, weights, &keeps));
+  EXPECT_EQ(keeps->deep(), deep);
+  const Inputs in = make_inputs(c, me, ranks);
+  const std::int64_t T = in.tokens;
+  std::vector<float> other_x = in.x;  // another x, the same routing
+  for (std::size_t i = 0; i < other_x.size(); ++i) other_x[i] += float(i % 5) * 0.25f;
+  const std::vector<float> dy = make_dy(T, H, me);
+  std::vector<float> y(std::size_t(T * H));
+  struct Grads {
+    std::vector<float> dx, d_topk, dw1, dw2, sdw1, sdw2;
+    bool operator==(const Grads&) const = default;
+  };
+  auto forward = [&](MoeLayer& layer, const std::vector<float>& x) {
+    return layer.forward(view(x, {T, H}), view(in.idx, DType::kInt64, {T, K}),
+                         view(in.weights, {T, K}), view(y, {T, H}));
+  };
+  auto backward = [&](MoeLayer& layer, Grads* out) {
+    *out = {std::vector<float>(std::size_t(T * H), -1.0f),
+            std::vector<float>(std::size_t(T * K), -1.0f),
+            std::vector<float>(std::size_t(local * H * 2 * I), -1.0f),
+            std::vector<float>(std::size_t(local * I * H), -1.0f),
+            std::vector<float>(std::size_t(H * 2 * si), -1.0f),
+            std::vector<float>(std::size_t(si * H), -1.0f)};
+    return layer.backward({.x = view(in.x, {T, H}),
+                           .topk_idx = view(in.idx, DType::kInt64, {T, K}),
+                           .topk_weights = view(in.weights, {T, K}),
+                           .dy = view(dy, {T, H}),
+                           .dx = view(out->dx, {T, H}),
+                           .d_topk_weights = view(out->d_topk, {T, K}),
+                           .dw1 = view(out->dw1, {local, H, 2 * I}),
+                           .dw2 = view(out->dw2, {local, I, H}),
+                           .shared_dw1 = view(out->sdw1, {1, H, 2 * si}),
+                           .shared_dw2 = view(out->sdw2, {1, si, H})});
+  };
+  Grads want, got;
+  HP_RETURN_IF_ERROR(backward(*recomputes, &want));
+  EXPECT_FALSE(recomputes->last_backward_kept());
+  HP_RETURN_IF_ERROR(backward(*keeps, &got));
+  EXPECT_FALSE(keeps->last_backward_kept()) << "rank " << me << ": no forward yet";
+  EXPECT_TRUE(got == want) << "rank " << me << ": before any forward";
+  HP_RETURN_IF_ERROR(forward(*keeps, in.x));
+  HP_RETURN_IF_ERROR(backward(*keeps, &got));
+  EXPECT_TRUE(keeps->last_backward_kept()) << "rank " << me;
+  EXPECT_TRUE(got == want) << "rank " << me << ": from the kept pre-activation";
+  HP_RETURN_IF_ERROR(forward(*keeps, other_x));
+  HP_RETURN_IF_ERROR(backward(*keeps, &got));
+  EXPECT_FALSE(keeps->last_backward_kept()) << "rank " << me << ": another x's forward";
+  EXPECT_TRUE(got == want) << "rank " << me << ": after a forward of another x";
+  HP_RETURN_IF_ERROR(recomputes->destroy());
+  return keeps->destroy();
+}
+
+TEST_P(MoeLayerGradTest, KeptActivationsGiveTheRecomputedGradients) {
+  run_scenario([&] { return check_kept_activations(false, GetParam()); });
+}
+TEST_P(MoeLayerGradTest, KeptActivationsOnTheDeepPath) {
+  run_scenario([&] { return check_kept_activations(true, GetParam()); });
+}
+
+// keep_activations without backward is refused.
+TEST(MoeLayerKeptActivations, NeedBackward) {
+  run_scenario([&]() -> Status {
+    const std::int64_t H = 64, I = 32, local = 1;
+    const Weights w = make_weights(H, I, local);
+    std::unique_ptr<MoeLayer> layer;
+    const Status st = MoeLayer::create({.hidden = H,
+                                        .intermediate = I,
+                                        .num_experts = hp::shmem::n_pes() * local,
+                                        .topk = 1,
+                                        .max_tokens_per_rank = 4,
+                                        .keep_activations = true},
+                                       {.w1 = view(w.w1, DType::kInt8, {local, H, 2 * I}),
+                                        .w1_scale = view(w.s1, {local, 2 * I}),
+                                        .w2 = view(w.w2, DType::kInt8, {local, I, H}),
+                                        .w2_scale = view(w.s2, {local, H})},
+                                       &layer);
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.to_string();
+    return Status::ok();
   });
 }
 

@@ -425,7 +425,7 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
                                       .max_tokens_per_rank = T,
                                       .comm = GetParam(),
                                       .shared_intermediate = SI,
-                                      .backward = 1};
+                                      .backward = HP_MOE_BACKWARD_KEEP_ACTIVATIONS};
     hpHyperMegaMoeLayer* layer = nullptr;
     EXPECT_EQ(hpHyperMegaMoeCreate(&config, &t_w1, &t_s1, &t_w2, &t_s2, &t_sw1, &t_ss1, &t_sw2,
                                    &t_ss2, &layer),
@@ -478,7 +478,8 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
                                     TensorView(w.data(), DType::kFP32, {T, K}),
                                     TensorView(y_cpp.data(), DType::kFP32, {T, H})));
     EXPECT_EQ(y, y_cpp);
-    // The backward, through the ABI (workspace 0) and in C++.
+    // The backward, through the ABI (workspace 0; GMM1's output kept by its forward) and in C++
+    // (recomputed): the same bits.
     std::vector<float> dy(y.size());
     for (std::size_t i = 0; i < dy.size(); ++i)
       dy[i] = float(int((i * 7 + std::size_t(me)) % 11) - 5) / 8;
@@ -627,8 +628,18 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeWithWeightsListsSmoothAndTheDeepPath) {
     hpHyperMegaMoeConfig bad = config;
     if (me == 0) bad.vector_cores = 3;
     layer = nullptr;
-    const hpStatus st = hpHyperMegaMoeCreateWithWeights(&bad, &weights, &layer);
+    hpStatus st = hpHyperMegaMoeCreateWithWeights(&bad, &weights, &layer);
     EXPECT_NE(st, HP_STATUS_OK);
+    EXPECT_EQ(layer, nullptr);
+    // An unknown backward mode on one rank likewise.
+    bad = config;
+    if (me == ranks - 1) bad.backward = 3;
+    st = hpHyperMegaMoeCreateWithWeights(&bad, &weights, &layer);
+    if (me == ranks - 1) {
+      EXPECT_EQ(st, HP_STATUS_INVALID_ARGUMENT) << hpGetLastErrorMessage();
+    } else {
+      EXPECT_NE(st, HP_STATUS_OK);
+    }
     EXPECT_EQ(layer, nullptr);
     return Status::ok();
   });

@@ -42,19 +42,25 @@ def test_hp_moe_deep_path(ranks, comm, shared):
     assert report["overlap_ms"] >= 0 and report["rows"] == ranks * 24 * 3, report
 
 
-@pytest.mark.parametrize("shared", [0, 48])
-def test_hp_moe_backward(shared):
+@pytest.mark.parametrize("shared,keep", [(0, False), (48, False), (0, True)])
+def test_hp_moe_backward(shared, keep):
     result = hp_moe("--ranks", "2", "--experts", "4", "--backward", "--shared-intermediate", str(shared), "--json",
-                    *SMALL)
+                    *(["--keep-activations"] if keep else []), *SMALL)
     assert result.returncode == 0, describe(result)
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["check"] == "passed", report
     backward = report["backward"]
+    assert backward["keep_activations"] == keep
     assert set(backward["phases"]) == {"bwd dispatch", "bwd recompute", "bwd act grad", "bwd weight grad",
                                        "bwd combine"}
     assert set(backward["check_error"]) == {"dx", "d_topk_weights", "dw1", "dw2"}
     assert all(0 < e < 3e-2 for e in backward["check_error"].values()), backward
     assert backward["total_ms"] > 0
+
+
+def test_hp_moe_keep_activations_needs_backward():
+    result = hp_moe("--ranks", "1", "--keep-activations", *SMALL)
+    assert result.returncode != 0 and "--backward" in result.stderr + result.stdout, describe(result)
 
 
 def test_hp_moe_with_a_shared_expert():

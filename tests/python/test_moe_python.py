@@ -321,6 +321,7 @@ def test_mega_moe_grad_matches_the_float_model(n, tmp_path):
         with moe.MegaMoe(w1, s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16, backward=True) as layer:
             g = layer.backward(x, idx, w, dy)
             again = layer.backward(x, idx, w, dy)
+            assert not layer.last_backward_kept
         assert np.array_equal(g.dx, again.dx) and np.array_equal(g.dw1, again.dw1)
         assert set(g.stage_seconds) == {"dispatch", "recompute", "act_grad", "weight_grad", "combine", "overlap"}
         dx, dtopk, dw1, dw2 = float_grads()
@@ -329,6 +330,22 @@ def test_mega_moe_grad_matches_the_float_model(n, tmp_path):
                                 ("dw2", g.dw2, dw2)):
             assert rel(got, want) < 6e-2, (name, rel(got, want))
         assert g.shared_dw1 is None
+        # keep_activations: after a forward of the same inputs the backward takes GMM1's output
+        # from it (the same bits); without one, or after another x's, it recomputes.
+        with moe.MegaMoe(w1, s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16, backward=True,
+                         keep_activations=True) as keeps:
+            for forward_x, kept in ((None, False), (x, True), (x + 0.5, False)):
+                if forward_x is not None:
+                    keeps(forward_x, idx, w)
+                k = keeps.backward(x, idx, w, dy)
+                assert keeps.last_backward_kept == kept, (forward_x is None, kept)
+                assert np.array_equal(k.dx, g.dx) and np.array_equal(k.dw1, g.dw1)
+                assert np.array_equal(k.dw2, g.dw2) and np.array_equal(k.d_topk_weights, g.d_topk_weights)
+        try:
+            moe.MegaMoe(w1, s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16, keep_activations=True)
+            raise AssertionError("keep_activations without backward was accepted")
+        except HpError as e:
+            assert e.name == "INVALID_ARGUMENT", e
         one_call = hyper_parallel.mega_moe_grad(x, idx, w, dy, w1, s1, w2, s2, num_experts=E)
         assert np.array_equal(one_call.dx, g.dx) and np.array_equal(one_call.dw2, g.dw2)
         try:
@@ -368,6 +385,15 @@ def test_torch_autograd(n, tmp_path):
             (yb.float() * torch.from_numpy(dy)).sum().backward()
             assert xb.grad.dtype == torch.bfloat16
             assert rel(xb.grad.float().numpy(), g.dx.astype(np.float64)) < 3e-2
+        # keep_activations: autograd's backward follows its forward, so GMM1 is not recomputed
+        with moe.MegaMoe(w1, s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16, backward=True,
+                         keep_activations=True) as keeps:
+            xk = torch.from_numpy(x).requires_grad_()
+            y = moe_torch.mega_moe(keeps, xk, torch.from_numpy(idx), torch.from_numpy(w))
+            (y * torch.from_numpy(dy)).sum().backward()
+            assert keeps.last_backward_kept
+            assert np.array_equal(xk.grad.numpy(), g.dx)
+            assert np.array_equal(keeps.w1_grad.numpy(), g.dw1) and np.array_equal(keeps.w2_grad.numpy(), g.dw2)
     """), tmp_path)
 
 

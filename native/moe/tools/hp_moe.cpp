@@ -42,7 +42,7 @@ struct Options {
   int ranks = 4;
   WorkloadShape shape;
   int iterations = 10, warmup = 2, check_tokens = 8, vector_cores = 0;
-  bool check = true, json = false, backward = false;
+  bool check = true, json = false, backward = false, keep_activations = false;
   std::string comm = "shmem", path = "auto", trace;
 };
 
@@ -143,6 +143,7 @@ Status make_layer(const Options& o, RankLayer* out) {
        .comm = o.comm == "window" ? CommKind::kWindow : CommKind::kShmem,
        .chip = chip.get(),
        .backward = o.backward,
+       .keep_activations = o.keep_activations,
        .path = path},
       {.w1 = TensorView(const_cast<std::int8_t*>(w.w1.data()), DType::kInt8,
                         {local, s.hidden, 2 * s.intermediate}),
@@ -269,6 +270,7 @@ Status run_rank(const Options& o) {
       .check_tokens = o.check_tokens,
       .check = o.check,
       .backward = o.backward,
+      .keep_activations = o.keep_activations,
       .json = o.json,
       .deep = deep,
       .transport = std::string(hp::shmem::transport_name((me + 1) % ranks)),
@@ -334,6 +336,10 @@ int run(int argc, char** argv) {
   app.add_flag("--json", o.json, "one JSON object instead of the table");
   app.add_flag("--backward", o.backward,
                "also run the backward (a seeded dY; gradients checked with --check)");
+  app.add_flag("--keep-activations", o.keep_activations,
+               "the forward keeps GMM1's output for the backward instead of its recompute "
+               "(needs --backward)")
+      ->needs("--backward");
   CLI11_PARSE(app, argc, argv);
   if (o.shape.experts % o.ranks != 0 && !inside_a_job()) {
     fmt::print(stderr, "hp moe: --experts {} is not a multiple of --ranks {}\n", o.shape.experts,

@@ -76,7 +76,11 @@ Timings summarize(const RunFacts& run, const std::vector<double>& all_records) {
   // dY rows; the recompute is GMM1; act grad is dY W2^T and dA W1^T; weight grad is dW2 and dW1.
   const double grad_gemm_flops = 2.0 * t.rows_total * Hd * 3 * Id + 2.0 * shared_rows * Hd * 3 * SI;
   t.grad_rate = {fmt::format("{:.2f} GB/s", t.rows_total * Hd * 3 / (t.grad_ms[0] * 1e-3) / 1e9),
-                 fmt::format("{:.3f} TOPS", gmm1_ops / (t.grad_ms[1] * 1e-3) / 1e12),
+                 run.keep_activations
+                     ? std::string(si > 0 ? "GMM1 kept by the forward (the shared expert's "
+                                            "recomputed)"
+                                          : "GMM1 kept by the forward: SwiGLU only")
+                     : fmt::format("{:.3f} TOPS", gmm1_ops / (t.grad_ms[1] * 1e-3) / 1e12),
                  fmt::format("{:.3f} TFLOPS", grad_gemm_flops / (t.grad_ms[2] * 1e-3) / 1e12),
                  fmt::format("{:.3f} TFLOPS", grad_gemm_flops / (t.grad_ms[3] * 1e-3) / 1e12),
                  fmt::format("{:.2f} GB/s", combine_bytes / (t.grad_ms[4] * 1e-3) / 1e9)};
@@ -106,6 +110,7 @@ void print_json(const RunFacts& run, const CheckVerdict& check, const Timings& t
     j["phases"][kPhaseNames[p]] = {{"ms", t.phase_ms[std::size_t(p)]},
                                    {"rate", t.rate[std::size_t(p)]}};
   if (run.backward) {
+    j["backward"]["keep_activations"] = run.keep_activations;
     j["backward"]["total_ms"] = t.grad_total_ms;
     j["backward"]["overlap_ms"] = t.grad_overlap_ms;
     for (int p = 0; p < kGradPhases; ++p) {

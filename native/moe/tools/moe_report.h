@@ -33,7 +33,9 @@ struct RunFacts {
   WorkloadShape shape;
   int ranks = 0, iterations = 0, warmup = 0;
   std::int64_t check_tokens = 0;
-  bool check = false, backward = false, json = false;
+  bool check = false, backward = false;
+  bool keep_activations = false;  // the backward takes GMM1's output from the forward
+  bool json = false;
   bool deep = false;  // the layer took the deep-fuse path
   std::string transport, layer_path, planned_path, trace;
   int cube_cores = 0, vector_cores = 0;  // each rank's chip (0 and 0: none)

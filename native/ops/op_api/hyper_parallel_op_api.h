@@ -170,6 +170,14 @@ hpStatus hpMoeCombineLowLatency(void* workspace, uint64_t workspaceSize, hpOpExe
  * vector_cores for the communication; path HP_MOE_PATH_DEEP (the deep-fuse forward) needs
  * vector_cores = 2 x cube_cores, HP_MOE_PATH_AUTO takes it with such a chip and more than one
  * expert per rank. */
+/* backward: NONE, a forward-only layer; RECOMPUTE (1), the layer keeps bf16 copies of the
+ * weights and hpHyperMegaMoeGrad recomputes GMM1 from x; KEEP_ACTIVATIONS, each forward also
+ * keeps GMM1's output (fp32, rows x 2I per rank) and a Grad of the same inputs uses it instead of
+ * recomputing (the same gradients, bit for bit). */
+#define HP_MOE_BACKWARD_NONE 0
+#define HP_MOE_BACKWARD_RECOMPUTE 1
+#define HP_MOE_BACKWARD_KEEP_ACTIVATIONS 2
+
 #define HP_MOE_PATH_AUTO 0
 #define HP_MOE_PATH_STAGED 1
 #define HP_MOE_PATH_DEEP 2
@@ -182,7 +190,7 @@ typedef struct hpHyperMegaMoeConfig {
   int64_t max_tokens_per_rank;
   int32_t comm; /* HP_MOE_COMM_* */
   int64_t shared_intermediate;
-  int32_t backward;   /* 1: keep what hpHyperMegaMoeGrad needs (bf16 copies of the weights) */
+  int32_t backward;   /* HP_MOE_BACKWARD_*: what hpHyperMegaMoeGrad needs is kept or not */
   int32_t path;       /* HP_MOE_PATH_* */
   int32_t cube_cores; /* 0: no chip (everything on the calling thread) */
   int32_t vector_cores;

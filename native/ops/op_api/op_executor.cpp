@@ -137,11 +137,18 @@ hpStatus create_layer(const hpHyperMegaMoeConfig* config, const hpHyperMegaMoeWe
   }
   auto l = std::make_unique<hpHyperMegaMoeLayer>();
   l->variant = variant;
-  // A bad chip request is this rank's error, but create is collective: it goes in as a config
-  // no rank can agree on (a hidden size of -1), so every rank fails.
-  Status chip_made = Status::ok();
-  if (config->cube_cores > 0 || config->vector_cores > 0) {
-    chip_made = hp::platform::Chip::create(
+  // A bad backward mode or chip request is this rank's error, but create is collective: it goes
+  // in as a config no rank can agree on (a hidden size of -1), so every rank fails.
+  Status local_ok = Status::ok();
+  if (config->backward < HP_MOE_BACKWARD_NONE ||
+      config->backward > HP_MOE_BACKWARD_KEEP_ACTIVATIONS) {
+    local_ok =
+        Status::error(ErrorCode::kInvalidArgument,
+                      "{}: config backward = {}: expected HP_MOE_BACKWARD_NONE (0), "
+                      "HP_MOE_BACKWARD_RECOMPUTE (1) or HP_MOE_BACKWARD_KEEP_ACTIVATIONS (2)",
+                      variant_create(variant), config->backward);
+  } else if (config->cube_cores > 0 || config->vector_cores > 0) {
+    local_ok = hp::platform::Chip::create(
         {.num_cube = config->cube_cores, .num_vector = config->vector_cores}, &l->chip);
   }
   hp::moe::ExpertWeights w{.w1 = view(weights->w1),
@@ -164,7 +171,7 @@ hpStatus create_layer(const hpHyperMegaMoeConfig* config, const hpHyperMegaMoeWe
     }
   }
   const hpStatus s = report(hp::moe::MoeLayer::create(
-      {.hidden = chip_made.is_ok() ? config->hidden : -1,
+      {.hidden = local_ok.is_ok() ? config->hidden : -1,
        .intermediate = config->intermediate,
        .num_experts = config->num_experts,
        .topk = config->topk,
@@ -173,14 +180,15 @@ hpStatus create_layer(const hpHyperMegaMoeConfig* config, const hpHyperMegaMoeWe
        .comm = variant == LayerVariant::kShmem ? hp::moe::CommKind::kShmem
                                                : hp::moe::CommKind(config->comm),
        .chip = l->chip.get(),
-       .backward = config->backward != 0,
+       .backward = config->backward != HP_MOE_BACKWARD_NONE,
+       .keep_activations = config->backward == HP_MOE_BACKWARD_KEEP_ACTIVATIONS,
        .path = hp::moe::LayerPath(config->path),
        .capacity_factor = config->capacity_factor,
        .grow_on_overflow = config->no_growth == 0,
        .weights = variant == LayerVariant::kW4A8 ? hp::kernels::WeightType::kInt4
                                                  : hp::kernels::WeightType::kInt8},
       w, &l->layer));
-  if (!chip_made.is_ok()) return report(chip_made);
+  if (!local_ok.is_ok()) return report(local_ok);
   if (s == HP_STATUS_OK) *layer = l.release();
   return s;
 }
