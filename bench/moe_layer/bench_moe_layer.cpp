@@ -2,6 +2,8 @@
 // builds one MoE layer shape from the workload's formulas (workload.h) and hosts
 //   fused       hp::moe::MoeLayer's forward (x bf16 -> y fp32)
 //   fused+bwd   its forward and backward (dy bf16; dx fp32, bf16 weight gradients)
+//   fused+bwd-kept  the same on a second layer made with keep_activations (the backward takes
+//               GMM1's output from its forward instead of recomputing it)
 //   unfused     the standard-parts pipeline of unfused_layer.h (x bf16 -> y bf16)
 // then serves run.py's commands, read by rank 0 from stdin and broadcast, one JSON object per
 // line (the protocol peers.py serves too):
@@ -14,7 +16,7 @@
 // {"error": "..."} and ends the job. Each rank has --tokens tokens (global tokens rank x T + i).
 //
 //   mpirun -np R bench_moe_layer --hidden H --intermediate I --experts E --topk K --tokens T
-//                                [--threads N] [--impls fused,fused+bwd,unfused]
+//                                [--threads N] [--impls fused,fused+bwd,fused+bwd-kept,unfused]
 //   bench_moe_layer --quick   (the smoke test: a tiny shape, every impl twice, fused against
 //                              unfused, no stdin)
 #include <mpi.h>
@@ -67,7 +69,7 @@ struct Options {
   LayerShape shape;
   std::int64_t tokens = 0;
   int threads = 1;
-  std::vector<std::string> impls = {"fused", "fused+bwd", "unfused"};
+  std::vector<std::string> impls = {"fused", "fused+bwd", "fused+bwd-kept", "unfused"};
   bool quick = false;
 };
 
@@ -80,13 +82,14 @@ class Worker {
     local_ = s.experts / ranks_;
     experts_ = make_experts(s, rank_ * local_, local_);
     tokens_ = make_tokens(s, rank_ * T, T);
-    const bool fused = has("fused") || has("fused+bwd"), backward = has("fused+bwd");
-    if (fused) {
-      // One rank's threads: the calling thread, or a chip whose cube cores share the GEMMs.
-      if (o.threads > 1) {
-        check(hp::platform::Chip::create({.num_cube = o.threads, .num_vector = o.threads}, &chip_),
-              "chip");
-      }
+    const bool kept = has("fused+bwd-kept");
+    const bool fused = has("fused") || has("fused+bwd"), backward = has("fused+bwd") || kept;
+    // One rank's threads: the calling thread, or a chip whose cube cores share the GEMMs.
+    if ((fused || kept) && o.threads > 1) {
+      check(hp::platform::Chip::create({.num_cube = o.threads, .num_vector = o.threads}, &chip_),
+            "chip");
+    }
+    auto make_layer = [&](bool with_backward, bool keep, std::unique_ptr<hp::moe::MoeLayer>* out) {
       check(hp::moe::MoeLayer::create(
                 {.hidden = H,
                  .intermediate = I,
@@ -95,15 +98,18 @@ class Worker {
                  .max_tokens_per_rank = T,
                  .comm = hp::moe::CommKind::kShmem,
                  .chip = chip_.get(),
-                 .backward = backward},
+                 .backward = with_backward,
+                 .keep_activations = keep},
                 {.w1 = TensorView(experts_.w1.data(), DType::kInt8, {local_, H, 2 * I}),
                  .w1_scale = TensorView(experts_.w1_scale.data(), DType::kFP32, {local_, 2 * I}),
                  .w2 = TensorView(experts_.w2.data(), DType::kInt8, {local_, I, H}),
                  .w2_scale = TensorView(experts_.w2_scale.data(), DType::kFP32, {local_, H})},
-                &layer_),
+                out),
             "MoeLayer::create");
-      y_fused_.resize(std::size_t(T * H));
-    }
+    };
+    if (fused) make_layer(has("fused+bwd"), false, &layer_);
+    if (kept) make_layer(true, true, &kept_layer_);
+    if (fused || kept) y_fused_.resize(std::size_t(T * H));
     if (backward) {
       dy_ = make_dy(s, rank_ * T, T);
       dx_.resize(std::size_t(T * H));
@@ -125,32 +131,34 @@ class Worker {
   }
 
   ~Worker() {
-    if (layer_ != nullptr) check(layer_->destroy(), "MoeLayer::destroy");
+    for (auto* layer : {&layer_, &kept_layer_}) {
+      if (*layer != nullptr) check((*layer)->destroy(), "MoeLayer::destroy");
+    }
   }
 
   bool has(const std::string& name) const {
     return std::find(o_.impls.begin(), o_.impls.end(), name) != o_.impls.end();
   }
 
-  void forward_fused() {
-    check(layer_->forward(view(tokens_.x, DType::kBF16, {o_.tokens, o_.shape.hidden}),
-                          view(tokens_.topk_idx, DType::kInt64, {o_.tokens, o_.shape.topk}),
-                          view(tokens_.topk_weights, DType::kFP32, {o_.tokens, o_.shape.topk}),
-                          view(y_fused_, DType::kFP32, {o_.tokens, o_.shape.hidden})),
+  void forward_fused(hp::moe::MoeLayer& layer) {
+    check(layer.forward(view(tokens_.x, DType::kBF16, {o_.tokens, o_.shape.hidden}),
+                        view(tokens_.topk_idx, DType::kInt64, {o_.tokens, o_.shape.topk}),
+                        view(tokens_.topk_weights, DType::kFP32, {o_.tokens, o_.shape.topk}),
+                        view(y_fused_, DType::kFP32, {o_.tokens, o_.shape.hidden})),
           "fused forward");
   }
 
-  void backward_fused() {
+  void backward_fused(hp::moe::MoeLayer& layer) {
     const std::int64_t T = o_.tokens, H = o_.shape.hidden, I = o_.shape.intermediate,
                        K = o_.shape.topk;
-    check(layer_->backward({.x = view(tokens_.x, DType::kBF16, {T, H}),
-                            .topk_idx = view(tokens_.topk_idx, DType::kInt64, {T, K}),
-                            .topk_weights = view(tokens_.topk_weights, DType::kFP32, {T, K}),
-                            .dy = view(dy_, DType::kBF16, {T, H}),
-                            .dx = view(dx_, DType::kFP32, {T, H}),
-                            .d_topk_weights = view(d_topk_, DType::kFP32, {T, K}),
-                            .dw1 = view(dw1_, DType::kBF16, {local_, H, 2 * I}),
-                            .dw2 = view(dw2_, DType::kBF16, {local_, I, H})}),
+    check(layer.backward({.x = view(tokens_.x, DType::kBF16, {T, H}),
+                          .topk_idx = view(tokens_.topk_idx, DType::kInt64, {T, K}),
+                          .topk_weights = view(tokens_.topk_weights, DType::kFP32, {T, K}),
+                          .dy = view(dy_, DType::kBF16, {T, H}),
+                          .dx = view(dx_, DType::kFP32, {T, H}),
+                          .d_topk_weights = view(d_topk_, DType::kFP32, {T, K}),
+                          .dw1 = view(dw1_, DType::kBF16, {local_, H, 2 * I}),
+                          .dw2 = view(dw2_, DType::kBF16, {local_, I, H})}),
           "fused backward");
   }
 
@@ -161,11 +169,12 @@ class Worker {
   }
 
   double run_once(const std::string& impl) {
-    if (impl == "fused") return timed([&] { forward_fused(); });
-    if (impl == "fused+bwd") {
+    if (impl == "fused") return timed([&] { forward_fused(*layer_); });
+    if (impl == "fused+bwd" || impl == "fused+bwd-kept") {
+      hp::moe::MoeLayer& layer = impl == "fused+bwd" ? *layer_ : *kept_layer_;
       return timed([&] {
-        forward_fused();
-        backward_fused();
+        forward_fused(layer);
+        backward_fused(layer);
       });
     }
     return timed([&] { forward_unfused(); });
@@ -203,7 +212,7 @@ class Worker {
   Experts experts_;
   Tokens tokens_;
   std::unique_ptr<hp::platform::Chip> chip_;
-  std::unique_ptr<hp::moe::MoeLayer> layer_;
+  std::unique_ptr<hp::moe::MoeLayer> layer_, kept_layer_;
   std::unique_ptr<UnfusedLayer> unfused_;
   std::vector<float> y_fused_, dx_, d_topk_;
   std::vector<std::uint16_t> y_unfused_, dy_, dw1_, dw2_;
@@ -279,7 +288,7 @@ int run(int argc, char** argv) {
   app.add_option("--threads", o.threads, "threads per rank")->check(CLI::PositiveNumber);
   app.add_option("--impls", o.impls, "the implementations to prepare")
       ->delimiter(',')
-      ->check(CLI::IsMember({"fused", "fused+bwd", "unfused"}));
+      ->check(CLI::IsMember({"fused", "fused+bwd", "fused+bwd-kept", "unfused"}));
   app.add_flag("--quick", o.quick, "the smoke test (a tiny shape, no stdin)");
   CLI11_PARSE(app, argc, argv);
   if (o.quick)

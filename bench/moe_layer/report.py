@@ -4,7 +4,8 @@
 
 A table per shape: a row per (ranks x threads, tokens), the fused layer's ms and tokens/s, and
 each peer's time over the fused layer's (x > 1: the fused layer is faster); the backward's the
-same against fused+bwd. The plot (matplotlib) shows tokens/s against tokens for every
+same against fused+bwd; with fused+bwd-kept rows (the layer keeping GMM1's output for its
+backward), its ms and its backward over the forward too. The plot (matplotlib) shows tokens/s against tokens for every
 implementation, a panel per shape and configuration. With several rows for one point (runs
 appended to one file), the last one counts.
 """
@@ -47,8 +48,9 @@ def markdown(rows):
     out = []
     for shape in sorted({k[0] for k in rows}):
         out.append(f"\n#### {shape}\n")
+        kept = any(k[0] == shape and k[4] == "fused+bwd-kept" for k in rows)
         head = ["R x thr", "tokens", "fused ms", "tokens/s", *[f"{p}" for p in FORWARD_PEERS], "fused+bwd ms",
-                "bwd/fwd", *BACKWARD_PEERS]
+                "bwd/fwd", *BACKWARD_PEERS, *(["kept+bwd ms", "kept bwd/fwd"] if kept else [])]
         out.append("| " + " | ".join(head) + " |")
         out.append("|" + "---|" * len(head))
         for p in [p for p in points(rows) if p[0] == shape]:
@@ -59,6 +61,10 @@ def markdown(rows):
             cells += [ratio(rows, p, i, "fused") for i in FORWARD_PEERS]
             cells += [f"{fbms * 1e3:.1f}" if fbms else "", f"{(fbms - fms) / fms:.1f}" if fbms and fms else ""]
             cells += [ratio(rows, p, i, "fused+bwd") for i in BACKWARD_PEERS]
+            if kept:
+                k = rows.get(p + ("fused+bwd-kept",))
+                kms = k["median_s"] if k else None
+                cells += [f"{kms * 1e3:.1f}" if kms else "", f"{(kms - fms) / fms:.1f}" if kms and fms else ""]
             out.append("| " + " | ".join(cells) + " |")
     notes = sorted((k[0], k[1], k[2], k[3], k[4], r["note"]) for k, r in rows.items() if r["note"])
     if notes:
@@ -74,7 +80,7 @@ def plot(rows, path):
     import matplotlib.pyplot as plt
     shapes = sorted({k[0] for k in rows})
     configs = sorted({(k[1], k[2]) for k in rows})
-    impls = ["fused", *FORWARD_PEERS, "fused+bwd", *BACKWARD_PEERS]
+    impls = ["fused", *FORWARD_PEERS, "fused+bwd", "fused+bwd-kept", *BACKWARD_PEERS]
     fig, axes = plt.subplots(len(configs), len(shapes), figsize=(5 * len(shapes), 4 * len(configs)), squeeze=False)
     for ci, (ranks, threads) in enumerate(configs):
         for si, shape in enumerate(shapes):
@@ -83,7 +89,7 @@ def plot(rows, path):
                 pts = [(p[3], p[3] / rows[p + (impl,)]["median_s"]) for p in points(rows)
                        if p[:3] == (shape, ranks, threads) and rows.get(p + (impl,), {}).get("median_s")]
                 if pts:
-                    style = "--" if impl.endswith("+bwd") else "-"
+                    style = "--" if "+bwd" in impl else "-"
                     width = 2.5 if impl.startswith("fused") else 1.2
                     ax.plot(*zip(*pts), style, marker="o", linewidth=width, label=impl)
             ax.set_xscale("log", base=2)

@@ -1,7 +1,7 @@
 """The MoE layer benchmark's driver: the fused layer against what a user would run instead.
 
 For every point (shape, tokens, ranks x threads) it starts the C++ worker (bench_moe_layer
-under mpirun: fused, fused+bwd, unfused) and keeps it for the point; then, one at a time, each
+under mpirun: fused, fused+bwd, fused+bwd-kept, unfused) and keeps it for the point; then, one at a time, each
 Python peer worker (peers.py: PyTorch eager in bf16 and fp32, KTransformers' kernels), and
 alternates samples: ours, the peer, ours, the peer, ... so that the machine's noise hits both
 alike. Every worker speaks the line protocol described in bench_moe_layer.cpp. The table shows
@@ -33,7 +33,8 @@ SHAPES = {  # name: (hidden, intermediate, experts, topk)
     "mixtral": (4096, 14336, 8, 2),    # Mixtral-8x7B-like
     "deepseek": (7168, 2048, 32, 8),   # DeepSeek-V3-like, 32 of its 256 experts (memory)
 }
-CPP_IMPLS = ["fused", "fused+bwd", "unfused"]
+CPP_IMPLS = ["fused", "fused+bwd", "fused+bwd-kept", "unfused"]
+OURS = ("fused", "fused+bwd", "fused+bwd-kept")  # rows of ours: no peer/ours ratio
 PEER_WORKERS = {  # worker name: (impls it hosts, peers.py arguments)
     "torch-bf16": (["torch-bf16", "torch-bf16+bwd"], ["--impl", "torch", "--dtype", "bf16"]),
     "torch-fp32": (["torch-fp32", "torch-fp32+bwd"], ["--impl", "torch", "--dtype", "fp32"]),
@@ -270,7 +271,7 @@ def run_point(args, shape, tokens, ranks, threads, previous):
 
 
 def report(point, args, out):
-    fused = {o: statistics.median(point.samples[o]) for o in ("fused", "fused+bwd") if point.samples.get(o)}
+    fused = {o: statistics.median(point.samples[o]) for o in OURS if point.samples.get(o)}
     print(f"\n{point.shape} {SHAPES[point.shape]} (H, I, E, K), {point.tokens} tokens, "
           f"{point.ranks} rank(s) x {point.threads} thread(s); " +
           "; ".join(f"{w}: {i}" for w, i in point.info.items() if i), file=out)
@@ -279,7 +280,7 @@ def report(point, args, out):
         row = point.row(impl)
         m = row["median_s"]
         ours = fused.get(OURS_FOR[impl])
-        ratio = f"{m / ours:.2f}x" if m and ours and impl not in fused else ""
+        ratio = f"{m / ours:.2f}x" if m and ours and impl not in OURS else ""
         err = f"{row['error_vs_fused']:.3f}" if row["error_vs_fused"] is not None else ""
         if row["error_vs_fused"] is not None and row["error_vs_fused"] > CHECK_TOLERANCE:
             row["note"] = (row["note"] + "; " if row["note"] else "") + "WRONG RESULT: y differs from the fused layer's"
