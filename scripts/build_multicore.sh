@@ -73,6 +73,5 @@ for soc in "${HP_SOCS[@]}"; do
     fi
 done
 
-HP_ADAPTER_SLICES=(symmetric_memory)
 hp_build_adapters native/moe/adapters "./build.sh --multicore off"
 hp_component_end

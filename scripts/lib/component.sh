@@ -13,7 +13,14 @@ source "$HP_REPO_ROOT/scripts/lib/python.sh"
 source "$HP_REPO_ROOT/scripts/lib/cache.sh"
 
 HP_ALL_FRAMEWORKS=(torch mindspore)
-HP_ADAPTER_SLICES=()  # other components whose slices a framework adapter links (hp_build_adapter)
+# The components whose installs this one compiles and links against, besides the core.
+hp_linked_slices() {
+    case "$HP_COMPONENT" in
+        multicore) echo symmetric_memory ;;
+        custom_ops) echo symmetric_memory multicore ;;
+    esac
+}
+HP_ADAPTER_SLICES=($(hp_linked_slices))  # the slices a framework adapter links (hp_build_adapter)
 IFS=, read -ra HP_ALL_SOCS <<<"$(hp_soc_names all)"  # the SoC target table
 
 hp_component_usage() {
@@ -227,12 +234,37 @@ hp_cmake_build_cached() {
         rm -rf "$HP_INSTALL_DIR" || return 12
         cmake --install "$HP_WORK_DIR" --prefix "$HP_INSTALL_DIR" || return 12
         hp_split_debug "$HP_INSTALL_DIR/hyper_parallel" || return 12
+        echo "== check the installed headers"
+        hp_check_installed_headers || return 13
         if declare -F hp_check_install >/dev/null; then
             echo "== check the install"
             hp_check_install || return 13
         fi
         hp_cache_store "$key" "$HP_INSTALL_DIR" || return 14
     } >>"$HP_LOG" 2>&1 || return $?
+}
+
+# Every header this component installs compiles with only the installs for company: one C++
+# translation unit includes them all, seeing this slice's include dirs and those of the core and
+# the linked slices (hp_linked_slices), as a user's build does; the C API headers at the include
+# root are also compiled as C. A public header that includes one nobody installs fails here, in
+# the component that installs it, instead of in a dependent's build or a user's. (Regular builds
+# only: a sanitizer build installs the same headers.)
+hp_check_installed_headers() {
+    [[ -n "${HP_SANITIZE:-}" ]] && return 0
+    local own="$HP_INSTALL_DIR/hyper_parallel/$HP_COMPONENT/include" slice dir header
+    [[ -d "$own" ]] || return 0
+    local flags=(-I "$own" -I "$own/hyper_parallel")
+    for slice in $([[ "$HP_COMPONENT" == core ]] || echo core) $(hp_linked_slices); do
+        dir="$HP_NATIVE_DIR/$slice/install/hyper_parallel/$slice/include"
+        flags+=(-isystem "$dir" -isystem "$dir/hyper_parallel")
+    done
+    local cxx_tu="$HP_WORK_DIR/installed_headers.cpp" c_tu="$HP_WORK_DIR/installed_headers.c"
+    (cd "$own" && find . -name '*.h' | LC_ALL=C sort | sed -E 's|^\./(.*)$|#include "\1"|') >"$cxx_tu"
+    (cd "$own" && find . -maxdepth 1 -name '*.h' | LC_ALL=C sort | sed -E 's|^\./(.*)$|#include "\1"|') >"$c_tu"
+    "$HP_CXX" -std=c++20 -fsyntax-only "${flags[@]}" "$cxx_tu" || return 1
+    [[ -s "$c_tu" ]] || return 0
+    "${CC:-gcc}" -std=c11 -fsyntax-only -I "$own" "$c_tu"
 }
 
 # hp_status_from_error <stderr of a check script>: that failure as this component's status: its

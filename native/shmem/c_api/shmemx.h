@@ -6,6 +6,6 @@
 #ifndef HYPER_PARALLEL_SHMEMX_C_H
 #define HYPER_PARALLEL_SHMEMX_C_H
 
-#include "shmem/c_api/shmem.h"
+#include "shmem.h" /* beside this header, in the tree and in the install */
 
 #endif /* HYPER_PARALLEL_SHMEMX_C_H */
