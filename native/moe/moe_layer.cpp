@@ -326,7 +326,7 @@ Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx,
                           .quant = Quant::kDynamicInt8,
                           .smooth = smooth1()};
   times_ = {};
-  kept_.valid = false;
+  kept_.offsets.clear();
   {
     const std::lock_guard lock(spans_mutex_);
     spans_.clear();
@@ -437,11 +437,10 @@ void MoeLayer::keep_rows(const std::uint8_t* x1, const float* x1_scale,
                    reinterpret_cast<const std::int8_t*>(x1) + rows * std::size_t(config_.hidden));
   kept_.x_scale.assign(x1_scale, x1_scale + rows);
   kept_.offsets = offsets;
-  kept_.valid = true;
 }
 
 const float* MoeLayer::kept_preact_of(const DispatchResult& recv) const {
-  if (!kept_.valid || recv.expert_offsets != kept_.offsets || recv.x_dtype != DType::kInt8 ||
+  if (recv.expert_offsets != kept_.offsets || recv.x_dtype != DType::kInt8 ||
       recv.x_scale != kept_.x_scale || recv.x_bytes.size() < kept_.x_q.size() ||
       std::memcmp(recv.x_bytes.data(), kept_.x_q.data(), kept_.x_q.size()) != 0) {
     return nullptr;

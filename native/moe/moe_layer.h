@@ -280,6 +280,8 @@ class HP_API MoeLayer {
   Status recompute_forward(const ExpertGrad& p);
   Status activation_grads(const ExpertGrad& p);
   static TensorView smooth2_view(const ExpertGrad& p);
+  // a [rows, 2I] of the experts of p: the forward's kept rows, or grad_.a (recompute_forward).
+  TensorView preact_view(const ExpertGrad& p);
   // Two independent bf16 GEMMs at once, each on half of the chip's cube cores (>= 2).
   Status run_gemms_side_by_side(const hp::kernels::Bf16GemmProblem& first,
                                 const hp::kernels::Bf16GemmProblem& second);
@@ -314,17 +316,16 @@ class HP_API MoeLayer {
     DispatchResult x_recv, dy_recv;
     std::vector<std::uint16_t> dy_bf16;  // dY (own tokens, inactive ones zero) in bf16
     std::vector<float> a, g_dy;          // [rows, 2I] GMM1 recomputed; [rows, I] dY W2^T
-    const float* a_rows = nullptr;       // the a of the current experts: kept, or `a`
     std::vector<std::int8_t> h_q;
     std::vector<float> h, h_scale, hw_scale, d_row_weight, dx_rows, dx_sum;
     std::vector<std::uint16_t> hw_bf16, x_bf16, da;  // w h~ (dW2's left side), x~, dA
     std::vector<std::int8_t> own_q;                  // the shared expert's x quantised
     std::vector<float> own_scale;
   } grad_;
-  // keep_activations: the last forward's routed pre-activation and the rows it came from; valid
-  // only once that forward's GMM1 is done (every forward invalidates it first).
+  // keep_activations: the last forward's routed pre-activation and the rows it came from. Every
+  // forward clears `offsets` first and sets them once its GMM1 is done: no dispatch's offsets
+  // are empty, so until then nothing matches (kept_preact_of).
   struct KeptActivations {
-    bool valid = false;
     AlignedVector<float> a;  // [rows, 2I] (64-byte aligned: GMM1 streams its rows in)
     std::vector<std::int8_t> x_q;
     std::vector<float> x_scale;

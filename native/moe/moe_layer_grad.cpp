@@ -96,16 +96,18 @@ TensorView MoeLayer::smooth2_view(const ExpertGrad& p) {
   return TensorView(const_cast<float*>(p.smooth2), DType::kFP32, {p.offsets.dim(0) - 1, p.inter});
 }
 
+TensorView MoeLayer::preact_view(const ExpertGrad& p) {
+  return TensorView(const_cast<float*>(p.kept_a != nullptr ? p.kept_a : grad_.a.data()),
+                    DType::kFP32, {p.x_q.dim(0), 2 * p.inter});
+}
+
 // a = x~ W1 (as the forward; or the forward's, kept), h = silu(g) u (x smooth2), its int8
 // quantisation, and x~ into grad_.
 Status MoeLayer::recompute_forward(const ExpertGrad& p) {
   const std::int64_t rows = p.x_q.dim(0), H = config_.hidden, I = p.inter;
   GradStorage& g = grad_;
-  if (p.kept_a != nullptr) {
-    g.a_rows = p.kept_a;
-  } else {
+  if (p.kept_a == nullptr) {
     g.a.resize(std::size_t(rows * 2 * I));
-    g.a_rows = g.a.data();
     HP_RETURN_IF_ERROR(run_gemm(hp::kernels::GroupedGemmProblem{
         .a = p.x_q,
         .a_scale = p.x_scale,
@@ -114,7 +116,7 @@ Status MoeLayer::recompute_forward(const ExpertGrad& p) {
         .epilogue = hp::kernels::Epilogue::kDequant,
         .out = TensorView(g.a.data(), DType::kFP32, {rows, 2 * I})}));
   }
-  const TensorView a(const_cast<float*>(g.a_rows), DType::kFP32, {rows, 2 * I});
+  const TensorView a = preact_view(p);
   g.h.resize(std::size_t(rows * I));
   const TensorView h(g.h.data(), DType::kFP32, {rows, I});
   HP_RETURN_IF_ERROR(hp::kernels::swiglu(*table_, a, p.offsets, smooth2_view(p), h));
@@ -174,7 +176,7 @@ Status MoeLayer::activation_grads(const ExpertGrad& p) {
   const TensorView da(g.da.data(), DType::kBF16, {rows, 2 * I});
   HP_RETURN_IF_ERROR(hp::kernels::swiglu_grad(
       *table_,
-      {.a = TensorView(const_cast<float*>(g.a_rows), DType::kFP32, {rows, 2 * I}),
+      {.a = preact_view(p),
        .offsets = p.offsets,
        .smooth = smooth2_view(p),
        .g = g_dy,
