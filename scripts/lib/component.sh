@@ -252,7 +252,7 @@ hp_cmake_build_cached() {
 # only: a sanitizer build installs the same headers.)
 hp_check_installed_headers() {
     [[ -n "${HP_SANITIZE:-}" ]] && return 0
-    local own="$HP_INSTALL_DIR/hyper_parallel/$HP_COMPONENT/include" slice dir header
+    local own="$HP_INSTALL_DIR/hyper_parallel/$HP_COMPONENT/include" slice dir
     [[ -d "$own" ]] || return 0
     local flags=(-I "$own" -I "$own/hyper_parallel")
     for slice in $([[ "$HP_COMPONENT" == core ]] || echo core) $(hp_linked_slices); do
@@ -260,8 +260,10 @@ hp_check_installed_headers() {
         flags+=(-isystem "$dir" -isystem "$dir/hyper_parallel")
     done
     local cxx_tu="$HP_WORK_DIR/installed_headers.cpp" c_tu="$HP_WORK_DIR/installed_headers.c"
-    (cd "$own" && find . -name '*.h' | LC_ALL=C sort | sed -E 's|^\./(.*)$|#include "\1"|') >"$cxx_tu"
-    (cd "$own" && find . -maxdepth 1 -name '*.h' | LC_ALL=C sort | sed -E 's|^\./(.*)$|#include "\1"|') >"$c_tu"
+    # An #include line for every header under `own` (find's extra arguments: which ones).
+    includes() { (cd "$own" && find . "$@" -name '*.h' | LC_ALL=C sort | sed -E 's|^\./(.*)$|#include "\1"|'); }
+    includes >"$cxx_tu"
+    includes -maxdepth 1 >"$c_tu"
     "$HP_CXX" -std=c++20 -fsyntax-only "${flags[@]}" "$cxx_tu" || return 1
     [[ -s "$c_tu" ]] || return 0
     "${CC:-gcc}" -std=c11 -fsyntax-only -I "$own" "$c_tu"
