@@ -261,17 +261,20 @@ TEST_P(GroupedGemm, DequantScaleMatchesReference) {
         401);
 }
 
+// GMM1's shapes: empty and one-row groups, tails, smooth quant, a long K.
+const std::vector<Case> kSwigluCases = {
+    {.group_rows = {4, 0, 37}, .k = 96, .n = 2 * 40, .epilogue = Epilogue::kDequantSwigluQuant},
+    {.group_rows = {1}, .k = 64, .n = 2 * 16, .epilogue = Epilogue::kDequantSwigluQuant},
+    {.group_rows = {70, 2},
+     .k = 300,
+     .n = 2 * 75,
+     .epilogue = Epilogue::kDequantSwigluQuant,
+     .smooth = true},
+    {.group_rows = {20}, .k = 2048, .n = 2 * 176, .epilogue = Epilogue::kDequantSwigluQuant},
+};
+
 TEST_P(GroupedGemm, SwigluQuantMatchesReference) {
-  const std::vector<Case> cases = {
-      {.group_rows = {4, 0, 37}, .k = 96, .n = 2 * 40, .epilogue = Epilogue::kDequantSwigluQuant},
-      {.group_rows = {1}, .k = 64, .n = 2 * 16, .epilogue = Epilogue::kDequantSwigluQuant},
-      {.group_rows = {70, 2},
-       .k = 300,
-       .n = 2 * 75,
-       .epilogue = Epilogue::kDequantSwigluQuant,
-       .smooth = true},
-      {.group_rows = {20}, .k = 2048, .n = 2 * 176, .epilogue = Epilogue::kDequantSwigluQuant},
-  };
+  const std::vector<Case>& cases = kSwigluCases;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     check(cases[i], 500 + i);
     if (HasFatalFailure()) return;
@@ -282,20 +285,13 @@ TEST_P(GroupedGemm, SwigluQuantMatchesReference) {
 // kDequant output of the same weights packed plainly (what the backward recomputes), and the
 // int8 output unchanged by storing it.
 TEST_P(GroupedGemm, SwigluPreactivationIsThePlainDequantOutput) {
-  const std::vector<Case> cases = {
-      {.group_rows = {4, 0, 37}, .k = 96, .n = 2 * 40, .epilogue = Epilogue::kDequantSwigluQuant},
-      {.group_rows = {70, 2},
-       .k = 300,
-       .n = 2 * 75,
-       .epilogue = Epilogue::kDequantSwigluQuant,
-       .smooth = true},
-      {.group_rows = {9, 9},
-       .k = 512,
-       .n = 2 * 24,
-       .type = WeightType::kInt4,
-       .group_size = 128,
-       .epilogue = Epilogue::kDequantSwigluQuant},
-  };
+  std::vector<Case> cases = kSwigluCases;
+  cases.push_back({.group_rows = {9, 9},  // int4 weights with per-group scales
+                   .k = 512,
+                   .n = 2 * 24,
+                   .type = WeightType::kInt4,
+                   .group_size = 128,
+                   .epilogue = Epilogue::kDequantSwigluQuant});
   for (std::size_t i = 0; i < cases.size(); ++i) {
     Rng rng(800 + i);
     Problem swiglu(cases[i], rng);
