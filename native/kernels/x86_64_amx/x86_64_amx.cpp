@@ -157,8 +157,10 @@ struct IsaAmx {
 
   // RT row tiles x 2 column tiles (32 fp32 columns) of c, over k_pairs (a multiple of 16):
   // A tiles are 16 rows x 16 pairs of the panel a[r][k_pairs], B tiles 16 pair rows x 16
-  // columns of b[k_pairs][64].
-  template <int RT>
+  // columns of b[k_pairs][64]. kStream: c is written with non-temporal stores (c 64-byte
+  // aligned, ldc a multiple of 16); a tile store cannot bypass the caches, so the tiles go
+  // through an L1 scratch first.
+  template <int RT, bool kStream>
   static void bf16_tiles(const std::uint32_t* a, std::int64_t k_pairs, const std::uint32_t* b,
                          float* c, std::int64_t ldc, bool accumulate) {
     const std::int64_t lda_bytes = k_pairs * 4;
@@ -175,10 +177,26 @@ struct IsaAmx {
         HP_TILE_DPBF16PS(3, 5, 7);
       }
     }
-    store_accumulators<RT, 2>(c, ldc);
+    if constexpr (kStream) {
+      alignas(64) float staged[RT * 2][16 * 16];  // tile t: C(t / 2)(t % 2)
+      HP_TILE_STORE(0, staged[0], 64);
+      HP_TILE_STORE(1, staged[1], 64);
+      if constexpr (RT == 2) {
+        HP_TILE_STORE(2, staged[2], 64);
+        HP_TILE_STORE(3, staged[3], 64);
+      }
+      for (int t = 0; t < RT * 2; ++t) {
+        float* out = c + (t / 2) * 16 * ldc + (t % 2) * 16;
+        for (int row = 0; row < 16; ++row)
+          _mm512_stream_ps(out + row * ldc, _mm512_load_ps(staged[t] + row * 16));
+      }
+    } else {
+      store_accumulators<RT, 2>(c, ldc);
+    }
   }
 
   // AMX-BF16 (tdpbf16ps) on the bf16 pair panels; rows a multiple of 16, k_pairs of 16.
+  template <bool kStream = false>
   static void bf16_block(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows,
                          const std::uint32_t* b, float* c, std::int64_t ldc, bool accumulate) {
     HP_COMPILER_BARRIER();
@@ -186,15 +204,21 @@ struct IsaAmx {
       const bool two_rows = rows - r >= 32;
       for (std::int64_t n = 0; n < kBf16Nb; n += 32) {
         if (two_rows) {
-          bf16_tiles<2>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc, accumulate);
+          bf16_tiles<2, kStream>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc, accumulate);
         } else {
-          bf16_tiles<1>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc, accumulate);
+          bf16_tiles<1, kStream>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc, accumulate);
         }
       }
       r += two_rows ? 32 : 16;
     }
     HP_COMPILER_BARRIER();
   }
+  static void bf16_block_streamed(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows,
+                                  const std::uint32_t* b, float* c, std::int64_t ldc,
+                                  bool accumulate) {
+    bf16_block<true>(a, k_pairs, rows, b, c, ldc, accumulate);
+  }
+  static void bf16_stream_fence() { _mm_sfence(); }
 };
 
 constexpr KernelTable kTable = driver::make_table<IsaAmx>(HP_AMX_TARGET_NAME);
