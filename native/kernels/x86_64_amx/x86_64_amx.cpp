@@ -213,9 +213,12 @@ struct IsaAmx {
     }
     HP_COMPILER_BARRIER();
   }
+  // Streams only sums of one K chunk: when earlier chunks were accumulated in c, its lines are
+  // in the cache already and the detour through the scratch costs more than it saves.
   static void bf16_block_streamed(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows,
                                   const std::uint32_t* b, float* c, std::int64_t ldc,
                                   bool accumulate) {
+    if (accumulate) return bf16_block<false>(a, k_pairs, rows, b, c, ldc, accumulate);
     bf16_block<true>(a, k_pairs, rows, b, c, ldc, accumulate);
   }
   static void bf16_stream_fence() { _mm_sfence(); }
