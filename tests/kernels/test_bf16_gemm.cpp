@@ -29,6 +29,13 @@ class Bf16Gemm : public TargetTest {
     float* out = buffer.data() + misalign;
     Bf16GemmProblem q = p;
     q.out = TensorView(out, DType::kFP32, p.out.shape());
+    execute(t, q, workers, grid);
+    return std::vector<float>(out, out + out_elems);
+  }
+
+  // Plans q (its output given) for `workers` and runs each worker on a thread of its own.
+  void execute(const KernelTable& t, const Bf16GemmProblem& q, int workers,
+               const TileGrid* grid = nullptr) {
     Bf16GemmPlan plan;
     const Status s = plan_bf16_gemm(t, q, workers, &plan, grid);
     EXPECT_TRUE(s.is_ok()) << s.to_string();
@@ -41,7 +48,6 @@ class Bf16Gemm : public TargetTest {
       });
     }
     for (auto& th : threads) th.join();
-    return std::vector<float>(out, out + out_elems);
   }
 
   void compare(const std::vector<float>& want, const std::vector<float>& got,
@@ -207,6 +213,37 @@ TEST_P(Bf16Gemm, WeightGradientMatchesReference) { weight_gradient(45, 70); }
 TEST_P(Bf16Gemm, WeightGradientOfWholeBlocksMatchesReference) {
   weight_gradient(50, 128);
   weight_gradient(48, 64);
+}
+
+// A bf16 weight gradient (a framework's gradient of bf16 weights) is the fp32 one with each
+// value rounded once, bit for bit: aligned or not, on 1 and 2 workers, over groups of one and
+// of two K chunks.
+TEST_P(Bf16Gemm, WeightGradientInBf16IsTheRoundedFp32Gradient) {
+  Rng rng(33);
+  const std::vector<std::int64_t> offsets = prefix_sums({64, 0, 300, 16});
+  const std::int64_t experts = 4, rows = offsets.back(), m = 48, n = 128;
+  auto x = bf16s(rng, std::size_t(rows * m));
+  auto dy = bf16s(rng, std::size_t(rows * n));
+  Bf16GemmProblem p;
+  p.kind = Bf16GemmKind::kWeight;
+  p.a = TensorView(x.data(), DType::kBF16, {rows, m});
+  p.offsets = TensorView(const_cast<std::int64_t*>(offsets.data()), DType::kInt64, {experts + 1});
+  p.b = TensorView(dy.data(), DType::kBF16, {rows, n});
+  p.out = TensorView(nullptr, DType::kFP32, {experts, m, n});
+  const std::size_t count = std::size_t(experts * m * n);
+  const std::vector<float> fp32 = run(target(), p, 1, count);
+  for (int workers : {1, 2}) {
+    for (std::size_t misalign : {0, 1}) {
+      AlignedVector<std::uint16_t> buffer(count + misalign, 0x7FC1);
+      Bf16GemmProblem q = p;
+      q.out = TensorView(buffer.data() + misalign, DType::kBF16, {experts, m, n});
+      execute(target(), q, workers);
+      for (std::size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(buffer[misalign + i], float_to_bf16(fp32[i]))
+            << "element " << i << ", " << workers << " worker(s), misaligned by " << misalign;
+      }
+    }
+  }
 }
 
 // A group whose B and A panels exceed the room a worker gives them (kBf16WeightPanelsMax):
