@@ -117,6 +117,23 @@ class Bf16Gemm : public TargetTest {
     compare(want, run(target(), q, 3, abs_sum.size()), abs_sum);
   }
 
+  // dW[e] = X_e^T dY_e (e < offsets.size() - 1) of x [rows, m] and dy [rows, n], an fp32
+  // output without data (run gives it).
+  static Bf16GemmProblem weight_problem(const std::vector<std::uint16_t>& x,
+                                        const std::vector<std::uint16_t>& dy,
+                                        const std::vector<std::int64_t>& offsets, std::int64_t m,
+                                        std::int64_t n) {
+    const auto experts = static_cast<std::int64_t>(offsets.size()) - 1;
+    const std::int64_t rows = offsets.back();
+    Bf16GemmProblem p;
+    p.kind = Bf16GemmKind::kWeight;
+    p.a = TensorView(const_cast<std::uint16_t*>(x.data()), DType::kBF16, {rows, m});
+    p.offsets = TensorView(const_cast<std::int64_t*>(offsets.data()), DType::kInt64, {experts + 1});
+    p.b = TensorView(const_cast<std::uint16_t*>(dy.data()), DType::kBF16, {rows, n});
+    p.out = TensorView(nullptr, DType::kFP32, {experts, m, n});
+    return p;
+  }
+
   // dW[e] = X_e^T dY_e for groups of rows (an empty one, and one over two K chunks); m and n
   // choose the tiles: with n a multiple of the column blocks, the whole groups of rows are
   // accumulated in the output itself (and their last K chunk stored past the cache where the
@@ -129,12 +146,7 @@ class Bf16Gemm : public TargetTest {
     const std::int64_t rows = offsets.back();
     auto x = bf16s(rng, std::size_t(rows * m));
     auto dy = bf16s(rng, std::size_t(rows * n));
-    Bf16GemmProblem p;
-    p.kind = Bf16GemmKind::kWeight;
-    p.a = TensorView(x.data(), DType::kBF16, {rows, m});
-    p.offsets = TensorView(const_cast<std::int64_t*>(offsets.data()), DType::kInt64, {experts + 1});
-    p.b = TensorView(dy.data(), DType::kBF16, {rows, n});
-    p.out = TensorView(nullptr, DType::kFP32, {experts, m, n});
+    const Bf16GemmProblem p = weight_problem(x, dy, offsets, m, n);
     std::vector<float> abs_sum(std::size_t(experts * m * n), 0.0f);
     for (std::int64_t e = 0; e < experts; ++e) {
       for (std::int64_t r = offsets[std::size_t(e)]; r < offsets[std::size_t(e) + 1]; ++r) {
@@ -224,12 +236,7 @@ TEST_P(Bf16Gemm, WeightGradientInBf16IsTheRoundedFp32Gradient) {
   const std::int64_t experts = 4, rows = offsets.back(), m = 48, n = 128;
   auto x = bf16s(rng, std::size_t(rows * m));
   auto dy = bf16s(rng, std::size_t(rows * n));
-  Bf16GemmProblem p;
-  p.kind = Bf16GemmKind::kWeight;
-  p.a = TensorView(x.data(), DType::kBF16, {rows, m});
-  p.offsets = TensorView(const_cast<std::int64_t*>(offsets.data()), DType::kInt64, {experts + 1});
-  p.b = TensorView(dy.data(), DType::kBF16, {rows, n});
-  p.out = TensorView(nullptr, DType::kFP32, {experts, m, n});
+  const Bf16GemmProblem p = weight_problem(x, dy, offsets, m, n);
   const std::size_t count = std::size_t(experts * m * n);
   const std::vector<float> fp32 = run(target(), p, 1, count);
   for (int workers : {1, 2}) {
