@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "kernels/tiles.h"
 
@@ -159,19 +160,25 @@ Status pack_weights(const TensorView& w, const TensorView& scales, const PackOpt
   std::memset(raw, 0, h.total_bytes);
   std::memcpy(raw, &h, sizeof(h));
   auto* base = static_cast<std::uint8_t*>(raw);
+  // The logical column of each packed column p, or -1 for padding.
+  std::vector<std::int64_t> column(std::size_t(h.n_pad));
+  for (std::int64_t p = 0; p < h.n_pad; ++p) {
+    const std::int64_t seg = p / h.segment_pad, within = p % h.segment_pad;
+    column[std::size_t(p)] = within < h.segment_n ? seg * h.segment_n + within : -1;
+  }
   // Padding weights are 0, stored biased; padding scales are 0.
   for (std::int64_t x = 0; x < e; ++x) {
     std::uint8_t* data = base + h.data_offset + std::uint64_t(x) * h.expert_bytes;
+    const std::int8_t* expert = wd + x * w.stride(0);
+    const std::int64_t row_stride = w.stride(1), col_stride = w.stride(2);
     for (std::int64_t cb = 0; cb < h.n_pad / kPackCols; ++cb) {
+      const std::int64_t* cols = column.data() + cb * kPackCols;
       for (std::int64_t k4 = 0; k4 < h.k_pad / 4; ++k4) {
         std::uint8_t* row =
             data + std::uint64_t(cb * (h.k_pad / 4) + k4) * std::uint64_t(h.row_bytes);
         for (int i = 0; i < 64; ++i) {
-          const std::int64_t p = cb * kPackCols + i / 4, r = k4 * 4 + i % 4;
-          // The logical column of packed column p, or -1 for padding.
-          const std::int64_t seg = p / h.segment_pad, within = p % h.segment_pad;
-          const std::int64_t c = within < h.segment_n ? seg * h.segment_n + within : -1;
-          const int v = (c >= 0 && r < k) ? wd[at(w, x, r, c)] : 0;
+          const std::int64_t c = cols[i / 4], r = k4 * 4 + i % 4;
+          const int v = (c >= 0 && r < k) ? expert[r * row_stride + c * col_stride] : 0;
           if (options.type == WeightType::kInt8) {
             row[i] = std::uint8_t(v + 128);
           } else {
