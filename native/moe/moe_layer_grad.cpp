@@ -25,19 +25,25 @@ Status MoeLayer::prepare_backward(const ExpertWeights& w, bool shared) {
   HP_RETURN_IF_ERROR(hp::kernels::pack_weights(w.w1, w.w1_scale, {.type = config_.weights},
                                                shared ? &shared_w1_plain_ : &w1_plain_));
   // Dequantised, transposed bf16 copies: W^T[e][n][k] = int8[e][k][n] x scale[e][n] (any
-  // strides in; contiguous out, so that the GEMMs by W^T read B rows).
+  // strides in; contiguous out, so that the GEMMs by W^T read B rows). By blocks of kBlock
+  // columns n: the block's kBlock output rows advance together along k, so each of their lines
+  // is filled while it is in the cache (a plain k, n order writes one element per line).
   auto dequantize = [](const TensorView& q, const TensorView& scale,
                        std::vector<std::uint16_t>* out) {
+    constexpr std::int64_t kBlock = 32;
     const std::int64_t E = q.dim(0), K = q.dim(1), N = q.dim(2);
     const auto* qp = static_cast<const std::int8_t*>(q.data());
     const auto* sp = static_cast<const float*>(scale.data());
     out->resize(std::size_t(E * K * N));
     for (std::int64_t e = 0; e < E; ++e) {
-      for (std::int64_t k = 0; k < K; ++k) {
-        for (std::int64_t n = 0; n < N; ++n) {
-          const float v = float(qp[e * q.stride(0) + k * q.stride(1) + n * q.stride(2)]) *
-                          sp[e * scale.stride(0) + n * scale.stride(1)];
-          (*out)[std::size_t((e * N + n) * K + k)] = float_to_bf16(v);
+      for (std::int64_t n0 = 0; n0 < N; n0 += kBlock) {
+        const std::int64_t n1 = std::min(N, n0 + kBlock);
+        for (std::int64_t k = 0; k < K; ++k) {
+          for (std::int64_t n = n0; n < n1; ++n) {
+            const float v = float(qp[e * q.stride(0) + k * q.stride(1) + n * q.stride(2)]) *
+                            sp[e * scale.stride(0) + n * scale.stride(1)];
+            (*out)[std::size_t((e * N + n) * K + k)] = float_to_bf16(v);
+          }
         }
       }
     }
