@@ -160,12 +160,9 @@ Status pack_weights(const TensorView& w, const TensorView& scales, const PackOpt
   std::memset(raw, 0, h.total_bytes);
   std::memcpy(raw, &h, sizeof(h));
   auto* base = static_cast<std::uint8_t*>(raw);
-  // The logical column of each packed column p, or -1 for padding.
-  std::vector<std::int64_t> column(std::size_t(h.n_pad));
-  for (std::int64_t p = 0; p < h.n_pad; ++p) {
-    const std::int64_t seg = p / h.segment_pad, within = p % h.segment_pad;
-    column[std::size_t(p)] = within < h.segment_n ? seg * h.segment_n + within : -1;
-  }
+  // The logical column of each packed column (packed_column's inverse), or -1 for padding.
+  std::vector<std::int64_t> column(std::size_t(h.n_pad), -1);
+  for (std::int64_t c = 0; c < n; ++c) column[std::size_t(h.packed_column(c))] = c;
   // Padding weights are 0, stored biased; padding scales are 0.
   for (std::int64_t x = 0; x < e; ++x) {
     std::uint8_t* data = base + h.data_offset + std::uint64_t(x) * h.expert_bytes;
