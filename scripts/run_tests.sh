@@ -16,17 +16,19 @@
 #   4. every fuzz target for 12 s, one per CPU at a time (scripts/fuzz.sh --all 12), from its
 #      seed corpus and regression inputs; the fused layer's soak, 500 iterations forward and
 #      backward on 4 ranks in the ASan build (scripts/soak.sh 500; 10000 by default)
-#   5. pytest: tests/python and tests/build
+#   5. pytest: tests/python and tests/build, a test file per CPU at a time (pytest-xdist), the
+#      multihost ones (hosts of network namespaces) alone after them
 #   6. pytest again on the ASan + UBSan payload, with clang's ASan runtime preloaded into the
 #      interpreter (and so into hprun and every PE it starts): the tests that drive native code
-#      through the CPython extensions and the payload's programs (asan_python_tests below).
+#      through the CPython extensions and the payload's programs (asan_python_tests below), a
+#      file per CPU at a time.
 #      Without the leak check: CPython does not free its own objects at exit; the native code's
 #      leaks are the ctests' and the soak's to find.
 # Chosen to keep CI under 30 minutes on 2 cores: multihost runs, the build tests and the tests
 # that need the torch adapters, the examples or a wheel are not repeated under a sanitizer, nor
 # are the resident-memory tests (ASan's quarantine holds freed memory); each fuzz target gets
-# 12 s (scripts/fuzz.sh NAME SECONDS for longer). Arguments are passed to the first pytest run
-# (e.g. -k wheel). .ci/run runs exactly this.
+# 12 s (scripts/fuzz.sh NAME SECONDS for longer). Arguments are passed to the first pytest
+# and multihost pytest runs (e.g. -k wheel). .ci/run runs exactly this.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 export HP_WERROR="${HP_WERROR:-1}"
@@ -91,8 +93,15 @@ hp_info "fuzzing ($HP_FUZZ_DIR)"
 "$HP_REPO_ROOT/scripts/soak.sh" 500 || failed+=(soak)
 
 hp_info "pytest with $HP_PYTHON"
-PYTHONPATH="$HP_REPO_ROOT/python" "$HP_PYTHON" -m pytest -p no:cacheprovider -q \
+pytest=(-m pytest -p no:cacheprovider -q)
+# One test file per worker, a worker per CPU (pytest-xdist); the multihost tests alone after.
+on_each_cpu=(-n "$(hp_nproc)" --dist loadfile)
+PYTHONPATH="$HP_REPO_ROOT/python" "$HP_PYTHON" "${pytest[@]}" "${on_each_cpu[@]}" -m "not multihost" \
     "$HP_REPO_ROOT/tests/python" "$HP_REPO_ROOT/tests/build" "$@" || failed+=(pytest)
+# (Exit status 5: arguments such as -k selected none of them.)
+PYTHONPATH="$HP_REPO_ROOT/python" "$HP_PYTHON" "${pytest[@]}" -m multihost \
+    "$HP_REPO_ROOT/tests/python" "$HP_REPO_ROOT/tests/build" "$@" || [[ $? == 5 ]] ||
+    failed+=(pytest-multihost)
 
 asan_python_tests=(test_shmem_python.py test_moe_python.py test_runtime_python.py
     test_runtime_node.py test_ops.py test_hp_moe.py test_hprun.py test_rank_death.py
@@ -100,7 +109,7 @@ asan_python_tests=(test_shmem_python.py test_moe_python.py test_runtime_python.p
 hp_info "pytest under AddressSanitizer + UndefinedBehaviorSanitizer: $HP_FUZZ_DIR's payload"
 env "${hp_sanitizer_env[@]}" ASAN_OPTIONS="detect_leaks=0" LD_PRELOAD="$(hp_asan_runtime)" \
     HP_BUILD_DIR="$HP_FUZZ_DIR" PYTHONPATH="$HP_REPO_ROOT/python" \
-    "$HP_PYTHON" -m pytest -p no:cacheprovider -q -k "not torch and not example" \
+    "$HP_PYTHON" "${pytest[@]}" "${on_each_cpu[@]}" -k "not torch and not example" \
     "${asan_python_tests[@]/#/$HP_REPO_ROOT/tests/python/}" || failed+=(pytest-asan)
 
 left="$(comm -13 <(echo "$shm_before") <(ls /dev/shm | grep '^hp\.' || true))"

@@ -10,10 +10,11 @@
 # module -> Debian package that provides it for /usr/bin/python3
 declare -gA HP_PY_MODULE_PACKAGE=(
     [setuptools]=python3-setuptools [wheel]=python3-wheel [numpy]=python3-numpy
-    [pytest]=python3-pytest [pytest_timeout]=python3-pytest-timeout [venv]=python3-venv
+    [pytest]=python3-pytest [pytest_timeout]=python3-pytest-timeout [xdist]=python3-pytest-xdist
+    [venv]=python3-venv
     [jsonschema]=python3-jsonschema
 )
-HP_PY_REQUIRED_MODULES=(setuptools wheel numpy pytest pytest_timeout venv jsonschema)
+HP_PY_REQUIRED_MODULES=(setuptools wheel numpy pytest pytest_timeout xdist venv jsonschema)
 
 # Prints the required modules the interpreter $1 cannot import.
 hp_python_missing_modules() {

@@ -13,7 +13,7 @@ from conftest import REPO, base_env, describe, run
 PREPARE = REPO / "scripts" / "prepare_host.sh"
 PYTHON_LOCK = REPO / "deps" / "python-packages.lock"
 HOST_LOCK = REPO / "deps" / "host-packages.lock"
-REQUIRED_MODULES = ["setuptools", "wheel", "numpy", "pytest", "pytest_timeout", "venv"]
+REQUIRED_MODULES = ["setuptools", "wheel", "numpy", "pytest", "pytest_timeout", "xdist", "venv"]
 
 
 def prepare(tmp_path, *args, **env):
@@ -135,7 +135,7 @@ def test_missing_modules_are_named_on_the_error_line_itself(tmp_path, bare_venv)
     result = prepare(tmp_path, "--check", PYTHON=str(bare_venv / "bin" / "python"))
     assert result.returncode == 5, describe(result)
     error = [l for l in result.stderr.splitlines() if "HP-PREPARE-PYTHON-MODULES" in l][0]
-    for module in ["setuptools", "wheel", "numpy", "pytest", "pytest_timeout"]:
+    for module in ["setuptools", "wheel", "numpy", "pytest", "pytest_timeout", "xdist"]:
         assert re.search(rf"\b{module}\b", error), \
             f"{module} is not on the error line {error!r}\n--- stderr ---\n{result.stderr}"
     stray = [l for l in result.stderr.splitlines() if l and not l.startswith("[hp]")]
@@ -156,7 +156,7 @@ def test_python_lock_pins_every_package_with_a_sha256_hash():
         assert m, f"not '<name>==<version> --hash=sha256:<64 hex>': {line!r}"
         names.append(m.group(1).lower().replace("_", "-"))
     assert len(names) == len(set(names)), f"duplicate packages: {names}"
-    for required in ["numpy", "pytest", "pytest-timeout", "setuptools", "wheel"]:
+    for required in ["numpy", "pytest", "pytest-timeout", "pytest-xdist", "setuptools", "wheel"]:
         assert required in names, f"{required} is not in {PYTHON_LOCK}"
 
 

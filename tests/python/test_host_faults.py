@@ -34,9 +34,10 @@ MPIRUN_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "
               "OMPI_MCA_btl": "^openib,ofi", "OMPI_MCA_osc": "^rdma",
               "OMPI_MCA_rmaps_base_oversubscribe": "1"}
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None
-                                or shutil.which("mpirun") is None,
-                                reason="needs root, iproute2 and Open MPI's mpirun")
+pytestmark = [pytest.mark.multihost,
+              pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None
+                                 or shutil.which("mpirun") is None,
+                                 reason="needs root, iproute2 and Open MPI's mpirun")]
 
 
 class Hosts:
