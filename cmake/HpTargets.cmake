@@ -32,13 +32,16 @@ set(HP_MPIRUN_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # Compile options of every test source (and of the owner of their precompiled header, which
 # must match): line tables only (-g1: file:line in every backtrace, a third of the compile
-# time of full debug info) and -O1 (the tests' own code is checks, not hot loops; the code
-# under test is the payload's, built as shipped).
+# time of full debug info) and little optimisation (the tests' own code is checks, not hot
+# loops; the code under test is the payload's, built as shipped): -O1 with GCC, where it costs
+# little over -O0 and keeps the reference loops of the tests quick; -O0 with clang (the
+# AddressSanitizer build), where optimising the instrumented test code is half of its compile
+# time.
 function(hp_test_compile_options target)
   # GCC 12 loses the system-header status of libstdc++'s code loaded from a precompiled header
   # and reports its known false bounds warnings in std::string's inlined copies.
   set(false_positives -Wno-array-bounds -Wno-stringop-overflow -Wno-stringop-overread -Wno-restrict)
-  target_compile_options(${target} PRIVATE -O1 -g1
+  target_compile_options(${target} PRIVATE -g1 "$<IF:$<CXX_COMPILER_ID:Clang>,-O0,-O1>"
     "$<$<CXX_COMPILER_ID:GNU>:${false_positives}>")
 endfunction()
 
@@ -65,16 +68,21 @@ function(hp_test_precompiled_header)
   target_precompile_headers(hp_test_pch PRIVATE ${headers})
 endfunction()
 
-# hp_add_test(<name> SOURCES ... [LIBS ...] [LABELS ...] [TIMEOUT s]
+# hp_add_test(<name> SOURCES ... [LIBS ...] [LABELS ...] [TIMEOUT s] [COST s] [OPTIMIZED]
 #             [RUNS <ctest name> <launcher args...> ...])
 #   A GoogleTest executable test_<name> installed under tests/<component>/bin, registered in
-#   the installed CTestTestfile as ctest test <name> (labels default to "unit"). Each RUNS entry
+#   the installed CTestTestfile as ctest test <name> (labels default to "unit"). COST, the
+#   run's seconds when it is much longer than the others': ctest -j starts the costliest tests
+#   first (a fresh clone has no timings of earlier runs), so that a long test does not end the
+#   run alone on one CPU. OPTIMIZED: the test's own loops are most of its running time, so it
+#   compiles at -O1 in every build (under clang without the shared precompiled header, which
+#   is -O0's; see hp_test_compile_options). Each RUNS entry
 #   registers another ctest run of the same executable under a launcher, written as
 #   "<ctest name>|<command>|<arg>|..." where <command> is HPRUN (the payload's hprun), MPIRUN
 #   (Open MPI's mpirun, with HP_MPIRUN_ENV) or an absolute program; "ENV:NAME=value" parts set
 #   the run's environment; the executable is appended.
 function(hp_add_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS;RUNS;RUNS_LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "OPTIMIZED" "TIMEOUT;COST" "SOURCES;LIBS;LABELS;RUNS;RUNS_LABELS" ${ARGN})
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
@@ -88,20 +96,29 @@ function(hp_add_test name)
   target_include_directories(${exe} PRIVATE "${PROJECT_SOURCE_DIR}/native" "${PROJECT_SOURCE_DIR}/tests")
   hp_test_precompiled_header()
   target_link_libraries(${exe} PRIVATE fmt::fmt)
-  target_precompile_headers(${exe} REUSE_FROM hp_test_pch)
+  if(NOT (ARG_OPTIMIZED AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang"))
+    target_precompile_headers(${exe} REUSE_FROM hp_test_pch)
+  endif()
   set(c_sources ${ARG_SOURCES})
   list(FILTER c_sources INCLUDE REGEX "\\.c$")
   if(c_sources)  # the header is C++'s only
     set_source_files_properties(${c_sources} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
   endif()
   hp_test_compile_options(${exe})
+  if(ARG_OPTIMIZED)
+    target_compile_options(${exe} PRIVATE -O1)
+  endif()
   set_target_properties(${exe} PROPERTIES INSTALL_RPATH "${HP_TEST_RUNPATH}")
   install(TARGETS ${exe} RUNTIME DESTINATION ${HP_TEST_DIR}/bin COMPONENT tests)
   string(REPLACE ";" "\\;" labels "${ARG_LABELS}")
   set(binary "\"\${CMAKE_CURRENT_LIST_DIR}/bin/${exe}\"")
+  set(cost "")
+  if(ARG_COST)
+    set(cost " COST ${ARG_COST}")
+  endif()
   string(CONCAT entry
     "add_test(${name} ${binary})\n"
-    "set_tests_properties(${name} PROPERTIES LABELS \"${labels}\" TIMEOUT ${ARG_TIMEOUT})\n")
+    "set_tests_properties(${name} PROPERTIES LABELS \"${labels}\" TIMEOUT ${ARG_TIMEOUT}${cost})\n")
   if(NOT ARG_RUNS_LABELS)
     set(ARG_RUNS_LABELS multirank)
   endif()
@@ -146,6 +163,22 @@ function(hp_write_installed_ctest_file)
 endfunction()
 
 # hp_add_executable(<name> SOURCES ... [LIBS ...]): a tool shipped in <slice>/bin.
+# hp_glue_debug_info(<target> [SOURCES <file>...])
+#   Line tables only (-g1) for glue: the command-line parsing of the executables (CLI11), the
+#   CPython extensions (pybind11), the examples and the benchmarks; with SOURCES only those
+#   files of the target. Most of their compiled code is those header-only libraries' inline
+#   functions: full debug info of it costs a quarter of the files' compile time and is not
+#   what anyone debugs; backtraces and profiles still name files and lines. Everything else
+#   keeps full debug info (split off the payload into build/native/debug).
+function(hp_glue_debug_info target)
+  cmake_parse_arguments(ARG "" "" "SOURCES" ${ARGN})
+  if(ARG_SOURCES)
+    set_property(SOURCE ${ARG_SOURCES} TARGET_DIRECTORY ${target} APPEND PROPERTY COMPILE_OPTIONS -g1)
+  else()
+    target_compile_options(${target} PRIVATE -g1)
+  endif()
+endfunction()
+
 function(hp_add_executable name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
