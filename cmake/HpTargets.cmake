@@ -163,19 +163,25 @@ function(hp_write_installed_ctest_file)
 endfunction()
 
 # hp_add_executable(<name> SOURCES ... [LIBS ...]): a tool shipped in <slice>/bin.
-# hp_glue_debug_info(<target> [SOURCES <file>...])
-#   Line tables only (-g1) for glue: the command-line parsing of the executables (CLI11), the
-#   CPython extensions (pybind11), the examples and the benchmarks; with SOURCES only those
-#   files of the target. Most of their compiled code is those header-only libraries' inline
-#   functions: full debug info of it costs a quarter of the files' compile time and is not
-#   what anyone debugs; backtraces and profiles still name files and lines. Everything else
-#   keeps full debug info (split off the payload into build/native/debug).
-function(hp_glue_debug_info target)
+# hp_glue(<target> [SOURCES <file>...])
+#   Compile options of glue: the command-line parsing of the executables (CLI11), the CPython
+#   extensions (pybind11), the examples and the benchmarks; with SOURCES only those files of the
+#   target. Most of their compiled code is those header-only libraries' inline functions. Line
+#   tables only (-g1): full debug info of that code costs a quarter of the files' compile time
+#   and is not what anyone debugs; backtraces and profiles still name files and lines.
+#   Everything else keeps full debug info (split off the payload into build/native/debug).
+#   In a sanitizer build also -O0: there the optimiser is most of their compile time, and the
+#   code they call is the libraries' (-O1).
+function(hp_glue target)
   cmake_parse_arguments(ARG "" "" "SOURCES" ${ARGN})
+  set(options -g1)
+  if(HP_SANITIZE)
+    list(APPEND options -O0)
+  endif()
   if(ARG_SOURCES)
-    set_property(SOURCE ${ARG_SOURCES} TARGET_DIRECTORY ${target} APPEND PROPERTY COMPILE_OPTIONS -g1)
+    set_property(SOURCE ${ARG_SOURCES} TARGET_DIRECTORY ${target} APPEND PROPERTY COMPILE_OPTIONS ${options})
   else()
-    target_compile_options(${target} PRIVATE -g1)
+    target_compile_options(${target} PRIVATE ${options})
   endif()
 endfunction()
 

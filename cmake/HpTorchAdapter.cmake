@@ -25,7 +25,7 @@ function(hp_add_torch_adapter target output slice)
   target_include_directories(${target} SYSTEM PRIVATE ${torch_includes})
   target_link_libraries(${target} PRIVATE ${TORCH_LIBRARIES} ${ARG_LIBS})
   # Glue over torch's templates: line tables only, as the CPython extensions
-  # (hp_glue_debug_info in HpTargets.cmake).
+  # (hp_glue in HpTargets.cmake).
   target_compile_options(${target} PRIVATE -g1)
   install(TARGETS ${target} LIBRARY DESTINATION hyper_parallel/${slice}/lib)
 endfunction()
