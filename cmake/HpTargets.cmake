@@ -162,7 +162,6 @@ function(hp_write_installed_ctest_file)
   install(FILES "${out}" DESTINATION ${HP_TEST_DIR} COMPONENT tests)
 endfunction()
 
-# hp_add_executable(<name> SOURCES ... [LIBS ...]): a tool shipped in <slice>/bin.
 # hp_glue(<target> [SOURCES <file>...])
 #   Compile options of glue: the command-line parsing of the executables (CLI11), the CPython
 #   extensions (pybind11), the examples and the benchmarks; with SOURCES only those files of the
@@ -185,6 +184,7 @@ function(hp_glue target)
   endif()
 endfunction()
 
+# hp_add_executable(<name> SOURCES ... [LIBS ...]): a tool shipped in <slice>/bin.
 function(hp_add_executable name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
