@@ -306,6 +306,7 @@ void report_state(node::MailboxHeader& header, node::ChipState state, const Stat
     const std::size_t n = std::min(text.size(), sizeof(header.init_error) - 1);
     std::memcpy(header.init_error, text.data(), n);
     header.init_error[n] = '\0';
+    header.init_code.store(std::uint32_t(why.code()), std::memory_order_relaxed);
   }
   header.state.store(std::uint32_t(state), std::memory_order_release);
   platform::notify_event(header.state_event, true);

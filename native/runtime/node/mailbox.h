@@ -47,8 +47,9 @@ struct alignas(64) RingControl {
 };
 
 struct alignas(64) MailboxHeader {
-  std::atomic<std::uint32_t> state{0};  // ChipState, written by the chip
-  char init_error[1024] = {};           // why the chip failed to start (state kFailed)
+  std::atomic<std::uint32_t> state{0};      // ChipState, written by the chip
+  std::atomic<std::uint32_t> init_code{0};  // its ErrorCode (state kFailed), before state
+  char init_error[1024] = {};               // why the chip failed to start (state kFailed)
   alignas(64) std::atomic<std::uint32_t> shutdown{0};  // set once by the parent, never cleared
   alignas(64) platform::WaitWord state_event;          // bumped with state
   alignas(64) platform::WaitWord request_event;        // bumped with request.head

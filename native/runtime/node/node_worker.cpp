@@ -357,9 +357,37 @@ Status NodeWorker::start() {
     return forked;
   }
 
-  // Every chip ready (or the first failure).
-  Status ready;
-  for (int chip = 0; chip < chips && ready.is_ok(); ++chip) {
+  // Every chip ready, or the start's failure. A chip whose job another chip's end aborted fails
+  // with PEER_DEAD, a consequence; the chip that caused it wrote its state and ended before the
+  // abort reached its peers. So once one failure is seen, every chip is looked at and the cause
+  // is reported: a chip's own failure first, then a chip that ended before it was ready, then a
+  // PEER_DEAD failure, then a timeout (lower chips first within each).
+  struct StartFailure {
+    int rank = 4;
+    Status status;
+  };
+  const auto failure_of = [&impl](int chip) {
+    const node::MailboxHeader& header = *impl.mailboxes[std::size_t(chip)]->header;
+    StartFailure f;
+    if (header.state.load(std::memory_order_acquire) == std::uint32_t(node::ChipState::kFailed)) {
+      const auto code = ErrorCode(header.init_code.load(std::memory_order_relaxed));
+      f.rank = code == ErrorCode::kPeerDead ? 2 : 0;
+      f.status = Status::error(
+          ErrorCode::kFailedPrecondition, "{} failed to start: {}", impl.describe_chip(chip),
+          std::string(header.init_error, strnlen(header.init_error, sizeof(header.init_error))));
+      return f;
+    }
+    std::lock_guard lock(impl.health_mutex);
+    if (impl.wait_status[std::size_t(chip)] != -1) {
+      f.rank = 1;
+      f.status =
+          Status::error(ErrorCode::kPeerDead, "{} {} before it was ready", impl.describe_chip(chip),
+                        describe_wait_status(impl.wait_status[std::size_t(chip)]));
+    }
+    return f;
+  };
+  StartFailure failed;
+  for (int chip = 0; chip < chips && failed.rank == 4; ++chip) {
     node::MailboxHeader& header = *impl.mailboxes[std::size_t(chip)]->header;
     const auto result = platform::wait_event(
         header.state_event,
@@ -372,23 +400,20 @@ Status NodeWorker::start() {
           std::lock_guard lock(impl.health_mutex);
           return impl.wait_status[std::size_t(chip)] != -1;
         });
-    const auto state = node::ChipState(header.state.load(std::memory_order_acquire));
-    if (state == node::ChipState::kFailed) {
-      ready = Status::error(
-          ErrorCode::kFailedPrecondition, "{} failed to start: {}", impl.describe_chip(chip),
-          std::string(header.init_error, strnlen(header.init_error, sizeof(header.init_error))));
-    } else if (result == platform::WaitResult::kCancelled) {
-      std::lock_guard lock(impl.health_mutex);
-      ready =
-          Status::error(ErrorCode::kPeerDead, "{} {} before it was ready", impl.describe_chip(chip),
-                        describe_wait_status(impl.wait_status[std::size_t(chip)]));
-    } else if (result == platform::WaitResult::kTimedOut) {
-      ready = Status::error(ErrorCode::kTimeout,
-                            "{} did not report ready within {} s "
-                            "(NodeWorkerConfig.start_timeout_s)",
-                            impl.describe_chip(chip), config.start_timeout_s);
+    failed = failure_of(chip);
+    if (failed.rank == 4 && result == platform::WaitResult::kTimedOut) {
+      failed.rank = 3;
+      failed.status = Status::error(ErrorCode::kTimeout,
+                                    "{} did not report ready within {} s "
+                                    "(NodeWorkerConfig.start_timeout_s)",
+                                    impl.describe_chip(chip), config.start_timeout_s);
     }
   }
+  for (int chip = 0; chip < chips && failed.rank != 4; ++chip) {
+    StartFailure f = failure_of(chip);
+    if (f.rank < failed.rank) failed = std::move(f);
+  }
+  Status ready = failed.status;
   if (ready.is_ok()) {
     // The L3 orchestration's chip: one dispatcher core (cube) and the sub-workers (vector).
     ready = ChipWorker::create({.num_cube = 1,

@@ -423,6 +423,22 @@ TEST_P(NodeWorkerTest, StartFailuresNameTheChip) {
   EXPECT_FALSE(worker->started());
 }
 
+TEST_P(NodeWorkerTest, AStartFailureNamesTheChipThatCausedItNotItsPeers) {
+  // Chip 1 fails; the others wait in a barrier that chip 1's exit aborts, so they fail too,
+  // with PEER_DEAD, and chip 0's failure is reported first. The error names chip 1's.
+  NodeWorkerConfig config;
+  config.on_chip_start = [](int chip) {
+    return chip == 1 ? Status::error(ErrorCode::kNotFound, "no weights for chip 1")
+                     : shmem::barrier_all();
+  };
+  create(config);
+  const Status s = worker->start();
+  EXPECT_EQ(s.code(), ErrorCode::kFailedPrecondition) << s.to_string();
+  EXPECT_THAT(s.message(), HasSubstr("chip 1"));
+  EXPECT_THAT(s.message(), HasSubstr("no weights for chip 1"));
+  EXPECT_FALSE(worker->started());
+}
+
 TEST_P(NodeWorkerTest, InitSkewIsNotCountedAgainstACollectivesDeadline) {
   // Chip 1 takes longer to start than the waits' deadline; the collective after start() must
   // not count that time.
