@@ -36,12 +36,24 @@ set(HP_MPIRUN_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # loops; the code under test is the payload's, built as shipped): -O1 with GCC, where it costs
 # little over -O0 and keeps the reference loops of the tests quick; -O0 with clang (the
 # AddressSanitizer build), where optimising the instrumented test code is half of its compile
-# time.
+# time. HP_TEST_OPTIMIZED_LEVEL is an OPTIMIZED test's (hp_add_test).
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  set(HP_TEST_LEVEL -O0)
+else()
+  set(HP_TEST_LEVEL -O1)
+endif()
+set(HP_TEST_OPTIMIZED_LEVEL -O1)
+
+# hp_test_compile_options(<target> [<level>]): <level> defaults to HP_TEST_LEVEL.
 function(hp_test_compile_options target)
+  set(level ${HP_TEST_LEVEL})
+  if(ARGC GREATER 1)
+    set(level ${ARGV1})
+  endif()
   # GCC 12 loses the system-header status of libstdc++'s code loaded from a precompiled header
   # and reports its known false bounds warnings in std::string's inlined copies.
   set(false_positives -Wno-array-bounds -Wno-stringop-overflow -Wno-stringop-overread -Wno-restrict)
-  target_compile_options(${target} PRIVATE -g1 "$<IF:$<CXX_COMPILER_ID:Clang>,-O0,-O1>"
+  target_compile_options(${target} PRIVATE -g1 ${level}
     "$<$<CXX_COMPILER_ID:GNU>:${false_positives}>")
 endfunction()
 
@@ -75,8 +87,8 @@ endfunction()
 #   run's seconds when it is much longer than the others': ctest -j starts the costliest tests
 #   first (a fresh clone has no timings of earlier runs), so that a long test does not end the
 #   run alone on one CPU. OPTIMIZED: the test's own loops are most of its running time, so it
-#   compiles at -O1 in every build (under clang without the shared precompiled header, which
-#   is -O0's; see hp_test_compile_options). Each RUNS entry
+#   compiles at HP_TEST_OPTIMIZED_LEVEL in every build (without the shared precompiled header
+#   where that is not HP_TEST_LEVEL, the header's; see hp_test_compile_options). Each RUNS entry
 #   registers another ctest run of the same executable under a launcher, written as
 #   "<ctest name>|<command>|<arg>|..." where <command> is HPRUN (the payload's hprun), MPIRUN
 #   (Open MPI's mpirun, with HP_MPIRUN_ENV) or an absolute program; "ENV:NAME=value" parts set
@@ -96,7 +108,11 @@ function(hp_add_test name)
   target_include_directories(${exe} PRIVATE "${PROJECT_SOURCE_DIR}/native" "${PROJECT_SOURCE_DIR}/tests")
   hp_test_precompiled_header()
   target_link_libraries(${exe} PRIVATE fmt::fmt)
-  if(NOT (ARG_OPTIMIZED AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang"))
+  set(level ${HP_TEST_LEVEL})
+  if(ARG_OPTIMIZED)
+    set(level ${HP_TEST_OPTIMIZED_LEVEL})
+  endif()
+  if(level STREQUAL HP_TEST_LEVEL)  # the shared header's options are HP_TEST_LEVEL's
     target_precompile_headers(${exe} REUSE_FROM hp_test_pch)
   endif()
   set(c_sources ${ARG_SOURCES})
@@ -104,10 +120,7 @@ function(hp_add_test name)
   if(c_sources)  # the header is C++'s only
     set_source_files_properties(${c_sources} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
   endif()
-  hp_test_compile_options(${exe})
-  if(ARG_OPTIMIZED)
-    target_compile_options(${exe} PRIVATE -O1)
-  endif()
+  hp_test_compile_options(${exe} ${level})
   set_target_properties(${exe} PROPERTIES INSTALL_RPATH "${HP_TEST_RUNPATH}")
   install(TARGETS ${exe} RUNTIME DESTINATION ${HP_TEST_DIR}/bin COMPONENT tests)
   string(REPLACE ";" "\\;" labels "${ARG_LABELS}")
