@@ -4,6 +4,8 @@
 //   fused+bwd   its forward and backward (dy bf16; dx fp32, bf16 weight gradients)
 //   fused+bwd-kept  the same on a second layer made with keep_activations (the backward takes
 //               GMM1's output from its forward instead of recomputing it)
+//   fused+bwd-int8  the same on a third, with keep_activations and int8_activation_grads (the
+//               activation-gradient GEMMs in int8)
 //   unfused     the standard-parts pipeline of unfused_layer.h (x bf16 -> y bf16)
 // then serves run.py's commands, read by rank 0 from stdin and broadcast, one JSON object per
 // line (the protocol peers.py serves too):
@@ -16,7 +18,9 @@
 // {"error": "..."} and ends the job. Each rank has --tokens tokens (global tokens rank x T + i).
 //
 //   mpirun -np R bench_moe_layer --hidden H --intermediate I --experts E --topk K --tokens T
-//                                [--threads N] [--impls fused,fused+bwd,fused+bwd-kept,unfused]
+//                                [--threads N] [--impls
+//                                fused,fused+bwd,fused+bwd-kept,fused+bwd-int8,
+//                                 unfused]
 //   bench_moe_layer --quick   (the smoke test: a tiny shape, every impl twice, fused against
 //                              unfused, no stdin)
 #include <mpi.h>
@@ -69,7 +73,8 @@ struct Options {
   LayerShape shape;
   std::int64_t tokens = 0;
   int threads = 1;
-  std::vector<std::string> impls = {"fused", "fused+bwd", "fused+bwd-kept", "unfused"};
+  std::vector<std::string> impls = {"fused", "fused+bwd", "fused+bwd-kept", "fused+bwd-int8",
+                                    "unfused"};
   bool quick = false;
 };
 
@@ -82,14 +87,16 @@ class Worker {
     local_ = s.experts / ranks_;
     experts_ = make_experts(s, rank_ * local_, local_);
     tokens_ = make_tokens(s, rank_ * T, T);
-    const bool kept = has("fused+bwd-kept");
-    const bool fused = has("fused") || has("fused+bwd"), backward = has("fused+bwd") || kept;
+    const bool kept = has("fused+bwd-kept"), int8 = has("fused+bwd-int8");
+    const bool fused = has("fused") || has("fused+bwd"),
+               backward = has("fused+bwd") || kept || int8;
     // One rank's threads: the calling thread, or a chip whose cube cores share the GEMMs.
-    if ((fused || kept) && o.threads > 1) {
+    if ((fused || backward) && o.threads > 1) {
       check(hp::platform::Chip::create({.num_cube = o.threads, .num_vector = o.threads}, &chip_),
             "chip");
     }
-    auto make_layer = [&](bool with_backward, bool keep, std::unique_ptr<hp::moe::MoeLayer>* out) {
+    auto make_layer = [&](bool with_backward, bool keep, bool int8_grads,
+                          std::unique_ptr<hp::moe::MoeLayer>* out) {
       check(hp::moe::MoeLayer::create(
                 {.hidden = H,
                  .intermediate = I,
@@ -99,7 +106,8 @@ class Worker {
                  .comm = hp::moe::CommKind::kShmem,
                  .chip = chip_.get(),
                  .backward = with_backward,
-                 .keep_activations = keep},
+                 .keep_activations = keep,
+                 .int8_activation_grads = int8_grads},
                 {.w1 = TensorView(experts_.w1.data(), DType::kInt8, {local_, H, 2 * I}),
                  .w1_scale = TensorView(experts_.w1_scale.data(), DType::kFP32, {local_, 2 * I}),
                  .w2 = TensorView(experts_.w2.data(), DType::kInt8, {local_, I, H}),
@@ -107,9 +115,10 @@ class Worker {
                 out),
             "MoeLayer::create");
     };
-    if (fused) make_layer(has("fused+bwd"), false, &layer_);
-    if (kept) make_layer(true, true, &kept_layer_);
-    if (fused || kept) y_fused_.resize(std::size_t(T * H));
+    if (fused) make_layer(has("fused+bwd"), false, false, &layer_);
+    if (kept) make_layer(true, true, false, &kept_layer_);
+    if (int8) make_layer(true, true, true, &int8_layer_);
+    if (fused || backward) y_fused_.resize(std::size_t(T * H));
     if (backward) {
       dy_ = make_dy(s, rank_ * T, T);
       dx_.resize(std::size_t(T * H));
@@ -131,7 +140,7 @@ class Worker {
   }
 
   ~Worker() {
-    for (auto* layer : {&layer_, &kept_layer_}) {
+    for (auto* layer : {&layer_, &kept_layer_, &int8_layer_}) {
       if (*layer != nullptr) check((*layer)->destroy(), "MoeLayer::destroy");
     }
   }
@@ -170,8 +179,10 @@ class Worker {
 
   double run_once(const std::string& impl) {
     if (impl == "fused") return timed([&] { forward_fused(*layer_); });
-    if (impl == "fused+bwd" || impl == "fused+bwd-kept") {
-      hp::moe::MoeLayer& layer = impl == "fused+bwd" ? *layer_ : *kept_layer_;
+    if (impl == "fused+bwd" || impl == "fused+bwd-kept" || impl == "fused+bwd-int8") {
+      hp::moe::MoeLayer& layer = impl == "fused+bwd"        ? *layer_
+                                 : impl == "fused+bwd-kept" ? *kept_layer_
+                                                            : *int8_layer_;
       return timed([&] {
         forward_fused(layer);
         backward_fused(layer);
@@ -212,7 +223,7 @@ class Worker {
   Experts experts_;
   Tokens tokens_;
   std::unique_ptr<hp::platform::Chip> chip_;
-  std::unique_ptr<hp::moe::MoeLayer> layer_, kept_layer_;
+  std::unique_ptr<hp::moe::MoeLayer> layer_, kept_layer_, int8_layer_;
   std::unique_ptr<UnfusedLayer> unfused_;
   std::vector<float> y_fused_, dx_, d_topk_;
   std::vector<std::uint16_t> y_unfused_, dy_, dw1_, dw2_;
@@ -288,7 +299,7 @@ int run(int argc, char** argv) {
   app.add_option("--threads", o.threads, "threads per rank")->check(CLI::PositiveNumber);
   app.add_option("--impls", o.impls, "the implementations to prepare")
       ->delimiter(',')
-      ->check(CLI::IsMember({"fused", "fused+bwd", "fused+bwd-kept", "unfused"}));
+      ->check(CLI::IsMember({"fused", "fused+bwd", "fused+bwd-kept", "fused+bwd-int8", "unfused"}));
   app.add_flag("--quick", o.quick, "the smoke test (a tiny shape, no stdin)");
   CLI11_PARSE(app, argc, argv);
   if (o.quick)

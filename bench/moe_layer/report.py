@@ -5,7 +5,8 @@
 A table per shape: a row per (ranks x threads, tokens), the fused layer's ms and tokens/s, and
 each peer's time over the fused layer's (x > 1: the fused layer is faster); the backward's the
 same against fused+bwd; with fused+bwd-kept rows (the layer keeping GMM1's output for its
-backward), its ms and its backward over the forward too. The plot (matplotlib) shows tokens/s against tokens for every
+backward) or fused+bwd-int8 rows (kept, and the activation gradients in int8), their ms and
+their backward over the forward too. The plot (matplotlib) shows tokens/s against tokens for every
 implementation, a panel per shape and configuration. With several rows for one point (runs
 appended to one file), the last one counts.
 """
@@ -17,6 +18,8 @@ from pathlib import Path
 
 FORWARD_PEERS = ["unfused", "kt-int8", "kt-bf16", "torch-bf16", "torch-fp32"]
 BACKWARD_PEERS = ["torch-bf16+bwd", "torch-fp32+bwd"]
+# Our other backward modes, each with its ms and backward/forward columns where it ran.
+BACKWARD_VARIANTS = [("fused+bwd-kept", "kept"), ("fused+bwd-int8", "int8")]
 
 
 def load(path):
@@ -48,9 +51,10 @@ def markdown(rows):
     out = []
     for shape in sorted({k[0] for k in rows}):
         out.append(f"\n#### {shape}\n")
-        kept = any(k[0] == shape and k[4] == "fused+bwd-kept" for k in rows)
+        variants = [(impl, name) for impl, name in BACKWARD_VARIANTS
+                    if any(k[0] == shape and k[4] == impl for k in rows)]
         head = ["R x thr", "tokens", "fused ms", "tokens/s", *[f"{p}" for p in FORWARD_PEERS], "fused+bwd ms",
-                "bwd/fwd", *BACKWARD_PEERS, *(["kept+bwd ms", "kept bwd/fwd"] if kept else [])]
+                "bwd/fwd", *BACKWARD_PEERS, *[c for _, name in variants for c in (f"{name}+bwd ms", f"{name} bwd/fwd")]]
         out.append("| " + " | ".join(head) + " |")
         out.append("|" + "---|" * len(head))
         for p in [p for p in points(rows) if p[0] == shape]:
@@ -61,8 +65,8 @@ def markdown(rows):
             cells += [ratio(rows, p, i, "fused") for i in FORWARD_PEERS]
             cells += [f"{fbms * 1e3:.1f}" if fbms else "", f"{(fbms - fms) / fms:.1f}" if fbms and fms else ""]
             cells += [ratio(rows, p, i, "fused+bwd") for i in BACKWARD_PEERS]
-            if kept:
-                k = rows.get(p + ("fused+bwd-kept",))
+            for impl, _ in variants:
+                k = rows.get(p + (impl,))
                 kms = k["median_s"] if k else None
                 cells += [f"{kms * 1e3:.1f}" if kms else "", f"{(kms - fms) / fms:.1f}" if kms and fms else ""]
             out.append("| " + " | ".join(cells) + " |")
@@ -80,7 +84,7 @@ def plot(rows, path):
     import matplotlib.pyplot as plt
     shapes = sorted({k[0] for k in rows})
     configs = sorted({(k[1], k[2]) for k in rows})
-    impls = ["fused", *FORWARD_PEERS, "fused+bwd", "fused+bwd-kept", *BACKWARD_PEERS]
+    impls = ["fused", *FORWARD_PEERS, "fused+bwd", *[i for i, _ in BACKWARD_VARIANTS], *BACKWARD_PEERS]
     fig, axes = plt.subplots(len(configs), len(shapes), figsize=(5 * len(shapes), 4 * len(configs)), squeeze=False)
     for ci, (ranks, threads) in enumerate(configs):
         for si, shape in enumerate(shapes):

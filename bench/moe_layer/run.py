@@ -1,7 +1,7 @@
 """The MoE layer benchmark's driver: the fused layer against what a user would run instead.
 
 For every point (shape, tokens, ranks x threads) it starts the C++ worker (bench_moe_layer
-under mpirun: fused, fused+bwd, fused+bwd-kept, unfused) and keeps it for the point; then, one at a time, each
+under mpirun: fused, fused+bwd, fused+bwd-kept, fused+bwd-int8, unfused) and keeps it for the point; then, one at a time, each
 Python peer worker (peers.py: PyTorch eager in bf16 and fp32, KTransformers' kernels), and
 alternates samples: ours, the peer, ours, the peer, ... so that the machine's noise hits both
 alike. Every worker speaks the line protocol described in bench_moe_layer.cpp. The table shows
@@ -33,8 +33,8 @@ SHAPES = {  # name: (hidden, intermediate, experts, topk)
     "mixtral": (4096, 14336, 8, 2),    # Mixtral-8x7B-like
     "deepseek": (7168, 2048, 32, 8),   # DeepSeek-V3-like, 32 of its 256 experts (memory)
 }
-CPP_IMPLS = ["fused", "fused+bwd", "fused+bwd-kept", "unfused"]
-OURS = ("fused", "fused+bwd", "fused+bwd-kept")  # rows of ours: no peer/ours ratio
+CPP_IMPLS = ["fused", "fused+bwd", "fused+bwd-kept", "fused+bwd-int8", "unfused"]
+OURS = ("fused", "fused+bwd", "fused+bwd-kept", "fused+bwd-int8")  # rows of ours: no peer/ours ratio
 PEER_WORKERS = {  # worker name: (impls it hosts, peers.py arguments)
     "torch-bf16": (["torch-bf16", "torch-bf16+bwd"], ["--impl", "torch", "--dtype", "bf16"]),
     "torch-fp32": (["torch-fp32", "torch-fp32+bwd"], ["--impl", "torch", "--dtype", "fp32"]),

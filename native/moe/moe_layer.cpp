@@ -79,6 +79,9 @@ Status MoeLayer::load_weights(const ExpertWeights& weights) {
   HP_ENSURE(config.backward || !config.keep_activations, ErrorCode::kInvalidArgument,
             "MoeLayerConfig keep_activations: kept for the backward, which this layer does not "
             "have (set backward too, or leave keep_activations false)");
+  HP_ENSURE(config.backward || !config.int8_activation_grads, ErrorCode::kInvalidArgument,
+            "MoeLayerConfig int8_activation_grads: a choice for the backward, which this layer "
+            "does not have (set backward too, or leave int8_activation_grads false)");
   const std::int64_t local = config.num_experts / hp::shmem::n_pes();
   ExpertWeights stacked_lists;
   std::vector<std::uint8_t> w1_store, w1s_store, w2_store, w2s_store;

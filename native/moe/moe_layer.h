@@ -75,6 +75,13 @@ struct MoeLayerConfig {
   // takes a from there instead of recomputing GMM1. The gradients are the same bits either
   // way; it trades that memory for the recompute's time. (The shared expert still recomputes.)
   bool keep_activations = false;
+  // With backward: the activation gradients' GEMMs (G = dY W2^T and dX's rows = dA W1^T) run in
+  // int8, at the forward's rate instead of bf16's. Each expert's rows of dY and dA are scaled by
+  // its weights' per-channel scales (W^T's row scales, folded into the rows' columns) and
+  // quantised per row; the other side is the int8 weights transposed, kept instead of the bf16
+  // copies (half their memory). The gradients then carry the int8 rounding of dY and dA (as the
+  // forward's y carries x's); the weight gradients stay bf16 GEMMs.
+  bool int8_activation_grads = false;
   LayerPath path = LayerPath::kAuto;
   // The dispatch's capacity (BufferConfig's): 0 lossless; >= 1 room for that factor of the
   // average load, grown x1.25 collectively on overflow up to lossless, or (grow_on_overflow =
@@ -269,6 +276,10 @@ class HP_API MoeLayer {
     const std::uint16_t *w1t_bf16 = nullptr, *w2t_bf16 = nullptr;
     // The same in the kernel table's panels (empty where it has none: the GEMMs read the above).
     const hp::kernels::Bf16Panels *w1t_panels = nullptr, *w2t_panels = nullptr;
+    // int8_activation_grads (then w1t_bf16 ... w2t_panels are unused): W1^T and W2^T in int8
+    // with unit scales, and W1's scales [E, 2I] and W2's [E, H], which scale dA's and dY's rows.
+    const hp::kernels::PackedWeights *w1t_q = nullptr, *w2t_q = nullptr;
+    const float *w1_scale = nullptr, *w2_scale = nullptr;
     std::int64_t inter = 0;
     TensorView dw1, dw2, dx_rows;   // dx_rows fp32 [rows, H]
     float* d_row_weight = nullptr;  // [rows] or null
@@ -282,8 +293,10 @@ class HP_API MoeLayer {
   static TensorView smooth2_view(const ExpertGrad& p);
   // a [rows, 2I] of the experts of p: the forward's kept rows, or grad_.a (recompute_forward).
   TensorView preact_view(const ExpertGrad& p);
-  // Two independent bf16 GEMMs at once, each on half of the chip's cube cores (>= 2).
-  Status run_gemms_side_by_side(const hp::kernels::Bf16GemmProblem& first,
+  // Two independent GEMMs at once (the first int8 or bf16, the second bf16), each on half of the
+  // chip's cube cores (>= 2).
+  template <typename FirstProblem>
+  Status run_gemms_side_by_side(const FirstProblem& first,
                                 const hp::kernels::Bf16GemmProblem& second);
   // backward's steps, in order: the dispatch of x and dY (verdict: this rank's argument
   // check, sent with the counts), the shared expert, the routed experts, their dW1 with the
@@ -310,6 +323,10 @@ class HP_API MoeLayer {
   hp::kernels::PackedWeights w1_plain_, shared_w1_plain_;
   std::vector<std::uint16_t> w1t_bf16_, w2t_bf16_, shared_w1t_bf16_, shared_w2t_bf16_;
   hp::kernels::Bf16Panels w1t_panels_, w2t_panels_, shared_w1t_panels_, shared_w2t_panels_;
+  // int8_activation_grads, instead of the bf16 copies: W^T in int8 (unit scales) and the scales
+  // of W1 [E, 2I] and W2 [E, H] (ExpertGrad's).
+  hp::kernels::PackedWeights w1t_q_, w2t_q_, shared_w1t_q_, shared_w2t_q_;
+  std::vector<float> w1_scale_, w2_scale_, shared_w1_scale_, shared_w2_scale_;
   float* topk_grad_send_ = nullptr;
   float* topk_grad_recv_ = nullptr;
   struct GradStorage {
@@ -321,6 +338,8 @@ class HP_API MoeLayer {
     std::vector<std::uint16_t> hw_bf16, x_bf16, da;  // w h~ (dW2's left side), x~, dA
     std::vector<std::int8_t> own_q;                  // the shared expert's x quantised
     std::vector<float> own_scale;
+    std::vector<std::int8_t> act_q;  // int8_activation_grads: dY's or dA's rows quantised
+    std::vector<float> act_scale;
   } grad_;
   // keep_activations: the last forward's routed pre-activation and the rows it came from. Every
   // forward clears `offsets` first and sets them once its GMM1 is done: no dispatch's offsets

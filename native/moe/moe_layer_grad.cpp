@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "common/bfloat16.h"
 #include "kernels/ops.h"
@@ -19,11 +21,75 @@ float load(const TensorView& t, std::int64_t i) {
                                    : static_cast<const float*>(t.data())[i];
 }
 
+// x [rows, cols] (fp32 or bf16, rows contiguous) with each expert group's columns scaled by its
+// row of scales [E, cols], quantised per row into q int8 [rows, cols] and scale fp32 [rows].
+Status quantize_scaled_groups(const hp::kernels::KernelTable& table, const TensorView& x,
+                              const TensorView& offsets, const float* scales,
+                              std::vector<std::int8_t>* q, std::vector<float>* scale) {
+  const std::int64_t rows = x.dim(0), cols = x.dim(1), experts = offsets.dim(0) - 1;
+  const auto* off = static_cast<const std::int64_t*>(offsets.data());
+  q->resize(std::size_t(rows * cols));
+  scale->resize(std::size_t(rows));
+  auto* base = static_cast<std::byte*>(x.data());
+  for (std::int64_t e = 0; e < experts; ++e) {
+    const std::int64_t n = off[e + 1] - off[e];
+    if (n == 0) continue;
+    const std::int64_t shape[2] = {n, cols}, strides[2] = {x.stride(0), 1};
+    HP_RETURN_IF_ERROR(hp::kernels::quantize(
+        table,
+        TensorView(base + std::size_t(off[e] * x.stride(0)) * x.element_size(), x.dtype(), shape,
+                   strides),
+        TensorView(q->data() + off[e] * cols, DType::kInt8, {n, cols}),
+        TensorView(scale->data() + off[e], DType::kFP32, {n}),
+        TensorView(const_cast<float*>(scales + e * cols), DType::kFP32, {cols})));
+  }
+  return Status::ok();
+}
+
+// scale fp32 [E, N] (any strides) as a contiguous copy.
+std::vector<float> contiguous_scales(const TensorView& scale) {
+  const std::int64_t E = scale.dim(0), N = scale.dim(1);
+  const auto* sp = static_cast<const float*>(scale.data());
+  std::vector<float> out(std::size_t(E * N));
+  for (std::int64_t e = 0; e < E; ++e) {
+    for (std::int64_t n = 0; n < N; ++n)
+      out[std::size_t(e * N + n)] = sp[e * scale.stride(0) + n * scale.stride(1)];
+  }
+  return out;
+}
+
+Status plan_gemm(const hp::kernels::KernelTable& table,
+                 const hp::kernels::GroupedGemmProblem& problem, int workers,
+                 hp::kernels::GroupedGemmPlan* plan) {
+  return hp::kernels::plan_grouped_gemm(table, problem, workers, plan);
+}
+Status plan_gemm(const hp::kernels::KernelTable& table, const hp::kernels::Bf16GemmProblem& problem,
+                 int workers, hp::kernels::Bf16GemmPlan* plan) {
+  return hp::kernels::plan_bf16_gemm(table, problem, workers, plan);
+}
+
 }  // namespace
 
 Status MoeLayer::prepare_backward(const ExpertWeights& w, bool shared) {
   HP_RETURN_IF_ERROR(hp::kernels::pack_weights(w.w1, w.w1_scale, {.type = config_.weights},
                                                shared ? &shared_w1_plain_ : &w1_plain_));
+  if (config_.int8_activation_grads) {
+    // W^T [E, N, K] as a view of W [E, K, N] (strides swapped), packed with unit scales: the
+    // weights' own scales go to the other side's columns (quantize_scaled_groups).
+    auto pack_transposed = [](const TensorView& q, hp::kernels::PackedWeights* out) {
+      const std::int64_t shape[3] = {q.dim(0), q.dim(2), q.dim(1)},
+                         strides[3] = {q.stride(0), q.stride(2), q.stride(1)};
+      std::vector<float> ones(std::size_t(q.dim(0) * q.dim(1)), 1.0f);
+      return hp::kernels::pack_weights(TensorView(q.data(), DType::kInt8, shape, strides),
+                                       TensorView(ones.data(), DType::kFP32, {q.dim(0), q.dim(1)}),
+                                       {}, out);
+    };
+    HP_RETURN_IF_ERROR(pack_transposed(w.w1, shared ? &shared_w1t_q_ : &w1t_q_));
+    HP_RETURN_IF_ERROR(pack_transposed(w.w2, shared ? &shared_w2t_q_ : &w2t_q_));
+    (shared ? shared_w1_scale_ : w1_scale_) = contiguous_scales(w.w1_scale);
+    (shared ? shared_w2_scale_ : w2_scale_) = contiguous_scales(w.w2_scale);
+    return Status::ok();
+  }
   // Dequantised, transposed bf16 copies: W^T[e][n][k] = int8[e][k][n] x scale[e][n] (any
   // strides in; contiguous out, so that the GEMMs by W^T read B rows). By blocks of kBlock
   // columns n: the block's kBlock output rows advance together along k, so each of their lines
@@ -136,6 +202,43 @@ Status MoeLayer::recompute_forward(const ExpertGrad& p) {
                                  TensorView(g.x_bf16.data(), DType::kBF16, {rows, H}));
 }
 
+template <typename FirstProblem>
+Status MoeLayer::run_gemms_side_by_side(const FirstProblem& first,
+                                        const hp::kernels::Bf16GemmProblem& second) {
+  hp::platform::Chip& chip = *config_.chip;
+  const int cubes = chip.num_cube(), split = cubes / 2;
+  std::conditional_t<std::is_same_v<FirstProblem, hp::kernels::GroupedGemmProblem>,
+                     hp::kernels::GroupedGemmPlan, hp::kernels::Bf16GemmPlan>
+      a;
+  hp::kernels::Bf16GemmPlan b;
+  HP_RETURN_IF_ERROR(plan_gemm(*table_, first, split, &a));
+  HP_RETURN_IF_ERROR(hp::kernels::plan_bf16_gemm(*table_, second, cubes - split, &b));
+  workspaces_.resize(std::max(workspaces_.size(), std::size_t(cubes)));
+  double first_s = 0, second_s = 0;
+  PhaseTimer wall(this, nullptr, std::nullopt);
+  HP_RETURN_IF_ERROR(chip.launch(
+      {.mode = hp::platform::LaunchMode::kCube, .block_dim = cubes},
+      [&](hp::platform::BlockContext& block) {
+        if (block.block_idx() < split) {
+          const PhaseTimer span(this, block.block_idx() == 0 ? &first_s : nullptr, std::nullopt);
+          a.run(block.block_idx(), worker_workspace(block.block_idx(), a.workspace_bytes()));
+        } else {
+          const PhaseTimer span(this, block.block_idx() == split ? &second_s : nullptr,
+                                CorePhase::kGradWeight, block.core_idx());
+          b.run(block.block_idx() - split,
+                worker_workspace(block.block_idx(), b.workspace_bytes()));
+        }
+        return Status::ok();
+      }));
+  // The caller's act_grad span holds the whole launch: G counts there with its own time, dW2 in
+  // weight_grad, and the time the two ran at once is overlap.
+  const double wall_s = wall.stop();
+  grad_times_.act_grad -= wall_s - first_s;
+  grad_times_.weight_grad += second_s;
+  grad_times_.overlap += std::max(0.0, first_s + second_s - wall_s);
+  return Status::ok();
+}
+
 // G = dY W2^T, dW2 = (w h~)^T dY, dA = [dg | du] with d w, and dX's rows, from grad_'s
 // recomputed rows.
 Status MoeLayer::activation_grads(const ExpertGrad& p) {
@@ -157,6 +260,18 @@ Status MoeLayer::activation_grads(const ExpertGrad& p) {
   // cube cores or more (upstream: the act-grad GEMM in parallel with the w2 grad).
   g.g_dy.resize(std::size_t(rows * I));
   const TensorView g_dy(g.g_dy.data(), DType::kFP32, {rows, I});
+  const bool int8 = p.w2t_q != nullptr;
+  if (int8) {
+    HP_RETURN_IF_ERROR(
+        quantize_scaled_groups(*table_, p.dy, p.offsets, p.w2_scale, &g.act_q, &g.act_scale));
+  }
+  const hp::kernels::GroupedGemmProblem g_int8{
+      .a = TensorView(g.act_q.data(), DType::kInt8, {rows, H}),
+      .a_scale = TensorView(g.act_scale.data(), DType::kFP32, {rows}),
+      .offsets = p.offsets,
+      .weights = int8 ? p.w2t_q->header() : nullptr,
+      .epilogue = hp::kernels::Epilogue::kDequant,
+      .out = g_dy};
   const hp::kernels::Bf16GemmProblem g_problem{
       .kind = hp::kernels::Bf16GemmKind::kInput,
       .a = p.dy,
@@ -170,9 +285,10 @@ Status MoeLayer::activation_grads(const ExpertGrad& p) {
                                                  .b = p.dy,
                                                  .out = p.dw2};
   if (config_.chip != nullptr && config_.chip->num_cube() >= 2) {
-    HP_RETURN_IF_ERROR(run_gemms_side_by_side(g_problem, dw2_problem));
+    HP_RETURN_IF_ERROR(int8 ? run_gemms_side_by_side(g_int8, dw2_problem)
+                            : run_gemms_side_by_side(g_problem, dw2_problem));
   } else {
-    HP_RETURN_IF_ERROR(run_gemm(g_problem));
+    HP_RETURN_IF_ERROR(int8 ? run_gemm(g_int8) : run_gemm(g_problem));
     // dW2 runs inside the act-grad phase's span but counts as weight grad, as with a chip.
     PhaseTimer dw2(this, &grad_times_.weight_grad, CorePhase::kGradWeight);
     HP_RETURN_IF_ERROR(run_gemm(dw2_problem));
@@ -194,6 +310,17 @@ Status MoeLayer::activation_grads(const ExpertGrad& p) {
        .da = da,
        .d_row_weight = p.d_row_weight != nullptr ? TensorView(p.d_row_weight, DType::kFP32, {rows})
                                                  : TensorView()}));
+  if (int8) {
+    HP_RETURN_IF_ERROR(
+        quantize_scaled_groups(*table_, da, p.offsets, p.w1_scale, &g.act_q, &g.act_scale));
+    return run_gemm(hp::kernels::GroupedGemmProblem{
+        .a = TensorView(g.act_q.data(), DType::kInt8, {rows, 2 * I}),
+        .a_scale = TensorView(g.act_scale.data(), DType::kFP32, {rows}),
+        .offsets = p.offsets,
+        .weights = p.w1t_q->header(),
+        .epilogue = hp::kernels::Epilogue::kDequant,
+        .out = p.dx_rows});
+  }
   return run_gemm(hp::kernels::Bf16GemmProblem{
       .kind = hp::kernels::Bf16GemmKind::kInput,
       .a = da,
@@ -223,39 +350,6 @@ Status MoeLayer::expert_backward(const ExpertGrad& p) {
         .b = TensorView(grad_.da.data(), DType::kBF16, {rows, 2 * p.inter}),
         .out = p.dw1}));
   }
-  return Status::ok();
-}
-
-Status MoeLayer::run_gemms_side_by_side(const hp::kernels::Bf16GemmProblem& first,
-                                        const hp::kernels::Bf16GemmProblem& second) {
-  hp::platform::Chip& chip = *config_.chip;
-  const int cubes = chip.num_cube(), split = cubes / 2;
-  hp::kernels::Bf16GemmPlan a, b;
-  HP_RETURN_IF_ERROR(hp::kernels::plan_bf16_gemm(*table_, first, split, &a));
-  HP_RETURN_IF_ERROR(hp::kernels::plan_bf16_gemm(*table_, second, cubes - split, &b));
-  workspaces_.resize(std::max(workspaces_.size(), std::size_t(cubes)));
-  double first_s = 0, second_s = 0;
-  PhaseTimer wall(this, nullptr, std::nullopt);
-  HP_RETURN_IF_ERROR(chip.launch(
-      {.mode = hp::platform::LaunchMode::kCube, .block_dim = cubes},
-      [&](hp::platform::BlockContext& block) {
-        if (block.block_idx() < split) {
-          const PhaseTimer span(this, block.block_idx() == 0 ? &first_s : nullptr, std::nullopt);
-          a.run(block.block_idx(), worker_workspace(block.block_idx(), a.workspace_bytes()));
-        } else {
-          const PhaseTimer span(this, block.block_idx() == split ? &second_s : nullptr,
-                                CorePhase::kGradWeight, block.core_idx());
-          b.run(block.block_idx() - split,
-                worker_workspace(block.block_idx(), b.workspace_bytes()));
-        }
-        return Status::ok();
-      }));
-  // The caller's act_grad span holds the whole launch: G counts there with its own time, dW2 in
-  // weight_grad, and the time the two ran at once is overlap.
-  const double wall_s = wall.stop();
-  grad_times_.act_grad -= wall_s - first_s;
-  grad_times_.weight_grad += second_s;
-  grad_times_.overlap += std::max(0.0, first_s + second_s - wall_s);
   return Status::ok();
 }
 
@@ -334,6 +428,10 @@ Status MoeLayer::shared_expert_backward(const MoeGradArgs& a) {
        .w2t_bf16 = shared_w2t_bf16_.data(),
        .w1t_panels = &shared_w1t_panels_,
        .w2t_panels = &shared_w2t_panels_,
+       .w1t_q = config_.int8_activation_grads ? &shared_w1t_q_ : nullptr,
+       .w2t_q = config_.int8_activation_grads ? &shared_w2t_q_ : nullptr,
+       .w1_scale = shared_w1_scale_.data(),
+       .w2_scale = shared_w2_scale_.data(),
        .inter = config_.shared_intermediate,
        .dw1 = a.shared_dw1,
        .dw2 = a.shared_dw2,
@@ -362,6 +460,10 @@ Status MoeLayer::routed_experts_backward(const MoeGradArgs& a) {
                           .w2t_bf16 = w2t_bf16_.data(),
                           .w1t_panels = &w1t_panels_,
                           .w2t_panels = &w2t_panels_,
+                          .w1t_q = config_.int8_activation_grads ? &w1t_q_ : nullptr,
+                          .w2t_q = config_.int8_activation_grads ? &w2t_q_ : nullptr,
+                          .w1_scale = w1_scale_.data(),
+                          .w2_scale = w2_scale_.data(),
                           .inter = config_.intermediate,
                           .dw1 = a.dw1,
                           .dw2 = a.dw2,

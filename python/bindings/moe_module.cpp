@@ -265,7 +265,8 @@ PYBIND11_MODULE(_hp_moe, m) {
                        const py::dict& weights, std::int64_t shared_intermediate, bool backward,
                        const std::string& path, int cube_cores, int vector_cores,
                        double capacity_factor, bool grow_on_overflow,
-                       const std::string& weight_dtype, bool keep_activations) {
+                       const std::string& weight_dtype, bool keep_activations,
+                       bool int8_activation_grads) {
         auto l = std::make_unique<PyLayer>();
         const hp::moe::CommKind kind = parse_comm(comm);
         const hp::kernels::WeightType weight_type = parse_weight_type(weight_dtype);
@@ -309,6 +310,7 @@ PYBIND11_MODULE(_hp_moe, m) {
                                             .chip = l->session->chip.get(),
                                             .backward = backward,
                                             .keep_activations = keep_activations,
+                                            .int8_activation_grads = int8_activation_grads,
                                             .path = layer_path,
                                             .capacity_factor = capacity_factor,
                                             .grow_on_overflow = grow_on_overflow,

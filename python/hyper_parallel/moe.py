@@ -309,7 +309,8 @@ class MegaMoe(_Collective):
     def __init__(self, w1, w1_scale, w2, w2_scale, *, num_experts: int, topk: int, max_tokens_per_rank: int,
                  comm: str = "shmem", shared=None, backward: bool = False, smooth=None, shared_smooth=None,
                  path: str = "auto", cores=None, capacity_factor: float = 0.0, grow_on_overflow: bool = True,
-                 weight_dtype: str = "int8", keep_activations: bool = False):
+                 weight_dtype: str = "int8", keep_activations: bool = False,
+                 int8_activation_grads: bool = False):
         """w1 ... w2_scale: stacked tensors, or lists of one tensor per local expert (TENSOR_LIST:
         w1[e] [H, 2I], w1_scale[e] [2I], w2[e] [I, H], w2_scale[e] [H]).
         shared: optional (w1 [1, H, 2Is], w1_scale [1, 2Is], w2 [1, Is, H], w2_scale [1, H]) of a
@@ -326,7 +327,10 @@ class MegaMoe(_Collective):
         packed two to a byte; activations stay int8).
         keep_activations (with backward): each forward keeps GMM1's output (float32, rows x 2I
         per rank) and a backward of the same inputs uses it instead of recomputing GMM1 (the
-        same gradients, bit for bit; last_backward_kept tells whether it did)."""
+        same gradients, bit for bit; last_backward_kept tells whether it did).
+        int8_activation_grads (with backward): the backward's activation-gradient GEMMs (dY W2^T,
+        dA W1^T) in int8 at the forward's rate instead of bf16: dY and dA are rounded to int8 per
+        row (after the weights' scales are folded into them), the weights stay exact."""
         listed = isinstance(w1, (list, tuple))
         if listed:
             tensors = [[_contiguous(a) for a in group] for group in (w1, w1_scale, w2, w2_scale)]
@@ -364,7 +368,7 @@ class MegaMoe(_Collective):
             self._native = _lib().Layer(self.hidden, self.intermediate, num_experts, topk, max_tokens_per_rank, comm,
                                         weights, shared_i, backward, path, int(cores[0]), int(cores[1]),
                                         float(capacity_factor), bool(grow_on_overflow), weight_dtype,
-                                        bool(keep_activations))
+                                        bool(keep_activations), bool(int8_activation_grads))
         except BaseException:
             shmem.release()
             raise

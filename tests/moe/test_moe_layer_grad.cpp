@@ -3,6 +3,7 @@
 // against finite differences of the float reference. Every rank makes every rank's tokens
 // (routing_inputs.h) and every expert's weights from seeds, so each computes the reference of
 // the weights' gradients (a sum over all ranks' tokens) alone.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -67,6 +68,7 @@ struct GradShape {
   int vector_cores = 0;
   bool smooth = false;  // smooth-quant scales
   int cube_cores = 1;
+  bool int8_act = false;  // MoeLayerConfig::int8_activation_grads
 };
 
 // The reference's arguments for rank r's tokens (weights of every expert; gradients into `out`).
@@ -114,7 +116,8 @@ Status check_backward(const GradShape& g, CommKind comm) {
                         .shared_intermediate = si,
                         .comm = comm,
                         .chip = chip.get(),
-                        .backward = true},
+                        .backward = true,
+                        .int8_activation_grads = g.int8_act},
                        {.w1 = mine.w1,
                         .w1_scale = mine.w1_scale,
                         .w2 = mine.w2,
@@ -225,7 +228,8 @@ Status check_backward(const GradShape& g, CommKind comm) {
     return std::vector<float>(global.begin() + me * local * per_expert,
                               global.begin() + (me + 1) * local * per_expert);
   };
-  // bf16 GEMM inputs (x~, h~, dY, dA and the weights rounded to bf16) against fp64: about 1%.
+  // bf16 GEMM inputs (x~, h~, dY, dA and the weights rounded to bf16) against fp64: about 1%;
+  // with int8 activation gradients, dY and dA rounded to int8 per row instead: about 1-2%.
   const double tol = 3e-2;
   EXPECT_LT(relative_error(as_float(dx), ref.dx), tol) << "dx, rank " << me;
   EXPECT_LT(relative_error(d_topk, ref.d_topk), tol) << "d_topk_weights, rank " << me;
@@ -447,6 +451,40 @@ TEST(MoeReferenceGrad, MatchesFiniteDifferencesOfTheFloatReference) {
   });
 }
 
+// int8 activation gradients: the same gradients as the fp64 reference within its tolerance, on
+// the calling thread and on two cube cores (G beside dW2), with a shared expert and smooth quant.
+TEST_P(MoeLayerGradTest, Int8ActivationGradsWithASharedExpertAndSmoothQuant) {
+  run_scenario([&] {
+    return check_backward(
+        GradShape{
+            .c = {.tokens = 12, .topk = 3}, .shared_inter = 40, .smooth = true, .int8_act = true},
+        GetParam());
+  });
+}
+TEST_P(MoeLayerGradTest, Int8ActivationGradsOnTwoCubeCoresInBf16) {
+  run_scenario([&] {
+    return check_backward(GradShape{.c = {.tokens = 12, .topk = 3, .masked = true},
+                                    .shared_inter = 40,
+                                    .bf16 = true,
+                                    .vector_cores = 4,
+                                    .cube_cores = 2,
+                                    .int8_act = true},
+                          GetParam());
+  });
+}
+
+TEST_P(MoeLayerGradTest, Int8ActivationGradsWithSomeRanksWithoutTokens) {
+  run_scenario([&] {
+    return check_backward(
+        GradShape{
+            .c = {.hidden = 128, .tokens = 10, .topk = 2, .routing = Routing::kSomeRanksEmpty},
+            .inter = 64,
+            .experts_per_rank = 1,
+            .int8_act = true},
+        GetParam());
+  });
+}
+
 // keep_activations: the backward after a forward of the same x takes GMM1's output from it and
 // gives the same bits as a layer that recomputes; after a forward of another x (the same
 // routing), or with no forward since create, it recomputes. On the staged path and on the deep
@@ -543,24 +581,29 @@ TEST_P(MoeLayerGradTest, KeptActivationsOnTheDeepPath) {
   run_scenario([&] { return check_kept_activations(true, GetParam()); });
 }
 
-// keep_activations without backward is refused.
-TEST(MoeLayerKeptActivations, NeedBackward) {
+// keep_activations and int8_activation_grads without backward are refused.
+TEST(MoeLayerBackwardOptions, NeedBackward) {
   run_scenario([&]() -> Status {
     const std::int64_t H = 64, I = 32, local = 1;
     const Weights w = make_weights(H, I, local);
-    std::unique_ptr<MoeLayer> layer;
-    const Status st = MoeLayer::create({.hidden = H,
-                                        .intermediate = I,
-                                        .num_experts = hp::shmem::n_pes() * local,
-                                        .topk = 1,
-                                        .max_tokens_per_rank = 4,
-                                        .keep_activations = true},
-                                       {.w1 = view(w.w1, DType::kInt8, {local, H, 2 * I}),
-                                        .w1_scale = view(w.s1, {local, 2 * I}),
-                                        .w2 = view(w.w2, DType::kInt8, {local, I, H}),
-                                        .w2_scale = view(w.s2, {local, H})},
-                                       &layer);
-    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.to_string();
+    for (const bool keep : {true, false}) {
+      std::unique_ptr<MoeLayer> layer;
+      const Status st = MoeLayer::create({.hidden = H,
+                                          .intermediate = I,
+                                          .num_experts = hp::shmem::n_pes() * local,
+                                          .topk = 1,
+                                          .max_tokens_per_rank = 4,
+                                          .keep_activations = keep,
+                                          .int8_activation_grads = !keep},
+                                         {.w1 = view(w.w1, DType::kInt8, {local, H, 2 * I}),
+                                          .w1_scale = view(w.s1, {local, 2 * I}),
+                                          .w2 = view(w.w2, DType::kInt8, {local, I, H}),
+                                          .w2_scale = view(w.s2, {local, H})},
+                                         &layer);
+      EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.to_string();
+      EXPECT_THAT(st.message(),
+                  ::testing::HasSubstr(keep ? "keep_activations" : "int8_activation_grads"));
+    }
     return Status::ok();
   });
 }

@@ -392,150 +392,155 @@ struct LayerCase {
 // hpHyperMegaMoe: the layer through the ABI in the caller's workspace (the plan's size) gives
 // what the C++ layer gives; a short workspace on one rank fails every rank. hpHyperMegaMoeGrad
 // gives the C++ layer's gradients too.
+Status check_hyper_mega_moe(std::int32_t comm, bool int8) {
+  const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
+  if (comm == HP_MOE_COMM_WINDOW && !all_mapped()) return Status::ok();
+  LayerCase c(me, ranks);
+  const std::int64_t H = c.H, I = c.I, local = c.local, E = c.E, K = c.K, T = c.T;
+  auto &w1 = c.w1, &w2 = c.w2;
+  auto &s1 = c.s1, &s2 = c.s2, &x = c.x, &w = c.w;
+  auto& idx = c.idx;
+  const hpTensor t_w1 = tensor(w1.data(), HP_DTYPE_INT8, {local, H, 2 * I}),
+                 t_s1 = tensor(s1.data(), HP_DTYPE_FP32, {local, 2 * I}),
+                 t_w2 = tensor(w2.data(), HP_DTYPE_INT8, {local, I, H}),
+                 t_s2 = tensor(s2.data(), HP_DTYPE_FP32, {local, H}),
+                 t_x = tensor(x.data(), HP_DTYPE_FP32, {T, H}),
+                 t_idx = tensor(idx.data(), HP_DTYPE_INT64, {T, K}),
+                 t_w = tensor(w.data(), HP_DTYPE_FP32, {T, K});
+  // A shared expert too (the same weights on every rank).
+  const std::int64_t SI = 16;
+  std::vector<std::int8_t> sw1(std::size_t(H * 2 * SI)), sw2(std::size_t(SI * H));
+  for (std::size_t i = 0; i < sw1.size(); ++i) sw1[i] = std::int8_t(int((i * 29) % 255) - 127);
+  for (std::size_t i = 0; i < sw2.size(); ++i) sw2[i] = std::int8_t(int((i * 31) % 255) - 127);
+  std::vector<float> ss1(std::size_t(2 * SI), 1.0f / 1000), ss2(std::size_t(H), 1.0f / 300);
+  const hpTensor t_sw1 = tensor(sw1.data(), HP_DTYPE_INT8, {1, H, 2 * SI}),
+                 t_ss1 = tensor(ss1.data(), HP_DTYPE_FP32, {1, 2 * SI}),
+                 t_sw2 = tensor(sw2.data(), HP_DTYPE_INT8, {1, SI, H}),
+                 t_ss2 = tensor(ss2.data(), HP_DTYPE_FP32, {1, H});
+  const hpHyperMegaMoeConfig config{.hidden = H,
+                                    .intermediate = I,
+                                    .num_experts = E,
+                                    .topk = K,
+                                    .max_tokens_per_rank = T,
+                                    .comm = comm,
+                                    .shared_intermediate = SI,
+                                    .backward = HP_MOE_BACKWARD_KEEP_ACTIVATIONS |
+                                                (int8 ? HP_MOE_BACKWARD_INT8_ACTIVATION_GRADS : 0)};
+  hpHyperMegaMoeLayer* layer = nullptr;
+  EXPECT_EQ(hpHyperMegaMoeCreate(&config, &t_w1, &t_s1, &t_w2, &t_s2, &t_sw1, &t_ss1, &t_sw2,
+                                 &t_ss2, &layer),
+            HP_STATUS_OK)
+      << hpGetLastErrorMessage();
+  std::vector<float> y(std::size_t(T * H), -1.0f);
+  const hpTensor t_y = tensor(y.data(), HP_DTYPE_FP32, {T, H});
+  uint64_t bytes = 0;
+  hpOpExecutor* exec = nullptr;
+  EXPECT_EQ(hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec),
+            HP_STATUS_OK);
+  MoeTiling plan;
+  HP_EXPECT_OK(plan_moe({.tokens = T,
+                         .hidden = H,
+                         .intermediate = I,
+                         .topk = K,
+                         .experts = E,
+                         .ranks = ranks,
+                         .shared_intermediate = SI},
+                        &plan));
+  EXPECT_EQ(bytes, std::uint64_t(plan.total_bytes));
+  std::vector<std::uint8_t> storage(bytes + 64, 0xCD);
+  void* ws = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 63) &
+                                     ~std::uintptr_t(63));
+  EXPECT_EQ(hpHyperMegaMoe(ws, bytes, exec), HP_STATUS_OK) << hpGetLastErrorMessage();
+  // The C++ layer on the same weights and tokens.
+  std::unique_ptr<MoeLayer> cpp;
+  HP_RETURN_IF_ERROR(
+      MoeLayer::create({.hidden = H,
+                        .intermediate = I,
+                        .num_experts = E,
+                        .topk = K,
+                        .max_tokens_per_rank = T,
+                        .shared_intermediate = SI,
+                        .comm = comm == HP_MOE_COMM_WINDOW ? CommKind::kWindow : CommKind::kShmem,
+                        .backward = true,
+                        .int8_activation_grads = int8},
+                       {.w1 = TensorView(w1.data(), DType::kInt8, {local, H, 2 * I}),
+                        .w1_scale = TensorView(s1.data(), DType::kFP32, {local, 2 * I}),
+                        .w2 = TensorView(w2.data(), DType::kInt8, {local, I, H}),
+                        .w2_scale = TensorView(s2.data(), DType::kFP32, {local, H}),
+                        .shared_w1 = TensorView(sw1.data(), DType::kInt8, {1, H, 2 * SI}),
+                        .shared_w1_scale = TensorView(ss1.data(), DType::kFP32, {1, 2 * SI}),
+                        .shared_w2 = TensorView(sw2.data(), DType::kInt8, {1, SI, H}),
+                        .shared_w2_scale = TensorView(ss2.data(), DType::kFP32, {1, H})},
+                       &cpp));
+  std::vector<float> y_cpp(y.size());
+  HP_RETURN_IF_ERROR(cpp->forward(
+      TensorView(x.data(), DType::kFP32, {T, H}), TensorView(idx.data(), DType::kInt64, {T, K}),
+      TensorView(w.data(), DType::kFP32, {T, K}), TensorView(y_cpp.data(), DType::kFP32, {T, H})));
+  EXPECT_EQ(y, y_cpp);
+  // The backward, through the ABI (workspace 0; GMM1's output kept by its forward) and in C++
+  // (recomputed): the same bits.
+  std::vector<float> dy(y.size());
+  for (std::size_t i = 0; i < dy.size(); ++i)
+    dy[i] = float(int((i * 7 + std::size_t(me)) % 11) - 5) / 8;
+  struct Grads {
+    std::vector<float> dx, d_topk, dw1, dw2, sdw1, sdw2;
+  };
+  Grads abi{.dx = std::vector<float>(x.size()),
+            .d_topk = std::vector<float>(w.size()),
+            .dw1 = std::vector<float>(w1.size()),
+            .dw2 = std::vector<float>(w2.size()),
+            .sdw1 = std::vector<float>(sw1.size()),
+            .sdw2 = std::vector<float>(sw2.size())};
+  Grads cpp_grads = abi;
+  const hpTensor t_dy = tensor(dy.data(), HP_DTYPE_FP32, {T, H}),
+                 t_dx = tensor(abi.dx.data(), HP_DTYPE_FP32, {T, H}),
+                 t_dtopk = tensor(abi.d_topk.data(), HP_DTYPE_FP32, {T, K}),
+                 t_dw1 = tensor(abi.dw1.data(), HP_DTYPE_FP32, {local, H, 2 * I}),
+                 t_dw2 = tensor(abi.dw2.data(), HP_DTYPE_FP32, {local, I, H}),
+                 t_sdw1 = tensor(abi.sdw1.data(), HP_DTYPE_FP32, {1, H, 2 * SI}),
+                 t_sdw2 = tensor(abi.sdw2.data(), HP_DTYPE_FP32, {1, SI, H});
+  EXPECT_EQ(
+      hpHyperMegaMoeGradGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_dy, &t_dx, &t_dtopk,
+                                         &t_dw1, &t_dw2, &t_sdw1, &t_sdw2, &bytes, &exec),
+      HP_STATUS_OK);
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_EQ(hpHyperMegaMoeGrad(nullptr, 0, exec), HP_STATUS_OK) << hpGetLastErrorMessage();
+  auto tv = [](std::vector<float>& v, std::initializer_list<std::int64_t> shape) {
+    return TensorView(v.data(), DType::kFP32, shape);
+  };
+  HP_RETURN_IF_ERROR(cpp->backward({.x = TensorView(x.data(), DType::kFP32, {T, H}),
+                                    .topk_idx = TensorView(idx.data(), DType::kInt64, {T, K}),
+                                    .topk_weights = TensorView(w.data(), DType::kFP32, {T, K}),
+                                    .dy = tv(dy, {T, H}),
+                                    .dx = tv(cpp_grads.dx, {T, H}),
+                                    .d_topk_weights = tv(cpp_grads.d_topk, {T, K}),
+                                    .dw1 = tv(cpp_grads.dw1, {local, H, 2 * I}),
+                                    .dw2 = tv(cpp_grads.dw2, {local, I, H}),
+                                    .shared_dw1 = tv(cpp_grads.sdw1, {1, H, 2 * SI}),
+                                    .shared_dw2 = tv(cpp_grads.sdw2, {1, SI, H})}));
+  EXPECT_EQ(abi.dx, cpp_grads.dx);
+  EXPECT_EQ(abi.d_topk, cpp_grads.d_topk);
+  EXPECT_EQ(abi.dw1, cpp_grads.dw1);
+  EXPECT_EQ(abi.dw2, cpp_grads.dw2);
+  EXPECT_EQ(abi.sdw1, cpp_grads.sdw1);
+  EXPECT_EQ(abi.sdw2, cpp_grads.sdw2);
+  EXPECT_NE(abi.dw1, std::vector<float>(abi.dw1.size(), 0.0f));
+  HP_RETURN_IF_ERROR(cpp->destroy());
+  // One byte short on rank 0.
+  EXPECT_EQ(hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec),
+            HP_STATUS_OK);
+  EXPECT_EQ(hpHyperMegaMoe(ws, bytes - (me == 0 ? 1 : 0), exec),
+            me == 0 ? HP_STATUS_INVALID_ARGUMENT : HP_STATUS_ABORTED);
+  EXPECT_EQ(hpHyperMegaMoeDestroy(layer), HP_STATUS_OK);
+  return Status::ok();
+}
+
 TEST_P(OpApiRoundTrip, HyperMegaMoeMatchesTheLayer) {
-  run_scenario([&]() -> Status {
-    const int me = hp::shmem::my_pe(), ranks = hp::shmem::n_pes();
-    if (GetParam() == HP_MOE_COMM_WINDOW && !all_mapped()) return Status::ok();
-    LayerCase c(me, ranks);
-    const std::int64_t H = c.H, I = c.I, local = c.local, E = c.E, K = c.K, T = c.T;
-    auto &w1 = c.w1, &w2 = c.w2;
-    auto &s1 = c.s1, &s2 = c.s2, &x = c.x, &w = c.w;
-    auto& idx = c.idx;
-    const hpTensor t_w1 = tensor(w1.data(), HP_DTYPE_INT8, {local, H, 2 * I}),
-                   t_s1 = tensor(s1.data(), HP_DTYPE_FP32, {local, 2 * I}),
-                   t_w2 = tensor(w2.data(), HP_DTYPE_INT8, {local, I, H}),
-                   t_s2 = tensor(s2.data(), HP_DTYPE_FP32, {local, H}),
-                   t_x = tensor(x.data(), HP_DTYPE_FP32, {T, H}),
-                   t_idx = tensor(idx.data(), HP_DTYPE_INT64, {T, K}),
-                   t_w = tensor(w.data(), HP_DTYPE_FP32, {T, K});
-    // A shared expert too (the same weights on every rank).
-    const std::int64_t SI = 16;
-    std::vector<std::int8_t> sw1(std::size_t(H * 2 * SI)), sw2(std::size_t(SI * H));
-    for (std::size_t i = 0; i < sw1.size(); ++i) sw1[i] = std::int8_t(int((i * 29) % 255) - 127);
-    for (std::size_t i = 0; i < sw2.size(); ++i) sw2[i] = std::int8_t(int((i * 31) % 255) - 127);
-    std::vector<float> ss1(std::size_t(2 * SI), 1.0f / 1000), ss2(std::size_t(H), 1.0f / 300);
-    const hpTensor t_sw1 = tensor(sw1.data(), HP_DTYPE_INT8, {1, H, 2 * SI}),
-                   t_ss1 = tensor(ss1.data(), HP_DTYPE_FP32, {1, 2 * SI}),
-                   t_sw2 = tensor(sw2.data(), HP_DTYPE_INT8, {1, SI, H}),
-                   t_ss2 = tensor(ss2.data(), HP_DTYPE_FP32, {1, H});
-    const hpHyperMegaMoeConfig config{.hidden = H,
-                                      .intermediate = I,
-                                      .num_experts = E,
-                                      .topk = K,
-                                      .max_tokens_per_rank = T,
-                                      .comm = GetParam(),
-                                      .shared_intermediate = SI,
-                                      .backward = HP_MOE_BACKWARD_KEEP_ACTIVATIONS};
-    hpHyperMegaMoeLayer* layer = nullptr;
-    EXPECT_EQ(hpHyperMegaMoeCreate(&config, &t_w1, &t_s1, &t_w2, &t_s2, &t_sw1, &t_ss1, &t_sw2,
-                                   &t_ss2, &layer),
-              HP_STATUS_OK)
-        << hpGetLastErrorMessage();
-    std::vector<float> y(std::size_t(T * H), -1.0f);
-    const hpTensor t_y = tensor(y.data(), HP_DTYPE_FP32, {T, H});
-    uint64_t bytes = 0;
-    hpOpExecutor* exec = nullptr;
-    EXPECT_EQ(
-        hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec),
-        HP_STATUS_OK);
-    MoeTiling plan;
-    HP_EXPECT_OK(plan_moe({.tokens = T,
-                           .hidden = H,
-                           .intermediate = I,
-                           .topk = K,
-                           .experts = E,
-                           .ranks = ranks,
-                           .shared_intermediate = SI},
-                          &plan));
-    EXPECT_EQ(bytes, std::uint64_t(plan.total_bytes));
-    std::vector<std::uint8_t> storage(bytes + 64, 0xCD);
-    void* ws = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(storage.data()) + 63) &
-                                       ~std::uintptr_t(63));
-    EXPECT_EQ(hpHyperMegaMoe(ws, bytes, exec), HP_STATUS_OK) << hpGetLastErrorMessage();
-    // The C++ layer on the same weights and tokens.
-    std::unique_ptr<MoeLayer> cpp;
-    HP_RETURN_IF_ERROR(MoeLayer::create(
-        {.hidden = H,
-         .intermediate = I,
-         .num_experts = E,
-         .topk = K,
-         .max_tokens_per_rank = T,
-         .shared_intermediate = SI,
-         .comm = GetParam() == HP_MOE_COMM_WINDOW ? CommKind::kWindow : CommKind::kShmem,
-         .backward = true},
-        {.w1 = TensorView(w1.data(), DType::kInt8, {local, H, 2 * I}),
-         .w1_scale = TensorView(s1.data(), DType::kFP32, {local, 2 * I}),
-         .w2 = TensorView(w2.data(), DType::kInt8, {local, I, H}),
-         .w2_scale = TensorView(s2.data(), DType::kFP32, {local, H}),
-         .shared_w1 = TensorView(sw1.data(), DType::kInt8, {1, H, 2 * SI}),
-         .shared_w1_scale = TensorView(ss1.data(), DType::kFP32, {1, 2 * SI}),
-         .shared_w2 = TensorView(sw2.data(), DType::kInt8, {1, SI, H}),
-         .shared_w2_scale = TensorView(ss2.data(), DType::kFP32, {1, H})},
-        &cpp));
-    std::vector<float> y_cpp(y.size());
-    HP_RETURN_IF_ERROR(cpp->forward(TensorView(x.data(), DType::kFP32, {T, H}),
-                                    TensorView(idx.data(), DType::kInt64, {T, K}),
-                                    TensorView(w.data(), DType::kFP32, {T, K}),
-                                    TensorView(y_cpp.data(), DType::kFP32, {T, H})));
-    EXPECT_EQ(y, y_cpp);
-    // The backward, through the ABI (workspace 0; GMM1's output kept by its forward) and in C++
-    // (recomputed): the same bits.
-    std::vector<float> dy(y.size());
-    for (std::size_t i = 0; i < dy.size(); ++i)
-      dy[i] = float(int((i * 7 + std::size_t(me)) % 11) - 5) / 8;
-    struct Grads {
-      std::vector<float> dx, d_topk, dw1, dw2, sdw1, sdw2;
-    };
-    Grads abi{.dx = std::vector<float>(x.size()),
-              .d_topk = std::vector<float>(w.size()),
-              .dw1 = std::vector<float>(w1.size()),
-              .dw2 = std::vector<float>(w2.size()),
-              .sdw1 = std::vector<float>(sw1.size()),
-              .sdw2 = std::vector<float>(sw2.size())};
-    Grads cpp_grads = abi;
-    const hpTensor t_dy = tensor(dy.data(), HP_DTYPE_FP32, {T, H}),
-                   t_dx = tensor(abi.dx.data(), HP_DTYPE_FP32, {T, H}),
-                   t_dtopk = tensor(abi.d_topk.data(), HP_DTYPE_FP32, {T, K}),
-                   t_dw1 = tensor(abi.dw1.data(), HP_DTYPE_FP32, {local, H, 2 * I}),
-                   t_dw2 = tensor(abi.dw2.data(), HP_DTYPE_FP32, {local, I, H}),
-                   t_sdw1 = tensor(abi.sdw1.data(), HP_DTYPE_FP32, {1, H, 2 * SI}),
-                   t_sdw2 = tensor(abi.sdw2.data(), HP_DTYPE_FP32, {1, SI, H});
-    EXPECT_EQ(hpHyperMegaMoeGradGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_dy, &t_dx,
-                                                 &t_dtopk, &t_dw1, &t_dw2, &t_sdw1, &t_sdw2, &bytes,
-                                                 &exec),
-              HP_STATUS_OK);
-    EXPECT_EQ(bytes, 0u);
-    EXPECT_EQ(hpHyperMegaMoeGrad(nullptr, 0, exec), HP_STATUS_OK) << hpGetLastErrorMessage();
-    auto tv = [](std::vector<float>& v, std::initializer_list<std::int64_t> shape) {
-      return TensorView(v.data(), DType::kFP32, shape);
-    };
-    HP_RETURN_IF_ERROR(cpp->backward({.x = TensorView(x.data(), DType::kFP32, {T, H}),
-                                      .topk_idx = TensorView(idx.data(), DType::kInt64, {T, K}),
-                                      .topk_weights = TensorView(w.data(), DType::kFP32, {T, K}),
-                                      .dy = tv(dy, {T, H}),
-                                      .dx = tv(cpp_grads.dx, {T, H}),
-                                      .d_topk_weights = tv(cpp_grads.d_topk, {T, K}),
-                                      .dw1 = tv(cpp_grads.dw1, {local, H, 2 * I}),
-                                      .dw2 = tv(cpp_grads.dw2, {local, I, H}),
-                                      .shared_dw1 = tv(cpp_grads.sdw1, {1, H, 2 * SI}),
-                                      .shared_dw2 = tv(cpp_grads.sdw2, {1, SI, H})}));
-    EXPECT_EQ(abi.dx, cpp_grads.dx);
-    EXPECT_EQ(abi.d_topk, cpp_grads.d_topk);
-    EXPECT_EQ(abi.dw1, cpp_grads.dw1);
-    EXPECT_EQ(abi.dw2, cpp_grads.dw2);
-    EXPECT_EQ(abi.sdw1, cpp_grads.sdw1);
-    EXPECT_EQ(abi.sdw2, cpp_grads.sdw2);
-    EXPECT_NE(abi.dw1, std::vector<float>(abi.dw1.size(), 0.0f));
-    HP_RETURN_IF_ERROR(cpp->destroy());
-    // One byte short on rank 0.
-    EXPECT_EQ(
-        hpHyperMegaMoeGetWorkspaceSize(layer, &t_x, &t_idx, &t_w, nullptr, &t_y, &bytes, &exec),
-        HP_STATUS_OK);
-    EXPECT_EQ(hpHyperMegaMoe(ws, bytes - (me == 0 ? 1 : 0), exec),
-              me == 0 ? HP_STATUS_INVALID_ARGUMENT : HP_STATUS_ABORTED);
-    EXPECT_EQ(hpHyperMegaMoeDestroy(layer), HP_STATUS_OK);
-    return Status::ok();
-  });
+  run_scenario([&] { return check_hyper_mega_moe(GetParam(), false); });
+}
+// The same with HP_MOE_BACKWARD_INT8_ACTIVATION_GRADS: the C++ layer with int8_activation_grads.
+TEST_P(OpApiRoundTrip, HyperMegaMoeWithInt8ActivationGradsMatchesTheLayer) {
+  run_scenario([&] { return check_hyper_mega_moe(GetParam(), true); });
 }
 
 // hpHyperMegaMoeCreateWithWeights: TENSOR_LIST weights, smooth-quant scales and the deep path on
@@ -631,16 +636,18 @@ TEST_P(OpApiRoundTrip, HyperMegaMoeWithWeightsListsSmoothAndTheDeepPath) {
     hpStatus st = hpHyperMegaMoeCreateWithWeights(&bad, &weights, &layer);
     EXPECT_NE(st, HP_STATUS_OK);
     EXPECT_EQ(layer, nullptr);
-    // An unknown backward mode on one rank likewise.
-    bad = config;
-    if (me == ranks - 1) bad.backward = 3;
-    st = hpHyperMegaMoeCreateWithWeights(&bad, &weights, &layer);
-    if (me == ranks - 1) {
-      EXPECT_EQ(st, HP_STATUS_INVALID_ARGUMENT) << hpGetLastErrorMessage();
-    } else {
-      EXPECT_NE(st, HP_STATUS_OK);
+    // An unknown backward mode on one rank likewise (int8 activation gradients need a backward).
+    for (const std::int32_t mode : {3, HP_MOE_BACKWARD_INT8_ACTIVATION_GRADS}) {
+      bad = config;
+      if (me == ranks - 1) bad.backward = mode;
+      st = hpHyperMegaMoeCreateWithWeights(&bad, &weights, &layer);
+      if (me == ranks - 1) {
+        EXPECT_EQ(st, HP_STATUS_INVALID_ARGUMENT) << hpGetLastErrorMessage();
+      } else {
+        EXPECT_NE(st, HP_STATUS_OK);
+      }
+      EXPECT_EQ(layer, nullptr);
     }
-    EXPECT_EQ(layer, nullptr);
     return Status::ok();
   });
 }

@@ -341,11 +341,21 @@ def test_mega_moe_grad_matches_the_float_model(n, tmp_path):
                 assert keeps.last_backward_kept == kept, (forward_x is None, kept)
                 assert np.array_equal(k.dx, g.dx) and np.array_equal(k.dw1, g.dw1)
                 assert np.array_equal(k.dw2, g.dw2) and np.array_equal(k.d_topk_weights, g.d_topk_weights)
-        try:
-            moe.MegaMoe(w1, s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16, keep_activations=True)
-            raise AssertionError("keep_activations without backward was accepted")
-        except HpError as e:
-            assert e.name == "INVALID_ARGUMENT", e
+        # int8_activation_grads: dY and dA rounded to int8 in the activation-gradient GEMMs: other
+        # bits than the bf16 ones, as close to the float gradients.
+        with moe.MegaMoe(w1, s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16, backward=True,
+                         int8_activation_grads=True) as int8_layer:
+            q = int8_layer.backward(x, idx, w, dy)
+            for name, got, want in (("dx", q.dx, dx), ("d_topk", q.d_topk_weights, dtopk), ("dw1", q.dw1, dw1),
+                                    ("dw2", q.dw2, dw2)):
+                assert rel(got, want) < 6e-2, (name, rel(got, want))
+            assert not np.array_equal(q.dx, g.dx)
+        for option in ("keep_activations", "int8_activation_grads"):
+            try:
+                moe.MegaMoe(w1, s1, w2, s2, num_experts=E, topk=K, max_tokens_per_rank=16, **{option: True})
+                raise AssertionError(f"{option} without backward was accepted")
+            except HpError as e:
+                assert e.name == "INVALID_ARGUMENT", e
         one_call = hyper_parallel.mega_moe_grad(x, idx, w, dy, w1, s1, w2, s2, num_experts=E)
         assert np.array_equal(one_call.dx, g.dx) and np.array_equal(one_call.dw2, g.dw2)
         try:

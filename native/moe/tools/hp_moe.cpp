@@ -43,6 +43,7 @@ struct Options {
   WorkloadShape shape;
   int iterations = 10, warmup = 2, check_tokens = 8, vector_cores = 0;
   bool check = true, json = false, backward = false, keep_activations = false;
+  bool int8_activation_grads = false;
   std::string comm = "shmem", path = "auto", trace;
 };
 
@@ -144,6 +145,7 @@ Status make_layer(const Options& o, RankLayer* out) {
        .chip = chip.get(),
        .backward = o.backward,
        .keep_activations = o.keep_activations,
+       .int8_activation_grads = o.int8_activation_grads,
        .path = path},
       {.w1 = TensorView(const_cast<std::int8_t*>(w.w1.data()), DType::kInt8,
                         {local, s.hidden, 2 * s.intermediate}),
@@ -271,6 +273,7 @@ Status run_rank(const Options& o) {
       .check = o.check,
       .backward = o.backward,
       .keep_activations = o.keep_activations,
+      .int8_activation_grads = o.int8_activation_grads,
       .json = o.json,
       .deep = deep,
       .transport = std::string(hp::shmem::transport_name((me + 1) % ranks)),
@@ -339,6 +342,10 @@ int run(int argc, char** argv) {
   app.add_flag("--keep-activations", o.keep_activations,
                "the forward keeps GMM1's output for the backward instead of its recompute "
                "(needs --backward)")
+      ->needs("--backward");
+  app.add_flag("--int8-act-grads", o.int8_activation_grads,
+               "the backward's activation-gradient GEMMs (dY W2^T, dA W1^T) in int8 instead of "
+               "bf16 (needs --backward)")
       ->needs("--backward");
   CLI11_PARSE(app, argc, argv);
   if (o.shape.experts % o.ranks != 0 && !inside_a_job()) {

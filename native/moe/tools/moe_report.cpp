@@ -81,7 +81,8 @@ Timings summarize(const RunFacts& run, const std::vector<double>& all_records) {
                                             "recomputed)"
                                           : "GMM1 kept by the forward: SwiGLU only")
                      : fmt::format("{:.3f} TOPS", gmm1_ops / (t.grad_ms[1] * 1e-3) / 1e12),
-                 fmt::format("{:.3f} TFLOPS", grad_gemm_flops / (t.grad_ms[2] * 1e-3) / 1e12),
+                 fmt::format("{:.3f} {}", grad_gemm_flops / (t.grad_ms[2] * 1e-3) / 1e12,
+                             run.int8_activation_grads ? "TOPS" : "TFLOPS"),
                  fmt::format("{:.3f} TFLOPS", grad_gemm_flops / (t.grad_ms[3] * 1e-3) / 1e12),
                  fmt::format("{:.2f} GB/s", combine_bytes / (t.grad_ms[4] * 1e-3) / 1e9)};
   return t;
@@ -111,6 +112,7 @@ void print_json(const RunFacts& run, const CheckVerdict& check, const Timings& t
                                    {"rate", t.rate[std::size_t(p)]}};
   if (run.backward) {
     j["backward"]["keep_activations"] = run.keep_activations;
+    j["backward"]["int8_activation_grads"] = run.int8_activation_grads;
     j["backward"]["total_ms"] = t.grad_total_ms;
     j["backward"]["overlap_ms"] = t.grad_overlap_ms;
     for (int p = 0; p < kGradPhases; ++p) {

@@ -34,7 +34,8 @@ struct RunFacts {
   int ranks = 0, iterations = 0, warmup = 0;
   std::int64_t check_tokens = 0;
   bool check = false, backward = false;
-  bool keep_activations = false;  // the backward takes GMM1's output from the forward
+  bool keep_activations = false;       // the backward takes GMM1's output from the forward
+  bool int8_activation_grads = false;  // its activation-gradient GEMMs are int8
   bool json = false;
   bool deep = false;  // the layer took the deep-fuse path
   std::string transport, layer_path, planned_path, trace;

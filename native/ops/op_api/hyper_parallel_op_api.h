@@ -177,6 +177,10 @@ hpStatus hpMoeCombineLowLatency(void* workspace, uint64_t workspaceSize, hpOpExe
 #define HP_MOE_BACKWARD_NONE 0
 #define HP_MOE_BACKWARD_RECOMPUTE 1
 #define HP_MOE_BACKWARD_KEEP_ACTIVATIONS 2
+/* OR-ed with RECOMPUTE or KEEP_ACTIVATIONS: the activation-gradient GEMMs (dY W2^T, dA W1^T) in
+ * int8 instead of bf16 (dY and dA rounded to int8 per row, the weights exact; the layer keeps
+ * the int8 weights transposed instead of bf16 copies). */
+#define HP_MOE_BACKWARD_INT8_ACTIVATION_GRADS 4
 
 #define HP_MOE_PATH_AUTO 0
 #define HP_MOE_PATH_STAGED 1
@@ -190,7 +194,7 @@ typedef struct hpHyperMegaMoeConfig {
   int64_t max_tokens_per_rank;
   int32_t comm; /* HP_MOE_COMM_* */
   int64_t shared_intermediate;
-  int32_t backward;   /* HP_MOE_BACKWARD_*: what hpHyperMegaMoeGrad needs is kept or not */
+  int32_t backward;   /* HP_MOE_BACKWARD_* mode, optionally | INT8_ACTIVATION_GRADS */
   int32_t path;       /* HP_MOE_PATH_* */
   int32_t cube_cores; /* 0: no chip (everything on the calling thread) */
   int32_t vector_cores;

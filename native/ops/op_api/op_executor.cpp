@@ -140,13 +140,16 @@ hpStatus create_layer(const hpHyperMegaMoeConfig* config, const hpHyperMegaMoeWe
   // A bad backward mode or chip request is this rank's error, but create is collective: it goes
   // in as a config no rank can agree on (a hidden size of -1), so every rank fails.
   Status local_ok = Status::ok();
-  if (config->backward < HP_MOE_BACKWARD_NONE ||
-      config->backward > HP_MOE_BACKWARD_KEEP_ACTIVATIONS) {
-    local_ok =
-        Status::error(ErrorCode::kInvalidArgument,
-                      "{}: config backward = {}: expected HP_MOE_BACKWARD_NONE (0), "
-                      "HP_MOE_BACKWARD_RECOMPUTE (1) or HP_MOE_BACKWARD_KEEP_ACTIVATIONS (2)",
-                      variant_create(variant), config->backward);
+  const bool int8_grads = (config->backward & HP_MOE_BACKWARD_INT8_ACTIVATION_GRADS) != 0;
+  const std::int32_t backward = config->backward & ~HP_MOE_BACKWARD_INT8_ACTIVATION_GRADS;
+  if (backward < HP_MOE_BACKWARD_NONE || backward > HP_MOE_BACKWARD_KEEP_ACTIVATIONS ||
+      (int8_grads && backward == HP_MOE_BACKWARD_NONE)) {
+    local_ok = Status::error(
+        ErrorCode::kInvalidArgument,
+        "{}: config backward = {}: expected HP_MOE_BACKWARD_NONE (0), "
+        "HP_MOE_BACKWARD_RECOMPUTE (1) or HP_MOE_BACKWARD_KEEP_ACTIVATIONS (2), the last two "
+        "optionally | HP_MOE_BACKWARD_INT8_ACTIVATION_GRADS (4)",
+        variant_create(variant), config->backward);
   } else if (config->cube_cores > 0 || config->vector_cores > 0) {
     local_ok = hp::platform::Chip::create(
         {.num_cube = config->cube_cores, .num_vector = config->vector_cores}, &l->chip);
@@ -180,8 +183,9 @@ hpStatus create_layer(const hpHyperMegaMoeConfig* config, const hpHyperMegaMoeWe
        .comm = variant == LayerVariant::kShmem ? hp::moe::CommKind::kShmem
                                                : hp::moe::CommKind(config->comm),
        .chip = l->chip.get(),
-       .backward = config->backward != HP_MOE_BACKWARD_NONE,
-       .keep_activations = config->backward == HP_MOE_BACKWARD_KEEP_ACTIVATIONS,
+       .backward = backward != HP_MOE_BACKWARD_NONE,
+       .keep_activations = backward == HP_MOE_BACKWARD_KEEP_ACTIVATIONS,
+       .int8_activation_grads = int8_grads,
        .path = hp::moe::LayerPath(config->path),
        .capacity_factor = config->capacity_factor,
        .grow_on_overflow = config->no_growth == 0,
