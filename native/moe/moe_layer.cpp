@@ -383,7 +383,7 @@ Status MoeLayer::forward_staged(const DispatchArgs& args, const TensorView& y, s
                                .out_scale = TensorView(h_scale, DType::kFP32, {rows}),
                                .smooth = smooth2(),
                                .preact = kept_preact(rows)}));
-  keep_rows(ws + at.x1_token, reinterpret_cast<const float*>(ws + at.x1_scale),
+  keep_rows(ws + at.x1_token, reinterpret_cast<const float*>(ws + at.x1_scale), h, h_scale,
             handle_.expert_offsets);
   gmm1.stop();
   // ---- phase 2: into x2Token / x2Scale; phase 3: GMM2 into swap ----------------------------
@@ -432,13 +432,17 @@ TensorView MoeLayer::kept_preact(std::int64_t rows) {
   return TensorView(kept_.a.data(), DType::kFP32, {rows, 2 * config_.intermediate});
 }
 
-void MoeLayer::keep_rows(const std::uint8_t* x1, const float* x1_scale,
-                         const std::vector<std::int64_t>& offsets) {
+void MoeLayer::keep_rows(const std::uint8_t* x1, const float* x1_scale, const std::uint8_t* h,
+                         const float* h_scale, const std::vector<std::int64_t>& offsets) {
   if (!config_.keep_activations) return;
   const std::size_t rows = std::size_t(offsets.back());
   kept_.x_q.assign(reinterpret_cast<const std::int8_t*>(x1),
                    reinterpret_cast<const std::int8_t*>(x1) + rows * std::size_t(config_.hidden));
   kept_.x_scale.assign(x1_scale, x1_scale + rows);
+  kept_.h_q.assign(
+      reinterpret_cast<const std::int8_t*>(h),
+      reinterpret_cast<const std::int8_t*>(h) + rows * std::size_t(config_.intermediate));
+  kept_.h_scale.assign(h_scale, h_scale + rows);
   kept_.offsets = offsets;
 }
 

@@ -70,9 +70,10 @@ struct MoeLayerConfig {
   // top-k weights' gradient.
   bool backward = false;
   // With backward: each forward also keeps its routed experts' GMM1 output a = [gate | up]
-  // (fp32, rows x 2I, written by GMM1's epilogue beside its int8 rows) and the int8 rows it came
-  // from, and a backward whose dispatched rows are those (the same experts' rows, bit for bit)
-  // takes a from there instead of recomputing GMM1. The gradients are the same bits either
+  // (fp32, rows x 2I, written by GMM1's epilogue beside its int8 rows), the int8 rows it came
+  // from and the requantised SwiGLU rows it gave, and a backward whose dispatched rows are those
+  // (the same experts' rows, bit for bit) takes a and h~ from there instead of recomputing GMM1
+  // and the SwiGLU. The gradients are the same bits either
   // way; it trades that memory for the recompute's time. (The shared expert still recomputes.)
   bool keep_activations = false;
   // With backward: the activation gradients' GEMMs (G = dY W2^T and dX's rows = dA W1^T) run in
@@ -127,7 +128,7 @@ struct MoeGradArgs {
 };
 
 // Seconds of each stage of the last backward on this rank: both dispatches; GMM1's recompute
-// with SwiGLU and requantisation (without GMM1 when the forward's kept pre-activation serves); the
+// with SwiGLU and requantisation (only x~ in bf16 when the forward's kept rows serve); the
 // activation-gradient GEMMs (dY W2^T, dA W1^T) with the SwiGLU gradient; the weight-gradient GEMMs;
 // the combine of dX and the all-to-all of d topk_weights. Shared-expert work counts in its stage.
 // Where each core's time went in the last forward and backward (hp moe --trace): spans of
@@ -286,6 +287,9 @@ class HP_API MoeLayer {
     // leave dW1 = x~^T dA (grad_.x_bf16, grad_.da) to the caller
     bool defer_dw1 = false;
     const float* kept_a = nullptr;  // [rows, 2I]: the forward's a of these rows; null: recompute
+    // With kept_a: the forward's requantised SwiGLU rows of them (int8 [rows, I], fp32 [rows]).
+    const std::int8_t* kept_h_q = nullptr;
+    const float* kept_h_scale = nullptr;
   };
   Status expert_backward(const ExpertGrad& p);  // recompute, activation grads, dW1
   Status recompute_forward(const ExpertGrad& p);
@@ -349,14 +353,17 @@ class HP_API MoeLayer {
     std::vector<std::int8_t> x_q;
     std::vector<float> x_scale;
     std::vector<std::int64_t> offsets;
+    std::vector<std::int8_t> h_q;  // GMM1's requantised SwiGLU rows [rows, I] (GMM2's input)
+    std::vector<float> h_scale;
   } kept_;
   bool last_backward_kept_ = false;
   // GMM1's preact output for `rows` rows (kept_.a sized for them), or empty without
   // keep_activations.
   TensorView kept_preact(std::int64_t rows);
-  // After GMM1: its input rows (x1 int8 [rows, H], scales, the experts' offsets) into kept_.
-  void keep_rows(const std::uint8_t* x1, const float* x1_scale,
-                 const std::vector<std::int64_t>& offsets);
+  // After GMM1: its input rows (x1 int8 [rows, H], scales, the experts' offsets) and its output
+  // rows (h int8 [rows, I], scales) into kept_.
+  void keep_rows(const std::uint8_t* x1, const float* x1_scale, const std::uint8_t* h,
+                 const float* h_scale, const std::vector<std::int64_t>& offsets);
   // kept_.a if it was computed from exactly the rows of `recv`, else null.
   const float* kept_preact_of(const DispatchResult& recv) const;
   MoeGradStageTimes grad_times_;

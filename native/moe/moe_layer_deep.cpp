@@ -238,11 +238,11 @@ Status MoeLayer::DeepForward::cube1(BlockContext& b) {
   return Status::ok();
 }
 
-// Between the launches: x1's rows kept (keep_activations), then the requantised rows to x2
+// Between the launches: x1's and h's rows kept (keep_activations), then the requantised rows to x2
 // (which shares x1's bytes: GMM1 is done).
 void MoeLayer::DeepForward::move_rows() {
   const PhaseTimer span(&layer, &copy_s, CorePhase::kGmm1);
-  layer.keep_rows(ws + at.x1_token, reinterpret_cast<const float*>(ws + at.x1_scale),
+  layer.keep_rows(ws + at.x1_token, reinterpret_cast<const float*>(ws + at.x1_scale), h, h_scale,
                   layer.handle_.expert_offsets);
   std::memcpy(ws + at.x2_token, h, std::size_t(rows * inter));
   std::memcpy(ws + at.x2_scale, h_scale, std::size_t(rows) * sizeof(float));

@@ -173,8 +173,8 @@ TensorView MoeLayer::preact_view(const ExpertGrad& p) {
                     DType::kFP32, {p.x_q.dim(0), 2 * p.inter});
 }
 
-// a = x~ W1 (as the forward; or the forward's, kept), h = silu(g) u (x smooth2), its int8
-// quantisation, and x~ into grad_.
+// a = x~ W1 (as the forward; or the forward's, kept), h = silu(g) u (x smooth2) and its int8
+// quantisation (or the forward's, kept), and x~ into grad_.
 Status MoeLayer::recompute_forward(const ExpertGrad& p) {
   const std::int64_t rows = p.x_q.dim(0), H = config_.hidden, I = p.inter;
   GradStorage& g = grad_;
@@ -188,16 +188,21 @@ Status MoeLayer::recompute_forward(const ExpertGrad& p) {
         .epilogue = hp::kernels::Epilogue::kDequant,
         .out = TensorView(g.a.data(), DType::kFP32, {rows, 2 * I})}));
   }
-  const TensorView a = preact_view(p);
-  g.h.resize(std::size_t(rows * I));
-  const TensorView h(g.h.data(), DType::kFP32, {rows, I});
-  HP_RETURN_IF_ERROR(hp::kernels::swiglu(*table_, a, p.offsets, smooth2_view(p), h));
-  g.h_q.resize(std::size_t(rows * I));
-  g.h_scale.resize(std::size_t(rows));
+  if (p.kept_h_q != nullptr) {  // the forward's own requantised rows: what the below computes
+    g.h_q.assign(p.kept_h_q, p.kept_h_q + rows * I);
+    g.h_scale.assign(p.kept_h_scale, p.kept_h_scale + rows);
+  } else {
+    const TensorView a = preact_view(p);
+    g.h.resize(std::size_t(rows * I));
+    const TensorView h(g.h.data(), DType::kFP32, {rows, I});
+    HP_RETURN_IF_ERROR(hp::kernels::swiglu(*table_, a, p.offsets, smooth2_view(p), h));
+    g.h_q.resize(std::size_t(rows * I));
+    g.h_scale.resize(std::size_t(rows));
+    HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, h,
+                                             TensorView(g.h_q.data(), DType::kInt8, {rows, I}),
+                                             TensorView(g.h_scale.data(), DType::kFP32, {rows})));
+  }
   g.x_bf16.resize(std::size_t(rows * H));
-  HP_RETURN_IF_ERROR(hp::kernels::quantize(*table_, h,
-                                           TensorView(g.h_q.data(), DType::kInt8, {rows, I}),
-                                           TensorView(g.h_scale.data(), DType::kFP32, {rows})));
   return hp::kernels::dequantize(*table_, p.x_q, p.x_scale,
                                  TensorView(g.x_bf16.data(), DType::kBF16, {rows, H}));
 }
@@ -470,7 +475,9 @@ Status MoeLayer::routed_experts_backward(const MoeGradArgs& a) {
                           .dx_rows = TensorView(g.dx_rows.data(), DType::kFP32, {rows, H}),
                           .d_row_weight = g.d_row_weight.data(),
                           .defer_dw1 = true,
-                          .kept_a = kept_a});
+                          .kept_a = kept_a,
+                          .kept_h_q = kept_a != nullptr ? kept_.h_q.data() : nullptr,
+                          .kept_h_scale = kept_a != nullptr ? kept_.h_scale.data() : nullptr});
 }
 
 // The routed experts' dW1 and the communication: at once on a chip (its cube cores run the

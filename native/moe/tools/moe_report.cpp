@@ -77,9 +77,9 @@ Timings summarize(const RunFacts& run, const std::vector<double>& all_records) {
   const double grad_gemm_flops = 2.0 * t.rows_total * Hd * 3 * Id + 2.0 * shared_rows * Hd * 3 * SI;
   t.grad_rate = {fmt::format("{:.2f} GB/s", t.rows_total * Hd * 3 / (t.grad_ms[0] * 1e-3) / 1e9),
                  run.keep_activations
-                     ? std::string(si > 0 ? "GMM1 kept by the forward (the shared expert's "
-                                            "recomputed)"
-                                          : "GMM1 kept by the forward: SwiGLU only")
+                     ? std::string(si > 0 ? "GMM1 + SwiGLU kept by the forward (the shared "
+                                            "expert's recomputed)"
+                                          : "GMM1 + SwiGLU kept by the forward")
                      : fmt::format("{:.3f} TOPS", gmm1_ops / (t.grad_ms[1] * 1e-3) / 1e12),
                  fmt::format("{:.3f} {}", grad_gemm_flops / (t.grad_ms[2] * 1e-3) / 1e12,
                              run.int8_activation_grads ? "TOPS" : "TFLOPS"),
