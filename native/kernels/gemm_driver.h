@@ -211,9 +211,9 @@ inline void load_f32x16(const std::uint16_t* p, F32x16* v) {  // bf16
 #endif
 }
 
-// 16 floats to bf16 (float_to_bf16, lane by lane), then stored.
-inline void store_bf16x16(std::uint16_t* out, const F32x16& v) {
 #if defined(__AVX512F__)
+// 16 floats as bf16 (float_to_bf16, lane by lane).
+inline __m256i bf16x16_of(const F32x16& v) {
   const auto bits = reinterpret_cast<U32x16>(v);
   const U32x16 high = bits >> 16;
   const U32x16 rounded = (bits + ((high & 1u) + 0x7FFFu)) >> 16;
@@ -222,7 +222,28 @@ inline void store_bf16x16(std::uint16_t* out, const F32x16& v) {
       _mm512_cmp_ps_mask(reinterpret_cast<__m512>(v), reinterpret_cast<__m512>(v), _CMP_UNORD_Q);
   const __m512i lanes = _mm512_mask_mov_epi32(reinterpret_cast<__m512i>(rounded), nan,
                                               reinterpret_cast<__m512i>(quiet));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_maskz_cvtepi32_epi16(0xFFFF, lanes));
+  return _mm512_maskz_cvtepi32_epi16(0xFFFF, lanes);
+}
+
+// 32 floats (lo, then hi) as bf16, one 64-byte line: past the caches when out is 64-byte
+// aligned (the caller fences).
+inline void store_bf16x32_streaming(std::uint16_t* out, const F32x16& lo, const F32x16& hi) {
+  // (maskz forms: GCC 12 flags the undefined-source intrinsics)
+  const __m512i line = _mm512_maskz_inserti64x4(
+      0xFF, _mm512_maskz_inserti64x4(0xFF, _mm512_setzero_si512(), bf16x16_of(lo), 0),
+      bf16x16_of(hi), 1);
+  if ((reinterpret_cast<std::uintptr_t>(out) & 63) == 0) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(out), line);
+  } else {
+    _mm512_storeu_si512(out, line);
+  }
+}
+#endif
+
+// 16 floats to bf16 (float_to_bf16, lane by lane), then stored.
+inline void store_bf16x16(std::uint16_t* out, const F32x16& v) {
+#if defined(__AVX512F__)
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), bf16x16_of(v));
 #else
   alignas(64) float lanes[16];
   std::memcpy(lanes, &v, sizeof(lanes));
@@ -637,6 +658,7 @@ class Bf16Gemm {
   using Elem = std::conditional_t<Isa::kBf16Pairs, std::uint32_t, float>;
   static constexpr std::int64_t kPairs = Isa::kBf16Pairs ? 2 : 1;
   static constexpr bool kStreams = requires { &Isa::bf16_block_streamed; };
+  static constexpr bool kStreamsBf16 = requires { &Isa::bf16_block_streamed_bf16; };
   static_assert(kBf16Kc / kPairs % Isa::kBf16PairAlign == 0, "padded K chunks fit the panels");
 
   Bf16Gemm(const Bf16GemmArgs& a, const TileGrid& grid, void* workspace)
@@ -862,20 +884,37 @@ class Bf16Gemm {
     const bool in_place =
         a_.out_type == ElementType::kFP32 && whole > 0 && cols % Isa::kBf16Nb == 0 &&
         whole * a_.out_row_stride * std::int64_t(sizeof(float)) <= kBf16InPlaceSpan;
-    const std::int64_t direct_rows = in_place ? whole : 0;  // rows [0, direct_rows) in place
     float* out_rows =
         in_place ? static_cast<float*>(a_.out) + first_out_row * a_.out_row_stride + t.col_begin
                  : nullptr;
     const bool stream_aligned = in_place && a_.kind == Bf16GemmKind::kWeight &&
                                 reinterpret_cast<std::uintptr_t>(out_rows) % 64 == 0 &&
                                 a_.out_row_stride % 16 == 0;
+    // A bf16 weight gradient of one K chunk: its whole groups of rows converted and streamed
+    // straight into the output (the sums are its values; through c_ they were written, read
+    // back and converted).
+    std::uint16_t* const bf16_rows =
+        kStreamsBf16 && a_.out_type == ElementType::kBF16 && a_.kind == Bf16GemmKind::kWeight &&
+                k_total > 0 && k_total <= kBf16Kc && whole > 0 && cols % Isa::kBf16Nb == 0
+            ? static_cast<std::uint16_t*>(a_.out) + first_out_row * a_.out_row_stride + t.col_begin
+            : nullptr;
+    const bool bf16_direct = bf16_rows != nullptr &&
+                             reinterpret_cast<std::uintptr_t>(bf16_rows) % 64 == 0 &&
+                             a_.out_row_stride % 32 == 0;
+    // rows [0, direct_rows) in place (fp32) or streamed (bf16_direct)
+    const std::int64_t direct_rows = in_place || bf16_direct ? whole : 0;
     // The chunk's A panel a (kpp pairs) times B panel b into column block j of the rows, in
     // place for the first direct_rows, through c_ for the rest.
     auto multiply = [&](const Elem* a, std::int64_t kpp, const Elem* b, std::int64_t j,
                         bool accumulate, bool last_chunk) {
       // The last chunk's sums of a weight gradient are its values: written past the cache (the
       // gradient is far larger than it) when the rows are aligned for it.
-      if (direct_rows > 0)
+      if constexpr (kStreamsBf16) {
+        if (bf16_direct) {  // one chunk: never accumulating
+          Isa::bf16_block_streamed_bf16(a, kpp, direct_rows, b, bf16_rows + j, a_.out_row_stride);
+        }
+      }
+      if (direct_rows > 0 && !bf16_direct)
         block(a, kpp, direct_rows, b, out_rows + j, a_.out_row_stride, accumulate,
               stream_aligned && last_chunk);
       if (direct_rows < mpad)

@@ -163,8 +163,56 @@ struct IsaAmx {
   template <int RT, bool kStream>
   static void bf16_tiles(const std::uint32_t* a, std::int64_t k_pairs, const std::uint32_t* b,
                          float* c, std::int64_t ldc, bool accumulate) {
-    const std::int64_t lda_bytes = k_pairs * 4;
     start_accumulators<RT, 2>(c, ldc, !accumulate);
+    bf16_dots<RT>(a, k_pairs, b);
+    if constexpr (kStream) {
+      alignas(64) float staged[RT * 2][16 * 16];  // tile t: C(t / 2)(t % 2)
+      stage_accumulators<RT>(staged);
+      for (int t = 0; t < RT * 2; ++t) {
+        float* out = c + (t / 2) * 16 * ldc + (t % 2) * 16;
+        for (int row = 0; row < 16; ++row)
+          _mm512_stream_ps(out + row * ldc, _mm512_load_ps(staged[t] + row * 16));
+      }
+    } else {
+      store_accumulators<RT, 2>(c, ldc);
+    }
+  }
+
+  // bf16_tiles' sums of one K chunk (from zero) as bf16 (float_to_bf16), streamed: a row of
+  // the two column tiles is 32 bf16 values, one 64-byte line of c (64-byte aligned, ldc a
+  // multiple of 32).
+  template <int RT>
+  static void bf16_tiles_to_bf16(const std::uint32_t* a, std::int64_t k_pairs,
+                                 const std::uint32_t* b, std::uint16_t* c, std::int64_t ldc) {
+    start_accumulators<RT, 2>(static_cast<const float*>(nullptr), 0, true);
+    bf16_dots<RT>(a, k_pairs, b);
+    alignas(64) float staged[RT * 2][16 * 16];
+    stage_accumulators<RT>(staged);
+    for (int rt = 0; rt < RT; ++rt) {
+      for (int row = 0; row < 16; ++row) {
+        driver::F32x16 lo, hi;
+        driver::load_f32x16(staged[rt * 2] + row * 16, &lo);
+        driver::load_f32x16(staged[rt * 2 + 1] + row * 16, &hi);
+        driver::store_bf16x32_streaming(c + (rt * 16 + row) * ldc, lo, hi);
+      }
+    }
+  }
+
+  // The accumulators into an L1 scratch (a tile store cannot bypass the caches).
+  template <int RT>
+  static void stage_accumulators(float (*staged)[16 * 16]) {
+    HP_TILE_STORE(0, staged[0], 64);
+    HP_TILE_STORE(1, staged[1], 64);
+    if constexpr (RT == 2) {
+      HP_TILE_STORE(2, staged[2], 64);
+      HP_TILE_STORE(3, staged[3], 64);
+    }
+  }
+
+  // The accumulators += A tiles x B tiles over k_pairs.
+  template <int RT>
+  static void bf16_dots(const std::uint32_t* a, std::int64_t k_pairs, const std::uint32_t* b) {
+    const std::int64_t lda_bytes = k_pairs * 4;
     for (std::int64_t i = 0; i < k_pairs; i += 16) {
       HP_TILE_LOAD(4, a + i, lda_bytes);
       HP_TILE_LOAD(6, b + i * 64, 256);
@@ -176,22 +224,6 @@ struct IsaAmx {
         HP_TILE_DPBF16PS(2, 5, 6);
         HP_TILE_DPBF16PS(3, 5, 7);
       }
-    }
-    if constexpr (kStream) {
-      alignas(64) float staged[RT * 2][16 * 16];  // tile t: C(t / 2)(t % 2)
-      HP_TILE_STORE(0, staged[0], 64);
-      HP_TILE_STORE(1, staged[1], 64);
-      if constexpr (RT == 2) {
-        HP_TILE_STORE(2, staged[2], 64);
-        HP_TILE_STORE(3, staged[3], 64);
-      }
-      for (int t = 0; t < RT * 2; ++t) {
-        float* out = c + (t / 2) * 16 * ldc + (t % 2) * 16;
-        for (int row = 0; row < 16; ++row)
-          _mm512_stream_ps(out + row * ldc, _mm512_load_ps(staged[t] + row * 16));
-      }
-    } else {
-      store_accumulators<RT, 2>(c, ldc);
     }
   }
 
@@ -220,6 +252,25 @@ struct IsaAmx {
                                   bool accumulate) {
     if (accumulate) return bf16_block<false>(a, k_pairs, rows, b, c, ldc, accumulate);
     bf16_block<true>(a, k_pairs, rows, b, c, ldc, accumulate);
+  }
+  // A weight gradient's tile of one K chunk in bf16: the sums converted and streamed (c 64-byte
+  // aligned, ldc a multiple of 32; rows a multiple of 16).
+  static void bf16_block_streamed_bf16(const std::uint32_t* a, std::int64_t k_pairs,
+                                       std::int64_t rows, const std::uint32_t* b, std::uint16_t* c,
+                                       std::int64_t ldc) {
+    HP_COMPILER_BARRIER();
+    for (std::int64_t r = 0; r < rows;) {
+      const bool two_rows = rows - r >= 32;
+      for (std::int64_t n = 0; n < kBf16Nb; n += 32) {
+        if (two_rows) {
+          bf16_tiles_to_bf16<2>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc);
+        } else {
+          bf16_tiles_to_bf16<1>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc);
+        }
+      }
+      r += two_rows ? 32 : 16;
+    }
+    HP_COMPILER_BARRIER();
   }
   static void bf16_stream_fence() { _mm_sfence(); }
 };
