@@ -42,16 +42,18 @@ def test_hp_moe_deep_path(ranks, comm, shared):
     assert report["overlap_ms"] >= 0 and report["rows"] == ranks * 24 * 3, report
 
 
-@pytest.mark.parametrize("shared,keep,int8", [(0, False, False), (48, False, False), (0, True, False),
-                                              (48, True, True)])
-def test_hp_moe_backward(shared, keep, int8):
+@pytest.mark.parametrize("shared,keep,int8,dtype", [(0, False, False, "fp32"), (48, False, False, "bf16"),
+                                                    (0, True, False, "fp32"), (48, True, True, "bf16")])
+def test_hp_moe_backward(shared, keep, int8, dtype):
     result = hp_moe("--ranks", "2", "--experts", "4", "--backward", "--shared-intermediate", str(shared), "--json",
-                    *(["--keep-activations"] if keep else []), *(["--int8-act-grads"] if int8 else []), *SMALL)
+                    *(["--keep-activations"] if keep else []), *(["--int8-act-grads"] if int8 else []),
+                    "--grad-dtype", dtype, *SMALL)
     assert result.returncode == 0, describe(result)
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["check"] == "passed", report
     backward = report["backward"]
     assert backward["keep_activations"] == keep and backward["int8_activation_grads"] == int8
+    assert backward["grad_dtype"] == dtype
     assert set(backward["phases"]) == {"bwd dispatch", "bwd recompute", "bwd act grad", "bwd weight grad",
                                        "bwd combine"}
     assert set(backward["check_error"]) == {"dx", "d_topk_weights", "dw1", "dw2"}
@@ -59,9 +61,9 @@ def test_hp_moe_backward(shared, keep, int8):
     assert backward["total_ms"] > 0
 
 
-@pytest.mark.parametrize("flag", ["--keep-activations", "--int8-act-grads"])
+@pytest.mark.parametrize("flag", [["--keep-activations"], ["--int8-act-grads"], ["--grad-dtype", "bf16"]])
 def test_hp_moe_backward_options_need_backward(flag):
-    result = hp_moe("--ranks", "1", flag, *SMALL)
+    result = hp_moe("--ranks", "1", *flag, *SMALL)
     assert result.returncode != 0 and "--backward" in result.stderr + result.stdout, describe(result)
 
 

@@ -44,6 +44,7 @@ struct Options {
   int iterations = 10, warmup = 2, check_tokens = 8, vector_cores = 0;
   bool check = true, json = false, backward = false, keep_activations = false;
   bool int8_activation_grads = false;
+  std::string grad_dtype = "fp32";  // dX and the weight gradients
   std::string comm = "shmem", path = "auto", trace;
 };
 
@@ -166,7 +167,8 @@ Status make_layer(const Options& o, RankLayer* out) {
 struct RankData {
   RankInputs in;
   std::vector<float> y, dy, dx, d_topk;
-  AlignedVector<float> dw1, dw2, sdw1, sdw2;  // as a framework's tensors are
+  AlignedVector<float> dw1, dw2, sdw1, sdw2;  // 64-byte aligned, as a framework's tensors are
+                                              // (bf16 gradients use the first half)
   TensorView x, topk_idx, topk_weights, y_view;
   MoeGradArgs grad;
 };
@@ -176,8 +178,9 @@ void make_rank_data(const Options& o, RankData* d) {
   const WorkloadShape& s = o.shape;
   const std::int64_t T = s.tokens, H = s.hidden, I = s.intermediate, K = s.topk;
   const std::int64_t local = s.experts / ranks, si = s.shared_intermediate;
+  const DType grad = o.grad_dtype == "bf16" ? DType::kBF16 : DType::kFP32;
   auto shared_view = [&](void* data, std::initializer_list<std::int64_t> shape) {
-    return si > 0 ? TensorView(data, DType::kFP32, shape) : TensorView();
+    return si > 0 ? TensorView(data, grad, shape) : TensorView();
   };
   d->in = make_rank_inputs(s, me);
   d->y.resize(std::size_t(T * H));
@@ -197,10 +200,10 @@ void make_rank_data(const Options& o, RankData* d) {
              .topk_idx = d->topk_idx,
              .topk_weights = d->topk_weights,
              .dy = TensorView(d->dy.data(), DType::kFP32, {T, H}),
-             .dx = TensorView(d->dx.data(), DType::kFP32, {T, H}),
+             .dx = TensorView(d->dx.data(), grad, {T, H}),
              .d_topk_weights = TensorView(d->d_topk.data(), DType::kFP32, {T, K}),
-             .dw1 = TensorView(d->dw1.data(), DType::kFP32, {local, H, 2 * I}),
-             .dw2 = TensorView(d->dw2.data(), DType::kFP32, {local, I, H}),
+             .dw1 = TensorView(d->dw1.data(), grad, {local, H, 2 * I}),
+             .dw2 = TensorView(d->dw2.data(), grad, {local, I, H}),
              .shared_dw1 = shared_view(d->sdw1.data(), {1, H, 2 * si}),
              .shared_dw2 = shared_view(d->sdw2.data(), {1, si, H})};
 }
@@ -274,6 +277,7 @@ Status run_rank(const Options& o) {
       .backward = o.backward,
       .keep_activations = o.keep_activations,
       .int8_activation_grads = o.int8_activation_grads,
+      .grad_dtype = o.grad_dtype,
       .json = o.json,
       .deep = deep,
       .transport = std::string(hp::shmem::transport_name((me + 1) % ranks)),
@@ -342,6 +346,10 @@ int run(int argc, char** argv) {
   app.add_flag("--keep-activations", o.keep_activations,
                "the forward keeps GMM1's output for the backward instead of its recompute "
                "(needs --backward)")
+      ->needs("--backward");
+  app.add_option("--grad-dtype", o.grad_dtype,
+                 "dX's and the weight gradients' dtype (the check's own backward is fp32)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
       ->needs("--backward");
   app.add_flag("--int8-act-grads", o.int8_activation_grads,
                "the backward's activation-gradient GEMMs (dY W2^T, dA W1^T) in int8 instead of "

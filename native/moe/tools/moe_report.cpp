@@ -113,6 +113,7 @@ void print_json(const RunFacts& run, const CheckVerdict& check, const Timings& t
   if (run.backward) {
     j["backward"]["keep_activations"] = run.keep_activations;
     j["backward"]["int8_activation_grads"] = run.int8_activation_grads;
+    j["backward"]["grad_dtype"] = run.grad_dtype;
     j["backward"]["total_ms"] = t.grad_total_ms;
     j["backward"]["overlap_ms"] = t.grad_overlap_ms;
     for (int p = 0; p < kGradPhases; ++p) {

@@ -36,6 +36,7 @@ struct RunFacts {
   bool check = false, backward = false;
   bool keep_activations = false;       // the backward takes GMM1's output from the forward
   bool int8_activation_grads = false;  // its activation-gradient GEMMs are int8
+  std::string grad_dtype;              // of dX and the weight gradients
   bool json = false;
   bool deep = false;  // the layer took the deep-fuse path
   std::string transport, layer_path, planned_path, trace;
