@@ -7,26 +7,39 @@
 //   a[r][k_pairs] and b[k_pairs][64] holding pairs (lo = even k, hi = odd k).
 // kStream: c is stored with non-temporal stores (c 64-byte aligned, ldc a multiple of 16): for
 // final values that are not read again soon, which then skip the read of their lines.
+// Out = std::uint16_t (with kStream, accumulate false): c is bf16, the sums of one K chunk
+// converted (float_to_bf16's rounding) and streamed, a row's 64 columns as two 64-byte lines
+// (c 64-byte aligned, ldc a multiple of 32).
 #ifndef HYPER_PARALLEL_KERNELS_BF16_DOT_BLOCK_H_
 #define HYPER_PARALLEL_KERNELS_BF16_DOT_BLOCK_H_
 
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
+
+#include "kernels/gemm_driver.h"
 
 namespace hp::kernels {
 
-template <bool kStream = false>
+template <bool kStream = false, typename Out = float>
 __attribute__((target("avx512f,avx512bf16"))) inline void bf16_dot_block(
-    const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows, const std::uint32_t* b,
-    float* c, std::int64_t ldc, bool accumulate) {
+    const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows, const std::uint32_t* b, Out* c,
+    std::int64_t ldc, bool accumulate) {
+  constexpr bool kBf16 = std::is_same_v<Out, std::uint16_t>;
+  static_assert(!kBf16 || kStream, "bf16 sums are streamed");
   for (std::int64_t r = 0; r < rows; r += 6) {
     __m512 acc[6][4];
 #pragma GCC unroll 6
     for (int i = 0; i < 6; ++i) {
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        acc[i][j] = accumulate ? _mm512_loadu_ps(c + (r + i) * ldc + j * 16) : _mm512_setzero_ps();
+        if constexpr (kBf16) {
+          acc[i][j] = _mm512_setzero_ps();
+        } else {
+          acc[i][j] =
+              accumulate ? _mm512_loadu_ps(c + (r + i) * ldc + j * 16) : _mm512_setzero_ps();
+        }
       }
     }
     for (std::int64_t k = 0; k < k_pairs; ++k) {
@@ -42,12 +55,20 @@ __attribute__((target("avx512f,avx512bf16"))) inline void bf16_dot_block(
     }
 #pragma GCC unroll 6
     for (int i = 0; i < 6; ++i) {
+      if constexpr (kBf16) {
+        for (int j = 0; j < 4; j += 2) {
+          driver::store_bf16x32_streaming(c + (r + i) * ldc + j * 16,
+                                          reinterpret_cast<driver::F32x16>(acc[i][j]),
+                                          reinterpret_cast<driver::F32x16>(acc[i][j + 1]));
+        }
+      } else {
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        if constexpr (kStream) {
-          _mm512_stream_ps(c + (r + i) * ldc + j * 16, acc[i][j]);
-        } else {
-          _mm512_storeu_ps(c + (r + i) * ldc + j * 16, acc[i][j]);
+        for (int j = 0; j < 4; ++j) {
+          if constexpr (kStream) {
+            _mm512_stream_ps(c + (r + i) * ldc + j * 16, acc[i][j]);
+          } else {
+            _mm512_storeu_ps(c + (r + i) * ldc + j * 16, acc[i][j]);
+          }
         }
       }
     }

@@ -149,6 +149,11 @@ struct IsaV4Bf16Dot : IsaV4 {
                                   bool accumulate) {
     bf16_dot_block<true>(a, k_pairs, rows, b, c, ldc, accumulate);
   }
+  static void bf16_block_streamed_bf16(const std::uint32_t* a, std::int64_t k_pairs,
+                                       std::int64_t rows, const std::uint32_t* b, std::uint16_t* c,
+                                       std::int64_t ldc) {
+    bf16_dot_block<true>(a, k_pairs, rows, b, c, ldc, false);
+  }
   static void bf16_stream_fence() { _mm_sfence(); }
 };
 
