@@ -278,9 +278,9 @@ class HP_API MoeLayer {
     // The same in the kernel table's panels (empty where it has none: the GEMMs read the above).
     const hp::kernels::Bf16Panels *w1t_panels = nullptr, *w2t_panels = nullptr;
     // int8_activation_grads (then w1t_bf16 ... w2t_panels are unused): W1^T and W2^T in int8
-    // with unit scales, and W1's scales [E, 2I] and W2's [E, H], which scale dA's and dY's rows.
+    // with unit scales; the scales of w1_plain and of the forward's W2 scale dA's and dY's rows.
     const hp::kernels::PackedWeights *w1t_q = nullptr, *w2t_q = nullptr;
-    const float *w1_scale = nullptr, *w2_scale = nullptr;
+    const hp::kernels::PackedWeights* w2 = nullptr;
     std::int64_t inter = 0;
     TensorView dw1, dw2, dx_rows;   // dx_rows fp32 [rows, H]
     float* d_row_weight = nullptr;  // [rows] or null
@@ -327,10 +327,9 @@ class HP_API MoeLayer {
   hp::kernels::PackedWeights w1_plain_, shared_w1_plain_;
   std::vector<std::uint16_t> w1t_bf16_, w2t_bf16_, shared_w1t_bf16_, shared_w2t_bf16_;
   hp::kernels::Bf16Panels w1t_panels_, w2t_panels_, shared_w1t_panels_, shared_w2t_panels_;
-  // int8_activation_grads, instead of the bf16 copies: W^T in int8 (unit scales) and the scales
-  // of W1 [E, 2I] and W2 [E, H] (ExpertGrad's).
+  // int8_activation_grads, instead of the bf16 copies: W^T in int8 with unit scales (W's own
+  // are those of w1_plain_ and w2_).
   hp::kernels::PackedWeights w1t_q_, w2t_q_, shared_w1t_q_, shared_w2t_q_;
-  std::vector<float> w1_scale_, w2_scale_, shared_w1_scale_, shared_w2_scale_;
   float* topk_grad_send_ = nullptr;
   float* topk_grad_recv_ = nullptr;
   struct GradStorage {

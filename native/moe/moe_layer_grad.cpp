@@ -21,10 +21,12 @@ float load(const TensorView& t, std::int64_t i) {
                                    : static_cast<const float*>(t.data())[i];
 }
 
-// x [rows, cols] (fp32 or bf16, rows contiguous) with each expert group's columns scaled by its
-// row of scales [E, cols], quantised per row into q int8 [rows, cols] and scale fp32 [rows].
+// x [rows, cols] (fp32 or bf16, rows contiguous) with each expert group's columns scaled by
+// that expert's per-column scales of `weights` (packed plainly: its columns are W's, cols of
+// them), quantised per row into q int8 [rows, cols] and scale fp32 [rows].
 Status quantize_scaled_groups(const hp::kernels::KernelTable& table, const TensorView& x,
-                              const TensorView& offsets, const float* scales,
+                              const TensorView& offsets,
+                              const hp::kernels::PackedWeightsHeader& weights,
                               std::vector<std::int8_t>* q, std::vector<float>* scale) {
   const std::int64_t rows = x.dim(0), cols = x.dim(1), experts = offsets.dim(0) - 1;
   const auto* off = static_cast<const std::int64_t*>(offsets.data());
@@ -41,21 +43,9 @@ Status quantize_scaled_groups(const hp::kernels::KernelTable& table, const Tenso
                    strides),
         TensorView(q->data() + off[e] * cols, DType::kInt8, {n, cols}),
         TensorView(scale->data() + off[e], DType::kFP32, {n}),
-        TensorView(const_cast<float*>(scales + e * cols), DType::kFP32, {cols})));
+        TensorView(const_cast<float*>(weights.scales(e, 0)), DType::kFP32, {cols})));
   }
   return Status::ok();
-}
-
-// scale fp32 [E, N] (any strides) as a contiguous copy.
-std::vector<float> contiguous_scales(const TensorView& scale) {
-  const std::int64_t E = scale.dim(0), N = scale.dim(1);
-  const auto* sp = static_cast<const float*>(scale.data());
-  std::vector<float> out(std::size_t(E * N));
-  for (std::int64_t e = 0; e < E; ++e) {
-    for (std::int64_t n = 0; n < N; ++n)
-      out[std::size_t(e * N + n)] = sp[e * scale.stride(0) + n * scale.stride(1)];
-  }
-  return out;
 }
 
 Status plan_gemm(const hp::kernels::KernelTable& table,
@@ -75,7 +65,8 @@ Status MoeLayer::prepare_backward(const ExpertWeights& w, bool shared) {
                                                shared ? &shared_w1_plain_ : &w1_plain_));
   if (config_.int8_activation_grads) {
     // W^T [E, N, K] as a view of W [E, K, N] (strides swapped), packed with unit scales: the
-    // weights' own scales go to the other side's columns (quantize_scaled_groups).
+    // weights' own scales (those of w1_plain_ and the forward's w2_) go to the other side's
+    // columns (quantize_scaled_groups).
     auto pack_transposed = [](const TensorView& q, hp::kernels::PackedWeights* out) {
       const std::int64_t shape[3] = {q.dim(0), q.dim(2), q.dim(1)},
                          strides[3] = {q.stride(0), q.stride(2), q.stride(1)};
@@ -85,10 +76,7 @@ Status MoeLayer::prepare_backward(const ExpertWeights& w, bool shared) {
                                        {}, out);
     };
     HP_RETURN_IF_ERROR(pack_transposed(w.w1, shared ? &shared_w1t_q_ : &w1t_q_));
-    HP_RETURN_IF_ERROR(pack_transposed(w.w2, shared ? &shared_w2t_q_ : &w2t_q_));
-    (shared ? shared_w1_scale_ : w1_scale_) = contiguous_scales(w.w1_scale);
-    (shared ? shared_w2_scale_ : w2_scale_) = contiguous_scales(w.w2_scale);
-    return Status::ok();
+    return pack_transposed(w.w2, shared ? &shared_w2t_q_ : &w2t_q_);
   }
   // Dequantised, transposed bf16 copies: W^T[e][n][k] = int8[e][k][n] x scale[e][n] (any
   // strides in; contiguous out, so that the GEMMs by W^T read B rows). By blocks of kBlock
@@ -268,7 +256,7 @@ Status MoeLayer::activation_grads(const ExpertGrad& p) {
   const bool int8 = p.w2t_q != nullptr;
   if (int8) {
     HP_RETURN_IF_ERROR(
-        quantize_scaled_groups(*table_, p.dy, p.offsets, p.w2_scale, &g.act_q, &g.act_scale));
+        quantize_scaled_groups(*table_, p.dy, p.offsets, *p.w2->header(), &g.act_q, &g.act_scale));
   }
   const hp::kernels::GroupedGemmProblem g_int8{
       .a = TensorView(g.act_q.data(), DType::kInt8, {rows, H}),
@@ -316,8 +304,8 @@ Status MoeLayer::activation_grads(const ExpertGrad& p) {
        .d_row_weight = p.d_row_weight != nullptr ? TensorView(p.d_row_weight, DType::kFP32, {rows})
                                                  : TensorView()}));
   if (int8) {
-    HP_RETURN_IF_ERROR(
-        quantize_scaled_groups(*table_, da, p.offsets, p.w1_scale, &g.act_q, &g.act_scale));
+    HP_RETURN_IF_ERROR(quantize_scaled_groups(*table_, da, p.offsets, *p.w1_plain->header(),
+                                              &g.act_q, &g.act_scale));
     return run_gemm(hp::kernels::GroupedGemmProblem{
         .a = TensorView(g.act_q.data(), DType::kInt8, {rows, 2 * I}),
         .a_scale = TensorView(g.act_scale.data(), DType::kFP32, {rows}),
@@ -435,8 +423,7 @@ Status MoeLayer::shared_expert_backward(const MoeGradArgs& a) {
        .w2t_panels = &shared_w2t_panels_,
        .w1t_q = config_.int8_activation_grads ? &shared_w1t_q_ : nullptr,
        .w2t_q = config_.int8_activation_grads ? &shared_w2t_q_ : nullptr,
-       .w1_scale = shared_w1_scale_.data(),
-       .w2_scale = shared_w2_scale_.data(),
+       .w2 = &shared_w2_,
        .inter = config_.shared_intermediate,
        .dw1 = a.shared_dw1,
        .dw2 = a.shared_dw2,
@@ -467,8 +454,7 @@ Status MoeLayer::routed_experts_backward(const MoeGradArgs& a) {
                           .w2t_panels = &w2t_panels_,
                           .w1t_q = config_.int8_activation_grads ? &w1t_q_ : nullptr,
                           .w2t_q = config_.int8_activation_grads ? &w2t_q_ : nullptr,
-                          .w1_scale = w1_scale_.data(),
-                          .w2_scale = w2_scale_.data(),
+                          .w2 = &w2_,
                           .inter = config_.intermediate,
                           .dw1 = a.dw1,
                           .dw2 = a.dw2,

@@ -231,14 +231,23 @@ struct IsaAmx {
   template <bool kStream = false>
   static void bf16_block(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows,
                          const std::uint32_t* b, float* c, std::int64_t ldc, bool accumulate) {
+    for_each_tile_pair(rows, [&]<int RT>(std::int64_t r, std::int64_t n) {
+      bf16_tiles<RT, kStream>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc, accumulate);
+    });
+  }
+
+  // tiles.template operator()<RT>(r, n) over the block: rows [r, r + 16 RT) (two row tiles while
+  // 32 rows remain, then one) and the column tile pairs n of kBf16Nb.
+  template <typename Tiles>
+  static void for_each_tile_pair(std::int64_t rows, const Tiles& tiles) {
     HP_COMPILER_BARRIER();
     for (std::int64_t r = 0; r < rows;) {
       const bool two_rows = rows - r >= 32;
       for (std::int64_t n = 0; n < kBf16Nb; n += 32) {
         if (two_rows) {
-          bf16_tiles<2, kStream>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc, accumulate);
+          tiles.template operator()<2>(r, n);
         } else {
-          bf16_tiles<1, kStream>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc, accumulate);
+          tiles.template operator()<1>(r, n);
         }
       }
       r += two_rows ? 32 : 16;
@@ -258,19 +267,9 @@ struct IsaAmx {
   static void bf16_block_streamed_bf16(const std::uint32_t* a, std::int64_t k_pairs,
                                        std::int64_t rows, const std::uint32_t* b, std::uint16_t* c,
                                        std::int64_t ldc) {
-    HP_COMPILER_BARRIER();
-    for (std::int64_t r = 0; r < rows;) {
-      const bool two_rows = rows - r >= 32;
-      for (std::int64_t n = 0; n < kBf16Nb; n += 32) {
-        if (two_rows) {
-          bf16_tiles_to_bf16<2>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc);
-        } else {
-          bf16_tiles_to_bf16<1>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc);
-        }
-      }
-      r += two_rows ? 32 : 16;
-    }
-    HP_COMPILER_BARRIER();
+    for_each_tile_pair(rows, [&]<int RT>(std::int64_t r, std::int64_t n) {
+      bf16_tiles_to_bf16<RT>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc);
+    });
   }
   static void bf16_stream_fence() { _mm_sfence(); }
 };

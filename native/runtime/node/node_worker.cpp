@@ -362,8 +362,9 @@ Status NodeWorker::start() {
   // abort reached its peers. So once one failure is seen, every chip is looked at and the cause
   // is reported: a chip's own failure first, then a chip that ended before it was ready, then a
   // PEER_DEAD failure, then a timeout (lower chips first within each).
+  constexpr int kNoFailure = 4;  // ranks 0..3 as above: lower is more of a cause
   struct StartFailure {
-    int rank = 4;
+    int rank = kNoFailure;
     Status status;
   };
   const auto failure_of = [&impl](int chip) {
@@ -387,7 +388,7 @@ Status NodeWorker::start() {
     return f;
   };
   StartFailure failed;
-  for (int chip = 0; chip < chips && failed.rank == 4; ++chip) {
+  for (int chip = 0; chip < chips && failed.rank == kNoFailure; ++chip) {
     node::MailboxHeader& header = *impl.mailboxes[std::size_t(chip)]->header;
     const auto result = platform::wait_event(
         header.state_event,
@@ -401,7 +402,7 @@ Status NodeWorker::start() {
           return impl.wait_status[std::size_t(chip)] != -1;
         });
     failed = failure_of(chip);
-    if (failed.rank == 4 && result == platform::WaitResult::kTimedOut) {
+    if (failed.rank == kNoFailure && result == platform::WaitResult::kTimedOut) {
       failed.rank = 3;
       failed.status = Status::error(ErrorCode::kTimeout,
                                     "{} did not report ready within {} s "
@@ -409,7 +410,7 @@ Status NodeWorker::start() {
                                     impl.describe_chip(chip), config.start_timeout_s);
     }
   }
-  for (int chip = 0; chip < chips && failed.rank != 4; ++chip) {
+  for (int chip = 0; chip < chips && failed.rank != kNoFailure; ++chip) {
     StartFailure f = failure_of(chip);
     if (f.rank < failed.rank) failed = std::move(f);
   }
