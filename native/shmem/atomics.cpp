@@ -42,8 +42,8 @@ Status atomic_fetch_add(T* dest, T value, int pe, T* old) {
 
 template <typename T>
 Status atomic_add(T* dest, T value, int pe) {
-  T ignored{};
-  return atomic_fetch_add(dest, value, pe, &ignored);
+  return apply<T>("atomic_add", dest, pe, AtomicOp::kAdd, &value, nullptr, nullptr, true,
+                  [&](std::atomic_ref<T> w) { w.fetch_add(value, std::memory_order_seq_cst); });
 }
 
 template <typename T>

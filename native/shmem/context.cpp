@@ -58,8 +58,7 @@ Status Context::read(int target, std::size_t offset, void* out, std::size_t byte
 
 Status Context::add_u64(int target, std::size_t offset, std::uint64_t value) const {
   if (atomics_via_transport(target)) {
-    std::uint64_t old = 0;
-    return transport->atomic(target, offset, AtomicOp::kFetchAdd, 8, &value, nullptr, &old);
+    return transport->atomic(target, offset, AtomicOp::kAdd, 8, &value, nullptr, nullptr);
   }
   std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(segments[target] + offset))
       .fetch_add(value, std::memory_order_seq_cst);

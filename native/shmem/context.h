@@ -108,7 +108,8 @@ struct Context {
 
   // Reads `bytes` at segment offset `offset` of `target` (a copy, or a get).
   Status read(int target, std::size_t offset, void* out, std::size_t bytes) const;
-  // A 64-bit atomic add on `target`'s word at segment offset `offset`, then a notify.
+  // A 64-bit atomic add on `target`'s word at segment offset `offset`, then a notify; through
+  // the transport, complete at the next quiet (it arrives without one).
   Status add_u64(int target, std::size_t offset, std::uint64_t value) const;
   // An atomic 64-bit load of `target`'s word at segment offset `offset`.
   Status load_u64(int target, std::size_t offset, std::uint64_t* out) const;

@@ -97,17 +97,17 @@ Status put_blocks(void* dest, const void* source, std::ptrdiff_t dest_stride,
   std::size_t first_offset = 0, last_offset = 0;
   HP_RETURN_IF_ERROR(ctx->heap_offset(out, block_bytes, "put_blocks", &first_offset));
   HP_RETURN_IF_ERROR(ctx->heap_offset(out + last, block_bytes, "put_blocks", &last_offset));
+  if (!ctx->mapped(pe)) {
+    return ctx->transport->put_blocks(pe, kControlBytes + first_offset, in, dest_stride,
+                                      source_stride, block_bytes, nblocks);
+  }
   for (std::size_t b = 0; b < nblocks; ++b) {
-    const std::byte* from = in + std::ptrdiff_t(b) * source_stride;
     const std::size_t at =
         std::size_t(std::ptrdiff_t(first_offset) + std::ptrdiff_t(b) * dest_stride);
-    if (!ctx->mapped(pe)) {
-      HP_RETURN_IF_ERROR(ctx->transport->put(pe, kControlBytes + at, from, block_bytes));
-    } else {
-      copy(ctx->remote(pe, at), from, block_bytes, /*store=*/true);
-    }
+    copy(ctx->remote(pe, at), in + std::ptrdiff_t(b) * source_stride, block_bytes,
+         /*store=*/true);
   }
-  if (ctx->mapped(pe)) ctx->notify(pe);  // once, after every block
+  ctx->notify(pe);  // once, after every block
   return Status::ok();
 }
 
@@ -146,10 +146,9 @@ Status put_signal(void* dest, const void* source, std::size_t bytes, std::uint64
     HP_RETURN_IF_ERROR(ctx->transport->flush(pe));
   }
   if (ctx->atomics_via_transport(pe)) {
-    std::uint64_t old = 0;
     return ctx->transport->atomic(pe, kControlBytes + signal_offset,
-                                  op == SignalOp::kSet ? AtomicOp::kSet : AtomicOp::kFetchAdd, 8,
-                                  &signal, nullptr, &old);
+                                  op == SignalOp::kSet ? AtomicOp::kSet : AtomicOp::kAdd, 8,
+                                  &signal, nullptr, nullptr);
   }
   std::atomic_ref<std::uint64_t> word(
       *reinterpret_cast<std::uint64_t*>(ctx->remote(pe, signal_offset)));

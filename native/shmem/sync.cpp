@@ -1,4 +1,5 @@
-// Barriers: a dissemination barrier per team over the ControlArea's per-round slots.
+// Barriers: a dissemination barrier per team over the ControlArea's per-round slots (the
+// world's goes through the transport when some PE is remote, see below).
 //
 // In round k (distance 2^k) each member adds 1 to the round-k slot of the member 2^k after it
 // and waits until its own round-k slot reaches the number of barriers it has entered on this
@@ -12,7 +13,38 @@
 
 namespace hp::shmem {
 
+namespace {
+
+// Whether the world's barriers go through the transport: when some PE is reachable only
+// through it (then each PE has one: a PE cannot map another on a host it does not share).
+// Over a network every dissemination round is an atomic that waits on the target's progress;
+// the transport's own barrier is one message per round.
+bool world_barrier_via_transport(const Context& ctx) {
+  if (ctx.transport == nullptr) return false;
+  for (int p = 0; p < ctx.n_pes; ++p) {
+    if (!ctx.mapped(p)) return true;
+  }
+  return false;
+}
+
+Status transport_barrier(Context& ctx) {
+  HP_RETURN_IF_ERROR(ctx.transport->start_barrier());
+  Status status;
+  HP_RETURN_IF_ERROR(ctx.wait_local(
+      [&] {
+        bool done = false;
+        status = ctx.transport->barrier_done(&done);
+        return done || !status.is_ok();
+      },
+      [&] { return fmt::format("barrier of every PE ({} barrier)", ctx.transport->name()); },
+      Context::WaitKind::kCollective));
+  return status;
+}
+
+}  // namespace
+
 Status barrier_on(Context& ctx, int team_handle) {
+  if (team_handle == kTeamWorld && world_barrier_via_transport(ctx)) return transport_barrier(ctx);
   TeamState& team = ctx.teams[team_handle];
   const int n = int(team.members.size());
   const int me = team.my_index;

@@ -19,7 +19,8 @@
 
 namespace hp::shmem {
 
-enum class AtomicOp { kFetch, kSet, kSwap, kCompareSwap, kFetchAdd };
+// kSet and kAdd fetch nothing; the others return the word's old value.
+enum class AtomicOp { kFetch, kSet, kAdd, kSwap, kCompareSwap, kFetchAdd };
 
 class RemoteTransport {
  public:
@@ -28,10 +29,19 @@ class RemoteTransport {
 
   // Returns when `source` may be reused (remote completion at the next flush/quiet).
   virtual Status put(int pe, std::size_t offset, const void* source, std::size_t bytes) = 0;
+  // nblocks blocks of block_bytes, block b from source + b x source_stride to offset + b x
+  // dest_stride (byte strides), as one put: returns and completes as put does.
+  virtual Status put_blocks(int pe, std::size_t offset, const void* source,
+                            std::ptrdiff_t dest_stride, std::ptrdiff_t source_stride,
+                            std::size_t block_bytes, std::size_t nblocks) = 0;
   // Returns when the data arrived.
   virtual Status get(int pe, std::size_t offset, void* dest, std::size_t bytes) = 0;
-  // A 4- or 8-byte atomic on `pe`'s word; complete (remotely) on return. `result` receives
-  // the old value for kFetch, kSwap, kCompareSwap and kFetchAdd.
+  // A 4- or 8-byte atomic on `pe`'s word. A fetching one (kFetch, kSwap, kCompareSwap,
+  // kFetchAdd) is complete (remotely) on return and `result` receives the word's old value. A
+  // non-fetching one (kSet, kAdd) to another PE completes, like a put, at the next flush of
+  // that PE or quiet (OpenSHMEM's non-fetching atomics and signal updates), but it arrives
+  // without either, by the target's progress; to this PE itself it is complete on return.
+  // Atomics from this PE to one word apply in the order they were issued.
   virtual Status atomic(int pe, std::size_t offset, AtomicOp op, std::size_t width,
                         const void* operand, const void* compare, void* result) = 0;
   // Remote completion of this PE's puts to `pe` / to every PE.
@@ -39,6 +49,13 @@ class RemoteTransport {
   virtual Status quiet() = 0;
   // Lets RMA that targets this PE land and become visible to its loads (called while waiting).
   virtual void progress() noexcept = 0;
+  // A barrier of every PE, in the transport's own messages (every PE calls it, in the same
+  // order as its other world barriers): start_barrier() enters it; barrier_done() (called while
+  // waiting, it makes progress) sets *done once every PE has entered, after which this PE's
+  // loads see what the others' RMA completed before they entered. It orders nothing by itself:
+  // barrier_all quiets first.
+  virtual Status start_barrier() = 0;
+  virtual Status barrier_done(bool* done) = 0;
   // True when atomics must go through the transport even for mapped PEs (and this PE):
   // the transport's atomics are not atomic with respect to the CPU's.
   virtual bool owns_atomics() const noexcept = 0;

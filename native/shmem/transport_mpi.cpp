@@ -23,6 +23,8 @@
 #include <mpi.h>
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -119,10 +121,15 @@ class MpiTransport final : public RemoteTransport {
         pads_(std::move(pads)) {
     if (serialize) mutex_.emplace();
     MPI_Comm_rank(world_, &rank_);
+    int size = 0;
+    MPI_Comm_size(world_, &size);
+    n_pes_ = std::size_t(size);
+    pending_ = std::make_unique<std::atomic<bool>[]>(n_pes_);
   }
 
   ~MpiTransport() override {
     Lock lock(this, "MPI_Win_free", -1);
+    if (barrier_ != MPI_REQUEST_NULL) MPI_Wait(&barrier_, MPI_STATUS_IGNORE);
     MPI_Win_unlock_all(win_);
     MPI_Win_free(&win_);
     if (shared_win_ != MPI_WIN_NULL) MPI_Win_free(&shared_win_);
@@ -145,6 +152,44 @@ class MpiTransport final : public RemoteTransport {
                                     "MPI_Put", pe));
       done += std::size_t(n);
     }
+    issued(pe);
+    return settled(pe, mpi_status(MPI_Win_flush_local(pe, win_), "MPI_Win_flush_local", pe));
+  }
+
+  Status put_blocks(int pe, std::size_t offset, const void* source, std::ptrdiff_t dest_stride,
+                    std::ptrdiff_t source_stride, std::size_t block_bytes,
+                    std::size_t nblocks) override {
+    // Blocks that overlap at the target are one put each, in order (MPI leaves overlapping
+    // entries of one put undefined); so are counts beyond one datatype's.
+    const auto span = std::size_t(dest_stride < 0 ? -dest_stride : dest_stride);
+    if (span < block_bytes || block_bytes > INT_MAX || nblocks > INT_MAX) {
+      for (std::size_t b = 0; b < nblocks; ++b) {
+        HP_RETURN_IF_ERROR(
+            put(pe, std::size_t(std::ptrdiff_t(offset) + std::ptrdiff_t(b) * dest_stride),
+                static_cast<const std::byte*>(source) + std::ptrdiff_t(b) * source_stride,
+                block_bytes));
+      }
+      return Status::ok();
+    }
+    Lock lock(this, "MPI_Put", pe);
+    // One message: the blocks as a vector type on each side. The types may be freed at once:
+    // MPI keeps what a pending operation uses.
+    MPI_Datatype from = MPI_DATATYPE_NULL, to = MPI_DATATYPE_NULL;
+    auto vector = [&](std::ptrdiff_t stride, MPI_Datatype* type) {
+      int rc =
+          MPI_Type_create_hvector(int(nblocks), int(block_bytes), MPI_Aint(stride), MPI_BYTE, type);
+      if (rc == MPI_SUCCESS) rc = MPI_Type_commit(type);
+      return mpi_status(rc, "MPI_Type_create_hvector", pe);
+    };
+    Status status = vector(source_stride, &from);
+    if (status.is_ok()) status = vector(dest_stride, &to);
+    if (status.is_ok()) {
+      status = mpi_status(MPI_Put(source, 1, from, pe, at(pe, offset), 1, to, win_), "MPI_Put", pe);
+    }
+    if (from != MPI_DATATYPE_NULL) MPI_Type_free(&from);
+    if (to != MPI_DATATYPE_NULL) MPI_Type_free(&to);
+    HP_RETURN_IF_ERROR(status);
+    issued(pe);
     return settled(pe, mpi_status(MPI_Win_flush_local(pe, win_), "MPI_Win_flush_local", pe));
   }
 
@@ -157,7 +202,7 @@ class MpiTransport final : public RemoteTransport {
                                     "MPI_Get", pe));
       done += std::size_t(n);
     }
-    return settled(pe, mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe));
+    return settled(pe, flushed(pe));
   }
 
   Status atomic(int pe, std::size_t offset, AtomicOp op, std::size_t width, const void* operand,
@@ -172,7 +217,15 @@ class MpiTransport final : public RemoteTransport {
         rc = MPI_Fetch_and_op(&unused, result, type, pe, disp, MPI_NO_OP, win_);
         break;
       case AtomicOp::kSet:
-        rc = MPI_Accumulate(operand, 1, type, pe, disp, 1, type, MPI_REPLACE, win_);
+      case AtomicOp::kAdd:
+        rc = MPI_Accumulate(operand, 1, type, pe, disp, 1, type,
+                            op == AtomicOp::kSet ? MPI_REPLACE : MPI_SUM, win_);
+        // Another PE's word: complete at the next flush or quiet. Only the operand (the
+        // caller's) must be done with before returning, which costs no round trip.
+        if (rc == MPI_SUCCESS && pe != rank_) {
+          issued(pe);
+          return mpi_status(MPI_Win_flush_local(pe, win_), "MPI_Win_flush_local", pe);
+        }
         break;
       case AtomicOp::kSwap:
         rc = MPI_Fetch_and_op(operand, result, type, pe, disp, MPI_REPLACE, win_);
@@ -185,17 +238,37 @@ class MpiTransport final : public RemoteTransport {
         break;
     }
     HP_RETURN_IF_ERROR(mpi_status(rc, "an MPI atomic", pe));
-    return settled(pe, mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe));
+    return settled(pe, flushed(pe));
   }
 
   Status flush(int pe) override {
     Lock lock(this, "MPI_Win_flush", pe);
-    return mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe);
+    return pending_[std::size_t(pe)].load() ? flushed(pe) : Status::ok();
   }
 
   Status quiet() override {
+    if (pending_count_.load() == 0) return Status::ok();  // no round trip for nothing
     Lock lock(this, "MPI_Win_flush_all", -1);
+    for (int pe = 0; pe < int(n_pes_); ++pe) unmark(pe);
     return mpi_status(MPI_Win_flush_all(win_), "MPI_Win_flush_all", -1);
+  }
+
+  Status start_barrier() override {
+    Lock lock(this, "MPI_Ibarrier", -1);
+    HP_ENSURE(barrier_ == MPI_REQUEST_NULL, ErrorCode::kFailedPrecondition,
+              "PE {}: an earlier barrier never completed (it timed out); the PEs cannot "
+              "synchronize again: end the job",
+              rank_);
+    return mpi_status(MPI_Ibarrier(world_, &barrier_), "MPI_Ibarrier", -1);
+  }
+
+  Status barrier_done(bool* done) override {
+    Lock lock(this, "MPI_Test", -1);
+    int flag = 0;
+    HP_RETURN_IF_ERROR(mpi_status(MPI_Test(&barrier_, &flag, MPI_STATUS_IGNORE), "MPI_Test", -1));
+    if (flag != 0) MPI_Win_sync(win_);  // the others' completed RMA, to this PE's loads
+    *done = flag != 0;
+    return Status::ok();
   }
 
   void progress() noexcept override {
@@ -210,6 +283,21 @@ class MpiTransport final : public RemoteTransport {
   // The displacement in `pe`'s window of its segment offset `offset` (see the pads below).
   MPI_Aint at(int pe, std::size_t offset) const {
     return MPI_Aint(pads_[std::size_t(pe)] + offset);
+  }
+
+  // Marks RMA issued to `pe` that only a flush completes, after issuing it. A flush unmarks
+  // before it starts: whatever a concurrent thread marks after that stays marked, so a mark is
+  // never lost to a flush that did not cover its operation.
+  void issued(int pe) noexcept {
+    if (pe != rank_ && !pending_[std::size_t(pe)].exchange(true)) ++pending_count_;
+  }
+  void unmark(int pe) noexcept {
+    if (pending_[std::size_t(pe)].exchange(false)) --pending_count_;
+  }
+  // MPI_Win_flush of `pe`: everything issued to it is complete (the caller holds the lock).
+  Status flushed(int pe) {
+    unmark(pe);
+    return mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe);
   }
 
   // An MPI call that drives progress for the one-sided components that need it. The caller
@@ -252,6 +340,12 @@ class MpiTransport final : public RemoteTransport {
   std::vector<std::size_t> pads_;
   std::optional<std::mutex> mutex_;
   int rank_ = -1;  // this PE, in world_
+  // Per PE: puts or non-fetching atomics issued to it since its last flush; how many are set
+  // (atomics: with MPI_THREAD_MULTIPLE, threads issue without the mutex).
+  std::unique_ptr<std::atomic<bool>[]> pending_;
+  std::size_t n_pes_ = 0;
+  std::atomic<int> pending_count_{0};
+  MPI_Request barrier_ = MPI_REQUEST_NULL;  // the barrier in progress (start_barrier)
 };
 
 }  // namespace
