@@ -141,6 +141,19 @@ HP_API Status plan_grouped_gemm(const KernelTable& table, const GroupedGemmProbl
                                 int workers, GroupedGemmPlan* plan, const TileGrid* grid = nullptr);
 HP_API Status plan_bf16_gemm(const KernelTable& table, const Bf16GemmProblem& problem, int workers,
                              Bf16GemmPlan* plan, const TileGrid* grid = nullptr);
+// The two under one name, for callers generic over the problem's kind: PlanFor<Problem> is
+// its plan type.
+template <typename Problem>
+using PlanFor =
+    std::conditional_t<std::is_same_v<Problem, GroupedGemmProblem>, GroupedGemmPlan, Bf16GemmPlan>;
+inline Status plan_gemm(const KernelTable& table, const GroupedGemmProblem& problem, int workers,
+                        GroupedGemmPlan* plan) {
+  return plan_grouped_gemm(table, problem, workers, plan);
+}
+inline Status plan_gemm(const KernelTable& table, const Bf16GemmProblem& problem, int workers,
+                        Bf16GemmPlan* plan) {
+  return plan_bf16_gemm(table, problem, workers, plan);
+}
 
 template <typename Args>
 class GemmPlan {

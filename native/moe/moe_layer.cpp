@@ -280,19 +280,15 @@ Status MoeLayer::run_plan(const Plan& plan) {
                       });
 }
 
-Status MoeLayer::run_gemm(const hp::kernels::GroupedGemmProblem& problem) {
-  hp::kernels::GroupedGemmPlan plan;
-  HP_RETURN_IF_ERROR(hp::kernels::plan_grouped_gemm(
-      *table_, problem, config_.chip ? config_.chip->num_cube() : 1, &plan));
+template <typename Problem>
+Status MoeLayer::plan_and_run(const Problem& problem) {
+  hp::kernels::PlanFor<Problem> plan;
+  HP_RETURN_IF_ERROR(
+      hp::kernels::plan_gemm(*table_, problem, config_.chip ? config_.chip->num_cube() : 1, &plan));
   return run_plan(plan);
 }
-
-Status MoeLayer::run_gemm(const hp::kernels::Bf16GemmProblem& problem) {
-  hp::kernels::Bf16GemmPlan plan;
-  HP_RETURN_IF_ERROR(hp::kernels::plan_bf16_gemm(
-      *table_, problem, config_.chip ? config_.chip->num_cube() : 1, &plan));
-  return run_plan(plan);
-}
+template Status MoeLayer::plan_and_run(const hp::kernels::GroupedGemmProblem&);
+template Status MoeLayer::plan_and_run(const hp::kernels::Bf16GemmProblem&);
 
 Status MoeLayer::forward(const TensorView& x, const TensorView& topk_idx,
                          const TensorView& topk_weights, const TensorView& y,

@@ -201,7 +201,11 @@ class HP_API MoeLayer {
   MoeLayer() = default;
   Status load_weights(const ExpertWeights& weights);         // create's routed experts
   Status load_shared_weights(const ExpertWeights& weights);  // and shared expert
-  Status run_gemm(const hp::kernels::GroupedGemmProblem& problem);
+  // A grouped int8 or a bf16 GEMM on the chip's cube cores.
+  Status run_gemm(const hp::kernels::GroupedGemmProblem& problem) { return plan_and_run(problem); }
+  Status run_gemm(const hp::kernels::Bf16GemmProblem& problem) { return plan_and_run(problem); }
+  template <typename Problem>
+  Status plan_and_run(const Problem& problem);
   // The shared expert on this rank's tokens into shared_out_ (its regions of the workspace).
   Status run_shared_expert(const TensorView& x, std::uint8_t* ws);
   Status forward_deep(const DispatchArgs& args, const TensorView& y, std::uint8_t* ws,
@@ -209,7 +213,6 @@ class HP_API MoeLayer {
   struct DeepForward;  // one forward_deep call (moe_layer_deep.cpp)
   Status forward_staged(const DispatchArgs& args, const TensorView& y, std::uint8_t* ws,
                         const Status& workspace_ok);
-  Status run_gemm(const hp::kernels::Bf16GemmProblem& problem);
   template <typename Plan>
   Status run_plan(const Plan& plan);
   // Worker `worker`'s GEMM scratch: workspaces_[worker] (the caller sizes workspaces_ before a

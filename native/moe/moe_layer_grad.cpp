@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "common/bfloat16.h"
@@ -46,16 +45,6 @@ Status quantize_scaled_groups(const hp::kernels::KernelTable& table, const Tenso
         TensorView(const_cast<float*>(weights.scales(e, 0)), DType::kFP32, {cols})));
   }
   return Status::ok();
-}
-
-Status plan_gemm(const hp::kernels::KernelTable& table,
-                 const hp::kernels::GroupedGemmProblem& problem, int workers,
-                 hp::kernels::GroupedGemmPlan* plan) {
-  return hp::kernels::plan_grouped_gemm(table, problem, workers, plan);
-}
-Status plan_gemm(const hp::kernels::KernelTable& table, const hp::kernels::Bf16GemmProblem& problem,
-                 int workers, hp::kernels::Bf16GemmPlan* plan) {
-  return hp::kernels::plan_bf16_gemm(table, problem, workers, plan);
 }
 
 }  // namespace
@@ -200,11 +189,9 @@ Status MoeLayer::run_gemms_side_by_side(const FirstProblem& first,
                                         const hp::kernels::Bf16GemmProblem& second) {
   hp::platform::Chip& chip = *config_.chip;
   const int cubes = chip.num_cube(), split = cubes / 2;
-  std::conditional_t<std::is_same_v<FirstProblem, hp::kernels::GroupedGemmProblem>,
-                     hp::kernels::GroupedGemmPlan, hp::kernels::Bf16GemmPlan>
-      a;
+  hp::kernels::PlanFor<FirstProblem> a;
   hp::kernels::Bf16GemmPlan b;
-  HP_RETURN_IF_ERROR(plan_gemm(*table_, first, split, &a));
+  HP_RETURN_IF_ERROR(hp::kernels::plan_gemm(*table_, first, split, &a));
   HP_RETURN_IF_ERROR(hp::kernels::plan_bf16_gemm(*table_, second, cubes - split, &b));
   workspaces_.resize(std::max(workspaces_.size(), std::size_t(cubes)));
   double first_s = 0, second_s = 0;
