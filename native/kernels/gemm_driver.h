@@ -238,6 +238,17 @@ inline void store_bf16x32_streaming(std::uint16_t* out, const F32x16& lo, const 
     _mm512_storeu_si512(out, line);
   }
 }
+
+// n floats (a multiple of 32) as bf16 (float_to_bf16), in lines past the caches (out 64-byte
+// aligned; the caller fences).
+inline void stream_bf16_row(std::uint16_t* out, const float* v, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; i += 32) {
+    F32x16 lo, hi;
+    load_f32x16(v + i, &lo);
+    load_f32x16(v + i + 16, &hi);
+    store_bf16x32_streaming(out + i, lo, hi);
+  }
+}
 #endif
 
 // 16 floats to bf16 (float_to_bf16, lane by lane), then stored.
@@ -692,7 +703,7 @@ class Bf16Gemm {
     [[maybe_unused]] typename Isa::Scope scope;
     bf16_tile_space(a_, grid_).for_each(begin, end, [&](const Tile& t) { run_tile(t); });
     // The output's non-temporal stores are visible to whoever the caller hands it to next.
-    if constexpr (kStreams) Isa::bf16_stream_fence();
+    if constexpr (kStreams || kStreamsBf16) Isa::bf16_stream_fence();
   }
 
   // kInput's B packed once (bf16_pack_panels): for each expert, K chunk of kBf16Kc rows and
@@ -976,9 +987,28 @@ class Bf16Gemm {
         }
       }
     }
+    // A bf16 weight gradient of several K chunks: its sums, complete in c_, converted and
+    // written past the caches, as one chunk's are above (whole 64-byte lines only).
+    [[maybe_unused]] bool stream_rows = false;
+#if defined(__AVX512F__)
+    if constexpr (kStreamsBf16) {
+      const auto* first =
+          static_cast<std::uint16_t*>(a_.out) + first_out_row * a_.out_row_stride + t.col_begin;
+      stream_rows = a_.out_type == ElementType::kBF16 && a_.kind == Bf16GemmKind::kWeight &&
+                    k_total > 0 && cols % 32 == 0 && a_.out_row_stride % 32 == 0 &&
+                    reinterpret_cast<std::uintptr_t>(first) % 64 == 0;
+    }
+#endif
     for (std::int64_t r = direct_rows; r < rows; ++r) {
-      store_row(a_.out, a_.out_type, (first_out_row + r) * a_.out_row_stride + t.col_begin,
-                c_ + (r - direct_rows) * npad_, cols);
+      const std::int64_t at = (first_out_row + r) * a_.out_row_stride + t.col_begin;
+      const float* sums = c_ + (r - direct_rows) * npad_;
+#if defined(__AVX512F__)
+      if (stream_rows) {
+        stream_bf16_row(static_cast<std::uint16_t*>(a_.out) + at, sums, cols);
+        continue;
+      }
+#endif
+      store_row(a_.out, a_.out_type, at, sums, cols);
     }
   }
 
