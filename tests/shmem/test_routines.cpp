@@ -107,6 +107,17 @@ TEST(Shmem, PutBlocksLandAtTheirStrides) {
       EXPECT_EQ(bytes[8 * b],
                 static_cast<unsigned char>(1000u * unsigned(prev) + 2u * unsigned(b)));
     }
+    // Blocks going down (a negative dest stride): block b at word 8 x (2 - b) of rev.
+    Sym<std::uint64_t> rev(24);
+    HP_EXPECT_OK(rev.status);
+    HP_EXPECT_OK(put_blocks(rev.p + 16, src.data(), -8 * 8, 2 * 8, 2 * 8, 3, next));
+    HP_EXPECT_OK(barrier_all());
+    for (int b = 0; b < 3; ++b) {
+      for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(rev.p[8 * (2 - b) + i], 1000u * unsigned(prev) + 2u * unsigned(b) + unsigned(i))
+            << "block " << b << " word " << i;
+      }
+    }
     // A second block a heap's size past the first is outside the heap: refused whole.
     const Status past = put_blocks(buf.p, src.data(), std::ptrdiff_t(heap_size()), 8, 8, 2, next);
     EXPECT_EQ(past.code(), ErrorCode::kNotSymmetric) << past.to_string();
@@ -332,6 +343,31 @@ TEST(Shmem, AtomicsUnderContentionAreExact) {
     HP_EXPECT_OK(atomic_fetch(counter32.p, n - 1, &total32));
     EXPECT_EQ(total32, std::uint32_t(kIters * n * (n + 1) / 2));
     (void)sum_of_old;
+    return barrier_all();
+  });
+}
+
+// Atomics of one PE to one word apply in the order they were issued, without a quiet between
+// them: the non-fetching ones (which complete only at quiet on a remote transport) before a
+// fetch that follows them.
+TEST(Shmem, AtomicsOfOnePeToOneWordApplyInOrder) {
+  run_scenario([] {
+    const int me = my_pe(), n = n_pes(), next = (me + 1) % n;
+    Sym<std::uint64_t> slots{std::size_t(n)};
+    HP_EXPECT_OK(slots.status);
+    HP_EXPECT_OK(barrier_all());
+    std::uint64_t* mine = slots.p + me;  // on next: only this PE touches it
+    for (int i = 0; i < 100; ++i) HP_EXPECT_OK(atomic_add(mine, std::uint64_t(1), next));
+    std::uint64_t seen = 0;
+    HP_EXPECT_OK(atomic_fetch(mine, next, &seen));
+    EXPECT_EQ(seen, 100u);
+    HP_EXPECT_OK(atomic_set(mine, std::uint64_t(1000), next));
+    HP_EXPECT_OK(atomic_add(mine, std::uint64_t(5), next));
+    HP_EXPECT_OK(atomic_fetch(mine, next, &seen));
+    EXPECT_EQ(seen, 1005u);
+    HP_EXPECT_OK(put_signal(nullptr, nullptr, 0, mine, 7, SignalOp::kAdd, next));
+    HP_EXPECT_OK(atomic_fetch_add(mine, std::uint64_t(1), next, &seen));
+    EXPECT_EQ(seen, 1012u);
     return barrier_all();
   });
 }
