@@ -41,7 +41,9 @@ class RemoteTransport {
   // non-fetching one (kSet, kAdd) to another PE completes, like a put, at the next flush of
   // that PE or quiet (OpenSHMEM's non-fetching atomics and signal updates), but it arrives
   // without either, by the target's progress; to this PE itself it is complete on return.
-  // Atomics from this PE to one word apply in the order they were issued.
+  // Atomics from this PE to one word apply in the order they were issued; a put or get of a
+  // word after a non-fetching atomic on it is not ordered with it without a flush or quiet
+  // between (as OpenSHMEM requires a fence or quiet there).
   virtual Status atomic(int pe, std::size_t offset, AtomicOp op, std::size_t width,
                         const void* operand, const void* compare, void* result) = 0;
   // Remote completion of this PE's puts to `pe` / to every PE.

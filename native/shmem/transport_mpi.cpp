@@ -123,8 +123,7 @@ class MpiTransport final : public RemoteTransport {
     MPI_Comm_rank(world_, &rank_);
     int size = 0;
     MPI_Comm_size(world_, &size);
-    n_pes_ = std::size_t(size);
-    pending_ = std::make_unique<std::atomic<bool>[]>(n_pes_);
+    counts_ = std::make_unique<Counts[]>(std::size_t(size));
   }
 
   ~MpiTransport() override {
@@ -145,14 +144,17 @@ class MpiTransport final : public RemoteTransport {
 
   Status put(int pe, std::size_t offset, const void* source, std::size_t bytes) override {
     Lock lock(this, "MPI_Put", pe);
-    for (std::size_t done = 0; done < bytes;) {
+    Status status;
+    std::size_t done = 0;
+    while (done < bytes && status.is_ok()) {
       const int n = int(std::min<std::size_t>(bytes - done, INT_MAX));
-      HP_RETURN_IF_ERROR(mpi_status(MPI_Put(static_cast<const char*>(source) + done, n, MPI_BYTE,
-                                            pe, at(pe, offset + done), n, MPI_BYTE, win_),
-                                    "MPI_Put", pe));
-      done += std::size_t(n);
+      status = mpi_status(MPI_Put(static_cast<const char*>(source) + done, n, MPI_BYTE, pe,
+                                  at(pe, offset + done), n, MPI_BYTE, win_),
+                          "MPI_Put", pe);
+      if (status.is_ok()) done += std::size_t(n);
     }
-    issued(pe);
+    if (done > 0) issued(pe);  // what went out is completed by the next flush all the same
+    HP_RETURN_IF_ERROR(status);
     return settled(pe, mpi_status(MPI_Win_flush_local(pe, win_), "MPI_Win_flush_local", pe));
   }
 
@@ -162,7 +164,8 @@ class MpiTransport final : public RemoteTransport {
     // Blocks that overlap at the target are one put each, in order (MPI leaves overlapping
     // entries of one put undefined); so are counts beyond one datatype's.
     const auto span = std::size_t(dest_stride < 0 ? -dest_stride : dest_stride);
-    if (span < block_bytes || block_bytes > INT_MAX || nblocks > INT_MAX) {
+    if (span < block_bytes || block_bytes > INT_MAX || nblocks > INT_MAX ||
+        block_bytes * nblocks > INT_MAX) {
       for (std::size_t b = 0; b < nblocks; ++b) {
         HP_RETURN_IF_ERROR(
             put(pe, std::size_t(std::ptrdiff_t(offset) + std::ptrdiff_t(b) * dest_stride),
@@ -202,7 +205,7 @@ class MpiTransport final : public RemoteTransport {
                                     "MPI_Get", pe));
       done += std::size_t(n);
     }
-    return settled(pe, flushed(pe));
+    return settled(pe, flush_counted(pe));
   }
 
   Status atomic(int pe, std::size_t offset, AtomicOp op, std::size_t width, const void* operand,
@@ -238,19 +241,23 @@ class MpiTransport final : public RemoteTransport {
         break;
     }
     HP_RETURN_IF_ERROR(mpi_status(rc, "an MPI atomic", pe));
-    return settled(pe, flushed(pe));
+    return settled(pe, flush_counted(pe));
   }
 
   Status flush(int pe) override {
+    const auto& c = counts_[std::size_t(pe)];
+    if (c.flushed.load() >= c.issued.load()) return Status::ok();  // no round trip for nothing
     Lock lock(this, "MPI_Win_flush", pe);
-    return pending_[std::size_t(pe)].load() ? flushed(pe) : Status::ok();
+    return flush_counted(pe);
   }
 
   Status quiet() override {
-    if (pending_count_.load() == 0) return Status::ok();  // no round trip for nothing
+    const std::uint64_t issued = all_.issued.load();
+    if (all_.flushed.load() >= issued) return Status::ok();
     Lock lock(this, "MPI_Win_flush_all", -1);
-    for (int pe = 0; pe < int(n_pes_); ++pe) unmark(pe);
-    return mpi_status(MPI_Win_flush_all(win_), "MPI_Win_flush_all", -1);
+    HP_RETURN_IF_ERROR(mpi_status(MPI_Win_flush_all(win_), "MPI_Win_flush_all", -1));
+    raise(all_.flushed, issued);
+    return Status::ok();
   }
 
   Status start_barrier() override {
@@ -285,19 +292,27 @@ class MpiTransport final : public RemoteTransport {
     return MPI_Aint(pads_[std::size_t(pe)] + offset);
   }
 
-  // Marks RMA issued to `pe` that only a flush completes, after issuing it. A flush unmarks
-  // before it starts: whatever a concurrent thread marks after that stays marked, so a mark is
-  // never lost to a flush that did not cover its operation.
+  // Counts RMA that only a flush completes, once it is issued (to another PE). A flush reads
+  // the count before it starts and, once it succeeded, records that count as flushed: every
+  // operation counted by then was issued before the flush began, so it is complete, whichever
+  // thread issued it; one counted later stays ahead of the flushed count.
   void issued(int pe) noexcept {
-    if (pe != rank_ && !pending_[std::size_t(pe)].exchange(true)) ++pending_count_;
+    if (pe == rank_) return;
+    ++counts_[std::size_t(pe)].issued;
+    ++all_.issued;
   }
-  void unmark(int pe) noexcept {
-    if (pending_[std::size_t(pe)].exchange(false)) --pending_count_;
+  static void raise(std::atomic<std::uint64_t>& flushed, std::uint64_t to) noexcept {
+    std::uint64_t now = flushed.load();
+    while (now < to && !flushed.compare_exchange_weak(now, to)) {
+    }
   }
-  // MPI_Win_flush of `pe`: everything issued to it is complete (the caller holds the lock).
-  Status flushed(int pe) {
-    unmark(pe);
-    return mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe);
+  // MPI_Win_flush of `pe` (the caller holds the lock).
+  Status flush_counted(int pe) {
+    Counts& c = counts_[std::size_t(pe)];
+    const std::uint64_t issued = c.issued.load();
+    HP_RETURN_IF_ERROR(mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe));
+    raise(c.flushed, issued);
+    return Status::ok();
   }
 
   // An MPI call that drives progress for the one-sided components that need it. The caller
@@ -340,11 +355,15 @@ class MpiTransport final : public RemoteTransport {
   std::vector<std::size_t> pads_;
   std::optional<std::mutex> mutex_;
   int rank_ = -1;  // this PE, in world_
-  // Per PE: puts or non-fetching atomics issued to it since its last flush; how many are set
-  // (atomics: with MPI_THREAD_MULTIPLE, threads issue without the mutex).
-  std::unique_ptr<std::atomic<bool>[]> pending_;
-  std::size_t n_pes_ = 0;
-  std::atomic<int> pending_count_{0};
+  // Puts and non-fetching atomics issued, and how many of them a flush completed: per PE
+  // (flush) and in all (quiet). Atomics: with MPI_THREAD_MULTIPLE, threads issue without the
+  // mutex.
+  struct Counts {
+    std::atomic<std::uint64_t> issued{0};
+    std::atomic<std::uint64_t> flushed{0};
+  };
+  std::unique_ptr<Counts[]> counts_;
+  Counts all_;
   MPI_Request barrier_ = MPI_REQUEST_NULL;  // the barrier in progress (start_barrier)
 };
 
