@@ -238,17 +238,6 @@ inline void store_bf16x32_streaming(std::uint16_t* out, const F32x16& lo, const 
     _mm512_storeu_si512(out, line);
   }
 }
-
-// n floats (a multiple of 32) as bf16 (float_to_bf16), in lines past the caches (out 64-byte
-// aligned; the caller fences).
-inline void stream_bf16_row(std::uint16_t* out, const float* v, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; i += 32) {
-    F32x16 lo, hi;
-    load_f32x16(v + i, &lo);
-    load_f32x16(v + i + 16, &hi);
-    store_bf16x32_streaming(out + i, lo, hi);
-  }
-}
 #endif
 
 // 16 floats to bf16 (float_to_bf16, lane by lane), then stored.
@@ -260,6 +249,22 @@ inline void store_bf16x16(std::uint16_t* out, const F32x16& v) {
   std::memcpy(lanes, &v, sizeof(lanes));
   for (int i = 0; i < 16; ++i) out[i] = float_to_bf16(lanes[i]);
 #endif
+}
+
+// n floats (a multiple of 32) as bf16 (float_to_bf16): with AVX-512 in 64-byte lines past the
+// caches (out 64-byte aligned; the caller fences), otherwise stored plainly.
+inline void stream_bf16_row(std::uint16_t* out, const float* v, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; i += 32) {
+    F32x16 lo, hi;
+    load_f32x16(v + i, &lo);
+    load_f32x16(v + i + 16, &hi);
+#if defined(__AVX512F__)
+    store_bf16x32_streaming(out + i, lo, hi);
+#else
+    store_bf16x16(out + i, lo);
+    store_bf16x16(out + i + 16, hi);
+#endif
+  }
 }
 
 // The row sum 64 columns at a time, every row read in the same pass: the accumulators stay in
@@ -901,17 +906,18 @@ class Bf16Gemm {
     const bool stream_aligned = in_place && a_.kind == Bf16GemmKind::kWeight &&
                                 reinterpret_cast<std::uintptr_t>(out_rows) % 64 == 0 &&
                                 a_.out_row_stride % 16 == 0;
-    // A bf16 weight gradient of one K chunk: its whole groups of rows converted and streamed
-    // straight into the output (the sums are its values; through c_ they were written, read
-    // back and converted).
+    // A bf16 weight gradient whose rows start on 64-byte lines, where the target streams bf16:
+    // its sums are its values, converted and written past the caches. Of one K chunk, its whole
+    // groups of rows go straight from the tiles (bf16_direct; through c_ they were written,
+    // read back and converted); every other row from c_ once complete (at the end).
     std::uint16_t* const bf16_rows =
-        kStreamsBf16 && a_.out_type == ElementType::kBF16 && a_.kind == Bf16GemmKind::kWeight &&
-                k_total > 0 && k_total <= kBf16Kc && whole > 0 && cols % Isa::kBf16Nb == 0
-            ? static_cast<std::uint16_t*>(a_.out) + first_out_row * a_.out_row_stride + t.col_begin
-            : nullptr;
-    const bool bf16_direct = bf16_rows != nullptr &&
-                             reinterpret_cast<std::uintptr_t>(bf16_rows) % 64 == 0 &&
-                             a_.out_row_stride % 32 == 0;
+        static_cast<std::uint16_t*>(a_.out) + first_out_row * a_.out_row_stride + t.col_begin;
+    const bool bf16_streamed = kStreamsBf16 && a_.out_type == ElementType::kBF16 &&
+                               a_.kind == Bf16GemmKind::kWeight && k_total > 0 && cols % 32 == 0 &&
+                               a_.out_row_stride % 32 == 0 &&
+                               reinterpret_cast<std::uintptr_t>(bf16_rows) % 64 == 0;
+    const bool bf16_direct =
+        bf16_streamed && k_total <= kBf16Kc && whole > 0 && cols % Isa::kBf16Nb == 0;
     // rows [0, direct_rows) in place (fp32) or streamed (bf16_direct)
     const std::int64_t direct_rows = in_place || bf16_direct ? whole : 0;
     // The chunk's A panel a (kpp pairs) times B panel b into column block j of the rows, in
@@ -987,28 +993,14 @@ class Bf16Gemm {
         }
       }
     }
-    // A bf16 weight gradient of several K chunks: its sums, complete in c_, converted and
-    // written past the caches, as one chunk's are above (whole 64-byte lines only).
-    [[maybe_unused]] bool stream_rows = false;
-#if defined(__AVX512F__)
-    if constexpr (kStreamsBf16) {
-      const auto* first =
-          static_cast<std::uint16_t*>(a_.out) + first_out_row * a_.out_row_stride + t.col_begin;
-      stream_rows = a_.out_type == ElementType::kBF16 && a_.kind == Bf16GemmKind::kWeight &&
-                    k_total > 0 && cols % 32 == 0 && a_.out_row_stride % 32 == 0 &&
-                    reinterpret_cast<std::uintptr_t>(first) % 64 == 0;
-    }
-#endif
     for (std::int64_t r = direct_rows; r < rows; ++r) {
-      const std::int64_t at = (first_out_row + r) * a_.out_row_stride + t.col_begin;
       const float* sums = c_ + (r - direct_rows) * npad_;
-#if defined(__AVX512F__)
-      if (stream_rows) {
-        stream_bf16_row(static_cast<std::uint16_t*>(a_.out) + at, sums, cols);
-        continue;
+      if (bf16_streamed) {
+        stream_bf16_row(bf16_rows + r * a_.out_row_stride, sums, cols);
+      } else {
+        store_row(a_.out, a_.out_type, (first_out_row + r) * a_.out_row_stride + t.col_begin, sums,
+                  cols);
       }
-#endif
-      store_row(a_.out, a_.out_type, at, sums, cols);
     }
   }
 

@@ -155,7 +155,7 @@ class MpiTransport final : public RemoteTransport {
     }
     if (done > 0) issued(pe);  // what went out is completed by the next flush all the same
     HP_RETURN_IF_ERROR(status);
-    return settled(pe, mpi_status(MPI_Win_flush_local(pe, win_), "MPI_Win_flush_local", pe));
+    return flush_local(pe);
   }
 
   Status put_blocks(int pe, std::size_t offset, const void* source, std::ptrdiff_t dest_stride,
@@ -193,7 +193,7 @@ class MpiTransport final : public RemoteTransport {
     if (to != MPI_DATATYPE_NULL) MPI_Type_free(&to);
     HP_RETURN_IF_ERROR(status);
     issued(pe);
-    return settled(pe, mpi_status(MPI_Win_flush_local(pe, win_), "MPI_Win_flush_local", pe));
+    return flush_local(pe);
   }
 
   Status get(int pe, std::size_t offset, void* dest, std::size_t bytes) override {
@@ -227,7 +227,7 @@ class MpiTransport final : public RemoteTransport {
         // caller's) must be done with before returning, which costs no round trip.
         if (rc == MPI_SUCCESS && pe != rank_) {
           issued(pe);
-          return mpi_status(MPI_Win_flush_local(pe, win_), "MPI_Win_flush_local", pe);
+          return flush_local(pe);
         }
         break;
       case AtomicOp::kSwap:
@@ -305,6 +305,11 @@ class MpiTransport final : public RemoteTransport {
     std::uint64_t now = flushed.load();
     while (now < to && !flushed.compare_exchange_weak(now, to)) {
     }
+  }
+  // What was issued to `pe` is done with its source buffers (no round trip; the caller holds
+  // the lock).
+  Status flush_local(int pe) {
+    return settled(pe, mpi_status(MPI_Win_flush_local(pe, win_), "MPI_Win_flush_local", pe));
   }
   // MPI_Win_flush of `pe` (the caller holds the lock).
   Status flush_counted(int pe) {
