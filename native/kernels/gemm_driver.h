@@ -267,6 +267,21 @@ inline void stream_bf16_row(std::uint16_t* out, const float* v, std::int64_t n) 
   }
 }
 
+// bytes zeros at out: with AVX-512 its whole 64-byte lines past the caches (the caller fences),
+// the bytes before and after them (and everything without AVX-512) stored plainly.
+inline void stream_zeros(void* out, std::size_t bytes) {
+  auto* p = static_cast<unsigned char*>(out);
+#if defined(__AVX512F__)
+  const std::size_t head = std::min(bytes, (64 - reinterpret_cast<std::uintptr_t>(p) % 64) % 64);
+  std::memset(p, 0, head);
+  p += head;
+  bytes -= head;
+  for (; bytes >= 64; p += 64, bytes -= 64)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(p), _mm512_setzero_si512());
+#endif
+  std::memset(p, 0, bytes);
+}
+
 // The row sum 64 columns at a time, every row read in the same pass: the accumulators stay in
 // registers, the rows stream side by side (each is often its own page: a 2048-wide bf16 row is
 // 4 KiB), and each sum is built in row order, as the formula says. Each block prefetches the
@@ -939,11 +954,22 @@ class Bf16Gemm {
                         accumulate);
     };
     if (k_total == 0) {
-      for (std::int64_t r = 0; r < direct_rows; ++r)
-        std::memset(out_rows + r * a_.out_row_stride, 0, std::size_t(cols) * sizeof(float));
-      for (std::int64_t r = direct_rows; r < mpad; ++r)
-        std::memset(c_ + (r - direct_rows) * npad_, 0, std::size_t(npad_) * sizeof(float));
-    } else if (weight_b_panels_ != nullptr && t.col_begin % Isa::kBf16Nb == 0) {
+      // An expert without rows: its tile of the output is zeros, stored once, past the caches
+      // where the target streams (at a few rows per expert, most of a weight gradient's bytes).
+      const std::size_t elem = a_.out_type == ElementType::kBF16 ? 2 : sizeof(float);
+      auto* first = static_cast<unsigned char*>(a_.out) +
+                    std::size_t(first_out_row * a_.out_row_stride + t.col_begin) * elem;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        unsigned char* row = first + std::size_t(r * a_.out_row_stride) * elem;
+        if constexpr (kStreams || kStreamsBf16) {
+          stream_zeros(row, std::size_t(cols) * elem);
+        } else {
+          std::memset(row, 0, std::size_t(cols) * elem);
+        }
+      }
+      return;
+    }
+    if (weight_b_panels_ != nullptr && t.col_begin % Isa::kBf16Nb == 0) {
       // kWeight with B packed here once per group (every row tile of a group reads all of its
       // B: packing it per tile packed it once per row block). Every chunk's A panel first, then
       // each block of columns through all the chunks, so that its output rows stay in L1 from
