@@ -20,10 +20,11 @@
 //       weights the caller takes next (a prefetch hint, never dereferenced; null: none),
 //       next_bytes of them.
 //   kBf16Pairs, kBf16Mr, kBf16Nb, kBf16PairAlign (K pairs of the panels padded to a multiple)
-//   bf16_block(a_panel, k_stride, rows, b_panel, c, ldc, accumulate)
+//   bf16_block(a_panel, k_count, rows, b_panel, c, ldc, accumulate)
 //       c[r][n] (+)= sum_k A(r, k) B(k, n) for r < rows (a multiple of kBf16Mr), n < kBf16Nb;
 //       fp32 panels a[r][k], b[k][n]; or, with kBf16Pairs, bf16 pairs a[r][k/2], b[k/2][n];
-//       k_stride: the panels' K (or pair) count, a multiple of kBf16PairAlign, zero-padded.
+//       k_count: the chunk's K (or pair) count; the panels hold it rounded up to
+//       kBf16PairAlign (a's row stride), zero past k_count.
 //   optional: bf16_block_streamed(...) = bf16_block storing c with non-temporal stores (c
 //       64-byte aligned, ldc a multiple of 16), and bf16_stream_fence() that orders them; the
 //       driver uses it for the last K chunk of an fp32 output written in place.
@@ -891,12 +892,12 @@ class Bf16Gemm {
   }
 
   // Isa::bf16_block, or its streamed form when asked and the target has one.
-  static void block(const Elem* a, std::int64_t kpp, std::int64_t rows, const Elem* b, float* c,
+  static void block(const Elem* a, std::int64_t kp, std::int64_t rows, const Elem* b, float* c,
                     std::int64_t ldc, bool accumulate, bool stream) {
     if constexpr (kStreams) {
-      if (stream) return Isa::bf16_block_streamed(a, kpp, rows, b, c, ldc, accumulate);
+      if (stream) return Isa::bf16_block_streamed(a, kp, rows, b, c, ldc, accumulate);
     }
-    Isa::bf16_block(a, kpp, rows, b, c, ldc, accumulate);
+    Isa::bf16_block(a, kp, rows, b, c, ldc, accumulate);
   }
 
   void run_tile(const Tile& t) {
@@ -935,23 +936,24 @@ class Bf16Gemm {
         bf16_streamed && k_total <= kBf16Kc && whole > 0 && cols % Isa::kBf16Nb == 0;
     // rows [0, direct_rows) in place (fp32) or streamed (bf16_direct)
     const std::int64_t direct_rows = in_place || bf16_direct ? whole : 0;
-    // The chunk's A panel a (kpp pairs) times B panel b into column block j of the rows, in
-    // place for the first direct_rows, through c_ for the rest.
-    auto multiply = [&](const Elem* a, std::int64_t kpp, const Elem* b, std::int64_t j,
+    // The chunk's A panel a (kp pairs, rows of kp rounded up to kBf16PairAlign) times B panel b
+    // into column block j of the rows, in place for the first direct_rows, through c_ for the
+    // rest.
+    auto multiply = [&](const Elem* a, std::int64_t kp, const Elem* b, std::int64_t j,
                         bool accumulate, bool last_chunk) {
       // The last chunk's sums of a weight gradient are its values: written past the cache (the
       // gradient is far larger than it) when the rows are aligned for it.
       if constexpr (kStreamsBf16) {
         if (bf16_direct) {  // one chunk: never accumulating
-          Isa::bf16_block_streamed_bf16(a, kpp, direct_rows, b, bf16_rows + j, a_.out_row_stride);
+          Isa::bf16_block_streamed_bf16(a, kp, direct_rows, b, bf16_rows + j, a_.out_row_stride);
         }
       }
       if (direct_rows > 0 && !bf16_direct)
-        block(a, kpp, direct_rows, b, out_rows + j, a_.out_row_stride, accumulate,
+        block(a, kp, direct_rows, b, out_rows + j, a_.out_row_stride, accumulate,
               stream_aligned && last_chunk);
       if (direct_rows < mpad)
-        Isa::bf16_block(a + direct_rows * kpp, kpp, mpad - direct_rows, b, c_ + j, npad_,
-                        accumulate);
+        Isa::bf16_block(a + direct_rows * round_up(kp, Isa::kBf16PairAlign), kp, mpad - direct_rows,
+                        b, c_ + j, npad_, accumulate);
     };
     if (k_total == 0) {
       // An expert without rows: its tile of the output is zeros, stored once, past the caches
@@ -979,13 +981,12 @@ class Bf16Gemm {
         weight_panels_expert_ = t.expert;
       }
       const std::int64_t chunks = ceil_div(k_total, kBf16Kc);
-      auto chunk_pairs = [&](std::int64_t c) {  // kpp of chunk c
-        const std::int64_t kl = std::min(kBf16Kc, k_total - c * kBf16Kc);
-        return round_up(ceil_div(kl, kPairs), Isa::kBf16PairAlign);
+      auto chunk_pairs = [&](std::int64_t c) {  // kp of chunk c
+        return ceil_div(std::min(kBf16Kc, k_total - c * kBf16Kc), kPairs);
       };
       for (std::int64_t c = 0; c < chunks; ++c) {
-        const std::int64_t kl = std::min(kBf16Kc, k_total - c * kBf16Kc);
-        pack_a(t, rows, mpad, c * kBf16Kc, kl, ceil_div(kl, kPairs), chunk_pairs(c),
+        pack_a(t, rows, mpad, c * kBf16Kc, std::min(kBf16Kc, k_total - c * kBf16Kc), chunk_pairs(c),
+               round_up(chunk_pairs(c), Isa::kBf16PairAlign),
                weight_a_panels_ + c * mpad_ * kChunkPairs);
       }
       for (std::int64_t j = 0; j < cols; j += Isa::kBf16Nb) {
@@ -1015,7 +1016,7 @@ class Bf16Gemm {
             pack_b(t, t.col_begin + j, std::min<std::int64_t>(Isa::kBf16Nb, cols - j), k0, kl, kp,
                    b_panel_);
           }
-          multiply(a_panel_, kpp, b, j, k0 > 0, k0 + kBf16Kc >= k_total);
+          multiply(a_panel_, kp, b, j, k0 > 0, k0 + kBf16Kc >= k_total);
         }
       }
     }

@@ -227,13 +227,20 @@ TEST_P(Bf16Gemm, WeightGradientOfWholeBlocksMatchesReference) {
   weight_gradient(48, 64);
 }
 
+// Groups of a few rows (a target may sum chunks of a few pairs on another unit than the rest),
+// and one whose last K chunk is a single pair added to the first chunk's sums.
+TEST_P(Bf16Gemm, WeightGradientOfFewRowsMatchesReference) {
+  weight_gradient(48, 128, {1, 2, 3, 4, 5, 258, 0});
+  weight_gradient(45, 70, {1, 2, 4, 258});
+}
+
 // A bf16 weight gradient (a framework's gradient of bf16 weights) is the fp32 one with each
 // value rounded once, bit for bit: aligned or not, on 1 and 2 workers, over groups of one and
-// of two K chunks.
+// of two K chunks, of a few rows and of none.
 TEST_P(Bf16Gemm, WeightGradientInBf16IsTheRoundedFp32Gradient) {
   Rng rng(33);
-  const std::vector<std::int64_t> offsets = prefix_sums({64, 0, 300, 16});
-  const std::int64_t experts = 4, rows = offsets.back(), m = 48, n = 128;
+  const std::vector<std::int64_t> offsets = prefix_sums({64, 0, 300, 16, 1, 2, 4, 258});
+  const std::int64_t experts = 8, rows = offsets.back(), m = 48, n = 128;
   auto x = bf16s(rng, std::size_t(rows * m));
   auto dy = bf16s(rng, std::size_t(rows * n));
   const Bf16GemmProblem p = weight_problem(x, dy, offsets, m, n);

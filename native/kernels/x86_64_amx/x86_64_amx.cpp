@@ -8,6 +8,7 @@
 // column block).
 #include <immintrin.h>
 
+#include "kernels/bf16_dot_block.h"
 #include "kernels/gemm_driver.h"
 #include "kernels/vendor_note.h"
 #include "kernels/x86_64_amx/amx_ops.h"
@@ -38,6 +39,10 @@ struct IsaAmx {
   static constexpr std::int64_t kBf16Mr = 16;
   static constexpr std::int64_t kBf16Nb = 64;
   static constexpr std::int64_t kBf16PairAlign = 16;  // one A tile row: 16 pairs = 64 bytes
+  // Chunks of at most this many pairs (a weight gradient at a few rows per expert) run on
+  // vdpbf16ps (bf16_dot_block.h) instead of the tiles: a tile pass costs the same whatever
+  // its pairs, and its sums reach the vector registers only through a store to L1 and a load.
+  static constexpr std::int64_t kBf16FewPairs = 4;
 
   struct Scope {
     Scope() { HP_TILE_LOADCONFIG(&kConfig); }
@@ -155,16 +160,16 @@ struct IsaAmx {
     HP_COMPILER_BARRIER();
   }
 
-  // RT row tiles x 2 column tiles (32 fp32 columns) of c, over k_pairs (a multiple of 16):
-  // A tiles are 16 rows x 16 pairs of the panel a[r][k_pairs], B tiles 16 pair rows x 16
-  // columns of b[k_pairs][64]. kStream: c is written with non-temporal stores (c 64-byte
+  // RT row tiles x 2 column tiles (32 fp32 columns) of c, over lda pairs (a multiple of 16):
+  // A tiles are 16 rows x 16 pairs of the panel a[r][lda], B tiles 16 pair rows x 16
+  // columns of b[lda][64]. kStream: c is written with non-temporal stores (c 64-byte
   // aligned, ldc a multiple of 16); a tile store cannot bypass the caches, so the tiles go
   // through an L1 scratch first.
   template <int RT, bool kStream>
-  static void bf16_tiles(const std::uint32_t* a, std::int64_t k_pairs, const std::uint32_t* b,
-                         float* c, std::int64_t ldc, bool accumulate) {
+  static void bf16_tiles(const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b, float* c,
+                         std::int64_t ldc, bool accumulate) {
     start_accumulators<RT, 2>(c, ldc, !accumulate);
-    bf16_dots<RT>(a, k_pairs, b);
+    bf16_dots<RT>(a, lda, b);
     if constexpr (kStream) {
       alignas(64) float staged[RT * 2][16 * 16];  // tile t: C(t / 2)(t % 2)
       stage_accumulators<RT>(staged);
@@ -182,10 +187,10 @@ struct IsaAmx {
   // the two column tiles is 32 bf16 values, one 64-byte line of c (64-byte aligned, ldc a
   // multiple of 32).
   template <int RT>
-  static void bf16_tiles_to_bf16(const std::uint32_t* a, std::int64_t k_pairs,
-                                 const std::uint32_t* b, std::uint16_t* c, std::int64_t ldc) {
+  static void bf16_tiles_to_bf16(const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b,
+                                 std::uint16_t* c, std::int64_t ldc) {
     start_accumulators<RT, 2>(static_cast<const float*>(nullptr), 0, true);
-    bf16_dots<RT>(a, k_pairs, b);
+    bf16_dots<RT>(a, lda, b);
     alignas(64) float staged[RT * 2][16 * 16];
     stage_accumulators<RT>(staged);
     for (int rt = 0; rt < RT; ++rt) {
@@ -209,30 +214,34 @@ struct IsaAmx {
     }
   }
 
-  // The accumulators += A tiles x B tiles over k_pairs.
+  // The accumulators += A tiles x B tiles over lda pairs.
   template <int RT>
-  static void bf16_dots(const std::uint32_t* a, std::int64_t k_pairs, const std::uint32_t* b) {
-    const std::int64_t lda_bytes = k_pairs * 4;
-    for (std::int64_t i = 0; i < k_pairs; i += 16) {
+  static void bf16_dots(const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b) {
+    const std::int64_t lda_bytes = lda * 4;
+    for (std::int64_t i = 0; i < lda; i += 16) {
       HP_TILE_LOAD(4, a + i, lda_bytes);
       HP_TILE_LOAD(6, b + i * 64, 256);
       HP_TILE_LOAD(7, b + i * 64 + 16, 256);
       HP_TILE_DPBF16PS(0, 4, 6);
       HP_TILE_DPBF16PS(1, 4, 7);
       if constexpr (RT == 2) {
-        HP_TILE_LOAD(5, a + 16 * k_pairs + i, lda_bytes);
+        HP_TILE_LOAD(5, a + 16 * lda + i, lda_bytes);
         HP_TILE_DPBF16PS(2, 5, 6);
         HP_TILE_DPBF16PS(3, 5, 7);
       }
     }
   }
 
-  // AMX-BF16 (tdpbf16ps) on the bf16 pair panels; rows a multiple of 16, k_pairs of 16.
+  // AMX-BF16 (tdpbf16ps) on the bf16 pair panels (rows of lda = k_pairs rounded up to 16);
+  // rows a multiple of 16.
   template <bool kStream = false>
   static void bf16_block(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows,
                          const std::uint32_t* b, float* c, std::int64_t ldc, bool accumulate) {
+    const std::int64_t lda = round_up(k_pairs, kBf16PairAlign);
+    if (k_pairs <= kBf16FewPairs)
+      return bf16_dot_block<kStream>(a, lda, k_pairs, rows, b, c, ldc, accumulate);
     for_each_tile_pair(rows, [&]<int RT>(std::int64_t r, std::int64_t n) {
-      bf16_tiles<RT, kStream>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc, accumulate);
+      bf16_tiles<RT, kStream>(a + r * lda, lda, b + n, c + r * ldc + n, ldc, accumulate);
     });
   }
 
@@ -267,8 +276,11 @@ struct IsaAmx {
   static void bf16_block_streamed_bf16(const std::uint32_t* a, std::int64_t k_pairs,
                                        std::int64_t rows, const std::uint32_t* b, std::uint16_t* c,
                                        std::int64_t ldc) {
+    const std::int64_t lda = round_up(k_pairs, kBf16PairAlign);
+    if (k_pairs <= kBf16FewPairs)
+      return bf16_dot_block<true>(a, lda, k_pairs, rows, b, c, ldc, false);
     for_each_tile_pair(rows, [&]<int RT>(std::int64_t r, std::int64_t n) {
-      bf16_tiles_to_bf16<RT>(a + r * k_pairs, k_pairs, b + n, c + r * ldc + n, ldc);
+      bf16_tiles_to_bf16<RT>(a + r * lda, lda, b + n, c + r * ldc + n, ldc);
     });
   }
   static void bf16_stream_fence() { _mm_sfence(); }

@@ -142,17 +142,17 @@ struct IsaV4Bf16Dot : IsaV4 {
   static constexpr bool kBf16Pairs = true;
   static void bf16_block(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows,
                          const std::uint32_t* b, float* c, std::int64_t ldc, bool accumulate) {
-    bf16_dot_block(a, k_pairs, rows, b, c, ldc, accumulate);
+    bf16_dot_block(a, k_pairs, k_pairs, rows, b, c, ldc, accumulate);
   }
   static void bf16_block_streamed(const std::uint32_t* a, std::int64_t k_pairs, std::int64_t rows,
                                   const std::uint32_t* b, float* c, std::int64_t ldc,
                                   bool accumulate) {
-    bf16_dot_block<true>(a, k_pairs, rows, b, c, ldc, accumulate);
+    bf16_dot_block<true>(a, k_pairs, k_pairs, rows, b, c, ldc, accumulate);
   }
   static void bf16_block_streamed_bf16(const std::uint32_t* a, std::int64_t k_pairs,
                                        std::int64_t rows, const std::uint32_t* b, std::uint16_t* c,
                                        std::int64_t ldc) {
-    bf16_dot_block<true>(a, k_pairs, rows, b, c, ldc, false);
+    bf16_dot_block<true>(a, k_pairs, k_pairs, rows, b, c, ldc, false);
   }
   static void bf16_stream_fence() { _mm_sfence(); }
 };
