@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "common/aligned_allocator.h"
 #include "common/bfloat16.h"
 #include "common/mpi_timed.h"
 #include "moe/moe_layer.h"
@@ -225,8 +226,11 @@ class Worker {
   std::unique_ptr<hp::platform::Chip> chip_;
   std::unique_ptr<hp::moe::MoeLayer> layer_, kept_layer_, int8_layer_;
   std::unique_ptr<UnfusedLayer> unfused_;
-  std::vector<float> y_fused_, dx_, d_topk_;
-  std::vector<std::uint16_t> y_unfused_, dy_, dw1_, dw2_;
+  // 64-byte aligned, as a framework's tensors are (the kernels stream aligned weight
+  // gradients past the caches).
+  AlignedVector<float> y_fused_, dx_, d_topk_;
+  std::vector<std::uint16_t> y_unfused_, dy_;
+  AlignedVector<std::uint16_t> dw1_, dw2_;
 };
 
 // Rank 0's next stdin line on every rank ("" at the end of stdin).
