@@ -981,11 +981,10 @@ class Bf16Gemm {
         weight_panels_expert_ = t.expert;
       }
       const std::int64_t chunks = ceil_div(k_total, kBf16Kc);
-      auto chunk_pairs = [&](std::int64_t c) {  // kp of chunk c
-        return ceil_div(std::min(kBf16Kc, k_total - c * kBf16Kc), kPairs);
-      };
+      auto chunk_rows = [&](std::int64_t c) { return std::min(kBf16Kc, k_total - c * kBf16Kc); };
+      auto chunk_pairs = [&](std::int64_t c) { return ceil_div(chunk_rows(c), kPairs); };
       for (std::int64_t c = 0; c < chunks; ++c) {
-        pack_a(t, rows, mpad, c * kBf16Kc, std::min(kBf16Kc, k_total - c * kBf16Kc), chunk_pairs(c),
+        pack_a(t, rows, mpad, c * kBf16Kc, chunk_rows(c), chunk_pairs(c),
                round_up(chunk_pairs(c), Isa::kBf16PairAlign),
                weight_a_panels_ + c * mpad_ * kChunkPairs);
       }
