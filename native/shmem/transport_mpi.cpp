@@ -18,8 +18,10 @@
 // Atomics always go through the world window (MPI atomics are not atomic with respect to the
 // CPU's); puts and gets to mapped PEs are copies.
 // Errors return (MPI_ERRORS_RETURN on the communicator and the windows) and become SYSTEM_ERROR
-// naming the call, the PE and MPI's message. With less than MPI_THREAD_MULTIPLE (this library
-// asks for MPI_THREAD_SERIALIZED when it initializes MPI), every call is serialized by a mutex.
+// naming the call, the PE and MPI's message; a one-sided call to another PE that fails inside
+// MPI becomes PEER_DEAD naming that PE (rma_status). With less than MPI_THREAD_MULTIPLE (this
+// library asks for MPI_THREAD_SERIALIZED when it initializes MPI), every call is serialized by a
+// mutex.
 #include <mpi.h>
 #include <sys/mman.h>
 
@@ -148,7 +150,7 @@ class MpiTransport final : public RemoteTransport {
     std::size_t done = 0;
     while (done < bytes && status.is_ok()) {
       const int n = int(std::min<std::size_t>(bytes - done, INT_MAX));
-      status = mpi_status(MPI_Put(static_cast<const char*>(source) + done, n, MPI_BYTE, pe,
+      status = rma_status(MPI_Put(static_cast<const char*>(source) + done, n, MPI_BYTE, pe,
                                   at(pe, offset + done), n, MPI_BYTE, win_),
                           "MPI_Put", pe);
       if (status.is_ok()) done += std::size_t(n);
@@ -187,7 +189,7 @@ class MpiTransport final : public RemoteTransport {
     Status status = vector(source_stride, &from);
     if (status.is_ok()) status = vector(dest_stride, &to);
     if (status.is_ok()) {
-      status = mpi_status(MPI_Put(source, 1, from, pe, at(pe, offset), 1, to, win_), "MPI_Put", pe);
+      status = rma_status(MPI_Put(source, 1, from, pe, at(pe, offset), 1, to, win_), "MPI_Put", pe);
     }
     if (from != MPI_DATATYPE_NULL) MPI_Type_free(&from);
     if (to != MPI_DATATYPE_NULL) MPI_Type_free(&to);
@@ -200,7 +202,7 @@ class MpiTransport final : public RemoteTransport {
     Lock lock(this, "MPI_Get", pe);
     for (std::size_t done = 0; done < bytes;) {
       const int n = int(std::min<std::size_t>(bytes - done, INT_MAX));
-      HP_RETURN_IF_ERROR(mpi_status(MPI_Get(static_cast<char*>(dest) + done, n, MPI_BYTE, pe,
+      HP_RETURN_IF_ERROR(rma_status(MPI_Get(static_cast<char*>(dest) + done, n, MPI_BYTE, pe,
                                             at(pe, offset + done), n, MPI_BYTE, win_),
                                     "MPI_Get", pe));
       done += std::size_t(n);
@@ -240,7 +242,7 @@ class MpiTransport final : public RemoteTransport {
         rc = MPI_Fetch_and_op(operand, result, type, pe, disp, MPI_SUM, win_);
         break;
     }
-    HP_RETURN_IF_ERROR(mpi_status(rc, "an MPI atomic", pe));
+    HP_RETURN_IF_ERROR(rma_status(rc, "an MPI atomic", pe));
     return settled(pe, flush_counted(pe));
   }
 
@@ -292,6 +294,25 @@ class MpiTransport final : public RemoteTransport {
     return MPI_Aint(pads_[std::size_t(pe)] + offset);
   }
 
+  // The status of a one-sided call to `pe`. Its arguments are checked before it is made, so
+  // when MPI fails one to another PE for a reason of its own (MPI_ERR_OTHER, MPI_ERR_INTERN,
+  // MPI_ERR_UNKNOWN), the connection to that PE broke: MPI without fault tolerance (Open MPI 4)
+  // reports a PE that died, or a host that dropped its connections, no other way.
+  Status rma_status(int rc, std::string_view call, int pe) const {
+    Status status = mpi_status(rc, call, pe);
+    if (status.is_ok() || pe == rank_) return status;
+    int error_class = MPI_ERR_UNKNOWN;
+    MPI_Error_class(rc, &error_class);
+    if (error_class != MPI_ERR_OTHER && error_class != MPI_ERR_INTERN &&
+        error_class != MPI_ERR_UNKNOWN) {
+      return status;
+    }
+    return Status::error(ErrorCode::kPeerDead,
+                         "PE {} lost PE {}: {}; it died or its host cannot be reached (the "
+                         "launcher's report says which); end the job",
+                         rank_, pe, status.message());
+  }
+
   // Counts RMA that only a flush completes, once it is issued (to another PE). A flush reads
   // the count before it starts and, once it succeeded, records that count as flushed: every
   // operation counted by then was issued before the flush began, so it is complete, whichever
@@ -309,13 +330,13 @@ class MpiTransport final : public RemoteTransport {
   // What was issued to `pe` is done with its source buffers (no round trip; the caller holds
   // the lock).
   Status flush_local(int pe) {
-    return settled(pe, mpi_status(MPI_Win_flush_local(pe, win_), "MPI_Win_flush_local", pe));
+    return settled(pe, rma_status(MPI_Win_flush_local(pe, win_), "MPI_Win_flush_local", pe));
   }
   // MPI_Win_flush of `pe` (the caller holds the lock).
   Status flush_counted(int pe) {
     Counts& c = counts_[std::size_t(pe)];
     const std::uint64_t issued = c.issued.load();
-    HP_RETURN_IF_ERROR(mpi_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe));
+    HP_RETURN_IF_ERROR(rma_status(MPI_Win_flush(pe, win_), "MPI_Win_flush", pe));
     raise(c.flushed, issued);
     return Status::ok();
   }
