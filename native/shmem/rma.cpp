@@ -4,7 +4,8 @@
 // the _nbi forms are the blocking ones, and quiet/fence only order this thread's stores.
 //
 // PEs that are not mapped here go through ctx.transport (MPI): puts complete locally on return
-// and remotely at quiet, gets on return; the signal of put_signal follows a flush of its data.
+// and remotely at quiet, gets on return; the transport delivers put_signal's data before its
+// signal (transport.h).
 //
 // A put or get of one naturally aligned 1/2/4/8-byte word is a single atomic access (release
 // store, acquire load): "put the data, then p() a flag" is the classic pattern, and the
@@ -137,14 +138,13 @@ Status put_signal(void* dest, const void* source, std::size_t bytes, std::uint64
   HP_RETURN_IF_ERROR(checked_signal(*ctx, sig_addr, &signal_offset));
   HP_ENSURE(op == SignalOp::kSet || op == SignalOp::kAdd, ErrorCode::kInvalidArgument,
             "put_signal: signal op {} is neither SET nor ADD", int(op));
-  // No data (bytes 0): only the signal.
-  if (bytes > 0 && ctx->mapped(pe)) {
-    copy_to_peer(ctx->remote(pe, offset), source, bytes);
-  } else if (bytes > 0) {
-    // Through the transport, the data must have arrived before the signal is written.
-    HP_RETURN_IF_ERROR(ctx->transport->put(pe, kControlBytes + offset, source, bytes));
-    HP_RETURN_IF_ERROR(ctx->transport->flush(pe));
+  if (!ctx->mapped(pe)) {
+    return ctx->transport->put_signal(pe, kControlBytes + offset, source, bytes,
+                                      kControlBytes + signal_offset, signal,
+                                      op == SignalOp::kSet ? AtomicOp::kSet : AtomicOp::kAdd);
   }
+  // No data (bytes 0): only the signal.
+  if (bytes > 0) copy_to_peer(ctx->remote(pe, offset), source, bytes);
   if (ctx->atomics_via_transport(pe)) {
     return ctx->transport->atomic(pe, kControlBytes + signal_offset,
                                   op == SignalOp::kSet ? AtomicOp::kSet : AtomicOp::kAdd, 8,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/api.h"
+#include "common/settings.h"
 #include "common/status.h"
 
 namespace hp::shmem {
@@ -46,6 +47,10 @@ class RemoteTransport {
   // between (as OpenSHMEM requires a fence or quiet there).
   virtual Status atomic(int pe, std::size_t offset, AtomicOp op, std::size_t width,
                         const void* operand, const void* compare, void* result) = 0;
+  // put() of `bytes` (0: none) and, once they are delivered, the signal update `op` (kSet or
+  // kAdd) of the 8-byte word at signal_offset of `pe`; returns and completes as put does.
+  virtual Status put_signal(int pe, std::size_t offset, const void* source, std::size_t bytes,
+                            std::size_t signal_offset, std::uint64_t signal, AtomicOp op) = 0;
   // Remote completion of this PE's puts to `pe` / to every PE.
   virtual Status flush(int pe) = 0;
   virtual Status quiet() = 0;
@@ -78,9 +83,10 @@ struct MpiStart {
 // heap_offset is heap_alignment()-aligned (segment_map.h), and returns the job. all_remote:
 // every other PE through RMA (HP_SHMEM_TRANSPORT=mpi); otherwise PEs on this host are mapped
 // (MPI_Win_allocate_shared) and only the others go through RMA. timeout_s (> 0): the deadline
-// of every MPI call the transport makes (mpi_call_deadline.h).
+// of every MPI call the transport makes (mpi_call_deadline.h). put_signal: how it carries
+// put_signal (HP_SHMEM_MPI_PUT_SIGNAL).
 using MpiStartFn = Status (*)(std::size_t segment_bytes, std::size_t heap_offset, bool all_remote,
-                              double timeout_s, MpiStart* out);
+                              double timeout_s, MpiPutSignalPath put_signal, MpiStart* out);
 inline constexpr const char* kMpiStartSymbol = "hp_shmem_mpi_start";
 inline constexpr const char* kMpiPluginName = "libhyper_parallel_shmem_mpi.so";
 

@@ -17,6 +17,10 @@
 // one-process shared window too.
 // Atomics always go through the world window (MPI atomics are not atomic with respect to the
 // CPU's); puts and gets to mapped PEs are copies.
+// put_signal of up to MpiPutSignal::kMaxBytes to a PE on another host (to every PE with
+// HP_SHMEM_MPI_PUT_SIGNAL=message) is one message of data and signal (mpi_put_signal.h) instead
+// of a put, a flush and an accumulate; reading such a PE (get, fetching atomics) and completing
+// (flush, quiet) first wait until it applied them.
 // Errors return (MPI_ERRORS_RETURN on the communicator and the windows) and become SYSTEM_ERROR
 // naming the call, the PE and MPI's message; a one-sided call to another PE that fails inside
 // MPI becomes PEER_DEAD naming that PE (rma_status). With less than MPI_THREAD_MULTIPLE (this
@@ -33,25 +37,22 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "common/logging.h"
+#include "platform/wait.h"
 #include "shmem/mpi_call_deadline.h"
+#include "shmem/mpi_put_signal.h"
+#include "shmem/mpi_status.h"
 #include "shmem/segment_map.h"
 #include "shmem/transport.h"
 
 namespace hp::shmem {
 namespace {
-
-Status mpi_status(int rc, std::string_view call, int pe) {
-  if (rc == MPI_SUCCESS) return Status::ok();
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int length = 0;
-  MPI_Error_string(rc, text, &length);
-  return Status::error(ErrorCode::kSystemError, "{} (PE {}) failed: {}", call, pe,
-                       std::string_view(text, std::size_t(length)));
-}
 
 // Registers (once) the MPI_Finalize of an MPI this library initialized, at process exit.
 void finalize_mpi_at_exit() {
@@ -112,8 +113,12 @@ class MpiTransport final : public RemoteTransport {
  public:
   MpiTransport(MPI_Comm world, MPI_Comm node, MPI_Win win, MPI_Win shared_win,
                SharedMapping mapping, bool owns_mpi, bool serialize, std::vector<std::size_t> pads,
-               std::unique_ptr<MpiCallDeadline> deadline)
+               std::unique_ptr<MpiCallDeadline> deadline, double timeout_s,
+               std::unique_ptr<MpiPutSignal> messages, std::vector<char> by_message)
       : deadline_(std::move(deadline)),
+        timeout_s_(timeout_s),
+        messages_(std::move(messages)),
+        by_message_(std::move(by_message)),
         world_(world),
         node_(node),
         win_(win),
@@ -131,6 +136,7 @@ class MpiTransport final : public RemoteTransport {
   ~MpiTransport() override {
     Lock lock(this, "MPI_Win_free", -1);
     if (barrier_ != MPI_REQUEST_NULL) MPI_Wait(&barrier_, MPI_STATUS_IGNORE);
+    messages_.reset();
     MPI_Win_unlock_all(win_);
     MPI_Win_free(&win_);
     if (shared_win_ != MPI_WIN_NULL) MPI_Win_free(&shared_win_);
@@ -199,6 +205,7 @@ class MpiTransport final : public RemoteTransport {
   }
 
   Status get(int pe, std::size_t offset, void* dest, std::size_t bytes) override {
+    HP_RETURN_IF_ERROR(await_applied(pe, "get"));
     Lock lock(this, "MPI_Get", pe);
     for (std::size_t done = 0; done < bytes;) {
       const int n = int(std::min<std::size_t>(bytes - done, INT_MAX));
@@ -212,6 +219,9 @@ class MpiTransport final : public RemoteTransport {
 
   Status atomic(int pe, std::size_t offset, AtomicOp op, std::size_t width, const void* operand,
                 const void* compare, void* result) override {
+    if (op != AtomicOp::kSet && op != AtomicOp::kAdd) {
+      HP_RETURN_IF_ERROR(await_applied(pe, "a fetching atomic"));
+    }
     Lock lock(this, "an MPI atomic", pe);
     const MPI_Datatype type = width == 4 ? MPI_UINT32_T : MPI_UINT64_T;
     const MPI_Aint disp = at(pe, offset);
@@ -246,7 +256,23 @@ class MpiTransport final : public RemoteTransport {
     return settled(pe, flush_counted(pe));
   }
 
+  Status put_signal(int pe, std::size_t offset, const void* source, std::size_t bytes,
+                    std::size_t signal_offset, std::uint64_t signal, AtomicOp op) override {
+    if (messages_ && by_message_[std::size_t(pe)] && bytes <= MpiPutSignal::kMaxBytes) {
+      Lock lock(this, "MPI_Isend of a put_signal", pe);
+      return messages_->send(pe, offset, source, bytes, signal_offset, signal,
+                             op == AtomicOp::kAdd);
+    }
+    // The data must have arrived before the signal is written.
+    if (bytes > 0) {
+      HP_RETURN_IF_ERROR(put(pe, offset, source, bytes));
+      HP_RETURN_IF_ERROR(flush(pe));
+    }
+    return atomic(pe, signal_offset, op, 8, &signal, nullptr, nullptr);
+  }
+
   Status flush(int pe) override {
+    HP_RETURN_IF_ERROR(await_applied(pe, "flush"));
     const auto& c = counts_[std::size_t(pe)];
     if (c.flushed.load() >= c.issued.load()) return Status::ok();  // no round trip for nothing
     Lock lock(this, "MPI_Win_flush", pe);
@@ -254,6 +280,7 @@ class MpiTransport final : public RemoteTransport {
   }
 
   Status quiet() override {
+    HP_RETURN_IF_ERROR(await_applied(-1, "quiet"));
     const std::uint64_t issued = all_.issued.load();
     if (all_.flushed.load() >= issued) return Status::ok();
     Lock lock(this, "MPI_Win_flush_all", -1);
@@ -294,23 +321,9 @@ class MpiTransport final : public RemoteTransport {
     return MPI_Aint(pads_[std::size_t(pe)] + offset);
   }
 
-  // The status of a one-sided call to `pe`. Its arguments are checked before it is made, so
-  // when MPI fails one to another PE for a reason of its own (MPI_ERR_OTHER, MPI_ERR_INTERN,
-  // MPI_ERR_UNKNOWN), the connection to that PE broke: MPI without fault tolerance (Open MPI 4)
-  // reports a PE that died, or a host that dropped its connections, no other way.
+  // The status of a one-sided call to `pe` (PEER_DEAD when its connection broke).
   Status rma_status(int rc, std::string_view call, int pe) const {
-    Status status = mpi_status(rc, call, pe);
-    if (status.is_ok() || pe == rank_) return status;
-    int error_class = MPI_ERR_UNKNOWN;
-    MPI_Error_class(rc, &error_class);
-    if (error_class != MPI_ERR_OTHER && error_class != MPI_ERR_INTERN &&
-        error_class != MPI_ERR_UNKNOWN) {
-      return status;
-    }
-    return Status::error(ErrorCode::kPeerDead,
-                         "PE {} lost PE {}: {}; it died or its host cannot be reached (the "
-                         "launcher's report says which); end the job",
-                         rank_, pe, status.message());
+    return mpi_peer_status(rc, call, pe, rank_);
   }
 
   // Counts RMA that only a flush completes, once it is issued (to another PE). A flush reads
@@ -341,11 +354,37 @@ class MpiTransport final : public RemoteTransport {
     return Status::ok();
   }
 
-  // An MPI call that drives progress for the one-sided components that need it. The caller
-  // holds the lock.
+  // An MPI call that drives progress for the one-sided components that need it, and the
+  // put_signal messages that arrived applied (a failure is kept for the next call that waits
+  // on them, see MpiPutSignal::drain). The caller holds the lock.
   void drive_progress() noexcept {
     int flag = 0;
     MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, world_, &flag, MPI_STATUS_IGNORE);
+    if (messages_) (void)messages_->drain();
+  }
+
+  // Waits until `pe` (-1: every PE) applied this PE's put_signal messages to it, applying the
+  // ones that arrive here meanwhile (their sender may be waiting on this PE in the same way).
+  // The caller does not hold the lock.
+  Status await_applied(int pe, std::string_view what) {
+    if (!messages_ || messages_->unapplied(pe) == 0) return Status::ok();
+    Status status;
+    const platform::WaitResult r = platform::poll_until(
+        [&] {
+          Lock lock(this, "MPI_Improbe of put_signal messages", pe);
+          status = messages_->drain();
+          return !status.is_ok() || messages_->unapplied(pe) == 0;
+        },
+        platform::deadline_after(timeout_s_), platform::WaitPolicy{}, [] { return false; });
+    HP_RETURN_IF_ERROR(status);
+    if (r == platform::WaitResult::kReady) return Status::ok();
+    return Status::error(ErrorCode::kTimeout,
+                         "{} on PE {}: {} put_signal messages to {} not applied after {} s (a PE "
+                         "applies them inside its shmem calls; HP_SHMEM_TIMEOUT_S sets the "
+                         "deadline)",
+                         what, rank_, messages_->unapplied(pe),
+                         pe < 0 ? std::string("the other PEs") : fmt::format("PE {}", pe),
+                         timeout_s_);
   }
 
   // An operation on this PE's own window completes inside the call, without progressing what
@@ -370,6 +409,9 @@ class MpiTransport final : public RemoteTransport {
   };
 
   std::unique_ptr<MpiCallDeadline> deadline_;  // outlives every call: destroyed last
+  double timeout_s_;                           // HP_SHMEM_TIMEOUT_S: await_applied's deadline
+  std::unique_ptr<MpiPutSignal> messages_;     // null: every put_signal through RMA
+  std::vector<char> by_message_;               // [pe]: its put_signal by message
   MPI_Comm world_;
   MPI_Comm node_;
   MPI_Win win_;
@@ -396,7 +438,8 @@ class MpiTransport final : public RemoteTransport {
 }  // namespace
 
 extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size_t heap_offset,
-                                            bool all_remote, double timeout_s, MpiStart* out) {
+                                            bool all_remote, double timeout_s,
+                                            MpiPutSignalPath put_signal, MpiStart* out) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   int provided = MPI_THREAD_SINGLE;
@@ -433,6 +476,22 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
       mpi_status(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
                  "MPI_Comm_split_type", rank));
   MPI_Comm_size(node, &node_size);
+  // Whose put_signal goes by message: see HP_SHMEM_MPI_PUT_SIGNAL.
+  std::vector<char> by_message(std::size_t(size), put_signal == MpiPutSignalPath::kMessage);
+  if (put_signal == MpiPutSignalPath::kAuto) {
+    by_message.assign(std::size_t(size), 1);
+    MPI_Group node_group, world_group;
+    MPI_Comm_group(node, &node_group);
+    MPI_Comm_group(world, &world_group);
+    for (int r = 0; r < node_size; ++r) {
+      int world_rank = MPI_UNDEFINED;
+      MPI_Group_translate_ranks(node_group, 1, &r, world_group, &world_rank);
+      if (world_rank != MPI_UNDEFINED) by_message[std::size_t(world_rank)] = 0;
+    }
+    MPI_Group_free(&node_group);
+    MPI_Group_free(&world_group);
+  }
+  by_message[std::size_t(rank)] = 0;
   if (all_remote) MPI_Comm_free(&node);
   SharedMapping mapping;
   if (all_remote && node_size == size && size > 1) {
@@ -496,10 +555,25 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
   MPI_Win_sync(win);
   // Every segment is zero before anybody writes into one.
   HP_RETURN_IF_ERROR(mpi_status(MPI_Barrier(world), "MPI_Barrier", rank));
+  // The messages' communicator, when any PE sends by message (every PE then receives).
+  int local_sends = std::any_of(by_message.begin(), by_message.end(), [](char b) { return b; });
+  int any_sends = 0;
+  HP_RETURN_IF_ERROR(mpi_status(MPI_Allreduce(&local_sends, &any_sends, 1, MPI_INT, MPI_LOR, world),
+                                "MPI_Allreduce of the put_signal paths", rank));
+  std::unique_ptr<MpiPutSignal> messages;
+  if (any_sends != 0) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    HP_RETURN_IF_ERROR(
+        mpi_status(MPI_Comm_dup(world, &comm), "MPI_Comm_dup for put_signal messages", rank));
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    messages = std::make_unique<MpiPutSignal>(comm, win, MPI_Aint(pads[std::size_t(rank)]), segment,
+                                              segment_bytes);
+  }
   starting.reset();
   out->transport = std::make_unique<MpiTransport>(world, node, win, shared_win, std::move(mapping),
                                                   !initialized, provided < MPI_THREAD_MULTIPLE,
-                                                  std::move(pads), std::move(deadline));
+                                                  std::move(pads), std::move(deadline), timeout_s,
+                                                  std::move(messages), std::move(by_message));
   HP_LOG_DEBUG("shmem: MPI transport, PE {} of {}, {}, thread level {}", rank, size,
                all_remote ? "all PEs through RMA" : "this host's PEs mapped", provided);
   return Status::ok();

@@ -199,29 +199,31 @@ TEST(Shmem, TypedPAndG) {
 }
 
 // put_signal delivers the data before the signal: PE 0 sends many rounds to every other PE,
-// each PE checks the whole payload as soon as it sees the signal of that round.
+// each PE checks the whole payload as soon as it sees the signal of that round. Payloads of
+// 4 KiB and 128 KiB (over MPI: one message of data and signal, and a put, a flush and the
+// signal's atomic).
 TEST(Shmem, PutSignalDeliversDataBeforeSignal) {
   run_scenario([] {
     const int me = my_pe(), n = n_pes();
-    constexpr std::size_t kWords = 16 * 1024;
+    constexpr std::size_t kMaxWords = 16 * 1024;
     constexpr int kRounds = 20;
-    Sym<std::uint64_t> data(kWords), sig(1);
+    Sym<std::uint64_t> data(kMaxWords), sig(1);
     HP_EXPECT_OK(data.status);
-    std::vector<std::uint64_t> src(kWords);
+    std::vector<std::uint64_t> src(kMaxWords);
     for (int round = 1; round <= kRounds; ++round) {
+      const std::size_t words = round % 2 == 0 ? kMaxWords : 512;
       if (me == 0) {
         for (int pe = 1; pe < n; ++pe) {
-          for (std::size_t i = 0; i < kWords; ++i)
-            src[i] = std::uint64_t(round) << 32 | (pe * kWords + i);
-          HP_EXPECT_OK(
-              put_signal(data.p, src.data(), kWords * 8, sig.p, round, SignalOp::kSet, pe));
+          for (std::size_t i = 0; i < words; ++i)
+            src[i] = std::uint64_t(round) << 32 | (pe * words + i);
+          HP_EXPECT_OK(put_signal(data.p, src.data(), words * 8, sig.p, round, SignalOp::kSet, pe));
         }
       } else {
         std::uint64_t seen = 0;
         HP_EXPECT_OK(signal_wait_until(sig.p, Cmp::kGe, std::uint64_t(round), &seen));
         EXPECT_EQ(seen, std::uint64_t(round));
-        for (std::size_t i = 0; i < kWords; ++i) {
-          if (data.p[i] != (std::uint64_t(round) << 32 | (me * kWords + i))) {
+        for (std::size_t i = 0; i < words; ++i) {
+          if (data.p[i] != (std::uint64_t(round) << 32 | (me * words + i))) {
             ADD_FAILURE() << "round " << round << ": word " << i << " arrived after the signal";
             break;
           }
@@ -229,6 +231,30 @@ TEST(Shmem, PutSignalDeliversDataBeforeSignal) {
       }
       HP_EXPECT_OK(barrier_all());  // the next round overwrites the data
     }
+    return Status::ok();
+  });
+}
+
+// A get or a fetching atomic from a PE right after a put_signal to it sees that put_signal's
+// data and signal (over MPI by message, they first wait until the target applied it).
+TEST(Shmem, AGetAfterAPutSignalSeesItsDataAndSignal) {
+  run_scenario([] {
+    const int me = my_pe(), next = (me + 1) % n_pes();
+    constexpr std::size_t kWords = 64;
+    Sym<std::uint64_t> data(kWords), sig(1);
+    HP_EXPECT_OK(data.status);
+    HP_EXPECT_OK(sig.status);
+    std::vector<std::uint64_t> src(kWords), back(kWords);
+    for (std::uint64_t round = 1; round <= 10; ++round) {
+      for (std::size_t i = 0; i < kWords; ++i) src[i] = round << 32 | (std::uint64_t(me) << 16) | i;
+      HP_EXPECT_OK(put_signal(data.p, src.data(), kWords * 8, sig.p, 1, SignalOp::kAdd, next));
+      HP_EXPECT_OK(get(back.data(), data.p, kWords * 8, next));
+      EXPECT_EQ(back, src) << "round " << round;
+      std::uint64_t signal = 0;
+      HP_EXPECT_OK(atomic_fetch(sig.p, next, &signal));
+      EXPECT_EQ(signal, round);
+    }
+    HP_EXPECT_OK(barrier_all());  // nobody frees its words while another still reads them
     return Status::ok();
   });
 }

@@ -1,0 +1,141 @@
+#include "shmem/mpi_put_signal.h"
+
+#include <cstring>
+#include <utility>
+
+#include "common/logging.h"
+#include "shmem/mpi_status.h"
+
+namespace hp::shmem {
+
+MpiPutSignal::MpiPutSignal(MPI_Comm comm, MPI_Win win, MPI_Aint own_disp, std::byte* segment,
+                           std::size_t segment_bytes)
+    : comm_(comm),
+      win_(win),
+      own_disp_(own_disp),
+      segment_(segment),
+      segment_bytes_(segment_bytes) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &n_pes_);
+  sent_ = std::make_unique<std::atomic<std::uint64_t>[]>(std::size_t(n_pes_));
+  acked_ = std::make_unique<std::atomic<std::uint64_t>[]>(std::size_t(n_pes_));
+}
+
+MpiPutSignal::~MpiPutSignal() {
+  // Every message was acknowledged before the world's last barrier (it quiets first), so its
+  // send is complete or completes at once.
+  for (Send& s : sends_) MPI_Wait(&s.request, MPI_STATUS_IGNORE);
+  MPI_Comm_free(&comm_);
+}
+
+Status MpiPutSignal::send(int pe, std::size_t offset, const void* source, std::size_t bytes,
+                          std::size_t signal_offset, std::uint64_t signal, bool add) {
+  std::lock_guard lock(mutex_);
+  HP_RETURN_IF_ERROR(complete_sends());
+  Send& s = sends_.emplace_back();
+  s.message.resize(sizeof(Header) + bytes);
+  const Header header{.offset = offset,
+                      .bytes = bytes,
+                      .signal_offset = signal_offset,
+                      .signal = signal,
+                      .add = add ? 1u : 0u};
+  std::memcpy(s.message.data(), &header, sizeof header);
+  if (bytes > 0) std::memcpy(s.message.data() + sizeof header, source, bytes);
+  const Status status = mpi_peer_status(
+      MPI_Isend(s.message.data(), int(s.message.size()), MPI_BYTE, pe, kData, comm_, &s.request),
+      "MPI_Isend of a put_signal", pe, rank_);
+  if (!status.is_ok()) {
+    sends_.pop_back();
+    return status;
+  }
+  ++sent_[std::size_t(pe)];
+  return Status::ok();
+}
+
+Status MpiPutSignal::complete_sends() {
+  while (!sends_.empty()) {
+    int done = 0;
+    HP_RETURN_IF_ERROR(mpi_status(MPI_Test(&sends_.front().request, &done, MPI_STATUS_IGNORE),
+                                  "MPI_Test of a put_signal's send", -1));
+    if (done == 0) break;
+    sends_.pop_front();
+  }
+  return Status::ok();
+}
+
+Status MpiPutSignal::drain() {
+  std::lock_guard lock(mutex_);
+  if (!failed_.is_ok()) return failed_;
+  Status status = drain_locked();
+  if (!status.is_ok()) {
+    // Kept: a PE that only waits on its words learns of it from no other call.
+    HP_LOG_ERROR("shmem: PE {}: put_signal messages: {}", rank_, status.to_string());
+    failed_ = status;
+  }
+  return status;
+}
+
+Status MpiPutSignal::drain_locked() {
+  HP_RETURN_IF_ERROR(complete_sends());
+  for (;;) {
+    int found = 0;
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status probed;
+    HP_RETURN_IF_ERROR(
+        mpi_status(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &found, &message, &probed),
+                   "MPI_Improbe of put_signal messages", -1));
+    if (found == 0) return Status::ok();
+    const int source = probed.MPI_SOURCE;
+    int count = 0;
+    MPI_Get_count(&probed, MPI_BYTE, &count);
+    received_.resize(std::size_t(count));
+    HP_RETURN_IF_ERROR(
+        mpi_status(MPI_Mrecv(received_.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE),
+                   "MPI_Mrecv of a put_signal message", source));
+    if (probed.MPI_TAG == kAck) {
+      ++acked_[std::size_t(source)];
+      continue;
+    }
+    HP_RETURN_IF_ERROR(apply(source, received_));
+    MPI_Request ack = MPI_REQUEST_NULL;
+    HP_RETURN_IF_ERROR(mpi_peer_status(MPI_Isend(nullptr, 0, MPI_BYTE, source, kAck, comm_, &ack),
+                                       "MPI_Isend of a put_signal's acknowledgement", source,
+                                       rank_));
+    MPI_Request_free(&ack);  // empty: no buffer to keep; the sender counts its arrival
+  }
+}
+
+Status MpiPutSignal::apply(int source, const std::vector<std::byte>& message) {
+  Header h{};
+  const bool whole = message.size() >= sizeof h;
+  if (whole) std::memcpy(&h, message.data(), sizeof h);
+  if (!whole || message.size() - sizeof h != h.bytes || h.offset > segment_bytes_ ||
+      h.bytes > segment_bytes_ - h.offset || h.signal_offset > segment_bytes_ - 8) {
+    return Status::error(ErrorCode::kCorruptData,
+                         "a put_signal message from PE {} to PE {} does not fit its segment "
+                         "({} bytes): a PE of another build or a corrupted message; end the job",
+                         source, rank_, message.size());
+  }
+  if (h.bytes > 0) std::memcpy(segment_ + h.offset, message.data() + sizeof h, h.bytes);
+  // The data is in the window before the signal says so.
+  MPI_Win_sync(win_);
+  const MPI_Aint disp = own_disp_ + MPI_Aint(h.signal_offset);
+  HP_RETURN_IF_ERROR(
+      mpi_status(MPI_Accumulate(&h.signal, 1, MPI_UINT64_T, rank_, disp, 1, MPI_UINT64_T,
+                                h.add != 0 ? MPI_SUM : MPI_REPLACE, win_),
+                 "MPI_Accumulate of a put_signal's signal", rank_));
+  return mpi_status(MPI_Win_flush(rank_, win_), "MPI_Win_flush of a put_signal's signal", rank_);
+}
+
+std::uint64_t MpiPutSignal::unapplied(int pe) const noexcept {
+  std::uint64_t n = 0;
+  for (int p = pe < 0 ? 0 : pe; p < (pe < 0 ? n_pes_ : pe + 1); ++p) {
+    // The acknowledgements first: a message is counted as sent before its acknowledgement can
+    // arrive, so the count read after them is never below theirs.
+    const std::uint64_t acked = acked_[std::size_t(p)].load();
+    n += sent_[std::size_t(p)].load() - acked;
+  }
+  return n;
+}
+
+}  // namespace hp::shmem
