@@ -259,6 +259,9 @@ class MpiTransport final : public RemoteTransport {
   Status put_signal(int pe, std::size_t offset, const void* source, std::size_t bytes,
                     std::size_t signal_offset, std::uint64_t signal, AtomicOp op) override {
     if (messages_ && by_message_[std::size_t(pe)] && bytes <= MpiPutSignal::kMaxBytes) {
+      // The RMA issued to `pe` before (an earlier put_signal's data or signal by RMA) lands
+      // before this one's signal, as the RMA path's own flush orders its put_signals.
+      HP_RETURN_IF_ERROR(flush_issued(pe));
       Lock lock(this, "MPI_Isend of a put_signal", pe);
       return messages_->send(pe, offset, source, bytes, signal_offset, signal,
                              op == AtomicOp::kAdd);
@@ -273,10 +276,7 @@ class MpiTransport final : public RemoteTransport {
 
   Status flush(int pe) override {
     HP_RETURN_IF_ERROR(await_applied(pe, "flush"));
-    const auto& c = counts_[std::size_t(pe)];
-    if (c.flushed.load() >= c.issued.load()) return Status::ok();  // no round trip for nothing
-    Lock lock(this, "MPI_Win_flush", pe);
-    return flush_counted(pe);
+    return flush_issued(pe);
   }
 
   Status quiet() override {
@@ -344,6 +344,13 @@ class MpiTransport final : public RemoteTransport {
   // the lock).
   Status flush_local(int pe) {
     return settled(pe, rma_status(MPI_Win_flush_local(pe, win_), "MPI_Win_flush_local", pe));
+  }
+  // Remote completion of the RMA issued to `pe` (the caller does not hold the lock).
+  Status flush_issued(int pe) {
+    const auto& c = counts_[std::size_t(pe)];
+    if (c.flushed.load() >= c.issued.load()) return Status::ok();  // no round trip for nothing
+    Lock lock(this, "MPI_Win_flush", pe);
+    return flush_counted(pe);
   }
   // MPI_Win_flush of `pe` (the caller holds the lock).
   Status flush_counted(int pe) {

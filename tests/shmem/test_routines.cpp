@@ -259,6 +259,35 @@ TEST(Shmem, AGetAfterAPutSignalSeesItsDataAndSignal) {
   });
 }
 
+// put_signals from one PE to another set the signal in the order they were issued: a large
+// one (over MPI: a put, a flush and the signal's atomic) then a small one (over MPI to another
+// host: one message, sent once the RMA issued before it is complete).
+TEST(Shmem, PutSignalsToOnePeSetItsSignalInIssueOrder) {
+  run_scenario([] {
+    const int me = my_pe(), n = n_pes();
+    constexpr std::size_t kWords = 16 * 1024;
+    Sym<std::uint64_t> data(kWords), sig(1);
+    HP_EXPECT_OK(data.status);
+    HP_EXPECT_OK(sig.status);
+    const std::vector<std::uint64_t> src(kWords, 1);
+    for (std::uint64_t round = 1; round <= 10; ++round) {
+      if (me == 0) {
+        for (int pe = 1; pe < n; ++pe) {
+          HP_EXPECT_OK(
+              put_signal(data.p, src.data(), kWords * 8, sig.p, 2 * round, SignalOp::kSet, pe));
+          HP_EXPECT_OK(put_signal(data.p, src.data(), 8, sig.p, 2 * round + 1, SignalOp::kSet, pe));
+        }
+      }
+      HP_EXPECT_OK(barrier_all());
+      if (me != 0) {
+        EXPECT_EQ(signal_fetch(sig.p), 2 * round + 1) << "round " << round;
+      }
+      HP_EXPECT_OK(barrier_all());  // read before the next round sets it again
+    }
+    return Status::ok();
+  });
+}
+
 TEST(Shmem, SignalAddAccumulatesFromEveryPe) {
   run_scenario([] {
     const int me = my_pe(), n = n_pes();
