@@ -58,7 +58,7 @@ void MpiCallDeadline::watch() {
         fmt::format("{}{} did not return within {} s on PE {} (HP_SHMEM_TIMEOUT_S sets the "
                     "deadline): a PE, or the link to its host, stopped; ending this process",
                     what, target >= 0 ? fmt::format(" to PE {}", target) : std::string(),
-                    double(timeout_ns_) / 1e9, pe_));
+                    timeout_s(), pe_));
     std::fprintf(stderr, "hp shmem: MPI transport: %s\n", status.to_string().c_str());
     std::fflush(nullptr);
     std::_Exit(1);

@@ -23,6 +23,7 @@ class MpiCallDeadline {
  public:
   // timeout_s > 0; pe: this PE, for the message.
   MpiCallDeadline(double timeout_s, int pe);
+  double timeout_s() const noexcept { return double(timeout_ns_) / 1e9; }
   ~MpiCallDeadline();
   MpiCallDeadline(const MpiCallDeadline&) = delete;
   MpiCallDeadline& operator=(const MpiCallDeadline&) = delete;

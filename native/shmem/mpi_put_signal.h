@@ -16,8 +16,8 @@
 // message to it was applied.
 //
 // Wire format: Header then `bytes` bytes of data (tag kData); an acknowledgement is an empty
-// message (tag kAck). Not thread-safe: the transport serializes the calls (its MPI lock) and
-// guards the state below with its own mutex for MPI_THREAD_MULTIPLE.
+// message (tag kAck). The transport calls it under its MPI lock, a mutex only below
+// MPI_THREAD_MULTIPLE; this class's own mutex guards its state for threads calling at once.
 #pragma once
 
 #include <mpi.h>

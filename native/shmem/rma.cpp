@@ -138,17 +138,16 @@ Status put_signal(void* dest, const void* source, std::size_t bytes, std::uint64
   HP_RETURN_IF_ERROR(checked_signal(*ctx, sig_addr, &signal_offset));
   HP_ENSURE(op == SignalOp::kSet || op == SignalOp::kAdd, ErrorCode::kInvalidArgument,
             "put_signal: signal op {} is neither SET nor ADD", int(op));
+  const AtomicOp signal_op = op == SignalOp::kSet ? AtomicOp::kSet : AtomicOp::kAdd;
   if (!ctx->mapped(pe)) {
     return ctx->transport->put_signal(pe, kControlBytes + offset, source, bytes,
-                                      kControlBytes + signal_offset, signal,
-                                      op == SignalOp::kSet ? AtomicOp::kSet : AtomicOp::kAdd);
+                                      kControlBytes + signal_offset, signal, signal_op);
   }
   // No data (bytes 0): only the signal.
   if (bytes > 0) copy_to_peer(ctx->remote(pe, offset), source, bytes);
   if (ctx->atomics_via_transport(pe)) {
-    return ctx->transport->atomic(pe, kControlBytes + signal_offset,
-                                  op == SignalOp::kSet ? AtomicOp::kSet : AtomicOp::kAdd, 8,
-                                  &signal, nullptr, nullptr);
+    return ctx->transport->atomic(pe, kControlBytes + signal_offset, signal_op, 8, &signal, nullptr,
+                                  nullptr);
   }
   std::atomic_ref<std::uint64_t> word(
       *reinterpret_cast<std::uint64_t*>(ctx->remote(pe, signal_offset)));

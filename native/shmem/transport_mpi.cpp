@@ -36,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <utility>
@@ -65,6 +66,22 @@ void finalize_mpi_at_exit() {
            }) == 0;
   }();
   (void)registered;
+}
+
+// The world rank of each rank of `node` (MPI_UNDEFINED where it has none).
+std::vector<int> world_ranks_of(MPI_Comm node, MPI_Comm world) {
+  int node_size = 0;
+  MPI_Comm_size(node, &node_size);
+  const auto n = static_cast<std::size_t>(node_size);
+  std::vector<int> node_ranks(n), ranks(n);
+  std::iota(node_ranks.begin(), node_ranks.end(), 0);
+  MPI_Group node_group, world_group;
+  MPI_Comm_group(node, &node_group);
+  MPI_Comm_group(world, &world_group);
+  MPI_Group_translate_ranks(node_group, node_size, node_ranks.data(), world_group, ranks.data());
+  MPI_Group_free(&node_group);
+  MPI_Group_free(&world_group);
+  return ranks;
 }
 
 // Anonymous shared memory for a window this transport creates (MPI_Win_create); unmapped by
@@ -113,10 +130,9 @@ class MpiTransport final : public RemoteTransport {
  public:
   MpiTransport(MPI_Comm world, MPI_Comm node, MPI_Win win, MPI_Win shared_win,
                SharedMapping mapping, bool owns_mpi, bool serialize, std::vector<std::size_t> pads,
-               std::unique_ptr<MpiCallDeadline> deadline, double timeout_s,
-               std::unique_ptr<MpiPutSignal> messages, std::vector<char> by_message)
+               std::unique_ptr<MpiCallDeadline> deadline, std::unique_ptr<MpiPutSignal> messages,
+               std::vector<char> by_message)
       : deadline_(std::move(deadline)),
-        timeout_s_(timeout_s),
         messages_(std::move(messages)),
         by_message_(std::move(by_message)),
         world_(world),
@@ -382,7 +398,8 @@ class MpiTransport final : public RemoteTransport {
           status = messages_->drain();
           return !status.is_ok() || messages_->unapplied(pe) == 0;
         },
-        platform::deadline_after(timeout_s_), platform::WaitPolicy{}, [] { return false; });
+        platform::deadline_after(deadline_->timeout_s()), platform::WaitPolicy{},
+        [] { return false; });
     HP_RETURN_IF_ERROR(status);
     if (r == platform::WaitResult::kReady) return Status::ok();
     return Status::error(ErrorCode::kTimeout,
@@ -391,7 +408,7 @@ class MpiTransport final : public RemoteTransport {
                          "deadline)",
                          what, rank_, messages_->unapplied(pe),
                          pe < 0 ? std::string("the other PEs") : fmt::format("PE {}", pe),
-                         timeout_s_);
+                         deadline_->timeout_s());
   }
 
   // An operation on this PE's own window completes inside the call, without progressing what
@@ -416,7 +433,6 @@ class MpiTransport final : public RemoteTransport {
   };
 
   std::unique_ptr<MpiCallDeadline> deadline_;  // outlives every call: destroyed last
-  double timeout_s_;                           // HP_SHMEM_TIMEOUT_S: await_applied's deadline
   std::unique_ptr<MpiPutSignal> messages_;     // null: every put_signal through RMA
   std::vector<char> by_message_;               // [pe]: its put_signal by message
   MPI_Comm world_;
@@ -485,18 +501,12 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
   MPI_Comm_size(node, &node_size);
   // Whose put_signal goes by message: see HP_SHMEM_MPI_PUT_SIGNAL.
   std::vector<char> by_message(std::size_t(size), put_signal == MpiPutSignalPath::kMessage);
+  const std::vector<int> node_world_ranks = world_ranks_of(node, world);
   if (put_signal == MpiPutSignalPath::kAuto) {
     by_message.assign(std::size_t(size), 1);
-    MPI_Group node_group, world_group;
-    MPI_Comm_group(node, &node_group);
-    MPI_Comm_group(world, &world_group);
-    for (int r = 0; r < node_size; ++r) {
-      int world_rank = MPI_UNDEFINED;
-      MPI_Group_translate_ranks(node_group, 1, &r, world_group, &world_rank);
+    for (int world_rank : node_world_ranks) {
       if (world_rank != MPI_UNDEFINED) by_message[std::size_t(world_rank)] = 0;
     }
-    MPI_Group_free(&node_group);
-    MPI_Group_free(&world_group);
   }
   by_message[std::size_t(rank)] = 0;
   if (all_remote) MPI_Comm_free(&node);
@@ -525,16 +535,12 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
       MPI_Allgather(&my_pad, sizeof my_pad, MPI_BYTE, pads.data(), sizeof my_pad, MPI_BYTE, world),
       "MPI_Allgather of the segment offsets", rank));
   if (shared_win != MPI_WIN_NULL) {
-    MPI_Group node_group, world_group;
-    MPI_Comm_group(node, &node_group);
-    MPI_Comm_group(world, &world_group);
     for (int r = 0; r < node_size; ++r) {
       MPI_Aint peer_bytes = 0;
       int disp = 0;
       void* peer = nullptr;
       MPI_Win_shared_query(shared_win, r, &peer_bytes, &disp, &peer);
-      int world_rank = MPI_UNDEFINED;
-      MPI_Group_translate_ranks(node_group, 1, &r, world_group, &world_rank);
+      const int world_rank = node_world_ranks[std::size_t(r)];
       // The peer's own pad: the shared memory may sit at another address in its process,
       // and the segment offsets must be the same for both of us.
       if (world_rank != MPI_UNDEFINED) {
@@ -542,8 +548,6 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
             static_cast<std::byte*>(peer) + pads[std::size_t(world_rank)];
       }
     }
-    MPI_Group_free(&node_group);
-    MPI_Group_free(&world_group);
     if (node_size == size) {
       // One host: the shared window serves every PE (osc/sm: RMA and atomics by load/store,
       // no target progress needed).
@@ -579,7 +583,7 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
   starting.reset();
   out->transport = std::make_unique<MpiTransport>(world, node, win, shared_win, std::move(mapping),
                                                   !initialized, provided < MPI_THREAD_MULTIPLE,
-                                                  std::move(pads), std::move(deadline), timeout_s,
+                                                  std::move(pads), std::move(deadline),
                                                   std::move(messages), std::move(by_message));
   HP_LOG_DEBUG("shmem: MPI transport, PE {} of {}, {}, thread level {}", rank, size,
                all_remote ? "all PEs through RMA" : "this host's PEs mapped", provided);
