@@ -81,9 +81,18 @@ Status Context::aborted_status() const {
                        job->abort_message(), pe);
 }
 
+Status Context::job_alive() const {
+  if (transport != nullptr && !job->aborted()) {
+    if (Status failure = transport->failure(); !failure.is_ok()) {
+      job->abort(pe, failure.to_string());
+    }
+  }
+  return job->aborted() ? aborted_status() : Status::ok();
+}
+
 Status Context::wait_local(const std::function<bool()>& ready,
                            const std::function<std::string()>& describe, WaitKind kind) const {
-  if (job->aborted()) return aborted_status();
+  HP_RETURN_IF_ERROR(job_alive());
   const auto deadline = platform::deadline_after(timeout_s);
   const platform::WaitPolicy& how = kind == WaitKind::kCollective ? collective_policy : policy;
   auto aborted = [this] { return job->aborted(); };
@@ -107,9 +116,14 @@ Status Context::wait_local(const std::function<bool()>& ready,
     case platform::WaitResult::kTimedOut:
       break;
   }
-  return Status::error(ErrorCode::kTimeout,
-                       "{} on PE {} timed out after {} s (HP_SHMEM_TIMEOUT_S sets the deadline)",
-                       describe(), pe, timeout_s);
+  Status timeout =
+      Status::error(ErrorCode::kTimeout,
+                    "{} on PE {} timed out after {} s (HP_SHMEM_TIMEOUT_S sets the deadline)",
+                    describe(), pe, timeout_s);
+  // The PEs are out of step for good: the job is over, and the other PEs' waits end now
+  // (PEER_DEAD naming this one) instead of each at its own deadline.
+  job->abort(pe, timeout.to_string());
+  return timeout;
 }
 
 void TeamState::index_members() {
@@ -156,10 +170,12 @@ void set_wait_policies(Context& ctx, const Settings& env, int local_pes, bool sh
 
 Status finalize_context(Context& ctx) {
   Status status;
-  if (!ctx.job->aborted()) {
+  if (ctx.job_alive().is_ok()) {
     platform::full_fence();
     status = barrier_on(ctx, kTeamWorld);
   }
+  // An aborted job's PEs may never make the transport's collective calls.
+  if (ctx.job->aborted() && ctx.transport != nullptr) ctx.transport->abandon();
   ctx.job->pe(ctx.pe).state.store(std::uint32_t(PeState::kFinalized), std::memory_order_release);
   return status;
 }

@@ -117,13 +117,17 @@ struct Context {
   // After changing `target`'s memory: wakes it if it sleeps in a wait (see job.h doorbells).
   void notify(int target) const noexcept;
   // Waits until ready() on this PE's memory, with the job's deadline and abort. `describe`
-  // names what is waited on for the TIMEOUT message ("signal_wait_until(heap+0x40, GE 5)").
+  // names what is waited on for the TIMEOUT message ("signal_wait_until(heap+0x40, GE 5)");
+  // a TIMEOUT aborts the job with that message.
   enum class WaitKind { kPointToPoint, kCollective };
   Status wait_local(const std::function<bool()>& ready,
                     const std::function<std::string()>& describe,
                     WaitKind kind = WaitKind::kPointToPoint) const;
   // PEER_DEAD with the job's abort message.
   Status aborted_status() const;
+  // OK while the job runs, aborted_status() once it was aborted. A transport that lost a PE or
+  // a deadline (its failure()) aborts the job here first: the PEs cannot synchronize again.
+  Status job_alive() const;
   // teams[kTeamWorld]: every PE in order.
   void init_world_team();
   // kTeamShared: the PEs whose segments are mapped (segments[p] set); after the mapping.
@@ -133,8 +137,9 @@ struct Context {
 // Sets ctx.policy and ctx.collective_policy for `local_pes` PEs sharing this host's CPUs.
 void set_wait_policies(Context& ctx, const Settings& env, int local_pes, bool shared);
 
-// Collective end of a PE's participation: quiet and a world barrier (skipped when the job was
-// aborted, so finalize never hangs), then the slot is marked kFinalized.
+// Collective end of a PE's participation: a fence and a world barrier, then the slot is marked
+// kFinalized. A job that failed (job_alive() is not OK) skips the barrier and abandons its
+// transport, so finalize never waits for PEs that will not come.
 Status finalize_context(Context& ctx);
 
 // The calling thread's PE: its threads-job PE, else the process's PE; null before init.

@@ -175,15 +175,20 @@ Status fence() {
   Context* ctx = nullptr;
   HP_RETURN_IF_ERROR(require_context("fence", &ctx));
   platform::full_fence();
+  if (ctx->transport == nullptr) return Status::ok();
+  // A failed job's PEs may never complete what was sent to them.
+  HP_RETURN_IF_ERROR(ctx->job_alive());
   // The transport orders nothing between targets cheaper than completing everything.
-  return ctx->transport ? ctx->transport->quiet() : Status::ok();
+  return ctx->transport->quiet();
 }
 
 Status quiet() {
   Context* ctx = nullptr;
   HP_RETURN_IF_ERROR(require_context("quiet", &ctx));
   platform::full_fence();
-  return ctx->transport ? ctx->transport->quiet() : Status::ok();
+  if (ctx->transport == nullptr) return Status::ok();
+  HP_RETURN_IF_ERROR(ctx->job_alive());  // as in fence()
+  return ctx->transport->quiet();
 }
 
 }  // namespace hp::shmem

@@ -66,6 +66,14 @@ class RemoteTransport {
   // True when atomics must go through the transport even for mapped PEs (and this PE):
   // the transport's atomics are not atomic with respect to the CPU's.
   virtual bool owns_atomics() const noexcept = 0;
+  // The first PEER_DEAD or TIMEOUT a call returned (a PE was lost, or did not answer within
+  // the deadline; the job cannot synchronize again), OK while there was none.
+  virtual Status failure() const = 0;
+  // The job failed: the destructor then makes no call that needs the other PEs (no window or
+  // communicator is freed, no send awaited) and MPI, if this library initialized it, is not
+  // finalized at exit; what it holds is left to the process's end. finalize() calls it
+  // before destroying the transport of an aborted job.
+  virtual void abandon() noexcept = 0;
 };
 
 // What the MPI plugin's bootstrap returns.

@@ -55,10 +55,15 @@
 namespace hp::shmem {
 namespace {
 
+// Set when a transport was abandoned: an MPI this library initialized is then not finalized
+// at exit, since MPI_Finalize is collective and the PEs of a failed job may never call theirs.
+std::atomic<bool> g_mpi_abandoned{false};
+
 // Registers (once) the MPI_Finalize of an MPI this library initialized, at process exit.
 void finalize_mpi_at_exit() {
   static const bool registered = [] {
     return std::atexit([] {
+             if (g_mpi_abandoned.load()) return;
              int initialized = 0, finalized = 0;
              MPI_Initialized(&initialized);
              MPI_Finalized(&finalized);
@@ -115,6 +120,11 @@ class SharedMapping {
     return Status::ok();
   }
   void* base() const noexcept { return base_; }
+  // Forgets the mapping without unmapping it: it stays until the process ends.
+  void leak() noexcept {
+    base_ = nullptr;
+    bytes_ = 0;
+  }
 
  private:
   void reset() noexcept {
@@ -150,6 +160,14 @@ class MpiTransport final : public RemoteTransport {
   }
 
   ~MpiTransport() override {
+    if (abandoned_) {
+      // The MPI objects, and the memory under the windows (MPI may still write into it), stay
+      // as they are until the process ends.
+      (void)messages_.release();
+      mapping_.leak();
+      g_mpi_abandoned.store(true);  // an MPI initialized here (this job's or an earlier one's)
+      return;
+    }
     Lock lock(this, "MPI_Win_free", -1);
     if (barrier_ != MPI_REQUEST_NULL) MPI_Wait(&barrier_, MPI_STATUS_IGNORE);
     messages_.reset();
@@ -279,8 +297,8 @@ class MpiTransport final : public RemoteTransport {
       // before this one's signal, as the RMA path's own flush orders its put_signals.
       HP_RETURN_IF_ERROR(flush_issued(pe));
       Lock lock(this, "MPI_Isend of a put_signal", pe);
-      return messages_->send(pe, offset, source, bytes, signal_offset, signal,
-                             op == AtomicOp::kAdd);
+      return noted(
+          messages_->send(pe, offset, source, bytes, signal_offset, signal, op == AtomicOp::kAdd));
     }
     // The data must have arrived before the signal is written.
     if (bytes > 0) {
@@ -331,15 +349,34 @@ class MpiTransport final : public RemoteTransport {
 
   bool owns_atomics() const noexcept override { return true; }
 
+  Status failure() const override {
+    if (!failed_.load(std::memory_order_acquire)) return Status::ok();
+    std::lock_guard lock(failure_mutex_);
+    return failure_;
+  }
+
+  void abandon() noexcept override { abandoned_ = true; }
+
  private:
+  // `status`, the first lost PE or missed deadline remembered (failure()).
+  Status noted(Status status) {
+    if ((status.code() == ErrorCode::kPeerDead || status.code() == ErrorCode::kTimeout) &&
+        !failed_.load(std::memory_order_relaxed)) {
+      std::lock_guard lock(failure_mutex_);
+      if (failure_.is_ok()) failure_ = status;
+      failed_.store(true, std::memory_order_release);
+    }
+    return status;
+  }
+
   // The displacement in `pe`'s window of its segment offset `offset` (see the pads below).
   MPI_Aint at(int pe, std::size_t offset) const {
     return MPI_Aint(pads_[std::size_t(pe)] + offset);
   }
 
   // The status of a one-sided call to `pe` (PEER_DEAD when its connection broke).
-  Status rma_status(int rc, std::string_view call, int pe) const {
-    return mpi_peer_status(rc, call, pe, rank_);
+  Status rma_status(int rc, std::string_view call, int pe) {
+    return noted(mpi_peer_status(rc, call, pe, rank_));
   }
 
   // Counts RMA that only a flush completes, once it is issued (to another PE). A flush reads
@@ -400,15 +437,15 @@ class MpiTransport final : public RemoteTransport {
         },
         platform::deadline_after(deadline_->timeout_s()), platform::WaitPolicy{},
         [] { return false; });
-    HP_RETURN_IF_ERROR(status);
+    HP_RETURN_IF_ERROR(noted(status));
     if (r == platform::WaitResult::kReady) return Status::ok();
-    return Status::error(ErrorCode::kTimeout,
-                         "{} on PE {}: {} put_signal messages to {} not applied after {} s (a PE "
-                         "applies them inside its shmem calls; HP_SHMEM_TIMEOUT_S sets the "
-                         "deadline)",
-                         what, rank_, messages_->unapplied(pe),
-                         pe < 0 ? std::string("the other PEs") : fmt::format("PE {}", pe),
-                         deadline_->timeout_s());
+    return noted(Status::error(
+        ErrorCode::kTimeout,
+        "{} on PE {}: {} put_signal messages to {} not applied after {} s (a PE "
+        "applies them inside its shmem calls; HP_SHMEM_TIMEOUT_S sets the "
+        "deadline)",
+        what, rank_, messages_->unapplied(pe),
+        pe < 0 ? std::string("the other PEs") : fmt::format("PE {}", pe), deadline_->timeout_s()));
   }
 
   // An operation on this PE's own window completes inside the call, without progressing what
@@ -456,6 +493,10 @@ class MpiTransport final : public RemoteTransport {
   std::unique_ptr<Counts[]> counts_;
   Counts all_;
   MPI_Request barrier_ = MPI_REQUEST_NULL;  // the barrier in progress (start_barrier)
+  std::atomic<bool> failed_{false};         // failure_ is set
+  mutable std::mutex failure_mutex_;
+  Status failure_;          // failure()
+  bool abandoned_ = false;  // abandon(): the destructor frees nothing
 };
 
 }  // namespace

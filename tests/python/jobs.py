@@ -16,6 +16,11 @@ HPRUN = PAYLOAD_DIR / "symmetric_memory" / "bin" / "hprun"
 PROBE = BUILD_DIR / "native" / "tests" / "symmetric_memory" / "bin" / "job_probe"
 TOPOLOGY = PAYLOAD_DIR / "core" / "bin" / "hp-topology"
 JOB_TIMEOUT = 30  # seconds: no scenario needs more than a few
+# Open MPI jobs as root on this machine's 2 CPUs (docs/shmem.md, "Open MPI": the ofi btl is
+# slow and crashes, osc/rdma breaks OSHMEM's finalize).
+MPIRUN_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+              "OMPI_MCA_btl": "^openib,ofi", "OMPI_MCA_osc": "^rdma",
+              "OMPI_MCA_rmaps_base_oversubscribe": "1"}
 
 
 def job_env(**overrides: str | None) -> dict[str, str]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILD_DIR
-from jobs import job_env
+from jobs import MPIRUN_ENV, job_env
 
 BIN = BUILD_DIR / "native" / "tests" / "symmetric_memory" / "bin"
 PROGRAM = BIN / "test_shmem_c_host_faults"
@@ -30,9 +30,6 @@ HP_MOE_ARGS = ["--tokens", "24", "--hidden", "128", "--intermediate", "64", "--e
 NETNS_HOSTS = BIN / "netns_hosts.sh"
 TIMEOUT_S = 5     # HP_SHMEM_TIMEOUT_S of the job
 DEADLINE_S = 40   # the surviving host's PEs must be gone this long after the fault
-MPIRUN_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-              "OMPI_MCA_btl": "^openib,ofi", "OMPI_MCA_osc": "^rdma",
-              "OMPI_MCA_rmaps_base_oversubscribe": "1"}
 
 pytestmark = [pytest.mark.multihost,
               pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None

@@ -12,13 +12,10 @@ import time
 import pytest
 
 from conftest import BUILD_DIR, describe
-from jobs import HPRUN, job_env
+from jobs import HPRUN, MPIRUN_ENV, job_env
 
 PROGRAM = BUILD_DIR / "native" / "tests" / "symmetric_memory" / "bin" / "test_shmem_c_rank_death"
 DEADLINE_S = 30  # the job must end within this; its waits would last HP_SHMEM_TIMEOUT_S=600
-MPIRUN_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-              "OMPI_MCA_btl": "^openib,ofi", "OMPI_MCA_osc": "^rdma",
-              "OMPI_MCA_rmaps_base_oversubscribe": "1"}
 
 
 def run_job(cmd: list, **env) -> tuple[subprocess.CompletedProcess, float]:

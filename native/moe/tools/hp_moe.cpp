@@ -388,13 +388,7 @@ int run(int argc, char** argv) {
   }
   const Status s = run_rank(o);
   if (!s.is_ok()) fmt::print(stderr, "hp moe: rank {}: {}\n", hp::shmem::my_pe(), s.to_string());
-  // A job that failed under this rank (a peer gone, a wait past its deadline) cannot finalize:
-  // finalize is collective, and over MPI its calls would block until their own deadline. The
-  // rank ends at once, as the C API does on any error; the launcher ends the others.
-  if (s.code() == ErrorCode::kTimeout || s.code() == ErrorCode::kPeerDead) {
-    std::fflush(nullptr);
-    std::_Exit(1);
-  }
+  // After a failed job (a peer gone, a wait past its deadline) finalize returns at once.
   const Status f = hp::shmem::finalize();
   return s.is_ok() && f.is_ok() ? 0 : 1;
 }
