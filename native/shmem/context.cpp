@@ -121,8 +121,9 @@ Status Context::wait_local(const std::function<bool()>& ready,
                     "{} on PE {} timed out after {} s (HP_SHMEM_TIMEOUT_S sets the deadline)",
                     describe(), pe, timeout_s);
   // The PEs are out of step for good: the job is over, and the other PEs' waits end now
-  // (PEER_DEAD naming this one) instead of each at its own deadline.
-  job->abort(pe, timeout.to_string());
+  // (PEER_DEAD naming this one) instead of each at its own deadline. Not from finalize: a PE
+  // that is done only waits there for the others, whose own errors say why they did not come.
+  if (!finalizing) job->abort(pe, timeout.to_string());
   return timeout;
 }
 
@@ -172,10 +173,13 @@ Status finalize_context(Context& ctx) {
   Status status;
   if (ctx.job_alive().is_ok()) {
     platform::full_fence();
+    ctx.finalizing = true;
     status = barrier_on(ctx, kTeamWorld);
   }
-  // An aborted job's PEs may never make the transport's collective calls.
-  if (ctx.job->aborted() && ctx.transport != nullptr) ctx.transport->abandon();
+  // A failed job's PEs may never make the transport's collective calls.
+  if ((ctx.job->aborted() || !status.is_ok()) && ctx.transport != nullptr) {
+    ctx.transport->abandon();
+  }
   ctx.job->pe(ctx.pe).state.store(std::uint32_t(PeState::kFinalized), std::memory_order_release);
   return status;
 }

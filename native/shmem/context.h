@@ -76,7 +76,8 @@ struct Context {
   // (spinning only delays it). See bench/shmem for the measurements behind the choice.
   platform::WaitPolicy policy;
   platform::WaitPolicy collective_policy;
-  int init_count = 0;                          // init() calls not yet matched by finalize()
+  int init_count = 0;       // init() calls not yet matched by finalize()
+  bool finalizing = false;  // in finalize's barrier: its TIMEOUT does not abort (wait_local)
   std::unique_ptr<RemoteTransport> transport;  // for unmapped PEs (MPI); null: all mapped
   std::vector<TeamState> teams;                // index = Team handle; [0] = world
   std::mutex team_mutex;  // team creation/destruction by several threads of a PE
@@ -118,7 +119,7 @@ struct Context {
   void notify(int target) const noexcept;
   // Waits until ready() on this PE's memory, with the job's deadline and abort. `describe`
   // names what is waited on for the TIMEOUT message ("signal_wait_until(heap+0x40, GE 5)");
-  // a TIMEOUT aborts the job with that message.
+  // a TIMEOUT aborts the job with that message, but in finalize.
   enum class WaitKind { kPointToPoint, kCollective };
   Status wait_local(const std::function<bool()>& ready,
                     const std::function<std::string()>& describe,
@@ -138,8 +139,9 @@ struct Context {
 void set_wait_policies(Context& ctx, const Settings& env, int local_pes, bool shared);
 
 // Collective end of a PE's participation: a fence and a world barrier, then the slot is marked
-// kFinalized. A job that failed (job_alive() is not OK) skips the barrier and abandons its
-// transport, so finalize never waits for PEs that will not come.
+// kFinalized. A job that failed (job_alive() is not OK) skips the barrier, and one that failed
+// or whose barrier did abandons its transport, so finalize never waits for PEs that will not
+// come.
 Status finalize_context(Context& ctx);
 
 // The calling thread's PE: its threads-job PE, else the process's PE; null before init.
