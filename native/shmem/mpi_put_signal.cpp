@@ -19,37 +19,62 @@ MpiPutSignal::MpiPutSignal(MPI_Comm comm, MPI_Win win, MPI_Aint own_disp, std::b
   MPI_Comm_size(comm_, &n_pes_);
   sent_ = std::make_unique<std::atomic<std::uint64_t>[]>(std::size_t(n_pes_));
   acked_ = std::make_unique<std::atomic<std::uint64_t>[]>(std::size_t(n_pes_));
+  applied_.assign(std::size_t(n_pes_), 0);
+  requested_.assign(std::size_t(n_pes_), 0);
 }
 
 MpiPutSignal::~MpiPutSignal() {
-  // Every message was acknowledged before the world's last barrier (it quiets first), so its
-  // send is complete or completes at once.
+  // Every message arrived before the world's last barrier (every PE drains while it waits in
+  // it), so its send is complete or completes at once.
   for (Send& s : sends_) MPI_Wait(&s.request, MPI_STATUS_IGNORE);
   MPI_Comm_free(&comm_);
+}
+
+Status MpiPutSignal::post(int pe, int tag, std::vector<std::byte> message, std::string_view what) {
+  Send& s = sends_.emplace_back();
+  s.message = std::move(message);
+  const Status status = mpi_peer_status(
+      MPI_Isend(s.message.data(), int(s.message.size()), MPI_BYTE, pe, tag, comm_, &s.request),
+      what, pe, rank_);
+  if (!status.is_ok()) sends_.pop_back();
+  return status;
 }
 
 Status MpiPutSignal::send(int pe, std::size_t offset, const void* source, std::size_t bytes,
                           std::size_t signal_offset, std::uint64_t signal, bool add) {
   std::lock_guard lock(mutex_);
   HP_RETURN_IF_ERROR(complete_sends());
-  Send& s = sends_.emplace_back();
-  s.message.resize(sizeof(Header) + bytes);
+  std::vector<std::byte> message(sizeof(Header) + bytes);
   const Header header{.offset = offset,
                       .bytes = bytes,
                       .signal_offset = signal_offset,
                       .signal = signal,
-                      .add = add ? 1u : 0u};
-  std::memcpy(s.message.data(), &header, sizeof header);
-  if (bytes > 0) std::memcpy(s.message.data() + sizeof header, source, bytes);
-  const Status status = mpi_peer_status(
-      MPI_Isend(s.message.data(), int(s.message.size()), MPI_BYTE, pe, kData, comm_, &s.request),
-      "MPI_Isend of a put_signal", pe, rank_);
-  if (!status.is_ok()) {
-    sends_.pop_back();
-    return status;
-  }
+                      .add = add ? 1u : 0u,
+                      .applied = applied_[std::size_t(pe)]};
+  std::memcpy(message.data(), &header, sizeof header);
+  if (bytes > 0) std::memcpy(message.data() + sizeof header, source, bytes);
+  HP_RETURN_IF_ERROR(post(pe, kData, std::move(message), "MPI_Isend of a put_signal"));
   ++sent_[std::size_t(pe)];
   return Status::ok();
+}
+
+Status MpiPutSignal::request_acks(int pe) {
+  std::lock_guard lock(mutex_);
+  for (int p = pe < 0 ? 0 : pe; p < (pe < 0 ? n_pes_ : pe + 1); ++p) {
+    const std::uint64_t sent = sent_[std::size_t(p)].load();
+    if (acked_[std::size_t(p)].load() >= sent || requested_[std::size_t(p)] >= sent) continue;
+    HP_RETURN_IF_ERROR(
+        post(p, kAckRequest, {}, "MPI_Isend of a put_signal acknowledgement request"));
+    requested_[std::size_t(p)] = sent;
+  }
+  return Status::ok();
+}
+
+void MpiPutSignal::acknowledged(int pe, std::uint64_t count) noexcept {
+  std::atomic<std::uint64_t>& acked = acked_[std::size_t(pe)];
+  std::uint64_t now = acked.load();
+  while (now < count && !acked.compare_exchange_weak(now, count)) {
+  }
 }
 
 Status MpiPutSignal::complete_sends() {
@@ -86,26 +111,47 @@ Status MpiPutSignal::drain_locked() {
                    "MPI_Improbe of put_signal messages", -1));
     if (found == 0) return Status::ok();
     const int source = probed.MPI_SOURCE;
-    int count = 0;
-    MPI_Get_count(&probed, MPI_BYTE, &count);
-    received_.resize(std::size_t(count));
+    int length = 0;
+    MPI_Get_count(&probed, MPI_BYTE, &length);
+    received_.resize(std::size_t(length));
     HP_RETURN_IF_ERROR(
-        mpi_status(MPI_Mrecv(received_.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE),
+        mpi_status(MPI_Mrecv(received_.data(), length, MPI_BYTE, &message, MPI_STATUS_IGNORE),
                    "MPI_Mrecv of a put_signal message", source));
-    if (probed.MPI_TAG == kAck) {
-      ++acked_[std::size_t(source)];
-      continue;
+    std::uint64_t count = 0;  // the sender's count of this PE's messages it applied
+    switch (probed.MPI_TAG) {
+      case kData:
+        HP_RETURN_IF_ERROR(apply(source, received_, &count));
+        ++applied_[std::size_t(source)];
+        acknowledged(source, count);
+        break;
+      case kAck:
+        HP_ENSURE(received_.size() == sizeof count, ErrorCode::kCorruptData,
+                  "a put_signal acknowledgement from PE {} has {} bytes, not {}: a PE of another "
+                  "build or a corrupted message; end the job",
+                  source, received_.size(), sizeof count);
+        std::memcpy(&count, received_.data(), sizeof count);
+        acknowledged(source, count);
+        break;
+      case kAckRequest: {
+        // Every message `source` sent before its request was applied above, in order.
+        count = applied_[std::size_t(source)];
+        std::vector<std::byte> answer(sizeof count);
+        std::memcpy(answer.data(), &count, sizeof count);
+        HP_RETURN_IF_ERROR(
+            post(source, kAck, std::move(answer), "MPI_Isend of a put_signal acknowledgement"));
+        break;
+      }
+      default:
+        return Status::error(ErrorCode::kCorruptData,
+                             "a put_signal message from PE {} has tag {}: a PE of another build; "
+                             "end the job",
+                             source, probed.MPI_TAG);
     }
-    HP_RETURN_IF_ERROR(apply(source, received_));
-    MPI_Request ack = MPI_REQUEST_NULL;
-    HP_RETURN_IF_ERROR(mpi_peer_status(MPI_Isend(nullptr, 0, MPI_BYTE, source, kAck, comm_, &ack),
-                                       "MPI_Isend of a put_signal's acknowledgement", source,
-                                       rank_));
-    MPI_Request_free(&ack);  // empty: no buffer to keep; the sender counts its arrival
   }
 }
 
-Status MpiPutSignal::apply(int source, const std::vector<std::byte>& message) {
+Status MpiPutSignal::apply(int source, const std::vector<std::byte>& message,
+                           std::uint64_t* applied) {
   Header h{};
   const bool whole = message.size() >= sizeof h;
   if (whole) std::memcpy(&h, message.data(), sizeof h);
@@ -116,6 +162,7 @@ Status MpiPutSignal::apply(int source, const std::vector<std::byte>& message) {
                          "({} bytes): a PE of another build or a corrupted message; end the job",
                          source, rank_, message.size());
   }
+  *applied = h.applied;
   if (h.bytes > 0) std::memcpy(segment_ + h.offset, message.data() + sizeof h, h.bytes);
   // The data is in the window before the signal says so.
   MPI_Win_sync(win_);

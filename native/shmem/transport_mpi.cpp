@@ -423,16 +423,19 @@ class MpiTransport final : public RemoteTransport {
     if (messages_) (void)messages_->drain();
   }
 
-  // Waits until `pe` (-1: every PE) applied this PE's put_signal messages to it, applying the
-  // ones that arrive here meanwhile (their sender may be waiting on this PE in the same way).
-  // The caller does not hold the lock.
+  // Waits until `pe` (-1: every PE) applied this PE's put_signal messages to it: asks for their
+  // acknowledgement, then applies what arrives here meanwhile and answers the others' requests
+  // (their sender may be waiting on this PE in the same way). The caller does not hold the
+  // lock.
   Status await_applied(int pe, std::string_view what) {
     if (!messages_ || messages_->unapplied(pe) == 0) return Status::ok();
     Status status;
     const platform::WaitResult r = platform::poll_until(
         [&] {
           Lock lock(this, "MPI_Improbe of put_signal messages", pe);
-          status = messages_->drain();
+          // Asked again each round: another thread may have sent more since the last request.
+          status = messages_->request_acks(pe);
+          if (status.is_ok()) status = messages_->drain();
           return !status.is_ok() || messages_->unapplied(pe) == 0;
         },
         platform::deadline_after(deadline_->timeout_s()), platform::WaitPolicy{},
