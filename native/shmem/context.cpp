@@ -174,7 +174,11 @@ Status finalize_context(Context& ctx) {
   if (ctx.job_alive().is_ok()) {
     platform::full_fence();
     ctx.finalizing = true;
-    status = barrier_on(ctx, kTeamWorld);
+    // What this PE issued completes first, as in barrier_all (OpenSHMEM's finalize has an
+    // implicit one): a put_signal message its target had not applied when it left its last
+    // barrier would go with the target's communicator.
+    if (ctx.transport != nullptr) status = ctx.transport->quiet();
+    if (status.is_ok()) status = barrier_on(ctx, kTeamWorld);
   }
   // A failed job's PEs may never make the transport's collective calls.
   if ((ctx.job->aborted() || !status.is_ok()) && ctx.transport != nullptr) {

@@ -138,7 +138,7 @@ struct Context {
 // Sets ctx.policy and ctx.collective_policy for `local_pes` PEs sharing this host's CPUs.
 void set_wait_policies(Context& ctx, const Settings& env, int local_pes, bool shared);
 
-// Collective end of a PE's participation: a fence and a world barrier, then the slot is marked
+// Collective end of a PE's participation: a quiet and a world barrier, then the slot is marked
 // kFinalized. A job that failed (job_alive() is not OK) skips the barrier, and one that failed
 // or whose barrier did abandons its transport, so finalize never waits for PEs that will not
 // come.

@@ -24,8 +24,8 @@ MpiPutSignal::MpiPutSignal(MPI_Comm comm, MPI_Win win, MPI_Aint own_disp, std::b
 }
 
 MpiPutSignal::~MpiPutSignal() {
-  // Every message arrived before the world's last barrier (every PE drains while it waits in
-  // it), so its send is complete or completes at once.
+  // Every message was applied before the world's last barrier (finalize quiets first), so its
+  // send is complete or completes at once.
   for (Send& s : sends_) MPI_Wait(&s.request, MPI_STATUS_IGNORE);
   MPI_Comm_free(&comm_);
 }
