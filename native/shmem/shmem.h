@@ -65,9 +65,9 @@ constexpr bool satisfies(T value, Cmp cmp, T target) noexcept {
 // HP_SHMEM_TRANSPORT=mpi initializes from MPI instead (when the library is built with it).
 // Idempotent calls are reference-counted: each init needs a finalize.
 HP_API Status init();
-// Finalizes (collective: a barrier). Never hangs: after a failure of the job (a PE lost, a
-// wait past its deadline: the job is then aborted) it returns at once without the barrier, and
-// over MPI frees nothing collectively and leaves an MPI this library initialized
+// Finalizes (collective: a quiet and a barrier). Never hangs: after a failure of the job (a PE
+// lost, a wait past its deadline: the job is then aborted) it returns at once without the
+// barrier, and over MPI frees nothing collectively and leaves an MPI this library initialized
 // unfinalized, so the launcher ends the job.
 HP_API Status finalize();
 HP_API bool initialized() noexcept;
