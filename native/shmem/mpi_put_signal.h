@@ -95,7 +95,7 @@ class MpiPutSignal {
   Status complete_sends();  // frees the buffers of the sends MPI completed
   // Sends `message` with `tag` to `pe`, its buffer kept in sends_ until the send completes.
   Status post(int pe, int tag, std::vector<std::byte> message, std::string_view what);
-  void acknowledged(int pe, std::uint64_t count) noexcept;  // raises acked_[pe] to count
+  void acknowledged(int pe, std::uint64_t count) noexcept;  // raises acked_[pe] to count (locked)
 
   MPI_Comm comm_;
   MPI_Win win_;
@@ -103,7 +103,7 @@ class MpiPutSignal {
   std::byte* segment_;
   std::size_t segment_bytes_;
   int rank_ = -1;
-  std::mutex mutex_;  // sends_, received_, failed_, applied_ and requested_
+  std::mutex mutex_;  // sends_, received_, failed_, applied_, requested_; writes of sent_, acked_
   std::deque<Send> sends_;
   std::vector<std::byte> received_;
   Status failed_;  // the first failure of drain()

@@ -171,24 +171,24 @@ std::uint64_t signal_fetch(const std::uint64_t* sig_addr) noexcept {
       .load(std::memory_order_acquire);
 }
 
-Status fence() {
+namespace {
+
+// Completes everything this PE issued (`what`: the calling routine).
+Status complete_all(std::string_view what) {
   Context* ctx = nullptr;
-  HP_RETURN_IF_ERROR(require_context("fence", &ctx));
+  HP_RETURN_IF_ERROR(require_context(what, &ctx));
   platform::full_fence();
   if (ctx->transport == nullptr) return Status::ok();
   // A failed job's PEs may never complete what was sent to them.
   HP_RETURN_IF_ERROR(ctx->job_alive());
-  // The transport orders nothing between targets cheaper than completing everything.
   return ctx->transport->quiet();
 }
 
-Status quiet() {
-  Context* ctx = nullptr;
-  HP_RETURN_IF_ERROR(require_context("quiet", &ctx));
-  platform::full_fence();
-  if (ctx->transport == nullptr) return Status::ok();
-  HP_RETURN_IF_ERROR(ctx->job_alive());  // as in fence()
-  return ctx->transport->quiet();
-}
+}  // namespace
+
+// The transport orders nothing between targets cheaper than completing everything.
+Status fence() { return complete_all("fence"); }
+
+Status quiet() { return complete_all("quiet"); }
 
 }  // namespace hp::shmem
