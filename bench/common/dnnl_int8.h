@@ -12,9 +12,20 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "common/cpu_features.h"
 #include "kernels/kernel_math.h"
 
 namespace hp::bench {
+
+// The largest int8 weight magnitude oneDNN's int8 matmul multiplies exactly on this CPU. Without
+// VNNI it multiplies with vpmaddubsw, whose 16-bit sums of two u8 x s8 products saturate for
+// full-range weights (its guide, "Nuances of int8 computations"); weights in [-63, 63], as that
+// guide advises, keep every sum in range. A benchmark comparing oneDNN with an exact kernel draws
+// its weights from [-max, max] on both sides, and says so when max is not 127.
+inline int dnnl_exact_int8_weight_max() {
+  const CpuFeatures& cpu = cpu_features();
+  return cpu.avx512_vnni || cpu.amx_int8 ? 127 : 63;
+}
 
 // s8 [M, K] x s8 [K, N] -> f32 [M, N] for one M, the weights reordered once into the layout
 // oneDNN picks for that M (its best case: a framework with a primitive cache gets no more).

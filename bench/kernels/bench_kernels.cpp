@@ -489,10 +489,8 @@ int main(int argc, char** argv) {
   // A kernel's peak: AMX for the AMX target, else VNNI. oneDNN uses AMX when the CPU has it.
   const auto ours_peak = [&](int t) { return amx ? amx_peak[t] : vnni_peak[t]; };
   const auto dnnl_peak = [&](int t) { return amx_peak[t] > 0 ? amx_peak[t] : vnni_peak[t]; };
-  // Without VNNI, oneDNN multiplies int8 with vpmaddubsw, whose 16-bit sums of two products
-  // saturate for full-range weights (its guide, "Nuances of int8 computations"): there both sides
-  // get weights in [-63, 63], as that guide advises, so that they compute the same product.
-  const int weight_max = cpu.avx512_vnni || cpu.amx_int8 ? 127 : 63;
+  // Both sides get weights oneDNN multiplies exactly (bench/common/dnnl_int8.h).
+  const int weight_max = hp::bench::dnnl_exact_int8_weight_max();
   if (weight_max != 127)
     std::printf("no VNNI on this CPU: int8 weights in [-63, 63] (oneDNN saturates beyond)\n");
 

@@ -14,7 +14,8 @@
 //   {"cmd": "check", "impl": NAME}                 -> {"impl": NAME, "y": [[...], [...]]}: y of
 //       global tokens 0 and 1 from NAME's last forward
 //   {"cmd": "quit"}
-// It first prints {"ready": [names], "prepare_s": s, "info": "..."}; a failure prints
+// It first prints {"ready": [names], "prepare_s": s, "info": "...", "weight_max": W} (W: the
+// workload's weight range, which the peers must use too); a failure prints
 // {"error": "..."} and ends the job. Each rank has --tokens tokens (global tokens rank x T + i).
 //
 //   mpirun -np R bench_moe_layer --hidden H --intermediate I --experts E --topk K --tokens T
@@ -40,6 +41,7 @@
 
 #include "common/aligned_allocator.h"
 #include "common/bfloat16.h"
+#include "common/dnnl_int8.h"
 #include "common/mpi_timed.h"
 #include "moe/moe_layer.h"
 #include "moe_layer/unfused_layer.h"
@@ -207,10 +209,15 @@ class Worker {
   }
 
   std::string info() const {
-    return fmt::format("{} rank(s) x {} thread(s), fused path {}", ranks_, o_.threads,
+    const int w = o_.shape.weight_max;
+    return fmt::format("{} rank(s) x {} thread(s), fused path {}{}", ranks_, o_.threads,
                        layer_ == nullptr ? "-"
                        : layer_->deep()  ? "deep"
-                                         : "staged");
+                                         : "staged",
+                       w == 127 ? std::string()
+                                : fmt::format(", int8 weights in [-{0}, {0}] (no VNNI: oneDNN "
+                                              "saturates beyond)",
+                                              w));
   }
 
  private:
@@ -310,6 +317,8 @@ int run(int argc, char** argv) {
     o = {.shape = {.hidden = 256, .intermediate = 128, .experts = 8, .topk = 2},
          .tokens = 32,
          .quick = true};
+  // Weights the unfused peer's oneDNN matmul multiplies exactly, for every implementation.
+  o.shape.weight_max = dnnl_exact_int8_weight_max();
   if (o.shape.hidden == 0 || o.shape.intermediate == 0 || o.shape.experts == 0 ||
       o.shape.topk == 0 || o.tokens == 0) {
     fmt::print(
@@ -341,7 +350,10 @@ int run(int argc, char** argv) {
     if (o.quick) {
       rc = quick(worker, o);
     } else {
-      print_line({{"ready", o.impls}, {"prepare_s", MPI_Wtime() - start}, {"info", worker.info()}});
+      print_line({{"ready", o.impls},
+                  {"prepare_s", MPI_Wtime() - start},
+                  {"info", worker.info()},
+                  {"weight_max", o.shape.weight_max}});
       serve(worker, o);
     }
   }

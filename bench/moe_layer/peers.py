@@ -3,7 +3,7 @@ layer, each peer a long-lived worker process driven over stdin/stdout.
 
     peers.py --impl torch --dtype bf16|fp32 | --impl kt --kt-path DIR
              --hidden H --intermediate I --experts E --topk K --tokens T --threads N
-             [--impls name,name]
+             [--weight-max W] [--impls name,name]
 
 Hosted impls (--impls picks some; default all of the kind):
     torch-<dtype>       PyTorch eager forward, router output given (under torch.no_grad())
@@ -12,7 +12,8 @@ Hosted impls (--impls picks some; default all of the kind):
     kt-bf16             kt-kernel AMXBF16_MOE (AVX2BF16_MOE where the extension lacks it)
 
 Every peer builds its layer from workload.py (the numpy twin of workload.h): weights of
-experts [0, E), tokens [0, T). The weights are the workload's int8 dequantised,
+experts [0, E), tokens [0, T), int8 weights in [-W, W] (--weight-max, the C++ worker's
+weight_max: run.py passes it on). The weights are the workload's int8 dequantised,
 W1 = w1 * w1_scale [E, H, 2I] (gate = [..., :I], up = [..., I:]), W2 = w2 * w2_scale [E, I, H],
 in the impl's dtype (kt: rounded to bf16 in its own layout, see KtPeer).
 
@@ -90,12 +91,15 @@ def parse_args(argv):
     p.add_argument("--topk", type=int, required=True)
     p.add_argument("--tokens", type=int, required=True)
     p.add_argument("--threads", type=int, required=True)
+    p.add_argument("--weight-max", type=int, default=127, help="the int8 weights' range [-W, W]")
     p.add_argument("--impls", help="comma-separated names of the hosted impls to prepare")
     a = p.parse_args(argv)
     if a.impl == "torch" and a.dtype is None:
         p.error("--impl torch needs --dtype")
     if a.impl == "kt" and a.kt_path is None:
         p.error("--impl kt needs --kt-path")
+    if not 1 <= a.weight_max <= 127:
+        p.error("--weight-max must be in 1..127")
     for name in ("hidden", "intermediate", "experts", "topk", "tokens", "threads"):
         if getattr(a, name) < 1:
             p.error(f"--{name} must be positive")
@@ -187,7 +191,7 @@ class TorchPeer(Peer):
         # Expert by expert, so that only one expert's int8 and float32 temporaries exist at a time.
         self.W1, self.W2 = [], []
         for e in range(E):
-            w1, s1, w2, s2 = workload.make_experts(H, I, e, 1)
+            w1, s1, w2, s2 = workload.make_experts(H, I, e, 1, args.weight_max)
             self.W1.append((torch.from_numpy(w1[0]).to(torch.float32) * torch.from_numpy(s1[0])).to(self.dtype))
             self.W2.append((torch.from_numpy(w2[0]).to(torch.float32) * torch.from_numpy(s2[0])).to(self.dtype))
             del w1, s1, w2, s2
@@ -365,7 +369,7 @@ class KtPeer(Peer):
         pool.subpool_thread_count = [args.threads]
         self.cpu_infer = ext.CPUInfer(pool)
 
-        self._make_weights(E, I, H)
+        self._make_weights(E, I, H, args.weight_max)
         x, topk_idx, topk_weights = workload.make_tokens(H, E, K, 0, T)
         # The forward's operands, referenced for the life of the moe objects (kt keeps pointers).
         self.x, self.topk_idx, self.topk_weights = x, topk_idx, topk_weights
@@ -397,14 +401,14 @@ class KtPeer(Peer):
                               f"(got {H}, {I})")
         return cls
 
-    def _make_weights(self, E, I, H):
+    def _make_weights(self, E, I, H, W):
         """gate/up [E, I, H] and down [E, H, I] bf16 bits, expert by expert."""
         np, wl = self.np, self.workload
         self.gate = np.empty((E, I, H), dtype=np.uint16)
         self.up = np.empty((E, I, H), dtype=np.uint16)
         self.down = np.empty((E, H, I), dtype=np.uint16)
         for e in range(E):
-            w1, s1, w2, s2 = wl.make_experts(H, I, e, 1)
+            w1, s1, w2, s2 = wl.make_experts(H, I, e, 1, W)
             f1 = w1[0].astype(np.float32) * s1[0]  # W1[e] [H, 2I], the same float32 as torch's
             self.gate[e] = wl.float_to_bf16(f1[:, :I]).T
             self.up[e] = wl.float_to_bf16(f1[:, I:]).T

@@ -136,7 +136,7 @@ def start_cpp(args, shape, tokens, ranks, threads, impls):
     return Worker("bench_moe_layer", argv, mpirun_env(), args.deadline, args.logs)
 
 
-def start_peer(args, worker, shape, tokens, ranks, threads, impls):
+def start_peer(args, worker, shape, tokens, ranks, threads, impls, weight_max):
     _, extra = PEER_WORKERS[worker]
     python = args.python
     if worker == "kt":
@@ -145,7 +145,7 @@ def start_peer(args, worker, shape, tokens, ranks, threads, impls):
         extra = extra + ["--kt-path", str(args.kt_path)]
         python = args.kt_python or python
     argv = [python, str(HERE / "peers.py"), *extra, *shape_args(shape, tokens), "--threads", str(ranks * threads),
-            "--impls", ",".join(impls)]
+            "--weight-max", str(weight_max), "--impls", ",".join(impls)]
     w = Worker(worker, argv, dict(os.environ), args.deadline, args.logs)
     if "unavailable" in w.ready:
         w.close()
@@ -244,7 +244,10 @@ def run_point(args, shape, tokens, ranks, threads, previous):
             # A peer that fails (most often: killed for memory, as the largest shapes need
             # ours and the peer at once) fails its own rows, not the point.
             try:
-                peer, missing = start_peer(args, worker, shape, tokens, ranks, threads, impls)
+                # The peers build the C++ worker's weights: the same range (127, or 63 where
+                # oneDNN's int8 matmul would saturate).
+                peer, missing = start_peer(args, worker, shape, tokens, ranks, threads, impls,
+                                           ours.ready.get("weight_max", 127))
             except WorkerError as e:
                 peer, missing = None, {impl: f"failed: {e}" for impl in impls}
             for impl, why in missing.items():

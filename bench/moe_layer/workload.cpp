@@ -9,10 +9,10 @@
 namespace hp::bench::moe_layer {
 
 void make_rows(std::uint64_t tag, std::int64_t first, std::int64_t count, std::int64_t n,
-               std::int8_t* out) {
+               std::int8_t* out, int max) {
   std::vector<std::int8_t> pool(std::size_t(n) + kPoolSlack);
   for (std::size_t j = 0; j < pool.size(); ++j)
-    pool[j] = std::int8_t(int(hash(tag, j) % 255) - 127);
+    pool[j] = std::int8_t(int(hash(tag, j) % std::uint64_t(2 * max + 1)) - max);
   for (std::int64_t r = 0; r < count; ++r) {
     const std::uint64_t start = hash(tag + 16, std::uint64_t(first + r)) % kPoolSlack;
     std::memcpy(out + r * n, pool.data() + start, std::size_t(n));
@@ -24,10 +24,11 @@ Experts make_experts(const LayerShape& s, std::int64_t first, std::int64_t count
   Experts w;
   w.w1.resize(std::size_t(count * H * 2 * I));
   w.w2.resize(std::size_t(count * I * H));
-  make_rows(1, first * H, count * H, 2 * I, w.w1.data());
-  make_rows(2, first * I, count * I, H, w.w2.data());
-  w.w1_scale.assign(std::size_t(count * 2 * I), 1.0f / (73.0f * std::sqrt(float(H))));
-  w.w2_scale.assign(std::size_t(count * H), 1.0f / (73.0f * std::sqrt(float(I))));
+  make_rows(1, first * H, count * H, 2 * I, w.w1.data(), s.weight_max);
+  make_rows(2, first * I, count * I, H, w.w2.data(), s.weight_max);
+  const float sigma = 73.0f * (float(s.weight_max) / 127.0f);  // exactly 73 for W = 127
+  w.w1_scale.assign(std::size_t(count * 2 * I), 1.0f / (sigma * std::sqrt(float(H))));
+  w.w2_scale.assign(std::size_t(count * H), 1.0f / (sigma * std::sqrt(float(I))));
   return w;
 }
 

@@ -4,13 +4,16 @@ equal to the C++ bit for bit (int8 values, float32 bits, bf16 bits), so that the
 
     mix(z)        splitmix64's finaliser of z + 0x9E3779B97F4A7C15 (uint64, wrapping)
     hash(tag, i)  mix(mix(tag) ^ i)
-    pool(tag, n)  int8 values hash(tag, j) % 255 - 127 for j < n + POOL_SLACK
-    row(tag, r, n)  pool(tag, n)[s, s + n) with s = hash(tag + 16, r) % POOL_SLACK
+    pool(tag, n, m)  int8 values hash(tag, j) % (2m + 1) - m for j < n + POOL_SLACK
+    row(tag, r, n, m)  pool(tag, n, m)[s, s + n) with s = hash(tag + 16, r) % POOL_SLACK;
+                       row(tag, r, n) = row(tag, r, n, 127)
 
-Tensors (E experts, H hidden, I intermediate, K top-k, t a token's global index):
-    w1 [E, H, 2I] int8    row (e H + h) = row(1, e H + h, 2I); columns [0, I) gate, [I, 2I) up
-    w2 [E, I, H] int8     row (e I + i) = row(2, e I + i, H)
-    w1_scale = 1 / (73 sqrt H), w2_scale = 1 / (73 sqrt I) for every channel (float32)
+Tensors (E experts, H hidden, I intermediate, K top-k, t a token's global index, W the weight
+range, 127 or 63: what the C++ worker reports as weight_max):
+    w1 [E, H, 2I] int8    row (e H + h) = row(1, e H + h, 2I, W); columns [0, I) gate, [I, 2I) up
+    w2 [E, I, H] int8     row (e I + i) = row(2, e I + i, H, W)
+    w1_scale = 1 / (73 (W / 127) sqrt H), w2_scale = 1 / (73 (W / 127) sqrt I) for every
+                          channel (float32)
     x [T, H] bf16         x[t] = row(3, t, H) / 64 (exact in bf16)
     topk_idx [T, K]       token t's k-th expert: the k-th distinct value of
                           hash(4, 64 t + a) % E for a = 0, 1, ...
@@ -47,10 +50,10 @@ def hash(tag, i):  # noqa: A001 - the definition's name
     return mix(mix(tag) ^ np.asarray(i, dtype=_U64))
 
 
-def _pool(tag, n):
-    """pool(tag, n): int8 [n + POOL_SLACK]."""
+def _pool(tag, n, m=127):
+    """pool(tag, n, m): int8 [n + POOL_SLACK]."""
     h = hash(tag, np.arange(n + POOL_SLACK, dtype=_U64))
-    return ((h % _U64(255)).astype(np.int16) - 127).astype(np.int8)
+    return ((h % _U64(2 * m + 1)).astype(np.int16) - m).astype(np.int8)
 
 
 def _rows_into(pool, tag, first, out):
@@ -73,18 +76,19 @@ def make_rows(tag, first, count, n):
     return out
 
 
-def make_experts(H, I, E_first, E_count):
-    """Experts [E_first, E_first + E_count): (w1 int8 [E, H, 2I], w1_scale float32 [E, 2I],
-    w2 int8 [E, I, H], w2_scale float32 [E, H]), E = E_count."""
+def make_experts(H, I, E_first, E_count, W=127):
+    """Experts [E_first, E_first + E_count) with weights in [-W, W]: (w1 int8 [E, H, 2I],
+    w1_scale float32 [E, 2I], w2 int8 [E, I, H], w2_scale float32 [E, H]), E = E_count."""
     w1 = np.empty((E_count, H, 2 * I), dtype=np.int8)
     w2 = np.empty((E_count, I, H), dtype=np.int8)
-    pool1, pool2 = _pool(1, 2 * I), _pool(2, H)
+    pool1, pool2 = _pool(1, 2 * I, W), _pool(2, H, W)
     for e in range(E_count):  # expert by expert: the only temporaries are one expert's starts
         _rows_into(pool1, 1, (E_first + e) * H, w1[e])
         _rows_into(pool2, 2, (E_first + e) * I, w2[e])
-    # float32 throughout, as the C++ computes 1.0f / (73.0f * std::sqrt(float(H))).
-    s1 = np.float32(1) / (np.float32(73) * np.sqrt(np.float32(H)))
-    s2 = np.float32(1) / (np.float32(73) * np.sqrt(np.float32(I)))
+    # float32 throughout, as the C++ computes 1.0f / (sigma * std::sqrt(float(H))).
+    sigma = np.float32(73) * (np.float32(W) / np.float32(127))
+    s1 = np.float32(1) / (sigma * np.sqrt(np.float32(H)))
+    s2 = np.float32(1) / (sigma * np.sqrt(np.float32(I)))
     w1_scale = np.full((E_count, 2 * I), s1, dtype=np.float32)
     w2_scale = np.full((E_count, H), s2, dtype=np.float32)
     return w1, w1_scale, w2, w2_scale
