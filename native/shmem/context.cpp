@@ -46,8 +46,9 @@ Status Context::heap_offset(const void* addr, std::size_t bytes, std::string_vie
   return Status::ok();
 }
 
-void Context::notify(int target) const noexcept {
-  platform::notify_event(job->pe(target).doorbell, job->is_shared());
+void Context::notify(int target, Bell bell) const noexcept {
+  PeSlot& slot = job->pe(target);
+  platform::notify_event(bell == Bell::kData ? slot.doorbell : slot.barrier_bell, job->is_shared());
 }
 
 Status Context::read(int target, std::size_t offset, void* out, std::size_t bytes) const {
@@ -56,13 +57,13 @@ Status Context::read(int target, std::size_t offset, void* out, std::size_t byte
   return Status::ok();
 }
 
-Status Context::add_u64(int target, std::size_t offset, std::uint64_t value) const {
+Status Context::add_u64(int target, std::size_t offset, std::uint64_t value, Bell bell) const {
   if (atomics_via_transport(target)) {
     return transport->atomic(target, offset, AtomicOp::kAdd, 8, &value, nullptr, nullptr);
   }
   std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(segments[target] + offset))
       .fetch_add(value, std::memory_order_seq_cst);
-  notify(target);
+  notify(target, bell);
   return Status::ok();
 }
 
@@ -106,7 +107,9 @@ Status Context::wait_local(const std::function<bool()>& ready,
         },
         deadline, how, aborted);
   } else {
-    r = platform::wait_event(job->pe(pe).doorbell, ready, deadline, how, aborted);
+    PeSlot& slot = job->pe(pe);
+    r = platform::wait_event(kind == WaitKind::kCollective ? slot.barrier_bell : slot.doorbell,
+                             ready, deadline, how, aborted);
   }
   switch (r) {
     case platform::WaitResult::kReady:

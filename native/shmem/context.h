@@ -109,17 +109,21 @@ struct Context {
 
   // Reads `bytes` at segment offset `offset` of `target` (a copy, or a get).
   Status read(int target, std::size_t offset, void* out, std::size_t bytes) const;
-  // A 64-bit atomic add on `target`'s word at segment offset `offset`, then a notify; through
-  // the transport, complete at the next quiet (it arrives without one).
-  Status add_u64(int target, std::size_t offset, std::uint64_t value) const;
+  // Which of a PE's eventcounts a change rings (job.h): its doorbell for its symmetric memory,
+  // its barrier bell for its barrier slots.
+  enum class Bell { kData, kBarrier };
+  // A 64-bit atomic add on `target`'s word at segment offset `offset`, then a notify of `bell`;
+  // through the transport, complete at the next quiet (it arrives without one).
+  Status add_u64(int target, std::size_t offset, std::uint64_t value, Bell bell) const;
   // An atomic 64-bit load of `target`'s word at segment offset `offset`.
   Status load_u64(int target, std::size_t offset, std::uint64_t* out) const;
 
-  // After changing `target`'s memory: wakes it if it sleeps in a wait (see job.h doorbells).
-  void notify(int target) const noexcept;
+  // After changing `target`'s memory: wakes it if it sleeps in a wait on `bell` (job.h).
+  void notify(int target, Bell bell = Bell::kData) const noexcept;
   // Waits until ready() on this PE's memory, with the job's deadline and abort. `describe`
   // names what is waited on for the TIMEOUT message ("signal_wait_until(heap+0x40, GE 5)");
-  // a TIMEOUT aborts the job with that message, but in finalize.
+  // a TIMEOUT aborts the job with that message, but in finalize. A collective wait is a
+  // barrier's: its own wait policy, and it sleeps on the barrier bell.
   enum class WaitKind { kPointToPoint, kCollective };
   Status wait_local(const std::function<bool()>& ready,
                     const std::function<std::string()>& describe,

@@ -167,6 +167,7 @@ std::string JobSegment::abort_message() const {
 void JobSegment::wake_all_doorbells() noexcept {
   for (int i = 0; i < n_pes(); ++i) {
     platform::add_and_wake(slots_[i].doorbell, 1, shared_);
+    platform::add_and_wake(slots_[i].barrier_bell, 1, shared_);
   }
   platform::add_and_wake(header_->ready_count, 0, shared_);
 }

@@ -19,7 +19,9 @@
 //     abort_flag (release) and wakes every doorbell. Waiters poll abort_flag between bounded
 //     sleeps, so an abort is seen within ~20 ms even when the wake races their sleep;
 //   - each PE's doorbell is an eventcount (see platform/wait.h): whoever changes a PE's
-//     symmetric memory while that PE sleeps in a wait bumps the doorbell and wakes it.
+//     symmetric memory while that PE sleeps in a wait bumps the doorbell and wakes it. Its
+//     barrier bell is the same for its barrier slots alone: only a barrier arrival rings it, so
+//     a PE waiting in a barrier sleeps through the data other PEs put into its heap meanwhile.
 #ifndef HYPER_PARALLEL_SHMEM_JOB_H_
 #define HYPER_PARALLEL_SHMEM_JOB_H_
 
@@ -37,7 +39,7 @@
 namespace hp::shmem {
 
 inline constexpr std::uint32_t kJobMagic = 0x424A5048;  // "HPJB" little-endian
-inline constexpr std::uint32_t kJobVersion = 3;
+inline constexpr std::uint32_t kJobVersion = 4;
 inline constexpr int kMaxPes = 4096;
 
 enum class PeState : std::uint32_t {
@@ -51,8 +53,9 @@ enum class PeState : std::uint32_t {
 struct alignas(64) PeSlot {
   std::atomic<std::uint32_t> state{0};
   std::atomic<std::int32_t> pid{0};
-  std::atomic<std::int32_t> wait_status{-1};  // waitpid() status once it ended, else -1
-  alignas(64) platform::WaitWord doorbell;    // eventcount of this PE's symmetric memory
+  std::atomic<std::int32_t> wait_status{-1};    // waitpid() status once it ended, else -1
+  alignas(64) platform::WaitWord doorbell;      // eventcount of this PE's symmetric memory
+  alignas(64) platform::WaitWord barrier_bell;  // eventcount of its barrier slots
 };
 
 struct alignas(64) JobHeader {
@@ -97,7 +100,7 @@ class HP_API JobSegment {
   bool is_shared() const noexcept { return shared_; }
 
   // First caller wins: records `pe` (-1: the job as a whole) and the reason, then wakes every
-  // PE's doorbell. Returns false if the job was already aborted.
+  // PE's doorbell and barrier bell. Returns false if the job was already aborted.
   bool abort(int pe, std::string_view reason) noexcept;
   bool aborted() const noexcept { return header_->abort_flag.load(std::memory_order_acquire) != 0; }
   // Records a global exit of `pe` with `status`, then aborts the job (the others stop).

@@ -53,7 +53,7 @@ Status barrier_on(Context& ctx, int team_handle) {
     const int to = team.members[(me + distance) % n];
     const int from = team.members[(me - distance % n + n) % n];
     auto& mine = ctx.control(ctx.pe).barrier[team_handle][round].value;
-    HP_RETURN_IF_ERROR(ctx.add_u64(to, ctx.segment_offset_of(&mine), 1));
+    HP_RETURN_IF_ERROR(ctx.add_u64(to, ctx.segment_offset_of(&mine), 1, Context::Bell::kBarrier));
     HP_RETURN_IF_ERROR(ctx.wait_local(
         [&] { return mine.load(std::memory_order_acquire) >= epoch; },
         [&] {

@@ -5,10 +5,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "shmem/job.h"
+#include "shmem/shmem.h"
 
 #include <fcntl.h>
 
@@ -75,11 +80,13 @@ TEST(JobSegment, FirstAbortWinsAndWakesDoorbells) {
   ASSERT_TRUE(JobSegment::create_private(3, &job).is_ok());
   EXPECT_FALSE(job->aborted());
   const std::uint32_t before = job->pe(1).doorbell.value.load();
+  const std::uint32_t bell_before = job->pe(1).barrier_bell.value.load();
   EXPECT_TRUE(job->abort(2, "killed by signal 9"));
   EXPECT_FALSE(job->abort(0, "later"));
   EXPECT_TRUE(job->aborted());
   EXPECT_EQ(job->abort_message(), "PE 2: killed by signal 9");
   EXPECT_NE(job->pe(1).doorbell.value.load(), before);
+  EXPECT_NE(job->pe(1).barrier_bell.value.load(), bell_before);
 }
 
 TEST(JobSegment, AbortWakesASleepingWaiter) {
@@ -98,6 +105,60 @@ TEST(JobSegment, AbortWakesASleepingWaiter) {
   aborter.join();
   EXPECT_EQ(r, platform::WaitResult::kReady);
   EXPECT_EQ(job->abort_message(), "test");
+}
+
+// A field of /proc/self/task/<tid>/status ("voluntary_ctxt_switches") or of .../stat (the
+// state letter, field 3), read as text.
+std::string task_status_field(pid_t tid, const std::string& key) {
+  std::ifstream in(fmt::format("/proc/self/task/{}/status", tid));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key + ":", 0) == 0) return line.substr(key.size() + 1);
+  }
+  return {};
+}
+
+// Data put into a PE's heap rings its doorbell, not its barrier bell: a PE that sleeps in a
+// barrier is not woken by every put that lands meanwhile (only by the barrier's own arrivals,
+// and by the bounded sleep slices that watch for an abort).
+TEST(Doorbells, APeSleepingInABarrierIsNotWokenByPutsToIt) {
+  std::atomic<pid_t> sleeper{0};
+  long switches = -1, slices = 0;
+  const Status s = run_threads(
+      2,
+      [&]() -> Status {
+        void* word = nullptr;
+        HP_RETURN_IF_ERROR(malloc(64, &word));
+        if (my_pe() == 1) {
+          sleeper = ::gettid();
+          return barrier_all();
+        }
+        while (sleeper == 0) std::this_thread::yield();
+        // Until PE 1 sleeps in the barrier (state S: on its futex, past its yields).
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (task_status_field(sleeper, "State").find('S') == std::string::npos) {
+          if (std::chrono::steady_clock::now() > give_up) {
+            return Status::error(ErrorCode::kTimeout, "PE 1 never slept in the barrier");
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        constexpr int kPuts = 40;
+        const long before = std::stol(task_status_field(sleeper, "voluntary_ctxt_switches"));
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < kPuts; ++i) {
+          const std::uint64_t value = i;
+          HP_RETURN_IF_ERROR(put(word, &value, sizeof value, 1));
+          // Longer than a woken waiter yields before it sleeps again (HP_YIELD_BEFORE_SLEEP_US).
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        const auto elapsed = std::chrono::steady_clock::now() - start;
+        switches = std::stol(task_status_field(sleeper, "voluntary_ctxt_switches")) - before;
+        slices = long(elapsed / std::chrono::milliseconds(20)) + 1;  // its abort-watch sleeps
+        return barrier_all();
+      },
+      {.heap_bytes = 1 << 20, .timeout_s = 60});
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  // Woken by every put, PE 1 would have slept again 40 times.
+  EXPECT_LE(switches, slices + 2) << "PE 1 was woken by the puts into its heap";
 }
 
 }  // namespace
