@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Runs the symmetric-memory benchmark: HyperParallel (hprun), Open MPI's OSHMEM (oshrun) and
-MPI-3 RMA (mpirun), interleaved A B C A B C ..., and prints medians and ratios. Then the same
+MPI-3 RMA (mpirun), interleaved in a rotating order (A B C, B C A, C A B, ...: each runs in
+every position as often, so that a drift within a round favours none), and prints medians and
+ratios. Then the same
 over TCP between two hosts made of network namespaces (netns_hosts.sh): HyperParallel's mpi
 transport (every other PE through MPI-3 RMA), OSHMEM over UCX's tcp transport and MPI-3 RMA,
 all three with mpirun across the hosts and the same link.
@@ -89,8 +91,9 @@ def measure(title: str, make_commands, pes: list[int], rounds: int) -> None:
     medians and ratios under `title`."""
     for n in pes:
         samples: dict[str, list[dict]] = {}
-        for _ in range(rounds):
-            for impl, (cmd, env) in make_commands(n).items():
+        for r in range(rounds):
+            order = list(make_commands(n).items())
+            for impl, (cmd, env) in order[r % len(order):] + order[:r % len(order)]:
                 samples.setdefault(impl, []).append(run(cmd, env))
         med = {impl: {k: statistics.median(s[k] for s in runs if k in s)
                       for k, _, _ in METRICS if all(k in s for s in runs)}
