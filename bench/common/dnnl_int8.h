@@ -27,6 +27,13 @@ inline int dnnl_exact_int8_weight_max() {
   return cpu.avx512_vnni || cpu.amx_int8 ? 127 : 63;
 }
 
+// What a benchmark prints when its weights are narrower than int8's range ("" when max is 127).
+inline std::string dnnl_weight_range_note(int max) {
+  if (max == 127) return {};
+  return "int8 weights in [-" + std::to_string(max) + ", " + std::to_string(max) +
+         "] (no VNNI: oneDNN saturates beyond)";
+}
+
 // s8 [M, K] x s8 [K, N] -> f32 [M, N] for one M, the weights reordered once into the layout
 // oneDNN picks for that M (its best case: a framework with a primitive cache gets no more).
 class DnnlInt8Matmul {

@@ -209,15 +209,12 @@ class Worker {
   }
 
   std::string info() const {
-    const int w = o_.shape.weight_max;
-    return fmt::format("{} rank(s) x {} thread(s), fused path {}{}", ranks_, o_.threads,
+    const std::string range = dnnl_weight_range_note(o_.shape.weight_max);
+    return fmt::format("{} rank(s) x {} thread(s), fused path {}{}{}", ranks_, o_.threads,
                        layer_ == nullptr ? "-"
                        : layer_->deep()  ? "deep"
                                          : "staged",
-                       w == 127 ? std::string()
-                                : fmt::format(", int8 weights in [-{0}, {0}] (no VNNI: oneDNN "
-                                              "saturates beyond)",
-                                              w));
+                       range.empty() ? "" : ", ", range);
   }
 
  private:

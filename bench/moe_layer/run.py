@@ -247,7 +247,7 @@ def run_point(args, shape, tokens, ranks, threads, previous):
                 # The peers build the C++ worker's weights: the same range (127, or 63 where
                 # oneDNN's int8 matmul would saturate).
                 peer, missing = start_peer(args, worker, shape, tokens, ranks, threads, impls,
-                                           ours.ready.get("weight_max", 127))
+                                           ours.ready["weight_max"])
             except WorkerError as e:
                 peer, missing = None, {impl: f"failed: {e}" for impl in impls}
             for impl, why in missing.items():

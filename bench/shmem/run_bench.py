@@ -2,10 +2,9 @@
 """Runs the symmetric-memory benchmark: HyperParallel (hprun), Open MPI's OSHMEM (oshrun) and
 MPI-3 RMA (mpirun), interleaved in a rotating order (A B C, B C A, C A B, ...: each runs in
 every position as often, so that a drift within a round favours none), and prints medians and
-ratios. Then the same
-over TCP between two hosts made of network namespaces (netns_hosts.sh): HyperParallel's mpi
-transport (every other PE through MPI-3 RMA), OSHMEM over UCX's tcp transport and MPI-3 RMA,
-all three with mpirun across the hosts and the same link.
+ratios. Then the same over TCP between two hosts made of network namespaces (netns_hosts.sh):
+HyperParallel's mpi transport (every other PE through MPI-3 RMA), OSHMEM over UCX's tcp
+transport and MPI-3 RMA, all three with mpirun across the hosts and the same link.
 
     run_bench.py [--pes 2,4] [--rounds 5] [--quick] [--no-tcp | --tcp-only]
 
@@ -93,7 +92,8 @@ def measure(title: str, make_commands, pes: list[int], rounds: int) -> None:
         samples: dict[str, list[dict]] = {}
         for r in range(rounds):
             order = list(make_commands(n).items())
-            for impl, (cmd, env) in order[r % len(order):] + order[:r % len(order)]:
+            shift = r % len(order)
+            for impl, (cmd, env) in order[shift:] + order[:shift]:
                 samples.setdefault(impl, []).append(run(cmd, env))
         med = {impl: {k: statistics.median(s[k] for s in runs if k in s)
                       for k, _, _ in METRICS if all(k in s for s in runs)}

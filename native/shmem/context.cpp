@@ -46,9 +46,13 @@ Status Context::heap_offset(const void* addr, std::size_t bytes, std::string_vie
   return Status::ok();
 }
 
+platform::WaitWord& Context::bell_of(int pe, Bell bell) const noexcept {
+  PeSlot& slot = job->pe(pe);
+  return bell == Bell::kData ? slot.doorbell : slot.barrier_bell;
+}
+
 void Context::notify(int target, Bell bell) const noexcept {
-  PeSlot& slot = job->pe(target);
-  platform::notify_event(bell == Bell::kData ? slot.doorbell : slot.barrier_bell, job->is_shared());
+  platform::notify_event(bell_of(target, bell), job->is_shared());
 }
 
 Status Context::read(int target, std::size_t offset, void* out, std::size_t bytes) const {
@@ -107,9 +111,8 @@ Status Context::wait_local(const std::function<bool()>& ready,
         },
         deadline, how, aborted);
   } else {
-    PeSlot& slot = job->pe(pe);
-    r = platform::wait_event(kind == WaitKind::kCollective ? slot.barrier_bell : slot.doorbell,
-                             ready, deadline, how, aborted);
+    const Bell bell = kind == WaitKind::kCollective ? Bell::kBarrier : Bell::kData;
+    r = platform::wait_event(bell_of(pe, bell), ready, deadline, how, aborted);
   }
   switch (r) {
     case platform::WaitResult::kReady:

@@ -118,6 +118,8 @@ struct Context {
   // An atomic 64-bit load of `target`'s word at segment offset `offset`.
   Status load_u64(int target, std::size_t offset, std::uint64_t* out) const;
 
+  // `pe`'s eventcount `bell` in the job segment.
+  platform::WaitWord& bell_of(int pe, Bell bell) const noexcept;
   // After changing `target`'s memory: wakes it if it sleeps in a wait on `bell` (job.h).
   void notify(int target, Bell bell = Bell::kData) const noexcept;
   // Waits until ready() on this PE's memory, with the job's deadline and abort. `describe`

@@ -107,8 +107,7 @@ TEST(JobSegment, AbortWakesASleepingWaiter) {
   EXPECT_EQ(job->abort_message(), "test");
 }
 
-// A field of /proc/self/task/<tid>/status ("voluntary_ctxt_switches") or of .../stat (the
-// state letter, field 3), read as text.
+// The text after "<key>:" in /proc/self/task/<tid>/status ("State", "voluntary_ctxt_switches").
 std::string task_status_field(pid_t tid, const std::string& key) {
   std::ifstream in(fmt::format("/proc/self/task/{}/status", tid));
   for (std::string line; std::getline(in, line);) {
