@@ -8,6 +8,14 @@ set(CMAKE_VISIBILITY_INLINES_HIDDEN ON)
 if(NOT CMAKE_BUILD_TYPE)
   set(CMAKE_BUILD_TYPE RelWithDebInfo CACHE STRING "" FORCE)
 endif()
+# Unity builds: each target compiles its sources in batches of up to 8 per translation unit, so
+# that the headers' templates (nlohmann-json's above all) are parsed, instantiated, optimised
+# and instrumented once per batch instead of once per file. Each source must then compile
+# beside the others of its batch: file-local names differ between the files of a target, and
+# no type of an anonymous namespace is a member of a type with linkage.
+if(NOT DEFINED CMAKE_UNITY_BUILD)
+  set(CMAKE_UNITY_BUILD ON)
+endif()
 
 # GCC 12 warns on designated initializers that omit members with default initializers.
 add_compile_options(-Wall -Wextra -Wno-missing-field-initializers)

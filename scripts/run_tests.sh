@@ -2,11 +2,11 @@
 # All of HyperParallel's tests, against what ./build.sh produced (tests never compile):
 #   0. the C/C++ format check (scripts/check_format.sh)
 #   1. ./build.sh (default selection; incremental) with warnings as errors
-#   2. core and symmetric_memory again with ThreadSanitizer (GCC, build/sanitize-thread), and
-#      the clang build of scripts/build_fuzzers.sh (build/fuzz: AddressSanitizer + UBSan +
+#   2. the clang build of scripts/build_fuzzers.sh (build/fuzz: AddressSanitizer + UBSan +
 #      libFuzzer's coverage; core and symmetric_memory with their tests, multicore and
-#      custom_ops libraries, the CPython extensions without torch adapters, the fuzz targets);
-#      no benchmarks
+#      custom_ops libraries, the CPython extensions without torch adapters, the fuzz targets),
+#      and core and symmetric_memory again with ThreadSanitizer (the same clang,
+#      build/sanitize-thread); no benchmarks
 #   3. ctest over build/native/tests (labels unit, multirank, slow, multihost); the TSan
 #      payload's unit tests; the ASan + UBSan payload's unit and multirank tests (the mpirun-
 #      launched runs without the leak check: Open MPI leaks in components it unloads before
@@ -41,15 +41,19 @@ source "$HP_REPO_ROOT/scripts/lib/python.sh"
 source "$HP_REPO_ROOT/scripts/lib/sanitizers.sh"
 hp_select_python
 
+# AddressSanitizer + UndefinedBehaviorSanitizer: the clang build that also holds the fuzz targets
+# (it installs clang 16 first: deps/fuzz-packages.lock).
+"$HP_REPO_ROOT/scripts/build_fuzzers.sh" --jobs "$(hp_nproc)"
+
+# ThreadSanitizer, with the same clang: it compiles these components in two thirds of GCC's
+# time. Warnings are the GCC build's to enforce (scripts/build_fuzzers.sh says why).
 hp_info "building core and symmetric_memory with ThreadSanitizer"
 tsan_dir="$HP_BUILD_DIR/sanitize-thread"
 for component in core symmetric_memory; do
-    HP_SANITIZE=thread HP_BUILD_DIR="$tsan_dir" HP_CACHE_DIR="$tsan_dir/native/cache" \
+    CXX="$HP_CLANG_CXX" CC="$HP_CLANG_CC" HP_WERROR=0 HP_SANITIZE=thread \
+        HP_BUILD_DIR="$tsan_dir" HP_CACHE_DIR="$tsan_dir/native/cache" \
         "$HP_REPO_ROOT/scripts/build_$component.sh" --jobs "$(hp_nproc)"
 done
-
-# AddressSanitizer + UndefinedBehaviorSanitizer: the clang build that also holds the fuzz targets.
-"$HP_REPO_ROOT/scripts/build_fuzzers.sh" --jobs "$(hp_nproc)"
 
 # A sanitizer run proves nothing unless the payload it tests is instrumented: the platform
 # library of each build, and every CPython extension of the clang one.

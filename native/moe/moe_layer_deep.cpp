@@ -32,35 +32,35 @@ bool is_sender(const BlockContext& b) {
   return b.core_type() == CoreType::kVector && b.block_idx() == 0 && b.sub_block_idx() == 0;
 }
 
-// The tiles of a plan: each one's expert and rows, whether it is its row block's last column
-// tile, and which worker (cube block) runs it, at which place in its share.
-struct TileOrder {
-  std::vector<hp::kernels::Tile> tiles;
-  std::vector<int> owner;
-  std::vector<std::uint32_t> place;  // 1-based: the owner's flag reaches it when the tile is done
-
-  TileOrder() = default;
-  template <typename Plan>
-  explicit TileOrder(const Plan& plan) {
-    const hp::kernels::TileSpace space = hp::kernels::gemm_tile_space(plan.args(), plan.grid());
-    space.for_each(0, plan.tiles(), [&](const hp::kernels::Tile& t) { tiles.push_back(t); });
-    owner.resize(tiles.size());
-    place.resize(tiles.size());
-    for (int w = 0; w < plan.workers(); ++w) {
-      const auto [first, last] = plan.worker_tiles(w);
-      for (std::int64_t j = first; j < last; ++j) {
-        owner[std::size_t(j)] = w;
-        place[std::size_t(j)] = std::uint32_t(j - first + 1);
-      }
-    }
-  }
-};
-
 }  // namespace
 
 // One deep forward call: its inputs, the plans and rows its launches share, and each stage's
 // time.
 struct MoeLayer::DeepForward {
+  // The tiles of a plan: each one's expert and rows, whether it is its row block's last column
+  // tile, and which worker (cube block) runs it, at which place in its share.
+  struct TileOrder {
+    std::vector<hp::kernels::Tile> tiles;
+    std::vector<int> owner;
+    std::vector<std::uint32_t> place;  // 1-based: the owner's flag reaches it when the tile is done
+
+    TileOrder() = default;
+    template <typename Plan>
+    explicit TileOrder(const Plan& plan) {
+      const hp::kernels::TileSpace space = hp::kernels::gemm_tile_space(plan.args(), plan.grid());
+      space.for_each(0, plan.tiles(), [&](const hp::kernels::Tile& t) { tiles.push_back(t); });
+      owner.resize(tiles.size());
+      place.resize(tiles.size());
+      for (int w = 0; w < plan.workers(); ++w) {
+        const auto [first, last] = plan.worker_tiles(w);
+        for (std::int64_t j = first; j < last; ++j) {
+          owner[std::size_t(j)] = w;
+          place[std::size_t(j)] = std::uint32_t(j - first + 1);
+        }
+      }
+    }
+  };
+
   MoeLayer& layer;
   const DispatchArgs& args;
   const TensorView& y;

@@ -1,5 +1,7 @@
 #include "platform/wait.h"
 
+#include "common/sanitizers.h"
+
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sched.h>
@@ -155,7 +157,7 @@ WaitResult poll_until(const std::function<bool()>& ready, Clock::time_point dead
 }
 
 void full_fence() noexcept {
-#if defined(__SANITIZE_THREAD__)
+#if HP_THREAD_SANITIZER
   static std::atomic<std::uint32_t> word{0};
   word.fetch_add(0, std::memory_order_seq_cst);
 #else
@@ -164,7 +166,7 @@ void full_fence() noexcept {
 }
 
 void notify_event(WaitWord& event, bool process_shared) noexcept {
-#if defined(__SANITIZE_THREAD__)
+#if HP_THREAD_SANITIZER
   // An RMW on the waiters word itself: ordered against the waiters' registration in its
   // modification order, which TSan models (it does not model fences).
   if (event.waiters.fetch_add(0, std::memory_order_seq_cst) == 0) return;
@@ -179,7 +181,7 @@ void notify_event(WaitWord& event, bool process_shared) noexcept {
 }
 
 void notify_event_light(WaitWord& event) noexcept {
-#if defined(__SANITIZE_THREAD__)
+#if HP_THREAD_SANITIZER
   notify_event(event, false);
 #else
   if (!light_notify_available()) return notify_event(event, false);

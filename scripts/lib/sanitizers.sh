@@ -2,10 +2,10 @@
 # lib/common.sh) and the runtime options of every run from it: its ASan ctests and pytest
 # (scripts/run_tests.sh), the fuzz targets (scripts/fuzz.sh) and the soak (scripts/soak.sh).
 HP_FUZZ_DIR="$HP_BUILD_DIR/fuzz"
-HP_FUZZ_CC=clang-16 HP_FUZZ_CXX=clang++-16
+HP_CLANG_CC=clang-16 HP_CLANG_CXX=clang++-16
 # clang's shared ASan runtime, which that build links: a Python interpreter preloads it
 # (LD_PRELOAD) to load the build's CPython extensions.
-hp_asan_runtime() { "$HP_FUZZ_CC" -print-file-name=libclang_rt.asan-x86_64.so; }
+hp_asan_runtime() { "$HP_CLANG_CC" -print-file-name=libclang_rt.asan-x86_64.so; }
 # For `env`: UBSan stops at its first report, with a stack; LeakSanitizer suppresses only Open
 # MPI's libraries; reports are symbolized by clang 16's symbolizer (deps/fuzz-packages.lock).
 # ASAN_OPTIONS (whether leaks are checked) is each run's own.

@@ -1,0 +1,29 @@
+// Which sanitizers instrument the translation unit that includes this header: GCC defines
+// __SANITIZE_ADDRESS__ and __SANITIZE_THREAD__, clang answers __has_feature instead.
+//   HP_ADDRESS_SANITIZER, HP_THREAD_SANITIZER: 1 or 0.
+#ifndef HYPER_PARALLEL_COMMON_SANITIZERS_H_
+#define HYPER_PARALLEL_COMMON_SANITIZERS_H_
+
+#if defined(__SANITIZE_ADDRESS__)
+#define HP_ADDRESS_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HP_ADDRESS_SANITIZER 1
+#endif
+#endif
+#ifndef HP_ADDRESS_SANITIZER
+#define HP_ADDRESS_SANITIZER 0
+#endif
+
+#if defined(__SANITIZE_THREAD__)
+#define HP_THREAD_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HP_THREAD_SANITIZER 1
+#endif
+#endif
+#ifndef HP_THREAD_SANITIZER
+#define HP_THREAD_SANITIZER 0
+#endif
+
+#endif  // HYPER_PARALLEL_COMMON_SANITIZERS_H_
