@@ -14,11 +14,21 @@ if [[ "${1:-}" == --fix ]]; then
     "$formatter" -i "${files[@]}"
     exit 0
 fi
-bad=()
+present=()
 for f in "${files[@]}"; do
-    [[ -f "$f" ]] || continue  # deleted, not yet committed
-    "$formatter" --dry-run --Werror "$f" >/dev/null 2>&1 || bad+=("$f")
+    [[ -f "$f" ]] && present+=("$f")  # not: deleted, not yet committed
 done
+# One formatter per CPU over batches of files; it reports each violation as
+# "<file>:<line>:<column>: error: code should be clang-formatted", and fails on anything else.
+status=0
+report="$(printf '%s\0' "${present[@]}" |
+    xargs -0 -n 64 -P "$(hp_nproc)" "$formatter" --dry-run --Werror 2>&1)" || status=$?
+mapfile -t bad < <(sed -n 's/^\(.*\):[0-9]*:[0-9]*: error: code should be clang-formatted.*/\1/p' \
+    <<<"$report" | sort -u)
+if ((status != 0 && ${#bad[@]} == 0)); then
+    printf '%s\n' "$report" | tail -n 20 >&2
+    hp_die 1 HP-TESTS-FORMATTER-FAILED "$formatter failed (exit $status)" "run it on the files above"
+fi
 if ((${#bad[@]})); then
     printf '  %s\n' "${bad[@]}" >&2
     hp_die 1 HP-TESTS-UNFORMATTED "${#bad[@]} C/C++ files are not formatted as .clang-format says" \
