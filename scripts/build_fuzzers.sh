@@ -26,9 +26,7 @@ done
 # clang 16 and its runtimes: deps/fuzz-packages.lock (installed as root, else the command).
 "$HP_REPO_ROOT/scripts/prepare_host.sh" --lock "$HP_REPO_ROOT/deps/fuzz-packages.lock" >/dev/null
 
-# Warnings are the regular (GCC) build's to enforce: clang's set differs (C-linkage kernel
-# entries returning hp::Status, for one), and this build exists to run the fuzz targets.
-export CXX="$HP_CLANG_CXX" CC="$HP_CLANG_CC" HP_SANITIZE=address,undefined HP_FUZZ=1 HP_WERROR=0 HP_SANITIZE_PYTHON=1
+export "${hp_clang_build_env[@]}" HP_SANITIZE=address,undefined HP_FUZZ=1 HP_SANITIZE_PYTHON=1
 export HP_BUILD_DIR="$HP_FUZZ_DIR" HP_CACHE_DIR="$HP_FUZZ_DIR/native/cache"
 hp_info "building the fuzz targets (clang 16, ASan + UBSan + libFuzzer) into $HP_FUZZ_DIR"
 for component in core symmetric_memory multicore custom_ops; do

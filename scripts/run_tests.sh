@@ -46,11 +46,11 @@ hp_select_python
 "$HP_REPO_ROOT/scripts/build_fuzzers.sh" --jobs "$(hp_nproc)"
 
 # ThreadSanitizer, with the same clang: it compiles these components in two thirds of GCC's
-# time. Warnings are the GCC build's to enforce (scripts/build_fuzzers.sh says why).
+# time.
 hp_info "building core and symmetric_memory with ThreadSanitizer"
 tsan_dir="$HP_BUILD_DIR/sanitize-thread"
 for component in core symmetric_memory; do
-    CXX="$HP_CLANG_CXX" CC="$HP_CLANG_CC" HP_WERROR=0 HP_SANITIZE=thread \
+    env "${hp_clang_build_env[@]}" HP_SANITIZE=thread \
         HP_BUILD_DIR="$tsan_dir" HP_CACHE_DIR="$tsan_dir/native/cache" \
         "$HP_REPO_ROOT/scripts/build_$component.sh" --jobs "$(hp_nproc)"
 done

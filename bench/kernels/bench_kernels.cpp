@@ -491,7 +491,8 @@ int main(int argc, char** argv) {
   const auto dnnl_peak = [&](int t) { return amx_peak[t] > 0 ? amx_peak[t] : vnni_peak[t]; };
   // Both sides get weights oneDNN multiplies exactly (bench/common/dnnl_int8.h).
   const int weight_max = hp::bench::dnnl_exact_int8_weight_max();
-  if (weight_max != 127) std::printf("%s\n", hp::bench::dnnl_weight_range_note(weight_max).c_str());
+  if (const std::string note = hp::bench::dnnl_weight_range_note(weight_max); !note.empty())
+    std::printf("%s\n", note.c_str());
 
   const Shape shapes[] = {{"GMM1", 2048, 2816}, {"GMM2", 1408, 2048}};
   const std::vector<std::int64_t> ms = only_m  ? std::vector<std::int64_t>{only_m}

@@ -4,25 +4,21 @@
 #ifndef HYPER_PARALLEL_COMMON_SANITIZERS_H_
 #define HYPER_PARALLEL_COMMON_SANITIZERS_H_
 
-#if defined(__SANITIZE_ADDRESS__)
-#define HP_ADDRESS_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define HP_ADDRESS_SANITIZER 1
+#if defined(__has_feature)
+#define HP_HAS_FEATURE(feature) __has_feature(feature)
+#else
+#define HP_HAS_FEATURE(feature) 0
 #endif
-#endif
-#ifndef HP_ADDRESS_SANITIZER
+
+#if defined(__SANITIZE_ADDRESS__) || HP_HAS_FEATURE(address_sanitizer)
+#define HP_ADDRESS_SANITIZER 1
+#else
 #define HP_ADDRESS_SANITIZER 0
 #endif
 
-#if defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_THREAD__) || HP_HAS_FEATURE(thread_sanitizer)
 #define HP_THREAD_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define HP_THREAD_SANITIZER 1
-#endif
-#endif
-#ifndef HP_THREAD_SANITIZER
+#else
 #define HP_THREAD_SANITIZER 0
 #endif
 

@@ -216,6 +216,17 @@ namespace {
 // The chip whose core runs on this thread (null on other threads): a kernel that launches on
 // its own chip would wait for itself.
 thread_local const void* this_thread_core_of = nullptr;
+
+// Takes the thread objects of a chip destroyed in a fork child, whose threads are the parent's:
+// joining them would wait forever, destroying a joinable std::thread ends the process, and
+// detaching a thread the process does not have is undefined (ThreadSanitizer's runtime stops
+// the process). So they are kept where nothing destroys them, reachable (not a leak).
+void keep_unjoined(std::vector<std::thread>& threads) {
+  static std::mutex mutex;
+  static auto* const kept = new std::vector<std::thread>;
+  std::lock_guard lock(mutex);
+  for (std::thread& t : threads) kept->push_back(std::move(t));
+}
 }  // namespace
 
 struct Chip::Impl {
@@ -286,9 +297,8 @@ Chip::Chip(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Chip::~Chip() noexcept {
   if (::getpid() != impl_->owner_pid) {
-    // A fork child: the worker threads were not copied, so there is nothing to stop or join
-    // (and joining would wait forever). The thread objects are leaked on purpose.
-    for (auto& t : impl_->threads) t.detach();
+    // A fork child: the worker threads were not copied, so there is nothing to stop or join.
+    keep_unjoined(impl_->threads);
     return;
   }
   {

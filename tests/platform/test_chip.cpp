@@ -351,10 +351,6 @@ TEST(Chip, LaunchFromOneOfItsOwnBlocksIsRefused) {
 // After fork() the cores exist only in the parent: the child's launch must fail, not hang,
 // and the child's destructor must not wait for threads it does not have.
 TEST(Chip, LaunchInAForkedChildIsRefused) {
-  if (HP_THREAD_SANITIZER) {
-    GTEST_SKIP() << "ThreadSanitizer's runtime stops a process that detaches a thread it does "
-                    "not have (the child's destructor detaches the parent's)";
-  }
   auto chip = make_chip(1, 1);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
