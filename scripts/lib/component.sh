@@ -106,15 +106,28 @@ hp_status() {
     return 0
 }
 
-# Checks whether framework $1 can be imported by the chosen interpreter; on failure records
-# the adapter part as failed and returns 1.
+# What an adapter build needs to know of each framework, from one import of it by the chosen
+# interpreter (importing torch takes seconds): the interpreter and framework versions, which key
+# the adapter's work dir, and the CMake prefix of the framework's package config (torch only).
+declare -gA HP_FRAMEWORK_VERSIONS=() HP_FRAMEWORK_CMAKE_PREFIX=()
+
+# Checks whether framework $1 can be imported by the chosen interpreter, recording its facts
+# above; on failure records the adapter part as failed and returns 1.
 hp_check_framework() {
-    local fw="$1" part="$HP_COMPONENT.$1" module err
-    case "$fw" in torch) module=torch ;; mindspore) module=mindspore ;; esac
-    if err="$("$HP_PYTHON" -c "import $module" 2>&1)"; then
+    local fw="$1" part="$HP_COMPONENT.$1" out err
+    if out="$("$HP_PYTHON" - "$fw" 2>&1 <<'PY'
+import importlib, sys
+fw = sys.argv[1]
+module = importlib.import_module(fw)
+print("hp-framework-versions:", sys.version.splitlines()[0], module.__version__)
+print("hp-framework-cmake-prefix:", module.utils.cmake_prefix_path if fw == "torch" else "")
+PY
+)"; then
+        HP_FRAMEWORK_VERSIONS[$fw]="$(sed -n 's/^hp-framework-versions: //p' <<<"$out")"
+        HP_FRAMEWORK_CMAKE_PREFIX[$fw]="$(sed -n 's/^hp-framework-cmake-prefix: *//p' <<<"$out")"
         return 0
     fi
-    err="$(tail -n1 <<<"$err")"
+    err="$(tail -n1 <<<"$out")"
     local hint
     case "$fw" in
         torch) hint="apt-get install -y python3-torch libtorch-dev (PyTorch 1.13 for /usr/bin/python3), then ./build.sh --multicore torch --shmem torch --strict on" ;;
@@ -127,9 +140,10 @@ hp_check_framework() {
 
 # hp_framework_adapters <adapter sources dir> <recovery>: checks each selected framework, then
 # records its adapter as missing when the adapter sources (<dir>/<framework>) do not exist yet.
-# Prints the frameworks whose adapters can be built.
+# Sets HP_BUILDABLE_ADAPTERS to the frameworks whose adapters can be built.
 hp_framework_adapters() {
     local dir="$1" recovery="$2" fw
+    HP_BUILDABLE_ADAPTERS=()
     for fw in "${HP_FRAMEWORKS[@]}"; do
         hp_check_framework "$fw" || continue
         if [[ ! -d "$HP_REPO_ROOT/$dir/$fw" ]]; then
@@ -137,7 +151,7 @@ hp_framework_adapters() {
                 "the $fw adapter of $HP_COMPONENT ($dir/$fw) is not in this checkout yet" "$recovery"
             continue
         fi
-        echo "$fw"
+        HP_BUILDABLE_ADAPTERS+=("$fw")
     done
 }
 
@@ -150,9 +164,9 @@ hp_component_state() {
 # (hp_framework_adapters), built when the component's library built, else recorded as failed
 # for want of it.
 hp_build_adapters() {
-    local dir="$1" recovery="$2" fw adapters
-    adapters=($(hp_framework_adapters "$dir" "$recovery"))
-    for fw in "${adapters[@]}"; do
+    local dir="$1" recovery="$2" fw
+    hp_framework_adapters "$dir" "$recovery"
+    for fw in "${HP_BUILDABLE_ADAPTERS[@]}"; do
         if [[ "$(hp_component_state)" == ok ]]; then
             hp_build_adapter "$fw" "$dir"
         else
@@ -170,8 +184,7 @@ hp_build_adapters() {
 # toolchain identity and rebuilt from scratch every time.
 hp_build_adapter() {
     local fw="$1" src="$HP_REPO_ROOT/$2/$1" part="$HP_COMPONENT.$1" identity work view prefix
-    identity="$({ hp_toolchain_identity; "$HP_PYTHON" -c "import sys, $fw; print(sys.version, $fw.__version__)"; } |
-        sha256sum | cut -c1-16)"
+    identity="$({ hp_toolchain_identity; echo "${HP_FRAMEWORK_VERSIONS[$fw]}"; } | sha256sum | cut -c1-16)"
     rm -rf "$HP_COMPONENT_DIR/adapters"
     work="$HP_COMPONENT_DIR/adapters/$fw-$identity"
     view="$HP_COMPONENT_DIR/adapters/view/hyper_parallel"
@@ -185,7 +198,7 @@ hp_build_adapter() {
         cp -al "$HP_NATIVE_DIR/$slice/install/hyper_parallel/$slice" "$view/$slice"
     done
     prefix="$view/core"
-    [[ "$fw" == torch ]] && prefix+=";$("$HP_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+    [[ -n "${HP_FRAMEWORK_CMAKE_PREFIX[$fw]}" ]] && prefix+=";${HP_FRAMEWORK_CMAKE_PREFIX[$fw]}"
     if {
         echo "== adapter $fw ($(date -Is)), identity $identity"
         cmake -S "$src" -B "$work" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
