@@ -21,13 +21,7 @@
 namespace hp::kernels {
 
 // 4: bf16 B panels (Bf16GemmArgs::b_panels). 5: swiglu, swiglu_grad. 6: GroupedGemmArgs::preact.
-// The tests build one target
-// with another version
-// (-DHP_KERNEL_TABLE_VERSION=...) to show that the vendor merge refuses it.
-#ifndef HP_KERNEL_TABLE_VERSION
-#define HP_KERNEL_TABLE_VERSION 6
-#endif
-inline constexpr std::uint32_t kKernelTableVersion = HP_KERNEL_TABLE_VERSION;
+inline constexpr std::uint32_t kKernelTableVersion = 6;
 
 // Element types in the ABI (the numbers are those of hp::DType).
 enum class ElementType : std::int32_t { kInt8 = 0, kBF16 = 4, kFP32 = 6 };

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from hyper_parallel import native
 
 from conftest import BUILD_DIR, PAYLOAD_DIR, REPO, SYSTEM_PYTHON, describe, ops_builder, run
+import vendor_merge  # scripts/vendor_merge.py
 
 MERGE = REPO / "scripts" / "vendor_merge.py"
 KERNELS = PAYLOAD_DIR / "multicore" / "lib" / "kernels"
@@ -81,9 +83,22 @@ def test_the_payload_vendor_is_one_merge_with_one_host_library():
     assert vendor["abi_digest"][:19] in result.stdout, describe(result)
 
 
+def with_table_version(library: Path, version: int, out: Path) -> Path:
+    """A copy of `library` whose vendor note declares kernel table version `version`: what a
+    library built from headers of another table version declares (the merge reads the note)."""
+    data = bytearray(library.read_bytes())
+    assert data.count(vendor_merge.NOTE_MAGIC) == 1, f"{library}: expected one vendor note"
+    at = data.index(vendor_merge.NOTE_MAGIC)
+    magic, _, *rest = struct.unpack_from(vendor_merge.NOTE_FORMAT, data, at)
+    struct.pack_into(vendor_merge.NOTE_FORMAT, data, at, magic, version, *rest)
+    out.write_bytes(bytes(data))
+    return out
+
+
 def test_a_target_built_with_another_table_version_fails_the_merge(tmp_path):
     targets = built_targets()
-    kernels = vendor_with(tmp_path, "x86_64_v3", TEST_LIBS / lib("x86_64_v3_table_v99"))
+    v99 = with_table_version(KERNELS / lib("x86_64_v3"), 99, tmp_path / "v99.so")
+    kernels = vendor_with(tmp_path, "x86_64_v3", v99)
     out = tmp_path / "vendor.json"
     line = mismatch(merge(kernels, targets, "--out", str(out)))
     assert f"targets {targets[-1]} and x86_64_v3 differ in table_version: {table_version()} vs 99" in line, line
@@ -159,7 +174,7 @@ def test_a_vendor_mismatch_fails_the_custom_ops_component(scratch_ops):
     kernels = scratch_ops.build / "native" / "multicore" / "install" / "hyper_parallel" / "multicore" / "lib" / "kernels"
     target = kernels / lib("x86_64_v3")
     target.unlink()  # a hard link of the main build's install: never written through
-    shutil.copy(TEST_LIBS / lib("x86_64_v3_table_v99"), target)
+    with_table_version(KERNELS / lib("x86_64_v3"), 99, target)
     result = scratch_ops()
     assert result.returncode != 0, describe(result)
     status = (scratch_ops.build / "native" / "custom_ops" / "status.tsv").read_text().splitlines()
