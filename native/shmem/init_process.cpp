@@ -58,7 +58,7 @@ Status map_segment(const std::string& name, bool create, std::size_t bytes, std:
                          "job must use the same HP_SHMEM_HEAP_SIZE (hprun --heap-size sets it)",
                          name, std::int64_t(st.st_size), bytes);
   }
-  Status mapped = map_segment_aligned(fd, bytes, kControlBytes, /*populate=*/true, out, mem_nodes);
+  Status mapped = map_segment_aligned(fd, bytes, kControlBytes, /*reserve=*/create, out, mem_nodes);
   close(fd);
   return mapped.with_context("heap segment '" + name + "'");
 }
@@ -92,7 +92,7 @@ Status init_single(std::unique_ptr<Context>* out) {
   ctx->job = ctx->owned_job.get();
   fill_common(*ctx, 0, 1, settings(), false, segment_bytes_for(settings().shmem_heap_bytes));
   ctx->transport_kind = "self";
-  HP_RETURN_IF_ERROR(map_segment_aligned(-1, ctx->segment_bytes, kControlBytes, /*populate=*/false,
+  HP_RETURN_IF_ERROR(map_segment_aligned(-1, ctx->segment_bytes, kControlBytes, /*reserve=*/false,
                                          &ctx->segments[0], settings().mem_nodes));
   ctx->mapped_bytes[0] = ctx->segment_bytes;
   ctx->job->pe(0).state.store(std::uint32_t(PeState::kReady));

@@ -35,7 +35,7 @@ Status map_shared_segment(const std::string& name, std::size_t bytes,
         err == ENOMEM || err == ENOSPC ? ErrorCode::kOutOfMemory : ErrorCode::kSystemError,
         "cannot size node job segment '{}' to {} bytes: {}", name, bytes, std::strerror(err));
   }
-  Status s = map_segment_aligned(fd, bytes, kControlBytes, /*populate=*/true, out, mem_nodes);
+  Status s = map_segment_aligned(fd, bytes, kControlBytes, /*reserve=*/true, out, mem_nodes);
   close(fd);
   return s.with_context("node job segment '" + name + "'");
 }

@@ -1,5 +1,6 @@
 #include "shmem/segment_map.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -10,7 +11,7 @@
 
 namespace hp::shmem {
 
-Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, bool populate,
+Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, bool reserve,
                            std::byte** out, std::span<const int> mem_nodes) {
   const std::size_t alignment = heap_alignment(bytes - heap_offset);
   const std::size_t reserved = bytes + alignment;
@@ -22,9 +23,8 @@ Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, b
   }
   auto* start =
       static_cast<std::byte*>(reservation) + alignment_skip(reservation, heap_offset, alignment);
-  const bool bind = !mem_nodes.empty();
-  const int flags = MAP_FIXED | (populate && !bind ? MAP_POPULATE : 0) |
-                    (fd >= 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+  const int flags =
+      MAP_FIXED | (fd >= 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
   void* mapped = mmap(start, bytes, PROT_READ | PROT_WRITE, flags, fd, 0);
   if (mapped == MAP_FAILED) {
     const int err = errno;
@@ -32,18 +32,24 @@ Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, b
     return Status::error(err == ENOMEM ? ErrorCode::kOutOfMemory : ErrorCode::kSystemError,
                          "cannot map a {}-byte segment: {}", bytes, std::strerror(err));
   }
-  if (bind) {
-    Status s = platform::bind_memory(start, bytes, mem_nodes).with_context("HP_MEM_NODES");
-    // Faulted only now, so every page comes from the nodes (MADV_POPULATE_WRITE, Linux 5.14).
-    if (s.is_ok() && populate && madvise(start, bytes, MADV_POPULATE_WRITE) != 0) {
-      s = Status::error(errno == ENOMEM ? ErrorCode::kOutOfMemory : ErrorCode::kSystemError,
-                        "cannot fault in a {}-byte segment on NUMA node(s) {}: {}", bytes,
-                        format_cpu_list(mem_nodes), std::strerror(errno));
+  Status s = mem_nodes.empty()
+                 ? Status::ok()
+                 : platform::bind_memory(start, bytes, mem_nodes).with_context("HP_MEM_NODES");
+  // After the binding: the object's pages are allocated under its policy.
+  if (s.is_ok() && reserve && fd >= 0) {
+    const int err = fallocate(fd, 0, 0, off_t(bytes)) == 0 ? 0 : errno;
+    if (err != 0) {
+      s = Status::error(
+          err == ENOSPC || err == ENOMEM ? ErrorCode::kOutOfMemory : ErrorCode::kSystemError,
+          "cannot allocate {} bytes of shared memory{}: {} (/dev/shm or the memory limit is "
+          "smaller than the heap: HP_SHMEM_HEAP_SIZE or hprun --heap-size sets the heap)",
+          bytes, mem_nodes.empty() ? "" : " on NUMA node(s) " + format_cpu_list(mem_nodes),
+          std::strerror(err));
     }
-    if (!s.is_ok()) {
-      munmap(reservation, reserved);
-      return s;
-    }
+  }
+  if (!s.is_ok()) {
+    munmap(reservation, reserved);
+    return s;
   }
   // Release the reservation around the segment.
   auto* reservation_end = static_cast<std::byte*>(reservation) + reserved;

@@ -27,12 +27,18 @@ inline std::size_t heap_alignment(std::size_t heap_bytes) {
   return std::max(kHeapAlignment, std::bit_ceil(heap_bytes));
 }
 
-// Maps `bytes` of `fd` (MAP_SHARED) or, with fd < 0, anonymous private memory; `populate`
-// pre-faults it. The heap start (result + heap_offset) is heap_alignment(bytes - heap_offset)
-// aligned. With
-// `mem_nodes` the mapping is bound to those NUMA nodes before any page is faulted (for a
-// shared segment the policy is the object's: its pages stay there whoever touches them).
-Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, bool populate,
+// Maps `bytes` of `fd` (MAP_SHARED) or, with fd < 0, anonymous private memory. The heap start
+// (result + heap_offset) is heap_alignment(bytes - heap_offset) aligned. With `mem_nodes` the
+// mapping is bound to those NUMA nodes before any page is allocated (for a shared segment the
+// policy is the object's: its pages stay there whoever touches them).
+//
+// `reserve` (the creator of a shared memory object, fd >= 0): every page of the object is
+// allocated now (fallocate, after the binding), so that a /dev/shm or memory too small to hold
+// the heap is OUT_OF_MEMORY here instead of a SIGBUS at the first touch of a missing page.
+// Nothing is pre-faulted: an allocated page is zeroed when it is first touched, so a job pays
+// for the pages it uses, not for the whole heap of every PE at start (and a mapping of another
+// PE's segment takes a minor fault per page on its first access instead of all of them here).
+Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, bool reserve,
                            std::byte** out, std::span<const int> mem_nodes = {});
 
 // The bytes to skip from `base` so that base + skip + heap_offset is `alignment`-aligned.

@@ -14,6 +14,7 @@ from conftest import BUILD_DIR, PAYLOAD_DIR, base_env, describe
 
 HPRUN = PAYLOAD_DIR / "symmetric_memory" / "bin" / "hprun"
 PROBE = BUILD_DIR / "native" / "tests" / "symmetric_memory" / "bin" / "job_probe"
+HELLO = BUILD_DIR / "native" / "tests" / "symmetric_memory" / "bin" / "test_shmem_c_hello"  # tests/shmem/c/hello.c
 TOPOLOGY = PAYLOAD_DIR / "core" / "bin" / "hp-topology"
 JOB_TIMEOUT = 30  # seconds: no scenario needs more than a few
 # Open MPI jobs as root on this machine's 2 CPUs (docs/shmem.md, "Open MPI": the ofi btl is

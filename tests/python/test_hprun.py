@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import describe
-from jobs import (HPRUN, JOB_TIMEOUT, PROBE, assert_nothing_left, finish, hprun, job_env,
+from jobs import (HELLO, HPRUN, JOB_TIMEOUT, PROBE, assert_nothing_left, finish, hprun, job_env,
                   job_processes, parse_cpu_list, start, summary, topology)
 
 PROBE_SAW_ABORT = 7
@@ -111,6 +112,26 @@ def test_job_variables_replace_inherited_ones_and_a_chosen_transport_stays():
         assert values["HP_JOB_ID"].startswith(f"{result.pid}-"), values
         assert values["HP_SHMEM_TRANSPORT"] == "threads", values
         assert values["HP_SHMEM_HEAP_SIZE"] == "64M", values
+
+
+def test_a_heap_larger_than_dev_shm_fails_every_pes_init_with_out_of_memory():
+    """/dev/shm (a tmpfs of 64 MiB, in a mount namespace of the job's own) cannot hold a PE's
+    heap of 128 MiB: shmem_init fails on each PE with OUT_OF_MEMORY naming the setting, because
+    it allocates the heap's pages, instead of succeeding and leaving the program a SIGBUS at
+    the first page tmpfs cannot back."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare (util-linux) for a /dev/shm of its own")
+    script = f'mount -t tmpfs -o size=64M tmpfs /dev/shm && exec "{HPRUN}" -n 2 --heap-size 128M "{HELLO}"'
+    result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                            env=job_env(), capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    assert result.returncode == 1, describe(result)
+    failures = [l for l in result.stderr.splitlines() if "shmem_init_thread: OUT_OF_MEMORY" in l]
+    assert len(failures) == 2, describe(result)
+    for line in failures:
+        assert re.search(r"cannot allocate \d+ bytes of shared memory: No space left on device", line), line
+        assert "HP_SHMEM_HEAP_SIZE or hprun --heap-size" in line, line
+    assert "exited with status 1 before shmem_finalize" in summary(result), describe(result)
+    assert "signal" not in summary(result), describe(result)
 
 
 def test_the_program_gets_every_argument_after_it_untouched():

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILD_DIR, describe
-from jobs import PROBE, finish, job_env, start
+from conftest import describe
+from jobs import HELLO, PROBE, finish, job_env, start
 
-HELLO = BUILD_DIR / "native" / "tests" / "symmetric_memory" / "bin" / "test_shmem_c_hello"
 SLEEPING = re.compile(rb"^rank (\d+) pid (\d+) sleeping$", re.M)
 NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]
 
