@@ -80,10 +80,68 @@ function(hp_test_precompiled_header)
   target_precompile_headers(hp_test_pch PRIVATE ${headers})
 endfunction()
 
+# hp_test_executable(<target> <level> <libs> <source>...): a GoogleTest executable (without a
+# main) compiled at <level>, linked with <libs>, installed under tests/<component>/bin.
+function(hp_test_executable target level libs)
+  find_package(GTest REQUIRED)
+  add_executable(${target} ${ARGN})
+  target_link_libraries(${target} PRIVATE ${libs} GTest::gtest GTest::gmock)
+  target_include_directories(${target} PRIVATE "${PROJECT_SOURCE_DIR}/native" "${PROJECT_SOURCE_DIR}/tests")
+  hp_test_precompiled_header()
+  target_link_libraries(${target} PRIVATE fmt::fmt)
+  if(level STREQUAL HP_TEST_LEVEL)  # the shared header's options are HP_TEST_LEVEL's
+    target_precompile_headers(${target} REUSE_FROM hp_test_pch)
+  endif()
+  hp_test_skip_c_sources_pch(${ARGN})
+  hp_test_compile_options(${target} ${level})
+  set_target_properties(${target} PROPERTIES INSTALL_RPATH "${HP_TEST_RUNPATH}")
+  install(TARGETS ${target} RUNTIME DESTINATION ${HP_TEST_DIR}/bin COMPONENT tests)
+endfunction()
+
+# The C sources among the arguments do not take the (C++) precompiled header.
+function(hp_test_skip_c_sources_pch)
+  set(c_sources ${ARGN})
+  list(FILTER c_sources INCLUDE REGEX "\\.c$")
+  if(c_sources)
+    set_source_files_properties(${c_sources} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+  endif()
+endfunction()
+
+# hp_test_bundle(<out-var> <level> <libs>): the test bundle of this directory for tests linked
+# with <libs> at <level>, made on first use: one executable (tests_<directory under tests/>, a
+# _2, _3 ... suffix for the directory's further bundles) whose sources share unity translation
+# units, so that GoogleTest's, fmt's and the headers' inline code is compiled once per batch
+# rather than once per test source; its main selects a ctest test's sources
+# (tests/common/test_main.cpp).
+function(hp_test_bundle out level libs)
+  string(SHA1 key "${CMAKE_CURRENT_SOURCE_DIR}|${level}|${libs}")
+  get_property(target GLOBAL PROPERTY HP_TEST_BUNDLE_${key})
+  if(NOT target)
+    file(RELATIVE_PATH dir "${PROJECT_SOURCE_DIR}/tests" "${CMAKE_CURRENT_SOURCE_DIR}")
+    string(REPLACE "/" "_" dir "${dir}")
+    get_property(count DIRECTORY PROPERTY HP_TEST_BUNDLES)
+    if(NOT count)
+      set(count 0)
+    endif()
+    math(EXPR count "${count} + 1")
+    set_property(DIRECTORY PROPERTY HP_TEST_BUNDLES ${count})
+    set(target "tests_${dir}")
+    if(count GREATER 1)
+      set(target "tests_${dir}_${count}")
+    endif()
+    hp_test_executable(${target} "${level}" "${libs}" "${PROJECT_SOURCE_DIR}/tests/common/test_main.cpp")
+    set_property(GLOBAL PROPERTY HP_TEST_BUNDLE_${key} ${target})
+  endif()
+  set(${out} ${target} PARENT_SCOPE)
+endfunction()
+
 # hp_add_test(<name> SOURCES ... [LIBS ...] [LABELS ...] [TIMEOUT s] [COST s] [OPTIMIZED]
 #             [RUNS <ctest name> <launcher args...> ...])
-#   A GoogleTest executable test_<name> installed under tests/<component>/bin, registered in
-#   the installed CTestTestfile as ctest test <name> (labels default to "unit"). COST, the
+#   The GoogleTest tests of SOURCES, registered in the installed CTestTestfile as ctest test
+#   <name> (labels default to "unit"), in an executable installed under tests/<component>/bin:
+#   the test bundle of their directory, LIBS and optimisation level (hp_test_bundle), run with
+#   --hp_sources=<SOURCES> (tests/common/test_main.cpp); or, when a source defines its own
+#   main(), an executable of their own, test_<name>. COST, the
 #   run's seconds when it is much longer than the others': ctest -j starts the costliest tests
 #   first (a fresh clone has no timings of earlier runs), so that a long test does not end the
 #   run alone on one CPU. OPTIMIZED: the test's own loops are most of its running time, so it
@@ -92,7 +150,7 @@ endfunction()
 #   registers another ctest run of the same executable under a launcher, written as
 #   "<ctest name>|<command>|<arg>|..." where <command> is HPRUN (the payload's hprun), MPIRUN
 #   (Open MPI's mpirun, with HP_MPIRUN_ENV) or an absolute program; "ENV:NAME=value" parts set
-#   the run's environment; the executable is appended.
+#   the run's environment; the executable (and its --hp_sources) is appended.
 function(hp_add_test name)
   cmake_parse_arguments(ARG "OPTIMIZED" "TIMEOUT;COST" "SOURCES;LIBS;LABELS;RUNS;RUNS_LABELS" ${ARGN})
   if(NOT ARG_LABELS)
@@ -101,30 +159,35 @@ function(hp_add_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
-  find_package(GTest REQUIRED)
-  string(REPLACE "." "_" exe "test_${name}")
-  add_executable(${exe} ${ARG_SOURCES})
-  target_link_libraries(${exe} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
-  target_include_directories(${exe} PRIVATE "${PROJECT_SOURCE_DIR}/native" "${PROJECT_SOURCE_DIR}/tests")
-  hp_test_precompiled_header()
-  target_link_libraries(${exe} PRIVATE fmt::fmt)
   set(level ${HP_TEST_LEVEL})
   if(ARG_OPTIMIZED)
     set(level ${HP_TEST_OPTIMIZED_LEVEL})
   endif()
-  if(level STREQUAL HP_TEST_LEVEL)  # the shared header's options are HP_TEST_LEVEL's
-    target_precompile_headers(${exe} REUSE_FROM hp_test_pch)
+  set(own_main FALSE)
+  set(names "")
+  foreach(source IN LISTS ARG_SOURCES)
+    get_filename_component(path "${source}" ABSOLUTE)
+    file(READ "${path}" text)
+    if(text MATCHES "(^|\n)int main\\(")
+      set(own_main TRUE)
+    endif()
+    get_filename_component(base "${source}" NAME)
+    list(APPEND names "${base}")
+  endforeach()
+  if(own_main)
+    string(REPLACE "." "_" exe "test_${name}")
+    hp_test_executable(${exe} "${level}" "${ARG_LIBS}" ${ARG_SOURCES})
+    target_link_libraries(${exe} PRIVATE GTest::gtest_main)
+    set(selection "")
+  else()
+    hp_test_bundle(exe "${level}" "${ARG_LIBS}")
+    target_sources(${exe} PRIVATE ${ARG_SOURCES})
+    hp_test_skip_c_sources_pch(${ARG_SOURCES})
+    list(JOIN names "," names)
+    set(selection " \"--hp_sources=${names}\"")
   endif()
-  set(c_sources ${ARG_SOURCES})
-  list(FILTER c_sources INCLUDE REGEX "\\.c$")
-  if(c_sources)  # the header is C++'s only
-    set_source_files_properties(${c_sources} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
-  endif()
-  hp_test_compile_options(${exe} ${level})
-  set_target_properties(${exe} PROPERTIES INSTALL_RPATH "${HP_TEST_RUNPATH}")
-  install(TARGETS ${exe} RUNTIME DESTINATION ${HP_TEST_DIR}/bin COMPONENT tests)
   string(REPLACE ";" "\\;" labels "${ARG_LABELS}")
-  set(binary "\"\${CMAKE_CURRENT_LIST_DIR}/bin/${exe}\"")
+  set(binary "\"\${CMAKE_CURRENT_LIST_DIR}/bin/${exe}\"${selection}")
   set(cost "")
   if(ARG_COST)
     set(cost " COST ${ARG_COST}")

@@ -130,7 +130,7 @@ else
     key="$(hp_build_key --exclude native/moe/adapters --exclude native/shmem/adapters VERSION CMakeLists.txt cmake \
         native/common native/platform native/shmem native/kernels \
         native/moe native/ops/CMakeLists.txt native/ops/op_api native/ops/op_lookup.h native/ops/op_lookup.cpp \
-        native/ops/tools tests/ops tests/moe/layer_weights.h tests/moe/routing_inputs.h tests/shmem/scenario.h tests/fuzz)"
+        native/ops/tools tests/common tests/ops tests/moe/layer_weights.h tests/moe/routing_inputs.h tests/shmem/scenario.h tests/fuzz)"
     HP_CMAKE_ARGS+=(-DHyperParallel_DIR="$core_config" -DHP_SHMEM_TARGETS="$shmem_targets"
         -DHP_MULTICORE_TARGETS="$multicore_targets" -DHP_OPS_SHMEM_INCLUDE_DIRS="$include_dirs")
     objects="$HP_INSTALL_DIR/objects/libhp_op_api_objects.a"

@@ -11,13 +11,13 @@ namespace {
 
 // Rows of 4 experts (one without rows) of GMM1's gate | up, its G, quantised h, weights and
 // smooth2.
-struct Rows {
+struct Gmm1Rows {
   std::vector<std::int64_t> offsets;
   std::int64_t rows, inter, experts;
   std::vector<float> a, g, h_scale, weight, smooth;
   std::vector<std::int8_t> h_q;
 
-  Rows(Rng& rng, std::int64_t inter_)
+  Gmm1Rows(Rng& rng, std::int64_t inter_)
       : offsets(prefix_sums({3, 0, 5, 1})), rows(offsets.back()), inter(inter_), experts(4) {
     a = rng.reals(std::size_t(rows * 2 * inter), -6.0f, 6.0f);
     a[0] = -100.0f;  // exp's clamp on both sides
@@ -47,14 +47,14 @@ struct GradOut {
 
 class Swiglu : public TargetTest {
  protected:
-  std::vector<float> run_swiglu(const KernelTable& t, Rows& x, bool smooth) {
+  std::vector<float> run_swiglu(const KernelTable& t, Gmm1Rows& x, bool smooth) {
     std::vector<float> h(std::size_t(x.rows * x.inter), -7.0f);
     const Status s = swiglu(t, x.a_view(), x.offsets_view(), x.smooth_view(smooth),
                             TensorView(h.data(), DType::kFP32, {x.rows, x.inter}));
     EXPECT_TRUE(s.is_ok()) << s.to_string();
     return h;
   }
-  GradOut run_grad(const KernelTable& t, Rows& x, bool smooth, bool weighted) {
+  GradOut run_grad(const KernelTable& t, Gmm1Rows& x, bool smooth, bool weighted) {
     GradOut out{std::vector<std::uint16_t>(std::size_t(x.rows * 2 * x.inter), 0xFFFF),
                 std::vector<float>(std::size_t(x.rows), -7.0f)};
     const Status s =
@@ -78,7 +78,7 @@ double silu(double g) { return g / (1.0 + std::exp(-g)); }
 TEST_P(Swiglu, ForwardMatchesReferenceBitForBit) {
   Rng rng(41);
   for (std::int64_t inter : {1, 7, 16, 100, 768}) {
-    Rows x(rng, inter);
+    Gmm1Rows x(rng, inter);
     for (bool smooth : {false, true}) {
       const std::vector<float> want = run_swiglu(reference(), x, smooth);
       const std::vector<float> got = run_swiglu(target(), x, smooth);
@@ -102,7 +102,7 @@ TEST_P(Swiglu, ForwardMatchesReferenceBitForBit) {
 TEST_P(Swiglu, GradientMatchesReferenceBitForBit) {
   Rng rng(42);
   for (std::int64_t inter : {1, 7, 16, 100, 768}) {
-    Rows x(rng, inter);
+    Gmm1Rows x(rng, inter);
     for (bool smooth : {false, true}) {
       for (bool weighted : {false, true}) {
         const GradOut want = run_grad(reference(), x, smooth, weighted);
@@ -141,7 +141,7 @@ TEST_P(Swiglu, GradientMatchesReferenceBitForBit) {
 
 TEST_P(Swiglu, BadArgumentsAreNamedErrors) {
   Rng rng(43);
-  Rows x(rng, 8);
+  Gmm1Rows x(rng, 8);
   std::vector<float> h(std::size_t(x.rows * x.inter));
   const TensorView hv(h.data(), DType::kFP32, {x.rows, x.inter});
   // a must be [rows, 2I].
