@@ -141,7 +141,7 @@ endfunction()
 #   <name> (labels default to "unit"), in an executable installed under tests/<component>/bin:
 #   the test bundle of their directory, LIBS and optimisation level (hp_test_bundle), run with
 #   --hp_sources=<SOURCES> (tests/common/test_main.cpp); or, when a source defines its own
-#   main(), an executable of their own, test_<name>. COST, the
+#   main() or replaces the global operator new, an executable of their own, test_<name>. COST, the
 #   run's seconds when it is much longer than the others': ctest -j starts the costliest tests
 #   first (a fresh clone has no timings of earlier runs), so that a long test does not end the
 #   run alone on one CPU. OPTIMIZED: the test's own loops are most of its running time, so it
@@ -163,18 +163,20 @@ function(hp_add_test name)
   if(ARG_OPTIMIZED)
     set(level ${HP_TEST_OPTIMIZED_LEVEL})
   endif()
-  set(own_main FALSE)
+  set(own_executable FALSE)
   set(names "")
   foreach(source IN LISTS ARG_SOURCES)
     get_filename_component(path "${source}" ABSOLUTE)
     file(READ "${path}" text)
-    if(text MATCHES "(^|\n)int main\\(")
-      set(own_main TRUE)
+    # Its own main(), or a replacement of the global operator new (process-wide, it would
+    # change every test of a bundle): an executable of its own.
+    if(text MATCHES "(^|\n)int main\\(" OR text MATCHES "(^|\n)[^\n/]*void\\* operator new\\(")
+      set(own_executable TRUE)
     endif()
     get_filename_component(base "${source}" NAME)
     list(APPEND names "${base}")
   endforeach()
-  if(own_main)
+  if(own_executable)
     string(REPLACE "." "_" exe "test_${name}")
     hp_test_executable(${exe} "${level}" "${ARG_LIBS}" ${ARG_SOURCES})
     target_link_libraries(${exe} PRIVATE GTest::gtest_main)

@@ -78,11 +78,11 @@ def test_the_build_path_rule_names_the_file_and_the_path(tmp_path):
 def test_split_debug_strips_once_and_keeps_the_debug_info_by_build_id(tmp_path):
     # A test executable: built with debug info (line tables) like every shipped file was, never
     # stripped.
-    source = NATIVE / "tests" / "core" / "bin" / "test_common_sha256"
+    source = NATIVE / "tests" / "core" / "bin" / "tests_common"
     assert source.is_file() and ".debug_info" in sections(source), source
     tree = tmp_path / "tree" / "bin"
     tree.mkdir(parents=True)
-    binary = tree / "test_common_sha256"
+    binary = tree / "tests_common"
     shutil.copy2(source, binary)
     debug_dir = tmp_path / "debug"
     result = run([SYSTEM_PYTHON, SPLIT, tmp_path / "tree", debug_dir])
