@@ -60,6 +60,12 @@ Status map_segment(const std::string& name, bool create, std::size_t bytes, std:
   }
   Status mapped = map_segment_aligned(fd, bytes, kControlBytes, /*reserve=*/create, out, mem_nodes);
   close(fd);
+  if (mapped.code() == ErrorCode::kOutOfMemory) {
+    return Status::error(ErrorCode::kOutOfMemory,
+                         "heap segment '{}': {} (/dev/shm or the memory limit is smaller than the "
+                         "heap: HP_SHMEM_HEAP_SIZE or hprun --heap-size sets it)",
+                         name, mapped.message());
+  }
   return mapped.with_context("heap segment '" + name + "'");
 }
 

@@ -41,9 +41,8 @@ Status map_segment_aligned(int fd, std::size_t bytes, std::size_t heap_offset, b
     if (err != 0) {
       s = Status::error(
           err == ENOSPC || err == ENOMEM ? ErrorCode::kOutOfMemory : ErrorCode::kSystemError,
-          "cannot allocate {} bytes of shared memory{}: {} (/dev/shm or the memory limit is "
-          "smaller than the heap: HP_SHMEM_HEAP_SIZE or hprun --heap-size sets the heap)",
-          bytes, mem_nodes.empty() ? "" : " on NUMA node(s) " + format_cpu_list(mem_nodes),
+          "cannot allocate {} bytes of shared memory{}: {}", bytes,
+          mem_nodes.empty() ? "" : " on NUMA node(s) " + format_cpu_list(mem_nodes),
           std::strerror(err));
     }
   }
