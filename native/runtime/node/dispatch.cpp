@@ -1,11 +1,15 @@
 // The parent's side of next-level tasks: the proxy that sends a task to its chip and defers
 // its completion, and the reply reader that completes it, watches the chips' health and turns a
 // chip's death into a named error for every task it held.
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -18,8 +22,9 @@ namespace hp::runtime {
 using node::FrameWriter;
 
 namespace {
-// How often the reader looks at the chips' processes while nothing arrives.
-constexpr double kHealthPollS = 0.01;
+// The reader's wait for replies: the chip watcher rings the reply bell when a chip ends, so
+// this deadline only bounds the wait.
+constexpr double kReaderWaitS = 1.0;
 }  // namespace
 
 Status NodeWorker::Impl::send(int chip, std::uint32_t type, std::span<const std::byte> payload) {
@@ -147,15 +152,57 @@ void NodeWorker::Impl::chip_ended(int chip, int status) {
   }
 }
 
-void NodeWorker::Impl::reap_chips(bool block) noexcept {
+bool NodeWorker::Impl::drain_replies(std::size_t chip, node::Frame& frame) noexcept {
+  bool any = false;
+  while (mailboxes[chip]->reply.read(&frame)) {
+    any = true;
+    std::uint64_t key = 0;
+    Status status;
+    if (Status s = node::decode_status(frame.payload, &key, &status); !s.is_ok()) {
+      HP_LOG_ERROR("node worker: from {}: {}", describe_chip(int(chip)), s.to_string());
+      continue;
+    }
+    if (frame.type == node::kDone) {
+      InFlight f;
+      {
+        std::lock_guard lock(flight_mutex);
+        auto it = in_flight.find(key);
+        if (it == in_flight.end()) continue;  // failed already (its chip died)
+        f = std::move(it->second);
+        in_flight.erase(it);
+      }
+      loads[chip].fetch_sub(1, std::memory_order_relaxed);
+      f.done.complete(std::move(status.with_context(describe_chip(int(chip)))));
+    } else if (frame.type == node::kSessionEnded) {
+      if (key != 0) {  // the parent asked for it
+        std::lock_guard lock(health_mutex);
+        ++sessions_ended[chip];
+        session_status[chip] = status;
+      } else if (!status.is_ok()) {
+        HP_LOG_DEBUG("node worker: {} restarted a failed session: {}", describe_chip(int(chip)),
+                     status.to_string());
+      }
+      health_changed.notify_all();
+    }
+  }
+  return any;
+}
+
+void NodeWorker::Impl::reap_chips(node::Frame& frame) noexcept {
   for (std::size_t chip = 0; chip < pids.size(); ++chip) {
+    if (!process_ended[chip].load(std::memory_order_acquire)) continue;
     {
       std::lock_guard lock(health_mutex);
       if (wait_status[chip] != -1) continue;
     }
+    // Its pidfd is readable: it has ended. waitpid fails only when its status went elsewhere
+    // (a process that ignores SIGCHLD has its children reaped by the kernel).
     int status = 0;
-    const pid_t r = waitpid(pids[chip], &status, block ? 0 : WNOHANG);
-    if (r == pids[chip]) chip_ended(int(chip), status);
+    if (waitpid(pids[chip], &status, WNOHANG) != pids[chip]) status = kWaitStatusCollectedElsewhere;
+    // The chip wrote its last replies before it ended: they complete their tasks, and only
+    // the tasks still in flight after them fail with the chip.
+    drain_replies(chip, frame);
+    chip_ended(int(chip), status);
   }
 }
 
@@ -163,40 +210,9 @@ void NodeWorker::Impl::read_replies() noexcept {
   node::Frame frame;
   for (;;) {
     bool any = false;
-    for (std::size_t chip = 0; chip < mailboxes.size(); ++chip) {
-      while (mailboxes[chip]->reply.read(&frame)) {
-        any = true;
-        std::uint64_t key = 0;
-        Status status;
-        if (Status s = node::decode_status(frame.payload, &key, &status); !s.is_ok()) {
-          HP_LOG_ERROR("node worker: from {}: {}", describe_chip(int(chip)), s.to_string());
-          continue;
-        }
-        if (frame.type == node::kDone) {
-          InFlight f;
-          {
-            std::lock_guard lock(flight_mutex);
-            auto it = in_flight.find(key);
-            if (it == in_flight.end()) continue;  // failed already (its chip died)
-            f = std::move(it->second);
-            in_flight.erase(it);
-          }
-          loads[chip].fetch_sub(1, std::memory_order_relaxed);
-          f.done.complete(std::move(status.with_context(describe_chip(int(chip)))));
-        } else if (frame.type == node::kSessionEnded) {
-          if (key != 0) {  // the parent asked for it
-            std::lock_guard lock(health_mutex);
-            ++sessions_ended[chip];
-            session_status[chip] = status;
-          } else if (!status.is_ok()) {
-            HP_LOG_DEBUG("node worker: {} restarted a failed session: {}", describe_chip(int(chip)),
-                         status.to_string());
-          }
-          health_changed.notify_all();
-        }
-      }
-    }
-    reap_chips(false);
+    for (std::size_t chip = 0; chip < mailboxes.size(); ++chip)
+      any = drain_replies(chip, frame) || any;
+    reap_chips(frame);
     if (stopping.load(std::memory_order_acquire)) {
       bool all_ended = true;
       {
@@ -210,12 +226,42 @@ void NodeWorker::Impl::read_replies() noexcept {
         shared->reply_event,
         [&] {
           if (stopping.load(std::memory_order_acquire)) return true;
-          for (auto& m : mailboxes) {
-            if (!m->reply.empty()) return true;
+          for (std::size_t chip = 0; chip < mailboxes.size(); ++chip) {
+            if (!mailboxes[chip]->reply.empty()) return true;
+            if (process_ended[chip].load(std::memory_order_acquire)) {
+              std::lock_guard lock(health_mutex);
+              if (wait_status[chip] == -1) return true;  // not reaped yet
+            }
           }
           return false;
         },
-        platform::deadline_after(kHealthPollS), node::mailbox_policy(), nullptr);
+        platform::deadline_after(kReaderWaitS), node::mailbox_policy(), nullptr);
+  }
+}
+
+void NodeWorker::Impl::watch_chips() noexcept {
+  std::vector<pollfd> fds;
+  std::vector<std::size_t> chip_of;
+  for (std::size_t chip = 0; chip < pidfds.size(); ++chip) {
+    if (pidfds[chip] < 0) continue;  // killed at start, marked ended
+    fds.push_back({.fd = pidfds[chip], .events = POLLIN, .revents = 0});
+    chip_of.push_back(chip);
+  }
+  while (!fds.empty()) {
+    // No deadline: every chip's process ends (close() kills what its shutdown did not end).
+    if (poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      HP_LOG_ERROR("node worker: watching the chips' processes: poll: {}", std::strerror(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
+    for (std::size_t i = fds.size(); i-- > 0;) {
+      if (fds[i].revents == 0) continue;
+      process_ended[chip_of[i]].store(true, std::memory_order_release);
+      fds.erase(fds.begin() + std::ptrdiff_t(i));
+      chip_of.erase(chip_of.begin() + std::ptrdiff_t(i));
+    }
+    platform::notify_event(shared->reply_event, true);
   }
 }
 

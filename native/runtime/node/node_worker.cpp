@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,6 +49,9 @@ std::vector<platform::RankPlacement> chip_placements(int chips) {
 }  // namespace
 
 std::string describe_wait_status(int status) {
+  if (status == kWaitStatusCollectedElsewhere) {
+    return "ended, its exit status collected by someone else (does the process ignore SIGCHLD?)";
+  }
   if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
@@ -135,6 +139,7 @@ Status NodeWorker::create(const NodeWorkerConfig& config, std::unique_ptr<NodeWo
             "NodeWorkerConfig.wait_timeout_s={} must be > 0", impl->timeout_s);
   impl->parent_pid = ::getpid();
   impl->loads = std::make_unique<std::atomic<int>[]>(std::size_t(config.chips));
+  impl->process_ended = std::make_unique<std::atomic<bool>[]>(std::size_t(config.chips));
   std::unique_ptr<NodeWorker> worker(new NodeWorker(std::move(impl)));
   HP_RETURN_IF_ERROR(register_collectives(*worker, &worker->impl_->builtins));
   *out = std::move(worker);
@@ -351,6 +356,24 @@ Status NodeWorker::start() {
   }
   if (config.after_fork_parent) config.after_fork_parent();
   impl.wait_status.resize(impl.pids.size());
+  // A pidfd per chip, opened before anything reaps it, so each names its chip's process.
+  for (std::size_t chip = 0; chip < impl.pids.size(); ++chip) {
+    // (glibc 2.36's <sys/pidfd.h> declares pidfd_open without C linkage: the system call.)
+    const int fd = int(syscall(SYS_pidfd_open, impl.pids[chip], 0));
+    if (fd < 0) {
+      // Without it nothing would notice the chip's end: stop it now.
+      ::kill(impl.pids[chip], SIGKILL);
+      impl.process_ended[chip].store(true, std::memory_order_relaxed);
+      if (forked.is_ok()) {
+        forked = Status::error(ErrorCode::kSystemError,
+                               "cannot watch chip {}'s process (pidfd_open: {}; the node worker "
+                               "needs Linux 5.3 or later)",
+                               chip, std::strerror(errno));
+      }
+    }
+    impl.pidfds.push_back(fd);
+  }
+  impl.watcher = std::thread([&impl] { impl.watch_chips(); });
   impl.reader = std::thread([&impl] { impl.read_replies(); });
   if (!forked.is_ok()) {
     (void)close();
@@ -473,6 +496,11 @@ Status NodeWorker::close() {
   impl.stopping.store(true, std::memory_order_release);
   platform::notify_event(impl.shared->reply_event, true);
   if (impl.reader.joinable()) impl.reader.join();
+  if (impl.watcher.joinable()) impl.watcher.join();  // every chip has ended
+  for (int fd : impl.pidfds) {
+    if (fd >= 0) ::close(fd);
+  }
+  impl.pidfds.clear();
   impl.host.reset();
   impl.mailboxes.clear();
   if (impl.mail_memory != nullptr) munmap(impl.mail_memory, impl.mail_bytes);

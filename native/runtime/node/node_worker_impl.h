@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -75,6 +76,10 @@ struct NodeWorker::Impl {
 
   std::unique_ptr<ChipWorker> host;  // the L3 orchestration's chip: dispatcher + sub-workers
   std::vector<int> pids;
+  // Per chip: a pidfd (readable once the process has ended), and whether the chip watcher saw
+  // it readable (the reply reader reaps only those chips).
+  std::vector<int> pidfds;
+  std::unique_ptr<std::atomic<bool>[]> process_ended;
   bool started = false;
   bool closed = false;
   std::mutex run_mutex;  // one run() at a time; close() waits for it
@@ -100,6 +105,7 @@ struct NodeWorker::Impl {
   std::atomic<bool> closing{false};
   std::atomic<bool> stopping{false};
   std::thread reader;
+  std::thread watcher;  // watch_chips(): ends when every chip's process has
 
   Status check_usable(std::string_view what);
   // Registers the entry's callable on the host worker: itself (for sub tasks) and its proxy
@@ -116,7 +122,12 @@ struct NodeWorker::Impl {
   Status ensure_known(int chip, const Sha256Digest& digest);
   // The reply reader thread: answers, chip health.
   void read_replies() noexcept;
-  void reap_chips(bool block) noexcept;
+  // Completes what chip `chip`'s reply ring holds; true when it held anything.
+  bool drain_replies(std::size_t chip, node::Frame& frame) noexcept;
+  // Reaps the chips the watcher saw end, each after its last replies.
+  void reap_chips(node::Frame& frame) noexcept;
+  // The chip watcher thread: rings the reply bell as each chip's process ends.
+  void watch_chips() noexcept;
   void chip_ended(int chip, int status);
   void fail_in_flight(int chip, const Status& why);
   // Ends each chip's session and begins `next` (diagnostics on or off); waits for the ends.
@@ -144,6 +155,9 @@ struct NextLevelShape {
 std::array<std::uint64_t, kHiddenScalars> encode_next_level(const NextLevelShape& shape);
 NextLevelShape decode_next_level(std::span<const std::uint64_t, kHiddenScalars> bits);
 
+// The wait status of a chip that ended when its exit status could not be collected (no
+// waitpid status has these bits).
+inline constexpr int kWaitStatusCollectedElsewhere = std::numeric_limits<int>::min();
 // waitpid status in words: "exited with status 3", "was killed by signal 9 (Killed)".
 std::string describe_wait_status(int status);
 

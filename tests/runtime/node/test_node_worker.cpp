@@ -84,6 +84,19 @@ class NodeWorkerTest : public ::testing::TestWithParam<int> {
     return t;
   }
   int chips() const { return GetParam(); }
+  // Starts the created worker and runs one next-level task that kills its chip (chip 1); the
+  // run's status.
+  Status run_a_task_that_kills_chip_1() {
+    const CallableHandle die = add("die", [](const TaskArgs&, BlockContext&) -> Status {
+      ::raise(SIGKILL);
+      return Status::ok();
+    });
+    HP_RETURN_IF_ERROR(worker->start());
+    const SymmetricTensor buf = tensor(DType::kInt32, {8});
+    return worker->run([&](NodeOrchestrator& o) -> Status {
+      return o.submit_next_level(die, TaskArgs().output_existing(buf.on(1)), {}, 1);
+    });
+  }
 
   std::unique_ptr<NodeWorker> worker;
   CallableHandle fill_handle, add_handle;
@@ -331,19 +344,11 @@ TEST_P(NodeWorkerTest, AFailingChipTaskFailsTheRunAndTheNextRunWorks) {
 
 TEST_P(NodeWorkerTest, AChipThatDiesIsANamedErrorAndTheWorkerIsThenRefused) {
   create();
-  const CallableHandle die = add("die", [](const TaskArgs&, BlockContext&) -> Status {
-    ::raise(SIGKILL);
-    return Status::ok();
-  });
-  ASSERT_TRUE(worker->start().is_ok());
-  const int pid = worker->chip_pid(1);
-  const SymmetricTensor buf = tensor(DType::kInt32, {8});
   const auto start = std::chrono::steady_clock::now();
-  Status s = worker->run([&](NodeOrchestrator& o) -> Status {
-    return o.submit_next_level(die, TaskArgs().output_existing(buf.on(1)), {}, 1);
-  });
+  Status s = run_a_task_that_kills_chip_1();
   EXPECT_EQ(s.code(), ErrorCode::kPeerDead) << s.to_string();
-  EXPECT_THAT(s.message(), HasSubstr(fmt::format("chip 1 (pid {}) was killed by signal 9", pid)));
+  EXPECT_THAT(s.message(), HasSubstr(fmt::format("chip 1 (pid {}) was killed by signal 9",
+                                                 worker->chip_pid(1))));
   EXPECT_THAT(s.message(), HasSubstr("callable 'die'"));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   s = worker->run([](NodeOrchestrator&) { return Status::ok(); });
@@ -360,6 +365,24 @@ TEST_P(NodeWorkerTest, AChipThatDiesIsANamedErrorAndTheWorkerIsThenRefused) {
                                1);
   });
   EXPECT_TRUE(s.is_ok()) << s.to_string();
+}
+
+// A host that ignores SIGCHLD has its children reaped by the kernel: waitpid never sees the
+// chips. The worker still notices a chip's end (its pidfd), names it, and closes.
+TEST_P(NodeWorkerTest, AChipThatDiesInAHostIgnoringSigchldIsANamedErrorAndCloseReturns) {
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGCHLD, &ignore, &previous), 0);
+  NodeWorkerConfig config;
+  config.wait_timeout_s = 20;
+  create(config);
+  const Status s = run_a_task_that_kills_chip_1();
+  EXPECT_EQ(s.code(), ErrorCode::kPeerDead) << s.to_string();
+  EXPECT_THAT(s.message(), HasSubstr(fmt::format("chip 1 (pid {}) ended", worker->chip_pid(1))));
+  EXPECT_THAT(s.message(), HasSubstr("ignore SIGCHLD"));
+  EXPECT_EQ(worker->close().code(), ErrorCode::kPeerDead);
+  ASSERT_EQ(::sigaction(SIGCHLD, &previous, nullptr), 0);
 }
 
 TEST_P(NodeWorkerTest, AHungChipIsATimeoutNamingItAndCloseKillsIt) {
