@@ -702,7 +702,7 @@ class Bf16Gemm {
     a_panel_ = arena.take<Elem>(mpad_ * kBf16Kc / kPairs);
     b_panel_ = arena.take<Elem>(kBf16Kc / kPairs * Isa::kBf16Nb);
     c_ = arena.take<float>(mpad_ * npad_);
-    if (a_.kind == Bf16GemmKind::kWeight && Isa::kBf16Pairs) {
+    if (a_.kind == Bf16GemmKind::kWeight) {
       std::int64_t group_rows = 0;
       for (std::int64_t e = 0; e < a_.experts; ++e)
         group_rows = std::max(group_rows, a_.offsets[e + 1] - a_.offsets[e]);
