@@ -243,7 +243,7 @@ void NodeWorker::Impl::watch_chips() noexcept {
   std::vector<pollfd> fds;
   std::vector<std::size_t> chip_of;
   for (std::size_t chip = 0; chip < pidfds.size(); ++chip) {
-    if (pidfds[chip] < 0) continue;  // killed at start, marked ended
+    if (pidfds[chip] < 0) continue;  // reaped at start (no pidfd)
     fds.push_back({.fd = pidfds[chip], .events = POLLIN, .revents = 0});
     chip_of.push_back(chip);
   }

@@ -360,18 +360,22 @@ Status NodeWorker::start() {
   for (std::size_t chip = 0; chip < impl.pids.size(); ++chip) {
     // (glibc 2.36's <sys/pidfd.h> declares pidfd_open without C linkage: the system call.)
     const int fd = int(syscall(SYS_pidfd_open, impl.pids[chip], 0));
-    if (fd < 0) {
-      // Without it nothing would notice the chip's end: stop it now.
-      ::kill(impl.pids[chip], SIGKILL);
-      impl.process_ended[chip].store(true, std::memory_order_relaxed);
-      if (forked.is_ok()) {
-        forked = Status::error(ErrorCode::kSystemError,
-                               "cannot watch chip {}'s process (pidfd_open: {}; the node worker "
-                               "needs Linux 5.3 or later)",
-                               chip, std::strerror(errno));
-      }
-    }
     impl.pidfds.push_back(fd);
+    if (fd >= 0) continue;
+    // ESRCH: the chip has ended already and the kernel reaped it (a host ignoring SIGCHLD).
+    // Otherwise nothing would notice its end: it is stopped now. Either way it is reaped here.
+    const int error = errno;
+    if (error != ESRCH) ::kill(impl.pids[chip], SIGKILL);
+    int status = 0;
+    if (waitpid(impl.pids[chip], &status, 0) != impl.pids[chip])
+      status = kWaitStatusCollectedElsewhere;
+    impl.chip_ended(int(chip), status);
+    if (error != ESRCH && forked.is_ok()) {
+      forked = Status::error(ErrorCode::kSystemError,
+                             "cannot watch chip {}'s process (pidfd_open: {}; the node worker "
+                             "needs Linux 5.3 or later)",
+                             chip, std::strerror(error));
+    }
   }
   impl.watcher = std::thread([&impl] { impl.watch_chips(); });
   impl.reader = std::thread([&impl] { impl.read_replies(); });

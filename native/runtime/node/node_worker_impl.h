@@ -76,8 +76,9 @@ struct NodeWorker::Impl {
 
   std::unique_ptr<ChipWorker> host;  // the L3 orchestration's chip: dispatcher + sub-workers
   std::vector<int> pids;
-  // Per chip: a pidfd (readable once the process has ended), and whether the chip watcher saw
-  // it readable (the reply reader reaps only those chips).
+  // Per chip: a pidfd (readable once the process has ended; -1: reaped at start, when it could
+  // not be opened), and whether the chip watcher saw it readable (the reply reader reaps only
+  // those chips).
   std::vector<int> pidfds;
   std::unique_ptr<std::atomic<bool>[]> process_ended;
   bool started = false;
@@ -105,7 +106,7 @@ struct NodeWorker::Impl {
   std::atomic<bool> closing{false};
   std::atomic<bool> stopping{false};
   std::thread reader;
-  std::thread watcher;  // watch_chips(): ends when every chip's process has
+  std::thread watcher;  // watch_chips(): ends once every watched chip's process has ended
 
   Status check_usable(std::string_view what);
   // Registers the entry's callable on the host worker: itself (for sub tasks) and its proxy
