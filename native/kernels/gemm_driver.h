@@ -681,7 +681,8 @@ void grouped_gemm(const GroupedGemmArgs* a, const TileGrid* grid, std::int64_t b
 inline constexpr std::int64_t kBf16Kc = 256;  // K rows per packed chunk
 inline constexpr std::int64_t kBf16InPlaceSpan = std::int64_t(2) << 20;
 // kWeight: the most workspace a worker gives to one group's B in panels (bf16 pairs: B's own
-// size) and a tile's A panels of every K chunk; a larger group's B is packed per tile.
+// size; fp32 panels: twice) and a tile's A panels of every K chunk; a larger group's B is
+// packed per tile.
 inline constexpr std::int64_t kBf16WeightPanelsMax = std::int64_t(8) << 20;
 
 template <typename Isa>
