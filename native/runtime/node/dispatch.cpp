@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -190,11 +191,7 @@ bool NodeWorker::Impl::drain_replies(std::size_t chip, node::Frame& frame) noexc
 
 void NodeWorker::Impl::reap_chips(node::Frame& frame) noexcept {
   for (std::size_t chip = 0; chip < pids.size(); ++chip) {
-    if (!process_ended[chip].load(std::memory_order_acquire)) continue;
-    {
-      std::lock_guard lock(health_mutex);
-      if (wait_status[chip] != -1) continue;
-    }
+    if (!to_reap[chip].exchange(false, std::memory_order_acquire)) continue;
     // Its pidfd is readable: it has ended. waitpid fails only when its status went elsewhere
     // (a process that ignores SIGCHLD has its children reaped by the kernel).
     int status = 0;
@@ -228,10 +225,7 @@ void NodeWorker::Impl::read_replies() noexcept {
           if (stopping.load(std::memory_order_acquire)) return true;
           for (std::size_t chip = 0; chip < mailboxes.size(); ++chip) {
             if (!mailboxes[chip]->reply.empty()) return true;
-            if (process_ended[chip].load(std::memory_order_acquire)) {
-              std::lock_guard lock(health_mutex);
-              if (wait_status[chip] == -1) return true;  // not reaped yet
-            }
+            if (to_reap[chip].load(std::memory_order_acquire)) return true;
           }
           return false;
         },
@@ -257,7 +251,7 @@ void NodeWorker::Impl::watch_chips() noexcept {
     }
     for (std::size_t i = fds.size(); i-- > 0;) {
       if (fds[i].revents == 0) continue;
-      process_ended[chip_of[i]].store(true, std::memory_order_release);
+      to_reap[chip_of[i]].store(true, std::memory_order_release);
       fds.erase(fds.begin() + std::ptrdiff_t(i));
       chip_of.erase(chip_of.begin() + std::ptrdiff_t(i));
     }

@@ -139,7 +139,7 @@ Status NodeWorker::create(const NodeWorkerConfig& config, std::unique_ptr<NodeWo
             "NodeWorkerConfig.wait_timeout_s={} must be > 0", impl->timeout_s);
   impl->parent_pid = ::getpid();
   impl->loads = std::make_unique<std::atomic<int>[]>(std::size_t(config.chips));
-  impl->process_ended = std::make_unique<std::atomic<bool>[]>(std::size_t(config.chips));
+  impl->to_reap = std::make_unique<std::atomic<bool>[]>(std::size_t(config.chips));
   std::unique_ptr<NodeWorker> worker(new NodeWorker(std::move(impl)));
   HP_RETURN_IF_ERROR(register_collectives(*worker, &worker->impl_->builtins));
   *out = std::move(worker);

@@ -77,10 +77,10 @@ struct NodeWorker::Impl {
   std::unique_ptr<ChipWorker> host;  // the L3 orchestration's chip: dispatcher + sub-workers
   std::vector<int> pids;
   // Per chip: a pidfd (readable once the process has ended; -1: reaped at start, when it could
-  // not be opened), and whether the chip watcher saw it readable (the reply reader reaps only
-  // those chips).
+  // not be opened), and whether it has ended and waits for the reply reader to reap it (set by
+  // the chip watcher once per chip, cleared by the reader as it reaps).
   std::vector<int> pidfds;
-  std::unique_ptr<std::atomic<bool>[]> process_ended;
+  std::unique_ptr<std::atomic<bool>[]> to_reap;
   bool started = false;
   bool closed = false;
   std::mutex run_mutex;  // one run() at a time; close() waits for it
