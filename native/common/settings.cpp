@@ -57,11 +57,11 @@ constexpr std::array kSpecs = {
                 "how PEs reach each other; auto: shm under hprun, mpi under mpirun (this host's "
                 "PEs mapped, the others through MPI-3 RMA), one PE alone otherwise; mpi: every "
                 "PE through MPI-3 RMA"},
-    SettingSpec{"HP_SHMEM_MPI_PUT_SIGNAL", T::kEnum, S::kRuntime, "auto", "auto|message|rma",
-                "how the mpi transport carries a put_signal of up to 32 KiB; message: data and "
-                "signal in one MPI message the target applies in its shmem calls; rma: a put, a "
-                "flush (a round trip) and an atomic; auto: message to PEs on other hosts, rma on "
-                "this host"},
+    SettingSpec{"HP_SHMEM_MPI_MESSAGES", T::kEnum, S::kRuntime, "auto", "auto|message|rma",
+                "how the mpi transport carries atomics and put_signal (of up to 32 KiB); "
+                "message: MPI messages the target applies in its shmem calls (a put_signal's data "
+                "and signal in one); rma: MPI-3 atomics, a put_signal as a put, a flush (a round "
+                "trip) and an atomic; auto: message to PEs on other hosts, rma on this host"},
     SettingSpec{"HP_KERNEL_TARGET", T::kEnum, S::kRuntime, "auto",
                 "auto|reference|" HP_SOC_TARGET_NAMES,
                 "the kernel target (SoC library) to use; auto: the best one this CPU supports "
@@ -361,7 +361,7 @@ Status Settings::parse(const Lookup& lookup, Settings* out) {
   read_seconds("HP_SHMEM_TIMEOUT_S", &out->shmem_timeout_s);
   read_size("HP_SHMEM_HEAP_SIZE", &out->shmem_heap_bytes);
   read_choice("HP_SHMEM_TRANSPORT", &out->shmem_transport);
-  read_choice("HP_SHMEM_MPI_PUT_SIGNAL", &out->shmem_mpi_put_signal);
+  read_choice("HP_SHMEM_MPI_MESSAGES", &out->shmem_mpi_messages);
   read_choice_name("HP_KERNEL_TARGET", &out->kernel_target);
   read_int("HP_RANK", 0, 4095, &out->rank);
   read_int("HP_WORLD_SIZE", 1, 4096, &out->world_size);

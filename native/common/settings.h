@@ -41,7 +41,7 @@ HP_API std::string_view to_string(SettingScope scope) noexcept;
 enum class LogLevel { kTrace, kDebug, kInfo, kWarn, kError, kOff };
 enum class PinMode { kAuto, kOn, kOff };
 enum class ShmemTransport { kAuto, kThreads, kShm, kMpi };
-enum class MpiPutSignalPath { kAuto, kMessage, kRma };
+enum class MpiMessagePath { kAuto, kMessage, kRma };
 
 // Typed values of the runtime-scope settings.
 struct HP_API Settings {
@@ -55,8 +55,8 @@ struct HP_API Settings {
   PinMode pin_threads = PinMode::kAuto;       // HP_PIN_THREADS
   double shmem_timeout_s = 120.0;             // HP_SHMEM_TIMEOUT_S
   std::size_t shmem_heap_bytes = 256u << 20;  // HP_SHMEM_HEAP_SIZE
-  ShmemTransport shmem_transport = ShmemTransport::kAuto;           // HP_SHMEM_TRANSPORT
-  MpiPutSignalPath shmem_mpi_put_signal = MpiPutSignalPath::kAuto;  // HP_SHMEM_MPI_PUT_SIGNAL
+  ShmemTransport shmem_transport = ShmemTransport::kAuto;     // HP_SHMEM_TRANSPORT
+  MpiMessagePath shmem_mpi_messages = MpiMessagePath::kAuto;  // HP_SHMEM_MPI_MESSAGES
   std::string kernel_target = "auto";    // HP_KERNEL_TARGET: auto, reference or a SoC target
   int rank = -1;                         // HP_RANK (-1: unset)
   int world_size = -1;                   // HP_WORLD_SIZE (-1: unset)

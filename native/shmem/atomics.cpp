@@ -28,6 +28,10 @@ Status apply(std::string_view what, const T* dest, int pe, AtomicOp op, const T*
   }
   local(std::atomic_ref<T>(*reinterpret_cast<T*>(ctx->remote(pe, offset))));
   if (wakes) ctx->notify(pe);
+  // A PE that spins by fetching atomics on mapped words (a lock's tail, its own node) lets the
+  // operations that PEs of other hosts sent it by message apply meanwhile: the spin may end
+  // only once they did.
+  if (result != nullptr && ctx->transport != nullptr) ctx->transport->progress();
   return Status::ok();
 }
 

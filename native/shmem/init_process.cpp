@@ -132,7 +132,7 @@ Status init_mpi(const Settings& env, bool all_remote, std::unique_ptr<Context>* 
   MpiStart job;
   const std::size_t segment_bytes = segment_bytes_for(env.shmem_heap_bytes);
   HP_RETURN_IF_ERROR(start(segment_bytes, kControlBytes, all_remote, env.shmem_timeout_s,
-                           env.shmem_mpi_put_signal, &job)
+                           env.shmem_mpi_messages, &job)
                          .with_context("shmem init (mpi)"));
   auto ctx = std::make_unique<Context>();
   HP_RETURN_IF_ERROR(JobSegment::create_private(job.n_pes, &ctx->owned_job));

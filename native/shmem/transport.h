@@ -91,10 +91,10 @@ struct MpiStart {
 // heap_offset is heap_alignment()-aligned (segment_map.h), and returns the job. all_remote:
 // every other PE through RMA (HP_SHMEM_TRANSPORT=mpi); otherwise PEs on this host are mapped
 // (MPI_Win_allocate_shared) and only the others go through RMA. timeout_s (> 0): the deadline
-// of every MPI call the transport makes (mpi_call_deadline.h). put_signal: how it carries
-// put_signal (HP_SHMEM_MPI_PUT_SIGNAL).
+// of every MPI call the transport makes (mpi_call_deadline.h). messages: to which PEs it carries
+// atomics and put_signal by message (HP_SHMEM_MPI_MESSAGES).
 using MpiStartFn = Status (*)(std::size_t segment_bytes, std::size_t heap_offset, bool all_remote,
-                              double timeout_s, MpiPutSignalPath put_signal, MpiStart* out);
+                              double timeout_s, MpiMessagePath messages, MpiStart* out);
 inline constexpr const char* kMpiStartSymbol = "hp_shmem_mpi_start";
 inline constexpr const char* kMpiPluginName = "libhyper_parallel_shmem_mpi.so";
 

@@ -15,12 +15,13 @@
 // pages of it (a second mapping of the same pages), which private memory cannot give. MPI backs
 // MPI_Win_allocate with private memory unless every PE is on one host (osc/sm), and a
 // one-process shared window too.
-// Atomics always go through the world window (MPI atomics are not atomic with respect to the
-// CPU's); puts and gets to mapped PEs are copies.
-// put_signal of up to MpiPutSignal::kMaxBytes to a PE on another host (to every PE with
-// HP_SHMEM_MPI_PUT_SIGNAL=message) is one message of data and signal (mpi_put_signal.h) instead
-// of a put, a flush and an accumulate; reading such a PE (get, fetching atomics) and completing
-// (flush, quiet) first wait until it applied them.
+// Puts and gets to mapped PEs are copies; atomics on them are the CPU's, unless some PE
+// reaches another by RMA: then every atomic goes through the world window (MPI atomics are not
+// atomic with respect to the CPU's; see mpi_atomics_).
+// To a PE on another host (to every PE with HP_SHMEM_MPI_MESSAGES=message), atomics and
+// signal updates are messages the target applies (mpi_messages.h), and so is a put_signal of
+// up to MpiMessages::kMaxBytes, data and signal in one; reading such a PE by RMA (get) and
+// completing (flush, quiet) first wait until it applied them.
 // Errors return (MPI_ERRORS_RETURN on the communicator and the windows) and become SYSTEM_ERROR
 // naming the call, the PE and MPI's message; a one-sided call to another PE that fails inside
 // MPI becomes PEER_DEAD naming that PE (rma_status). With less than MPI_THREAD_MULTIPLE (this
@@ -46,8 +47,9 @@
 
 #include "common/logging.h"
 #include "platform/wait.h"
+#include "shmem/mpi_atomic.h"
 #include "shmem/mpi_call_deadline.h"
-#include "shmem/mpi_put_signal.h"
+#include "shmem/mpi_messages.h"
 #include "shmem/mpi_status.h"
 #include "shmem/segment_map.h"
 #include "shmem/transport.h"
@@ -140,11 +142,12 @@ class MpiTransport final : public RemoteTransport {
  public:
   MpiTransport(MPI_Comm world, MPI_Comm node, MPI_Win win, MPI_Win shared_win,
                SharedMapping mapping, bool owns_mpi, bool serialize, std::vector<std::size_t> pads,
-               std::unique_ptr<MpiCallDeadline> deadline, std::unique_ptr<MpiPutSignal> messages,
-               std::vector<char> by_message)
+               std::unique_ptr<MpiCallDeadline> deadline, std::unique_ptr<MpiMessages> messages,
+               std::vector<char> by_message, bool mpi_atomics)
       : deadline_(std::move(deadline)),
         messages_(std::move(messages)),
         by_message_(std::move(by_message)),
+        mpi_atomics_(mpi_atomics),
         world_(world),
         node_(node),
         win_(win),
@@ -253,48 +256,32 @@ class MpiTransport final : public RemoteTransport {
 
   Status atomic(int pe, std::size_t offset, AtomicOp op, std::size_t width, const void* operand,
                 const void* compare, void* result) override {
-    if (op != AtomicOp::kSet && op != AtomicOp::kAdd) {
-      HP_RETURN_IF_ERROR(await_applied(pe, "a fetching atomic"));
+    const bool fetching = op != AtomicOp::kSet && op != AtomicOp::kAdd;
+    if (!mpi_atomics_) {
+      HP_ENSURE(messages_ && by_message_[std::size_t(pe)], ErrorCode::kInternal,
+                "PE {}: an atomic on PE {}, which this PE maps, reached the MPI transport", rank_,
+                pe);
+      return message_atomic(pe, offset, op, width, operand, compare, fetching ? result : nullptr);
     }
+    if (fetching) HP_RETURN_IF_ERROR(await_applied(pe, "a fetching atomic"));
     Lock lock(this, "an MPI atomic", pe);
-    const MPI_Datatype type = width == 4 ? MPI_UINT32_T : MPI_UINT64_T;
-    const MPI_Aint disp = at(pe, offset);
-    int rc = MPI_SUCCESS;
-    std::uint64_t unused = 0;
-    switch (op) {
-      case AtomicOp::kFetch:
-        rc = MPI_Fetch_and_op(&unused, result, type, pe, disp, MPI_NO_OP, win_);
-        break;
-      case AtomicOp::kSet:
-      case AtomicOp::kAdd:
-        rc = MPI_Accumulate(operand, 1, type, pe, disp, 1, type,
-                            op == AtomicOp::kSet ? MPI_REPLACE : MPI_SUM, win_);
-        // Another PE's word: complete at the next flush or quiet. Only the operand (the
-        // caller's) must be done with before returning, which costs no round trip.
-        if (rc == MPI_SUCCESS && pe != rank_) {
-          issued(pe);
-          return flush_local(pe);
-        }
-        break;
-      case AtomicOp::kSwap:
-        rc = MPI_Fetch_and_op(operand, result, type, pe, disp, MPI_REPLACE, win_);
-        break;
-      case AtomicOp::kCompareSwap:
-        rc = MPI_Compare_and_swap(operand, compare, result, type, pe, disp, win_);
-        break;
-      case AtomicOp::kFetchAdd:
-        rc = MPI_Fetch_and_op(operand, result, type, pe, disp, MPI_SUM, win_);
-        break;
+    HP_RETURN_IF_ERROR(
+        rma_status(mpi_atomic(win_, pe, at(pe, offset), op, width, operand, compare, result),
+                   "an MPI atomic", pe));
+    if (!fetching && pe != rank_) {
+      // Another PE's word: complete at the next flush or quiet. Only the operand (the
+      // caller's) must be done with before returning, which costs no round trip.
+      issued(pe);
+      return flush_local(pe);
     }
-    HP_RETURN_IF_ERROR(rma_status(rc, "an MPI atomic", pe));
     return settled(pe, flush_counted(pe));
   }
 
   Status put_signal(int pe, std::size_t offset, const void* source, std::size_t bytes,
                     std::size_t signal_offset, std::uint64_t signal, AtomicOp op) override {
-    if (messages_ && by_message_[std::size_t(pe)] && bytes <= MpiPutSignal::kMaxBytes) {
-      // The RMA issued to `pe` before (an earlier put_signal's data or signal by RMA) lands
-      // before this one's signal, as the RMA path's own flush orders its put_signals.
+    if (messages_ && by_message_[std::size_t(pe)] && bytes <= MpiMessages::kMaxBytes) {
+      // The RMA issued to `pe` before (puts, a larger put_signal's data) lands before this
+      // one's signal, as the flush on the RMA path below orders it.
       HP_RETURN_IF_ERROR(flush_issued(pe));
       Lock lock(this, "MPI_Isend of a put_signal", pe);
       return noted(
@@ -347,7 +334,7 @@ class MpiTransport final : public RemoteTransport {
     drive_progress();
   }
 
-  bool owns_atomics() const noexcept override { return true; }
+  bool owns_atomics() const noexcept override { return mpi_atomics_; }
 
   Status failure() const override {
     if (!failed_.load(std::memory_order_acquire)) return Status::ok();
@@ -414,16 +401,46 @@ class MpiTransport final : public RemoteTransport {
     return Status::ok();
   }
 
+  // An atomic on `pe` by message (mpi_messages.h); result: null for a non-fetching op, which
+  // completes at the next flush or quiet; otherwise waits for the old value, applying what
+  // arrives here meanwhile (its target may be waiting on this PE in the same way).
+  Status message_atomic(int pe, std::size_t offset, AtomicOp op, std::size_t width,
+                        const void* operand, const void* compare, void* result) {
+    std::uint64_t ticket = 0;
+    {
+      Lock lock(this, "MPI_Isend of an atomic", pe);
+      HP_RETURN_IF_ERROR(noted(messages_->send_atomic(pe, offset, op, width, operand, compare,
+                                                      result != nullptr ? &ticket : nullptr)));
+    }
+    if (result == nullptr) return Status::ok();
+    Status status;
+    const platform::WaitResult r = platform::poll_until(
+        [&] {
+          Lock lock(this, "MPI_Improbe of an atomic's result", pe);
+          status = messages_->drain();
+          return !status.is_ok() || messages_->take_result(ticket, width, result);
+        },
+        platform::deadline_after(deadline_->timeout_s()), platform::WaitPolicy{},
+        [] { return false; });
+    HP_RETURN_IF_ERROR(noted(status));
+    if (r == platform::WaitResult::kReady) return Status::ok();
+    return noted(Status::error(ErrorCode::kTimeout,
+                               "an atomic of PE {} on PE {}: no result after {} s (a PE applies "
+                               "atomics that arrive by message inside its shmem calls; "
+                               "HP_SHMEM_TIMEOUT_S sets the deadline)",
+                               rank_, pe, deadline_->timeout_s()));
+  }
+
   // An MPI call that drives progress for the one-sided components that need it, and the
-  // put_signal messages that arrived applied (a failure is kept for the next call that waits
-  // on them, see MpiPutSignal::drain). The caller holds the lock.
+  // messages that arrived applied (a failure is kept for the next call that waits
+  // on them, see MpiMessages::drain). The caller holds the lock.
   void drive_progress() noexcept {
     int flag = 0;
     MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, world_, &flag, MPI_STATUS_IGNORE);
     if (messages_) (void)messages_->drain();
   }
 
-  // Waits until `pe` (-1: every PE) applied this PE's put_signal messages to it: asks for their
+  // Waits until `pe` (-1: every PE) applied this PE's messages to it: asks for their
   // acknowledgement, then applies what arrives here meanwhile and answers the others' requests
   // (their sender may be waiting on this PE in the same way). The caller does not hold the
   // lock.
@@ -432,7 +449,7 @@ class MpiTransport final : public RemoteTransport {
     Status status;
     const platform::WaitResult r = platform::poll_until(
         [&] {
-          Lock lock(this, "MPI_Improbe of put_signal messages", pe);
+          Lock lock(this, "MPI_Improbe of one-sided messages", pe);
           // Asked again each round: another thread may have sent more since the last request.
           status = messages_->request_acks(pe);
           if (status.is_ok()) status = messages_->drain();
@@ -444,7 +461,7 @@ class MpiTransport final : public RemoteTransport {
     if (r == platform::WaitResult::kReady) return Status::ok();
     return noted(Status::error(
         ErrorCode::kTimeout,
-        "{} on PE {}: {} put_signal messages to {} not applied after {} s (a PE "
+        "{} on PE {}: {} one-sided messages to {} not applied after {} s (a PE "
         "applies them inside its shmem calls; HP_SHMEM_TIMEOUT_S sets the "
         "deadline)",
         what, rank_, messages_->unapplied(pe),
@@ -473,8 +490,12 @@ class MpiTransport final : public RemoteTransport {
   };
 
   std::unique_ptr<MpiCallDeadline> deadline_;  // outlives every call: destroyed last
-  std::unique_ptr<MpiPutSignal> messages_;     // null: every put_signal through RMA
-  std::vector<char> by_message_;               // [pe]: its put_signal by message
+  std::unique_ptr<MpiMessages> messages_;      // null: no PE sends any by message
+  std::vector<char> by_message_;               // [pe]: its atomics and put_signal by message
+  // Some PE reaches another by RMA (not mapped, not by message): every atomic is then an MPI
+  // atomic (MPI's are not atomic with the CPU's). Otherwise the CPU's atomics do every atomic:
+  // on the mapped PEs directly, on the others by message, applied by their target.
+  bool mpi_atomics_;
   MPI_Comm world_;
   MPI_Comm node_;
   MPI_Win win_;
@@ -506,7 +527,7 @@ class MpiTransport final : public RemoteTransport {
 
 extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size_t heap_offset,
                                             bool all_remote, double timeout_s,
-                                            MpiPutSignalPath put_signal, MpiStart* out) {
+                                            MpiMessagePath messages_path, MpiStart* out) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   int provided = MPI_THREAD_SINGLE;
@@ -543,10 +564,10 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
       mpi_status(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node),
                  "MPI_Comm_split_type", rank));
   MPI_Comm_size(node, &node_size);
-  // Whose put_signal goes by message: see HP_SHMEM_MPI_PUT_SIGNAL.
-  std::vector<char> by_message(std::size_t(size), put_signal == MpiPutSignalPath::kMessage);
+  // Who gets atomics and put_signal by message: see HP_SHMEM_MPI_MESSAGES.
+  std::vector<char> by_message(std::size_t(size), messages_path == MpiMessagePath::kMessage);
   const std::vector<int> node_world_ranks = world_ranks_of(node, world);
-  if (put_signal == MpiPutSignalPath::kAuto) {
+  if (messages_path == MpiMessagePath::kAuto) {
     by_message.assign(std::size_t(size), 1);
     for (int world_rank : node_world_ranks) {
       if (world_rank != MPI_UNDEFINED) by_message[std::size_t(world_rank)] = 0;
@@ -610,25 +631,33 @@ extern "C" HP_API Status hp_shmem_mpi_start(std::size_t segment_bytes, std::size
   MPI_Win_sync(win);
   // Every segment is zero before anybody writes into one.
   HP_RETURN_IF_ERROR(mpi_status(MPI_Barrier(world), "MPI_Barrier", rank));
+  // Whether any PE reaches another by RMA: then so do all atomics (see mpi_atomics_). The
+  // mapping and the message paths are symmetric, so what this PE sees holds for its own words.
+  bool mpi_atomics = false;
+  for (int p = 0; p < size; ++p) {
+    if (p != rank && out->segments[std::size_t(p)] == nullptr && !by_message[std::size_t(p)]) {
+      mpi_atomics = true;
+    }
+  }
   // The messages' communicator, when any PE sends by message (every PE then receives).
   int local_sends = std::any_of(by_message.begin(), by_message.end(), [](char b) { return b; });
   int any_sends = 0;
   HP_RETURN_IF_ERROR(mpi_status(MPI_Allreduce(&local_sends, &any_sends, 1, MPI_INT, MPI_LOR, world),
-                                "MPI_Allreduce of the put_signal paths", rank));
-  std::unique_ptr<MpiPutSignal> messages;
+                                "MPI_Allreduce of the message paths", rank));
+  std::unique_ptr<MpiMessages> messages;
   if (any_sends != 0) {
     MPI_Comm comm = MPI_COMM_NULL;
     HP_RETURN_IF_ERROR(
-        mpi_status(MPI_Comm_dup(world, &comm), "MPI_Comm_dup for put_signal messages", rank));
+        mpi_status(MPI_Comm_dup(world, &comm), "MPI_Comm_dup for one-sided messages", rank));
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-    messages = std::make_unique<MpiPutSignal>(comm, win, MPI_Aint(pads[std::size_t(rank)]), segment,
-                                              segment_bytes);
+    messages = std::make_unique<MpiMessages>(comm, win, MPI_Aint(pads[std::size_t(rank)]), segment,
+                                             segment_bytes, !mpi_atomics);
   }
   starting.reset();
-  out->transport = std::make_unique<MpiTransport>(world, node, win, shared_win, std::move(mapping),
-                                                  !initialized, provided < MPI_THREAD_MULTIPLE,
-                                                  std::move(pads), std::move(deadline),
-                                                  std::move(messages), std::move(by_message));
+  out->transport = std::make_unique<MpiTransport>(
+      world, node, win, shared_win, std::move(mapping), !initialized,
+      provided < MPI_THREAD_MULTIPLE, std::move(pads), std::move(deadline), std::move(messages),
+      std::move(by_message), mpi_atomics);
   HP_LOG_DEBUG("shmem: MPI transport, PE {} of {}, {}, thread level {}", rank, size,
                all_remote ? "all PEs through RMA" : "this host's PEs mapped", provided);
   return Status::ok();

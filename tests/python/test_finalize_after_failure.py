@@ -119,5 +119,5 @@ def test_over_mpi_nothing_waits_after_a_put_signal_message_was_not_applied(n, tm
     if shutil.which("mpirun") is None:
         pytest.skip("Open MPI's mpirun is not installed")
     result = run_job(["mpirun", "-np", n], "unapplied", tmp_path, **MPIRUN_ENV,
-                     HP_SHMEM_TRANSPORT="mpi", HP_SHMEM_MPI_PUT_SIGNAL="message")
+                     HP_SHMEM_TRANSPORT="mpi", HP_SHMEM_MPI_MESSAGES="message")
     check_pe(result, 1, "completion", "TIMEOUT")
