@@ -134,18 +134,29 @@ WaitResult wait_event(WaitWord& event, const std::function<bool()>& ready,
 
 WaitResult poll_until(const std::function<bool()>& ready, Clock::time_point deadline,
                       const WaitPolicy& policy, const std::function<bool()>& cancelled) {
+  return poll_until([&] { return ready() ? PollState::kReady : PollState::kIdle; }, deadline,
+                    policy, cancelled);
+}
+
+WaitResult poll_until(const std::function<PollState()>& look, Clock::time_point deadline,
+                      const WaitPolicy& policy, const std::function<bool()>& cancelled) {
   for (std::int64_t i = 0; i < policy.spin; ++i) {
-    if (ready()) return WaitResult::kReady;
+    if (look() == PollState::kReady) return WaitResult::kReady;
     if ((i & 1023) == 1023 && Clock::now() >= deadline) return WaitResult::kTimedOut;
     _mm_pause();
   }
-  const auto stop_yielding = Clock::now() + policy.yield_for;
+  auto stop_yielding = Clock::now() + policy.yield_for;
   auto delay = std::chrono::microseconds(1);
   for (;;) {
-    if (ready()) return WaitResult::kReady;
+    const PollState state = look();
+    if (state == PollState::kReady) return WaitResult::kReady;
     if (cancelled && cancelled()) return WaitResult::kCancelled;
     const auto now = Clock::now();
     if (now >= deadline) return WaitResult::kTimedOut;
+    if (state == PollState::kWorked) {
+      stop_yielding = now + policy.yield_for;
+      delay = std::chrono::microseconds(1);
+    }
     if (now < stop_yielding) {
       sched_yield();
     } else {

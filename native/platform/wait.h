@@ -97,6 +97,15 @@ HP_API void heavy_fence() noexcept;
 // from 1 us to 100 us (the poller may be the one whose MPI calls make others' RMA progress).
 HP_API WaitResult poll_until(const std::function<bool()>& ready, Clock::time_point deadline,
                              const WaitPolicy& policy, const std::function<bool()>& cancelled);
+// What one look of a poll found: the condition holds; it does not, but the look did work for
+// others (applied a message another PE sent: more may follow, and that PE may wait for this
+// one's answer); or nothing.
+enum class PollState { kReady, kWorked, kIdle };
+// poll_until whose look says whether it worked: a look that worked starts the yielding phase
+// over and resets the sleep to 1 us, so a poller that serves a stream of requests answers
+// each at yielding latency instead of after a sleep of up to 100 us.
+HP_API WaitResult poll_until(const std::function<PollState()>& look, Clock::time_point deadline,
+                             const WaitPolicy& policy, const std::function<bool()>& cancelled);
 
 HP_API Clock::time_point deadline_after(double seconds) noexcept;
 

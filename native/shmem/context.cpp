@@ -103,11 +103,13 @@ Status Context::wait_local(const std::function<bool()>& ready,
   auto aborted = [this] { return job->aborted(); };
   platform::WaitResult r = platform::WaitResult::kTimedOut;
   if (transport != nullptr) {
-    // Remote writers cannot wake this PE: poll, letting the transport make progress.
+    // Remote writers cannot wake this PE: poll, letting the transport make progress (while
+    // other PEs' messages keep arriving, without sleeping: they may wait for its answers).
     r = platform::poll_until(
         [&] {
-          transport->progress();
-          return ready();
+          const bool worked = transport->progress();
+          if (ready()) return platform::PollState::kReady;
+          return worked ? platform::PollState::kWorked : platform::PollState::kIdle;
         },
         deadline, how, aborted);
   } else {

@@ -169,6 +169,7 @@ Status MpiMessages::drain_locked() {
     HP_RETURN_IF_ERROR(
         mpi_status(MPI_Mrecv(received_.data(), length, MPI_BYTE, &message, MPI_STATUS_IGNORE),
                    "MPI_Mrecv of a one-sided message", source));
+    handled_.store(handled_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     std::uint64_t count = 0;  // the sender's count of this PE's messages it applied
     switch (probed.MPI_TAG) {
       case kData:

@@ -91,6 +91,8 @@ class MpiMessages {
   // Asks `pe` (-1: every PE) to acknowledge what it applied, unless nothing sent to it is
   // unacknowledged or an earlier request covers it all; drain() counts the answers.
   Status request_acks(int pe);
+  // How many messages drain() received so far (of every kind).
+  std::uint64_t handled() const noexcept { return handled_.load(std::memory_order_relaxed); }
   // Messages sent to `pe` (-1: to any PE) not acknowledged yet.
   std::uint64_t unapplied(int pe) const noexcept;
 
@@ -161,6 +163,7 @@ class MpiMessages {
   std::vector<std::uint64_t> applied_;
   std::vector<std::uint64_t> requested_;
   std::uint64_t next_ticket_ = 1;
+  std::atomic<std::uint64_t> handled_{0};                     // handled(); written under mutex_
   std::unordered_map<std::uint64_t, std::uint64_t> results_;  // ticket -> old value, arrived
   int n_pes_ = 0;
 };

@@ -55,7 +55,8 @@ class RemoteTransport {
   virtual Status flush(int pe) = 0;
   virtual Status quiet() = 0;
   // Lets RMA that targets this PE land and become visible to its loads (called while waiting).
-  virtual void progress() noexcept = 0;
+  // Returns whether it applied or answered something another PE sent (more may follow).
+  virtual bool progress() noexcept = 0;
   // A barrier of every PE, in the transport's own messages (every PE calls it, in the same
   // order as its other world barriers): start_barrier() enters it; barrier_done() (called while
   // waiting, it makes progress) sets *done once every PE has entered, after which this PE's

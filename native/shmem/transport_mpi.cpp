@@ -328,10 +328,10 @@ class MpiTransport final : public RemoteTransport {
     return Status::ok();
   }
 
-  void progress() noexcept override {
+  bool progress() noexcept override {
     Lock lock(this, "MPI_Win_sync", -1);
     MPI_Win_sync(win_);  // this PE's loads see what RMA wrote into its window
-    drive_progress();
+    return drive_progress();
   }
 
   bool owns_atomics() const noexcept override { return mpi_atomics_; }
@@ -401,6 +401,11 @@ class MpiTransport final : public RemoteTransport {
     return Status::ok();
   }
 
+  // How an origin waits for a fetching atomic's answer: it comes after a round trip, so the
+  // origin yields its CPU for that long rather than sleeping (a sleep that outlasts the answer
+  // adds to every atomic).
+  static constexpr platform::WaitPolicy kAnswerWait{.yield_for = std::chrono::milliseconds(1)};
+
   // An atomic on `pe` by message (mpi_messages.h); result: null for a non-fetching op, which
   // completes at the next flush or quiet; otherwise waits for the old value, applying what
   // arrives here meanwhile (its target may be waiting on this PE in the same way).
@@ -417,11 +422,15 @@ class MpiTransport final : public RemoteTransport {
     const platform::WaitResult r = platform::poll_until(
         [&] {
           Lock lock(this, "MPI_Improbe of an atomic's result", pe);
+          const std::uint64_t handled = messages_->handled();
           status = messages_->drain();
-          return !status.is_ok() || messages_->take_result(ticket, width, result);
+          if (!status.is_ok() || messages_->take_result(ticket, width, result)) {
+            return platform::PollState::kReady;
+          }
+          return messages_->handled() != handled ? platform::PollState::kWorked
+                                                 : platform::PollState::kIdle;
         },
-        platform::deadline_after(deadline_->timeout_s()), platform::WaitPolicy{},
-        [] { return false; });
+        platform::deadline_after(deadline_->timeout_s()), kAnswerWait, [] { return false; });
     HP_RETURN_IF_ERROR(noted(status));
     if (r == platform::WaitResult::kReady) return Status::ok();
     return noted(Status::error(ErrorCode::kTimeout,
@@ -434,10 +443,14 @@ class MpiTransport final : public RemoteTransport {
   // An MPI call that drives progress for the one-sided components that need it, and the
   // messages that arrived applied (a failure is kept for the next call that waits
   // on them, see MpiMessages::drain). The caller holds the lock.
-  void drive_progress() noexcept {
+  // Returns whether a message was handled.
+  bool drive_progress() noexcept {
     int flag = 0;
     MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, world_, &flag, MPI_STATUS_IGNORE);
-    if (messages_) (void)messages_->drain();
+    if (!messages_) return false;
+    const std::uint64_t before = messages_->handled();
+    (void)messages_->drain();
+    return messages_->handled() != before;
   }
 
   // Waits until `pe` (-1: every PE) applied this PE's messages to it: asks for their
@@ -451,9 +464,12 @@ class MpiTransport final : public RemoteTransport {
         [&] {
           Lock lock(this, "MPI_Improbe of one-sided messages", pe);
           // Asked again each round: another thread may have sent more since the last request.
+          const std::uint64_t handled = messages_->handled();
           status = messages_->request_acks(pe);
           if (status.is_ok()) status = messages_->drain();
-          return !status.is_ok() || messages_->unapplied(pe) == 0;
+          if (!status.is_ok() || messages_->unapplied(pe) == 0) return platform::PollState::kReady;
+          return messages_->handled() != handled ? platform::PollState::kWorked
+                                                 : platform::PollState::kIdle;
         },
         platform::deadline_after(deadline_->timeout_s()), platform::WaitPolicy{},
         [] { return false; });
