@@ -5,6 +5,7 @@
  *   alltoall:             shmem_alltoallmem on SHMEM_TEAM_WORLD (1.5) | shmem_alltoall64 (1.4)
  *   blocked put:          shmem_int64_ibput (1.6) | a shmem_putmem per block (1.4/1.5)
  *   signal add:           shmem_signal_add (1.6) | shmem_long_atomic_add (1.4/1.5)
+ *   fetch-add:            shmem_long_atomic_fetch_add (1.4 and later), every PE on one word
  * PE 0 prints one JSON object: {"impl": ..., "n_pes": N, "<metric>": value, ...}.
  * Bandwidth: PE 0 puts to PE 1 while the others wait. Ping-pong: every (even, odd) pair at
  * once. PE 0's numbers are reported. */
@@ -32,6 +33,7 @@
 static int me, npes, partner, active;
 static char *src, *dst;
 static long* flag;        /* 1.4 ping-pong flag */
+static long* counter;     /* fetch-add's word */
 static uint64_t* signal_; /* 1.5 ping-pong signal */
 
 /* PE 0 puts to PE 1; the others wait in a barrier. */
@@ -139,6 +141,16 @@ static double signal_add_sample(int iters) {
   return t / iters;
 }
 
+/* Every PE fetch-adds to the same word of PE 0 `iters` times: the time per op of the slowest
+ * (PE 0 waits for all in the barrier), atomics under contention. */
+static double fetch_add_sample(int iters) {
+  shmem_barrier_all();
+  const double t0 = now();
+  for (int i = 0; i < iters; ++i) (void)shmem_long_atomic_fetch_add(counter, 1, 0);
+  shmem_barrier_all();
+  return (now() - t0) / iters;
+}
+
 static double barrier_sample(int iters) {
   shmem_barrier_all();
   const double t0 = now();
@@ -181,8 +193,9 @@ int main(int argc, char** argv) {
   src = shmem_malloc(buf);
   dst = shmem_malloc(buf);
   flag = shmem_malloc(sizeof(long));
+  counter = shmem_calloc(1, sizeof(long));
   signal_ = shmem_malloc(sizeof(uint64_t));
-  if (!src || !dst || !flag || !signal_) {
+  if (!src || !dst || !flag || !counter || !signal_) {
     fprintf(stderr, "bench_shmem: shmem_malloc failed (heap too small?)\n");
     shmem_global_exit(2);
   }
@@ -204,19 +217,22 @@ int main(int argc, char** argv) {
   const double alltoall = MEDIAN_OF(reps, alltoall_sample(a2a, quick ? 1 : 20));
   const double ibput = MEDIAN_OF(reps, ibput_sample(quick ? 2 : 2000));
   const double signal_add = MEDIAN_OF(reps, signal_add_sample(quick ? 10 : 20000));
+  const double fetch_add = MEDIAN_OF(reps, fetch_add_sample(quick ? 10 : 2000));
 
   if (me == 0) {
     printf(
         "{\"impl\": \"%s\", \"n_pes\": %d, \"openshmem\": \"%d.%d\", "
         "\"put_GBps_64K\": %.3f, \"put_GBps_1M\": %.3f, \"put_GBps_64M\": %.3f, "
         "\"memcpy_GBps_64M\": %.3f, \"pingpong_half_rtt_us\": %.3f, \"barrier_us\": %.3f, "
-        "\"alltoall_1M_us\": %.1f, \"ibput_64x1K_us\": %.3f, \"signal_add_us\": %.4f}\n",
+        "\"alltoall_1M_us\": %.1f, \"ibput_64x1K_us\": %.3f, \"signal_add_us\": %.4f, "
+        "\"fetch_add_us\": %.4f}\n",
         impl, npes, SHMEM_MAJOR_VERSION, SHMEM_MINOR_VERSION, (64 << 10) / put_64k / 1e9,
         (1 << 20) / put_1m / 1e9, big / put_64m / 1e9, big / memcpy_64m / 1e9, pingpong * 1e6,
-        barrier * 1e6, alltoall * 1e6, ibput * 1e6, signal_add * 1e6);
+        barrier * 1e6, alltoall * 1e6, ibput * 1e6, signal_add * 1e6, fetch_add * 1e6);
     fflush(stdout);
   }
   shmem_free(signal_);
+  shmem_free(counter);
   shmem_free(flag);
   shmem_free(dst);
   shmem_free(src);

@@ -37,6 +37,7 @@ METRICS = [  # (key, label, higher is better)
     ("alltoall_1M_us", "alltoall 1 MiB/peer (us)", False),
     ("ibput_64x1K_us", "blocked put 64 x 1 KiB (us)", False),
     ("signal_add_us", "signal add (us per op)", False),
+    ("fetch_add_us", "fetch-add, all PEs on PE 0 (us per op)", False),
 ]
 OMPI_ENV = {
     "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
