@@ -8,6 +8,16 @@
 namespace hp::shmem {
 namespace {
 
+// After a fetching atomic on a mapped word. A PE that spins by such fetches (a lock's tail, its
+// own node) lets the operations that PEs of other hosts sent it by message apply meanwhile: the
+// spin may end only once they did. Every kProgressEvery-th fetch of a thread: a progress call
+// costs MPI calls, a fetch from the mapping a few nanoseconds.
+void progress_now_and_then(const Context& ctx) {
+  constexpr unsigned kProgressEvery = 64;
+  thread_local unsigned fetches = 0;
+  if (ctx.transport != nullptr && ++fetches % kProgressEvery == 0) ctx.transport->progress();
+}
+
 // Checks the call, then runs `local(word)` on the target's mapping of the word (and wakes the
 // target's waiters when `wakes`), or the same op through the transport when it cannot be done
 // by load/store (the transport gets the word's segment offset).
@@ -28,15 +38,7 @@ Status apply(std::string_view what, const T* dest, int pe, AtomicOp op, const T*
   }
   local(std::atomic_ref<T>(*reinterpret_cast<T*>(ctx->remote(pe, offset))));
   if (wakes) ctx->notify(pe);
-  // A PE that spins by fetching atomics on mapped words (a lock's tail, its own node) lets the
-  // operations that PEs of other hosts sent it by message apply meanwhile: the spin may end
-  // only once they did. Every kProgressEvery-th fetch of a thread: a progress call costs MPI
-  // calls, a fetch from the mapping a few nanoseconds.
-  constexpr unsigned kProgressEvery = 64;
-  thread_local unsigned fetches = 0;
-  if (result != nullptr && ctx->transport != nullptr && ++fetches % kProgressEvery == 0) {
-    ctx->transport->progress();
-  }
+  if (result != nullptr) progress_now_and_then(*ctx);
   return Status::ok();
 }
 
