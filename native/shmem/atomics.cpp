@@ -11,7 +11,7 @@ namespace {
 // After a fetching atomic on a mapped word. A PE that spins by such fetches (a lock's tail, its
 // own node) lets the operations that PEs of other hosts sent it by message apply meanwhile: the
 // spin may end only once they did. Every kProgressEvery-th fetch of a thread: a progress call
-// costs MPI calls, a fetch from the mapping a few nanoseconds.
+// is MPI calls (which may give up the CPU), a fetch from the mapping one instruction.
 void progress_now_and_then(const Context& ctx) {
   constexpr unsigned kProgressEvery = 64;
   thread_local unsigned fetches = 0;

@@ -140,10 +140,11 @@ Status MpiMessages::complete_sends() {
   return Status::ok();
 }
 
-Status MpiMessages::drain() {
+Status MpiMessages::drain(bool* received) {
   std::lock_guard lock(mutex_);
+  if (received != nullptr) *received = false;
   if (!failed_.is_ok()) return failed_;
-  Status status = drain_locked();
+  Status status = drain_locked(received);
   if (!status.is_ok()) {
     // Kept: a PE that only waits on its words learns of it from no other call.
     HP_LOG_ERROR("shmem: PE {}: one-sided messages: {}", rank_, status.to_string());
@@ -152,7 +153,7 @@ Status MpiMessages::drain() {
   return status;
 }
 
-Status MpiMessages::drain_locked() {
+Status MpiMessages::drain_locked(bool* received) {
   HP_RETURN_IF_ERROR(complete_sends());
   for (;;) {
     int found = 0;
@@ -169,7 +170,7 @@ Status MpiMessages::drain_locked() {
     HP_RETURN_IF_ERROR(
         mpi_status(MPI_Mrecv(received_.data(), length, MPI_BYTE, &message, MPI_STATUS_IGNORE),
                    "MPI_Mrecv of a one-sided message", source));
-    handled_.store(handled_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (received != nullptr) *received = true;
     std::uint64_t count = 0;  // the sender's count of this PE's messages it applied
     switch (probed.MPI_TAG) {
       case kData:
@@ -298,11 +299,9 @@ Status MpiMessages::update(std::size_t offset, AtomicOp op, std::size_t width, c
     }
     return Status::ok();
   }
-  std::uint64_t unused = 0;
   const MPI_Aint disp = own_disp_ + MPI_Aint(offset);
-  HP_RETURN_IF_ERROR(mpi_status(
-      mpi_atomic(win_, rank_, disp, op, width, operand, compare, old != nullptr ? old : &unused),
-      "an MPI atomic applying a message", rank_));
+  HP_RETURN_IF_ERROR(mpi_status(mpi_atomic(win_, rank_, disp, op, width, operand, compare, old),
+                                "an MPI atomic applying a message", rank_));
   return mpi_status(MPI_Win_flush(rank_, win_), "MPI_Win_flush of a message's atomic", rank_);
 }
 

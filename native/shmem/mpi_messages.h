@@ -29,7 +29,7 @@
 // atomic's answer too). A sender that must know more asks (request_acks): the target answers
 // in its next progress with its count, which covers every message sent before the request
 // (they arrive before it). A message acknowledged by one of its own would add a send and a
-// receive to every put_signal's path (a third of a ping-pong's round trip over TCP); asking
+// receive to every put_signal's path (bench/shmem/RESULTS.md, the TCP rows); asking
 // costs one round trip per completion instead, as a flush of RMA does, and, like one over the
 // components that need this path, needs the target's progress.
 //
@@ -86,13 +86,12 @@ class MpiMessages {
   // bytes to `result` and forgets it.
   bool take_result(std::uint64_t ticket, std::size_t width, void* result);
   // Applies the messages that arrived, answers requests for acknowledgements, and counts the
-  // acknowledgements received. A failure is kept (logged once) and returned by every later call.
-  Status drain();
+  // acknowledgements received; *received (optional): whether any message arrived. A failure is
+  // kept (logged once) and returned by every later call.
+  Status drain(bool* received = nullptr);
   // Asks `pe` (-1: every PE) to acknowledge what it applied, unless nothing sent to it is
   // unacknowledged or an earlier request covers it all; drain() counts the answers.
   Status request_acks(int pe);
-  // How many messages drain() received so far (of every kind).
-  std::uint64_t handled() const noexcept { return handled_.load(std::memory_order_relaxed); }
   // Messages sent to `pe` (-1: to any PE) not acknowledged yet.
   std::uint64_t unapplied(int pe) const noexcept;
 
@@ -129,7 +128,7 @@ class MpiMessages {
   static constexpr int kAtomic = 4;
   static constexpr int kAtomicResult = 5;
 
-  Status drain_locked();
+  Status drain_locked(bool* received);
   // Applies a kData message; *applied: the sender's count of this PE's messages it applied.
   Status apply(int source, const std::vector<std::byte>& message, std::uint64_t* applied);
   // Applies a kAtomic message (h: its header, checked); *old: the word's old value for a
@@ -163,7 +162,6 @@ class MpiMessages {
   std::vector<std::uint64_t> applied_;
   std::vector<std::uint64_t> requested_;
   std::uint64_t next_ticket_ = 1;
-  std::atomic<std::uint64_t> handled_{0};                     // handled(); written under mutex_
   std::unordered_map<std::uint64_t, std::uint64_t> results_;  // ticket -> old value, arrived
   int n_pes_ = 0;
 };

@@ -36,6 +36,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <numeric>
 #include <optional>
@@ -418,39 +419,25 @@ class MpiTransport final : public RemoteTransport {
                                                       result != nullptr ? &ticket : nullptr)));
     }
     if (result == nullptr) return Status::ok();
-    Status status;
-    const platform::WaitResult r = platform::poll_until(
+    return serve_messages_until(
+        pe, kAnswerWait, [] { return Status::ok(); },
+        [&] { return messages_->take_result(ticket, width, result); },
         [&] {
-          Lock lock(this, "MPI_Improbe of an atomic's result", pe);
-          const std::uint64_t handled = messages_->handled();
-          status = messages_->drain();
-          if (!status.is_ok() || messages_->take_result(ticket, width, result)) {
-            return platform::PollState::kReady;
-          }
-          return messages_->handled() != handled ? platform::PollState::kWorked
-                                                 : platform::PollState::kIdle;
-        },
-        platform::deadline_after(deadline_->timeout_s()), kAnswerWait, [] { return false; });
-    HP_RETURN_IF_ERROR(noted(status));
-    if (r == platform::WaitResult::kReady) return Status::ok();
-    return noted(Status::error(ErrorCode::kTimeout,
-                               "an atomic of PE {} on PE {}: no result after {} s (a PE applies "
-                               "atomics that arrive by message inside its shmem calls; "
-                               "HP_SHMEM_TIMEOUT_S sets the deadline)",
-                               rank_, pe, deadline_->timeout_s()));
+          return fmt::format("an atomic of PE {} on PE {}: no result after {} s", rank_, pe,
+                             deadline_->timeout_s());
+        });
   }
 
   // An MPI call that drives progress for the one-sided components that need it, and the
   // messages that arrived applied (a failure is kept for the next call that waits
   // on them, see MpiMessages::drain). The caller holds the lock.
-  // Returns whether a message was handled.
+  // Returns whether a message arrived.
   bool drive_progress() noexcept {
     int flag = 0;
     MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, world_, &flag, MPI_STATUS_IGNORE);
-    if (!messages_) return false;
-    const std::uint64_t before = messages_->handled();
-    (void)messages_->drain();
-    return messages_->handled() != before;
+    bool received = false;
+    if (messages_) (void)messages_->drain(&received);
+    return received;
   }
 
   // Waits until `pe` (-1: every PE) applied this PE's messages to it: asks for their
@@ -459,29 +446,43 @@ class MpiTransport final : public RemoteTransport {
   // lock.
   Status await_applied(int pe, std::string_view what) {
     if (!messages_ || messages_->unapplied(pe) == 0) return Status::ok();
+    return serve_messages_until(
+        pe, platform::WaitPolicy{},
+        // Asked again each round: another thread may have sent more since the last request.
+        [&] { return messages_->request_acks(pe); }, [&] { return messages_->unapplied(pe) == 0; },
+        [&] {
+          return fmt::format("{} on PE {}: {} one-sided messages to {} not applied after {} s",
+                             what, rank_, messages_->unapplied(pe),
+                             pe < 0 ? std::string("the other PEs") : fmt::format("PE {}", pe),
+                             deadline_->timeout_s());
+        });
+  }
+
+  // Waits under the transport's deadline until done() holds, each round calling `ask`, then
+  // applying the messages that arrived (their senders may wait on this PE in the same way; a
+  // round that received some polls again without sleeping). TIMEOUT with describe()'s words.
+  // pe: the PE waited on (-1: every PE), for the call deadline. The caller does not hold the
+  // lock.
+  Status serve_messages_until(int pe, const platform::WaitPolicy& how,
+                              const std::function<Status()>& ask, const std::function<bool()>& done,
+                              const std::function<std::string()>& describe) {
     Status status;
     const platform::WaitResult r = platform::poll_until(
         [&] {
           Lock lock(this, "MPI_Improbe of one-sided messages", pe);
-          // Asked again each round: another thread may have sent more since the last request.
-          const std::uint64_t handled = messages_->handled();
-          status = messages_->request_acks(pe);
-          if (status.is_ok()) status = messages_->drain();
-          if (!status.is_ok() || messages_->unapplied(pe) == 0) return platform::PollState::kReady;
-          return messages_->handled() != handled ? platform::PollState::kWorked
-                                                 : platform::PollState::kIdle;
+          bool received = false;
+          status = ask();
+          if (status.is_ok()) status = messages_->drain(&received);
+          if (!status.is_ok() || done()) return platform::PollState::kReady;
+          return received ? platform::PollState::kWorked : platform::PollState::kIdle;
         },
-        platform::deadline_after(deadline_->timeout_s()), platform::WaitPolicy{},
-        [] { return false; });
+        platform::deadline_after(deadline_->timeout_s()), how, [] { return false; });
     HP_RETURN_IF_ERROR(noted(status));
     if (r == platform::WaitResult::kReady) return Status::ok();
-    return noted(Status::error(
-        ErrorCode::kTimeout,
-        "{} on PE {}: {} one-sided messages to {} not applied after {} s (a PE "
-        "applies them inside its shmem calls; HP_SHMEM_TIMEOUT_S sets the "
-        "deadline)",
-        what, rank_, messages_->unapplied(pe),
-        pe < 0 ? std::string("the other PEs") : fmt::format("PE {}", pe), deadline_->timeout_s()));
+    return noted(Status::error(ErrorCode::kTimeout,
+                               "{} (a PE applies the messages sent to it inside its shmem calls; "
+                               "HP_SHMEM_TIMEOUT_S sets the deadline)",
+                               describe()));
   }
 
   // An operation on this PE's own window completes inside the call, without progressing what
